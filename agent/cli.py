@@ -1,0 +1,144 @@
+"""``gpu-agent``: run the agent, show its configuration, drive the simulated node."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import sys
+from collections.abc import Coroutine, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agent.config.load import ConfigError, Overrides, load, to_tree
+from agent.config.schema import EXPORTERS, LOG_LEVELS
+from agent.docs import metrics_markdown
+from agent.export.exporters import ExporterConfigError
+from agent.logs import setup_logging
+
+log = logging.getLogger("agent")
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return value
+
+
+def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, metavar="FILE", help="YAML configuration file")
+    parser.add_argument("--interval", type=_positive_seconds, metavar="SECONDS",
+                        help="sampling interval of the fast metric group")
+    parser.add_argument("--export-interval", type=_positive_seconds, metavar="SECONDS",
+                        help="how often metrics are pushed")
+    parser.add_argument("--exporter", choices=EXPORTERS,
+                        help="otlp (push to a collector) or console (print)")
+    parser.add_argument("--log-level", choices=LOG_LEVELS)
+
+
+def _overrides(args: argparse.Namespace) -> Overrides:
+    return Overrides(
+        interval=args.interval,
+        export_interval=args.export_interval,
+        exporter=args.exporter,
+        log_level=args.log_level,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpu-agent", description="GPU telemetry node agent (OpenTelemetry)."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="sample the GPUs and export")
+    _add_config_flags(run)
+    run.add_argument("--simulate", type=Path, metavar="SCENARIO",
+                     help="bring up the simulated GPU node from SCENARIO and monitor it")
+
+    config = commands.add_parser("config", help="configuration")
+    config_commands = config.add_subparsers(dest="config_command", required=True)
+    show = config_commands.add_parser("show", help="print the effective configuration")
+    _add_config_flags(show)
+
+    docs = commands.add_parser("docs", help="generate reference documentation")
+    docs_commands = docs.add_subparsers(dest="docs_command", required=True)
+    metrics = docs_commands.add_parser("metrics", help="the metric table (docs/metrics.md)")
+    metrics.add_argument("--output", type=Path, help="write to this file instead of stdout")
+
+    from plugins.nvidia.simulator.cli import add_sim_commands
+
+    add_sim_commands(commands)
+    return parser
+
+
+@contextlib.contextmanager
+def _simulated_node(scenario: Path | None) -> Iterator[None]:
+    if scenario is None:
+        yield
+        return
+    from plugins.nvidia.simulator import SimulatedNode, attach_in_process
+
+    with SimulatedNode.start(scenario) as node:
+        attach_in_process(node)
+        log.info("simulated node up: control socket %s", node.socket_path)
+        yield
+
+
+def _run_loop(coroutine: Coroutine[Any, Any, int]) -> int:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coroutine)
+    result: int = uvloop.run(coroutine)
+    return result
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from agent.runtime.agent import Agent
+
+    overrides = _overrides(args)
+    config = load(args.config, overrides)
+    setup_logging(config.log_level)
+    with _simulated_node(args.simulate):
+        agent = Agent(config, args.config, overrides)
+        return _run_loop(agent.run())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "run":
+            return _cmd_run(args)
+        if args.command == "config":
+            config = load(args.config, _overrides(args))
+            yaml.safe_dump(to_tree(config), sys.stdout, sort_keys=False)
+            return 0
+        if args.command == "docs":
+            text = metrics_markdown()
+            if args.output:
+                args.output.write_text(text, encoding="utf-8")
+            else:
+                sys.stdout.write(text)
+            return 0
+        handler = getattr(args, "handler", None)
+        if handler is not None:
+            result: int = handler(args)
+            return result
+    except (ConfigError, ExporterConfigError) as error:
+        print(f"gpu-agent: configuration error: {error}", file=sys.stderr)
+        return 2
+    parser.error(f"unknown command {args.command}")
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

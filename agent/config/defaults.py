@@ -1,0 +1,31 @@
+"""Built-in defaults, the lowest layer under file, environment and flags."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# The fast group feeds dashboards and autoscaling; the slow group reads counters that change
+# rarely and cost more calls; GPM needs two samples, so its interval is the averaging window.
+DEFAULTS: dict[str, Any] = {
+    "exporter": "otlp",
+    "export_interval": 10.0,
+    "call_timeout": 2.0,
+    "lost_reprobe_interval": 30.0,
+    "shutdown_timeout": 3.0,
+    "log_level": "info",
+    "node_name": None,
+    "groups": {
+        "fast": {"enabled": True, "interval": 5.0},
+        "slow": {"enabled": True, "interval": 30.0},
+        "gpm": {"enabled": True, "interval": 10.0},
+    },
+    "otlp": {
+        "protocol": None,
+        "endpoint": None,
+        "headers": {},
+        "insecure": None,
+        "compression": None,
+        "timeout": None,
+        "certificate": None,
+    },
+}

@@ -1,0 +1,265 @@
+"""Layered configuration: defaults < YAML file < environment < command-line flags.
+
+Every value remembers where it came from, so a validation error can say "groups.fast.interval
+in /etc/gpu-agent.yaml: must be a positive number" instead of failing somewhere later.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from agent.config.defaults import DEFAULTS
+from agent.config.schema import (
+    EXPORTERS,
+    LOG_LEVELS,
+    OTLP_PROTOCOLS,
+    AgentConfig,
+    GroupConfig,
+    OtlpConfig,
+)
+
+
+class ConfigError(ValueError):
+    """A configuration value is wrong; the message names the key, its origin and the problem."""
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Values given on the command line; None means "not given"."""
+
+    interval: float | None = None
+    export_interval: float | None = None
+    exporter: str | None = None
+    log_level: str | None = None
+
+
+# Environment variables the agent reads itself (the OTel exporters read OTEL_EXPORTER_OTLP_*).
+ENV_KEYS: Mapping[str, tuple[str, float]] = MappingProxyType(
+    {
+        # name -> (dotted key, scale into the key's unit)
+        "OTEL_METRIC_EXPORT_INTERVAL": ("export_interval", 0.001),  # milliseconds, per the spec
+        "GPU_AGENT_EXPORT_INTERVAL": ("export_interval", 1.0),
+        "GPU_AGENT_INTERVAL": ("groups.fast.interval", 1.0),
+        "GPU_AGENT_EXPORTER": ("exporter", 1.0),
+        "GPU_AGENT_LOG_LEVEL": ("log_level", 1.0),
+        "GPU_AGENT_NODE_NAME": ("node_name", 1.0),
+        "K8S_NODE_NAME": ("node_name", 1.0),
+    }
+)
+NUMERIC_KEYS = frozenset(
+    {"export_interval", "call_timeout", "lost_reprobe_interval", "shutdown_timeout"}
+)
+
+
+class _Layers:
+    """The merged raw tree plus the origin of every leaf that was set above the defaults."""
+
+    def __init__(self) -> None:
+        self.tree: dict[str, Any] = copy.deepcopy(DEFAULTS)
+        self.origin: dict[str, str] = {}
+
+    def set(self, dotted: str, value: Any, origin: str) -> None:
+        *parents, leaf = dotted.split(".")
+        node = self.tree
+        for part in parents:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = {}
+                node[part] = child
+            node = child
+        node[leaf] = value
+        self.origin[dotted] = origin
+
+    def where(self, dotted: str) -> str:
+        return self.origin.get(dotted, "defaults")
+
+
+def _walk_file(data: Any, prefix: str, defaults: Any, layers: _Layers, origin: str) -> None:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix or 'top level'} in {origin}: expected a mapping")
+    for key, value in data.items():
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        known = isinstance(defaults, dict) and key in defaults
+        # Groups may be added by plugins later; only the known subtrees are checked strictly.
+        if not known and prefix != "groups":
+            allowed = ", ".join(sorted(defaults)) if isinstance(defaults, dict) else ""
+            raise ConfigError(f"{dotted} in {origin}: unknown key (known: {allowed})")
+        sub_default = defaults.get(key) if isinstance(defaults, dict) else None
+        if prefix == "groups" and not known:
+            sub_default = {"enabled": True, "interval": 10.0}
+        if isinstance(sub_default, dict) and key not in ("headers",):
+            _walk_file(value, dotted, sub_default, layers, origin)
+        else:
+            layers.set(dotted, value, origin)
+
+
+def read_file(path: Path, layers: _Layers) -> None:
+    origin = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read configuration file {path}: {exc.strerror}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if data is None:
+        return
+    _walk_file(data, "", DEFAULTS, layers, origin)
+
+
+def load(
+    path: Path | None,
+    overrides: Overrides = Overrides(),
+    environ: Mapping[str, str] | None = None,
+) -> AgentConfig:
+    env = os.environ if environ is None else environ
+    layers = _Layers()
+    if path is not None:
+        read_file(path, layers)
+    for name, (dotted, scale) in ENV_KEYS.items():
+        if name in env:
+            raw: Any = env[name]
+            if dotted in NUMERIC_KEYS or dotted.endswith(".interval"):
+                raw = _number(raw, dotted, f"environment variable {name}") * scale
+            layers.set(dotted, raw, f"environment variable {name}")
+    flags = {
+        "groups.fast.interval": overrides.interval,
+        "export_interval": overrides.export_interval,
+        "exporter": overrides.exporter,
+        "log_level": overrides.log_level,
+    }
+    for dotted, value in flags.items():
+        if value is not None:
+            layers.set(dotted, value, "command line")
+    return _validate(layers)
+
+
+def _number(value: Any, dotted: str, origin: str) -> float:
+    if isinstance(value, bool):
+        raise ConfigError(f"{dotted} in {origin}: expected a number, got {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{dotted} in {origin}: expected a number, got {value!r}") from None
+
+
+def _positive(layers: _Layers, dotted: str, value: Any) -> float:
+    number = _number(value, dotted, layers.where(dotted))
+    if not number > 0 or number == float("inf"):
+        raise ConfigError(
+            f"{dotted} in {layers.where(dotted)}: must be a positive number of seconds, "
+            f"got {value!r}"
+        )
+    return number
+
+
+def _choice(layers: _Layers, dotted: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ConfigError(
+            f"{dotted} in {layers.where(dotted)}: must be one of {', '.join(choices)}, "
+            f"got {value!r}"
+        )
+    return str(value)
+
+
+def _optional_str(layers: _Layers, dotted: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{dotted} in {layers.where(dotted)}: expected a non-empty string")
+    return value
+
+
+def _optional_bool(layers: _Layers, dotted: str, value: Any) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise ConfigError(f"{dotted} in {layers.where(dotted)}: expected true or false")
+
+
+def _validate(layers: _Layers) -> AgentConfig:
+    tree = layers.tree
+    groups: dict[str, GroupConfig] = {}
+    for name, raw in tree["groups"].items():
+        if not isinstance(raw, dict):
+            raise ConfigError(f"groups.{name} in {layers.where(f'groups.{name}')}: expected a "
+                              "mapping with enabled and interval")
+        unknown = set(raw) - {"enabled", "interval"}
+        if unknown:
+            key = f"groups.{name}.{sorted(unknown)[0]}"
+            raise ConfigError(f"{key} in {layers.where(key)}: unknown key (known: enabled, "
+                              "interval)")
+        enabled = raw.get("enabled", True)
+        if not isinstance(enabled, bool):
+            key = f"groups.{name}.enabled"
+            raise ConfigError(f"{key} in {layers.where(key)}: expected true or false")
+        interval = _positive(layers, f"groups.{name}.interval", raw.get("interval", 10.0))
+        groups[name] = GroupConfig(enabled=enabled, interval=interval)
+
+    otlp = tree["otlp"]
+    headers = otlp.get("headers") or {}
+    if not isinstance(headers, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+    ):
+        raise ConfigError(f"otlp.headers in {layers.where('otlp.headers')}: expected a mapping "
+                          "of strings to strings")
+    protocol = otlp.get("protocol")
+    timeout = otlp.get("timeout")
+    otlp_config = OtlpConfig(
+        protocol=None if protocol is None else _choice(
+            layers, "otlp.protocol", protocol, OTLP_PROTOCOLS),
+        endpoint=_optional_str(layers, "otlp.endpoint", otlp.get("endpoint")),
+        headers=MappingProxyType(dict(headers)),
+        insecure=_optional_bool(layers, "otlp.insecure", otlp.get("insecure")),
+        compression=None if otlp.get("compression") is None else _choice(
+            layers, "otlp.compression", otlp["compression"], ("gzip", "none")),
+        timeout=None if timeout is None else _positive(layers, "otlp.timeout", timeout),
+        certificate=_optional_str(layers, "otlp.certificate", otlp.get("certificate")),
+    )
+    log_level = str(tree["log_level"]).lower()
+    return AgentConfig(
+        exporter=_choice(layers, "exporter", tree["exporter"], EXPORTERS),
+        export_interval=_positive(layers, "export_interval", tree["export_interval"]),
+        call_timeout=_positive(layers, "call_timeout", tree["call_timeout"]),
+        lost_reprobe_interval=_positive(
+            layers, "lost_reprobe_interval", tree["lost_reprobe_interval"]),
+        shutdown_timeout=_positive(layers, "shutdown_timeout", tree["shutdown_timeout"]),
+        log_level=_choice(layers, "log_level", log_level, LOG_LEVELS),
+        node_name=_optional_str(layers, "node_name", tree["node_name"]),
+        groups=MappingProxyType(groups),
+        otlp=otlp_config,
+    )
+
+
+def to_tree(config: AgentConfig) -> dict[str, Any]:
+    """The effective configuration as plain data, for ``gpu-agent config show``."""
+    return {
+        "exporter": config.exporter,
+        "export_interval": config.export_interval,
+        "call_timeout": config.call_timeout,
+        "lost_reprobe_interval": config.lost_reprobe_interval,
+        "shutdown_timeout": config.shutdown_timeout,
+        "log_level": config.log_level,
+        "node_name": config.node_name,
+        "groups": {
+            name: {"enabled": g.enabled, "interval": g.interval}
+            for name, g in config.groups.items()
+        },
+        "otlp": {
+            "protocol": config.otlp.protocol,
+            "endpoint": config.otlp.endpoint,
+            "headers": {k: "<redacted>" for k in config.otlp.headers},
+            "insecure": config.otlp.insecure,
+            "compression": config.otlp.compression,
+            "timeout": config.otlp.timeout,
+            "certificate": config.otlp.certificate,
+        },
+    }

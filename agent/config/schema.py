@@ -1,0 +1,45 @@
+"""The validated, immutable agent configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+EXPORTERS = ("otlp", "console")
+OTLP_PROTOCOLS = ("grpc", "http/protobuf")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    """One metric group: read together, on its own interval, switchable at run time."""
+
+    enabled: bool
+    interval: float  # seconds
+
+
+@dataclass(frozen=True)
+class OtlpConfig:
+    """Fallbacks for the standard OTEL_EXPORTER_OTLP_* variables, which win when set."""
+
+    protocol: str | None = None
+    endpoint: str | None = None
+    headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    insecure: bool | None = None
+    compression: str | None = None
+    timeout: float | None = None  # seconds
+    certificate: str | None = None
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    exporter: str
+    export_interval: float  # seconds
+    call_timeout: float  # seconds a device call may take before the device is unresponsive
+    lost_reprobe_interval: float  # seconds between probes of a lost device
+    shutdown_timeout: float  # seconds for the final export on SIGTERM
+    log_level: str
+    node_name: str | None
+    groups: Mapping[str, GroupConfig]
+    otlp: OtlpConfig

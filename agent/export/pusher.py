@@ -1,0 +1,110 @@
+"""Pushes the snapshot to the metric exporter on the export interval.
+
+The exporter blocks (network I/O, retries), so it runs on a thread of its own; the event loop
+only encodes the snapshot and waits. An export that fails is logged and the next interval
+carries the then-current values; the final export on shutdown is bounded in time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
+from opentelemetry.sdk.resources import Resource
+
+from agent.export.encode import encode
+from agent.model.snapshot import SnapshotStore
+from agent.runtime.config_holder import ConfigHolder
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ExportStats:
+    exports: int = 0
+    failures: int = 0
+    first_export_ns: int | None = None
+
+
+class MetricPusher:
+    def __init__(
+        self,
+        exporter: MetricExporter,
+        store: SnapshotStore,
+        resource: Callable[[], Resource],
+        config: ConfigHolder,
+    ) -> None:
+        self._exporter = exporter
+        self._store = store
+        self._resource = resource
+        self._config = config
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="otlp-export")
+        self.stats = ExportStats()
+        self._failing = False
+        self._in_flight: asyncio.Future[MetricExportResult] | None = None
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_due = loop.time()
+        while True:
+            interval = self._config.current.export_interval
+            next_due = max(next_due + interval, loop.time())
+            if await self._config.sleep(next_due - loop.time()):
+                next_due = loop.time()  # new interval takes effect now
+                continue
+            await self.export_once(timeout=max(interval, 1.0))
+
+    async def export_once(self, timeout: float) -> bool:
+        if self._in_flight is not None and not self._in_flight.done():
+            # The previous export is still retrying: don't queue stale data behind it.
+            self.stats.failures += 1
+            return False
+        snapshot = self._store.current(time.time_ns())
+        if not snapshot.devices:
+            return True
+        data = encode(snapshot, self._resource())
+        loop = asyncio.get_running_loop()
+        self._in_flight = loop.run_in_executor(
+            self._thread, lambda: self._exporter.export(data, timeout_millis=timeout * 1000)
+        )
+        try:
+            result = await asyncio.wait_for(asyncio.shield(self._in_flight), timeout)
+        except TimeoutError:
+            result = MetricExportResult.FAILURE
+        ok = result is MetricExportResult.SUCCESS
+        self.stats.exports += 1
+        if ok:
+            if self.stats.first_export_ns is None:
+                self.stats.first_export_ns = time.time_ns()
+                log.info("first export done: %d devices", len(snapshot.devices))
+            if self._failing:
+                log.info("metric export recovered")
+            self._failing = False
+        else:
+            self.stats.failures += 1
+            if not self._failing:
+                log.warning("metric export failed; will retry with fresh values every interval")
+            self._failing = True
+        return ok
+
+    async def close(self, timeout: float) -> None:
+        """Final export, then shut the exporter down, all within ``timeout`` seconds."""
+        start = time.monotonic()
+        try:
+            await self.export_once(timeout=max(timeout * 0.8, 0.1))
+        finally:
+            remaining = max(timeout - (time.monotonic() - start), 0.1)
+            loop = asyncio.get_running_loop()
+            shutdown = loop.run_in_executor(
+                None, lambda: self._exporter.shutdown(timeout_millis=remaining * 1000)
+            )
+            try:
+                await asyncio.wait_for(shutdown, remaining)
+            except TimeoutError:
+                log.warning("exporter did not shut down within %.1fs", remaining)
+            self._thread.shutdown(wait=False, cancel_futures=True)

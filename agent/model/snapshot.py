@@ -1,0 +1,112 @@
+"""Immutable samples and the snapshot the exporters read.
+
+Samplers publish a new :class:`DeviceSnapshot` after every group read; exporters take
+:meth:`SnapshotStore.current` and never touch a GPU library, so a hung NVML call can never
+stall an export (the failure mode of OTel observable callbacks).
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+AttributeValue = str | int | float | bool
+Attributes = tuple[tuple[str, AttributeValue], ...]
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One value of one metric, with the attributes beyond the device's own."""
+
+    metric: str
+    value: float | int
+    attributes: Attributes = ()
+
+
+@dataclass(frozen=True)
+class DeviceIdentity:
+    uuid: str
+    index: int
+    vendor: str
+    model: str
+    pci_bus_id: str
+
+    def attributes(self) -> Attributes:
+        return (
+            ("hw.id", self.uuid),
+            ("hw.vendor", self.vendor),
+            ("hw.model", self.model),
+            ("gpu.index", self.index),
+            ("gpu.pci.bus_id", self.pci_bus_id),
+        )
+
+
+class HealthState(enum.Enum):
+    OK = "ok"
+    DEGRADED = "degraded"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class GroupSample:
+    """The readings of one metric group taken at one moment."""
+
+    group: str
+    readings: tuple[Reading, ...]
+    time_ns: int
+
+
+@dataclass(frozen=True)
+class DeviceSnapshot:
+    identity: DeviceIdentity
+    health: HealthState
+    start_time_ns: int  # start of the cumulative counters we report for this device
+    samples: Mapping[str, GroupSample] = field(default_factory=lambda: MappingProxyType({}))
+    reason: str = ""  # why the device is not ok, for logs and events
+
+    def with_sample(self, sample: GroupSample) -> DeviceSnapshot:
+        samples = dict(self.samples)
+        samples[sample.group] = sample
+        return replace(self, samples=MappingProxyType(samples))
+
+    def without_group(self, group: str) -> DeviceSnapshot:
+        samples = {name: s for name, s in self.samples.items() if name != group}
+        return replace(self, samples=MappingProxyType(samples))
+
+    def with_health(self, health: HealthState, reason: str = "") -> DeviceSnapshot:
+        """A failed or unresponsive device's readings go absent rather than going stale."""
+        samples = self.samples if health is HealthState.OK else MappingProxyType({})
+        return replace(self, health=health, reason=reason, samples=samples)
+
+
+@dataclass(frozen=True)
+class NodeSnapshot:
+    devices: tuple[DeviceSnapshot, ...]
+    taken_ns: int
+    sampled: bool  # at least one group sample has been published since start
+
+
+class SnapshotStore:
+    """Holds the latest snapshot per device; writers replace, readers get an immutable view."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._devices: dict[str, DeviceSnapshot] = {}
+        self._sampled = False
+
+    def put(self, device: DeviceSnapshot) -> None:
+        with self._lock:
+            self._devices[device.identity.uuid] = device
+            self._sampled = self._sampled or bool(device.samples)
+
+    def get(self, uuid: str) -> DeviceSnapshot | None:
+        with self._lock:
+            return self._devices.get(uuid)
+
+    def current(self, now_ns: int) -> NodeSnapshot:
+        with self._lock:
+            devices = tuple(sorted(self._devices.values(), key=lambda d: d.identity.index))
+            return NodeSnapshot(devices=devices, taken_ns=now_ns, sampled=self._sampled)

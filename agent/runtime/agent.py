@@ -1,0 +1,146 @@
+"""The running agent: backends, one sampler per device, the exporter, signals and reload.
+
+Shutdown order (SIGTERM/SIGINT): stop sampling, one final export bounded by
+``shutdown_timeout``, close the backends unless a device is stuck in a call. Hung device
+threads are daemons, so they never hold the process up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import socket
+from pathlib import Path
+
+from opentelemetry.sdk.resources import Resource
+
+from agent.config.load import ConfigError, Overrides, load
+from agent.config.schema import AgentConfig
+from agent.export.exporters import build_metric_exporter
+from agent.export.pusher import MetricPusher
+from agent.model.snapshot import SnapshotStore
+from agent.runtime.config_holder import ConfigHolder
+from agent.runtime.discovery import OpenBackend, installed_backends, open_backends
+from agent.runtime.sampler import DeviceSampler
+from agent.sampling.backend import Backend
+from agent.version import VERSION
+
+log = logging.getLogger(__name__)
+RELOAD_POLL_SECONDS = 2.0
+
+
+def build_resource(config: AgentConfig, opened: list[OpenBackend]) -> Resource:
+    attributes: dict[str, str] = {
+        "service.name": "gpu-otel-agent",
+        "service.version": VERSION,
+        "host.name": socket.gethostname(),
+    }
+    if config.node_name:
+        attributes["k8s.node.name"] = config.node_name
+    drivers = sorted({b.info.driver_version for b in opened})
+    if drivers:
+        attributes["gpu.driver.version"] = ",".join(drivers)
+    # Resource.create merges OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME as users expect.
+    return Resource.create(attributes)
+
+
+class Agent:
+    def __init__(
+        self,
+        config: AgentConfig,
+        config_path: Path | None = None,
+        overrides: Overrides | None = None,
+        backends: list[Backend] | None = None,
+    ) -> None:
+        self._initial = config
+        self._config_path = config_path
+        self._overrides = overrides or Overrides()
+        self._backends = backends
+        self._stop = asyncio.Event()
+        self.store = SnapshotStore()
+        self.samplers: list[DeviceSampler] = []
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def reload(self) -> None:
+        """Re-read file and environment; keep the running configuration if the new one is bad."""
+        try:
+            new = load(self._config_path, self._overrides)
+        except ConfigError as error:
+            log.error("configuration reload rejected, keeping the running one: %s", error)
+            return
+        old = self._holder.current
+        if new == old:
+            return
+        if (new.exporter, new.otlp) != (old.exporter, old.otlp):
+            log.warning("exporter settings changed; they take effect at the next restart")
+        logging.getLogger().setLevel(new.log_level.upper())
+        self._holder.replace(new)
+        log.info("configuration reloaded")
+
+    async def _watch_file(self) -> None:
+        path = self._config_path
+        if path is None:
+            return
+        last = _mtime(path)
+        while True:
+            await asyncio.sleep(RELOAD_POLL_SECONDS)
+            current = _mtime(path)
+            if current != last:
+                last = current
+                self.reload()
+
+    async def run(self) -> int:
+        self._holder = ConfigHolder(self._initial)
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self.request_stop)
+        loop.add_signal_handler(signal.SIGHUP, self.reload)
+
+        backends = self._backends if self._backends is not None else installed_backends()
+        opened = await open_backends(backends, timeout=max(self._initial.call_timeout * 5, 10))
+        if not opened:
+            log.error("no GPU backend could start on this node; nothing to monitor")
+            return 1
+        resource = build_resource(self._initial, opened)
+        self.samplers = [
+            DeviceSampler(device, self.store, self._holder)
+            for backend in opened
+            for device in backend.devices
+        ]
+        pusher = MetricPusher(
+            build_metric_exporter(self._initial), self.store, lambda: resource, self._holder
+        )
+        self.pusher = pusher
+        tasks = [asyncio.create_task(s.run(), name=f"sampler-{i}")
+                 for i, s in enumerate(self.samplers)]
+        tasks.append(asyncio.create_task(pusher.run(), name="export"))
+        tasks.append(asyncio.create_task(self._watch_file(), name="config-watch"))
+        await self._stop.wait()
+
+        log.info("stopping")
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await pusher.close(self._holder.current.shutdown_timeout)
+        self._close_backends(opened)
+        return 0
+
+    def _close_backends(self, opened: list[OpenBackend]) -> None:
+        for sampler in self.samplers:
+            sampler.close()
+        if any(s.busy for s in self.samplers):
+            # Shutting NVML down under a thread that is inside it can crash; the OS cleans up.
+            log.warning("a device is still in a call; leaving the GPU library open at exit")
+            return
+        for backend in opened:
+            backend.backend.close()
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None

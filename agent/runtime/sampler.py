@@ -1,0 +1,193 @@
+"""The sampling task of one device: one loop per metric group, each on its own interval.
+
+All device calls run on the device's own worker thread under a deadline. A call that overruns
+marks the device unresponsive (its readings go absent) without delaying any other device; a
+lost device is re-probed at a low rate and resumes when it answers again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from agent.model.snapshot import DeviceSnapshot, GroupSample, HealthState, Reading, SnapshotStore
+from agent.runtime.config_holder import ConfigHolder
+from agent.runtime.worker import DeviceWorker
+from agent.sampling.backend import Device, DeviceLost
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass
+class SamplerStats:
+    """Per-device counters for self-telemetry and the benchmark suite."""
+
+    cycles: int = 0
+    missed_cycles: int = 0
+    deadline_overruns: int = 0
+    errors: int = 0
+
+
+class CallOverrun(Exception):
+    def __init__(self, call: str | None, seconds: float) -> None:
+        super().__init__(f"{call or 'device call'} did not return within {seconds:g}s")
+        self.call = call
+
+
+class DeviceSampler:
+    def __init__(
+        self,
+        device: Device,
+        store: SnapshotStore,
+        config: ConfigHolder,
+        clock_ns: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self._device = device
+        self._store = store
+        self._config = config
+        self._clock_ns = clock_ns
+        self._worker = DeviceWorker(f"gpu-{device.identity.index}")
+        self._available = asyncio.Event()
+        self._groups: frozenset[str] = frozenset()
+        self._snapshot = DeviceSnapshot(device.identity, HealthState.OK, clock_ns())
+        self.stats = SamplerStats()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self._worker.busy
+
+    @property
+    def snapshot(self) -> DeviceSnapshot:
+        return self._snapshot
+
+    async def run(self) -> None:
+        await self._probe_until_available()
+        async with asyncio.TaskGroup() as tasks:
+            for group in sorted(self._groups):
+                tasks.create_task(self._group_loop(group), name=f"{self._name}:{group}")
+
+    def close(self) -> None:
+        self._worker.stop()
+
+    @property
+    def _name(self) -> str:
+        return f"gpu {self._device.identity.index} ({self._device.identity.uuid})"
+
+    def _publish(self, snapshot: DeviceSnapshot) -> None:
+        self._snapshot = snapshot
+        self._store.put(snapshot)
+
+    async def _call(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on the device thread; raise CallOverrun past the deadline."""
+        timeout = self._config.current.call_timeout
+        future: Future[T] = self._worker.submit(fn)
+        future.add_done_callback(self._on_call_done)
+        call = self._device.current_call
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
+        except TimeoutError:
+            call = self._device.current_call or call
+            self.stats.deadline_overruns += 1
+            self._set_health(HealthState.DEGRADED, f"unresponsive: {call} exceeded {timeout:g}s")
+            raise CallOverrun(call, timeout) from None
+
+    def _on_call_done(self, future: Future[Any]) -> None:
+        # Runs on the worker thread: a hung call finally returned; hop back to the loop.
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._after_hang, future)
+
+    def _after_hang(self, future: Future[Any]) -> None:
+        if self._snapshot.health is not HealthState.DEGRADED:
+            return
+        if isinstance(future.exception(), DeviceLost):
+            self._mark_lost(str(future.exception()))
+        else:
+            self._set_health(HealthState.OK, "")
+
+    def _set_health(self, health: HealthState, reason: str) -> None:
+        if health is self._snapshot.health and reason == self._snapshot.reason:
+            return
+        if health is HealthState.OK:
+            log.info("%s: %s", self._name, "responding again" if self._snapshot.reason
+                     else "ok")
+        else:
+            log.warning("%s: %s", self._name, reason)
+        self._publish(self._snapshot.with_health(health, reason))
+
+    def _mark_lost(self, reason: str) -> None:
+        self._available.clear()
+        self._set_health(HealthState.FAILED, f"lost: {reason}")
+
+    async def _probe_until_available(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        while True:
+            try:
+                self._groups = await self._call(self._device.probe)
+            except (DeviceLost, CallOverrun) as exc:
+                if isinstance(exc, DeviceLost):
+                    self._mark_lost(str(exc))
+                await asyncio.sleep(self._config.current.lost_reprobe_interval)
+                continue
+            log.info("%s: serving groups %s", self._name, ", ".join(sorted(self._groups)))
+            self._set_health(HealthState.OK, "")
+            self._available.set()
+            return
+
+    async def _reprobe(self) -> None:
+        await asyncio.sleep(self._config.current.lost_reprobe_interval)
+        await self._probe_until_available()
+
+    async def _group_loop(self, group: str) -> None:
+        loop = asyncio.get_running_loop()
+        next_due = loop.time()
+        while True:
+            settings = self._config.current.groups.get(group)
+            if settings is None or not settings.enabled:
+                if group in self._snapshot.samples:
+                    self._publish(self._snapshot.without_group(group))
+                await self._config.sleep(3600.0)
+                next_due = loop.time()
+                continue
+            if not self._available.is_set():
+                await self._available.wait()
+                next_due = loop.time()
+            delay = next_due - loop.time()
+            if delay > 0 and await self._config.sleep(delay):
+                next_due = loop.time()  # reconfigured: start the new cadence now
+                continue
+            next_due += settings.interval
+            now = loop.time()
+            if next_due < now:  # fell behind (a slow call): skip, don't burst to catch up
+                self.stats.missed_cycles += int((now - next_due) // settings.interval) + 1
+                next_due = now + settings.interval
+            if self._worker.busy:
+                self.stats.missed_cycles += 1
+                continue
+            await self._sample(group)
+
+    async def _sample(self, group: str) -> None:
+        try:
+            readings: tuple[Reading, ...] = await self._call(lambda: self._device.read(group))
+        except CallOverrun:
+            return
+        except DeviceLost as exc:
+            if self._available.is_set():
+                self._mark_lost(str(exc))
+                asyncio.get_running_loop().create_task(self._reprobe())
+            return
+        except Exception:
+            self.stats.errors += 1
+            log.exception("%s: reading group %s failed", self._name, group)
+            return
+        self.stats.cycles += 1
+        if self._snapshot.health is not HealthState.OK:
+            return  # a late answer from a device already marked down must not revive it
+        self._publish(self._snapshot.with_sample(GroupSample(group, readings, self._clock_ns())))

@@ -1,0 +1,64 @@
+"""The NVIDIA backend: NVML through pynvml (real driver or the simulated node)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pynvml
+
+from agent.model.snapshot import DeviceIdentity
+from agent.sampling.backend import BackendInfo, BackendUnavailable, Device
+from plugins.nvidia.device import NvidiaDevice
+
+log = logging.getLogger(__name__)
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+class NvidiaBackend:
+    name = "nvidia"
+
+    def __init__(self) -> None:
+        self._open = False
+
+    def open(self) -> BackendInfo:
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as error:
+            raise BackendUnavailable(f"NVML could not be initialised: {error}") from error
+        self._open = True
+        try:
+            driver = _text(pynvml.nvmlSystemGetDriverVersion())
+        except pynvml.NVMLError:
+            driver = "unknown"
+        return BackendInfo(vendor="nvidia", driver_version=driver)
+
+    def devices(self) -> list[Device]:
+        found: list[Device] = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            try:
+                handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+                identity = DeviceIdentity(
+                    uuid=_text(pynvml.nvmlDeviceGetUUID(handle)),
+                    index=index,
+                    vendor="nvidia",
+                    model=_text(pynvml.nvmlDeviceGetName(handle)),
+                    pci_bus_id=_text(pynvml.nvmlDeviceGetPciInfo(handle).busId),
+                )
+            except pynvml.NVMLError as error:
+                # Without its UUID a device cannot be named in any series; say so loudly.
+                log.error("GPU %d cannot be identified and is not monitored: %s", index, error)
+                continue
+            found.append(NvidiaDevice(handle, identity))
+        return found
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            try:
+                pynvml.nvmlShutdown()
+            except pynvml.NVMLError as error:
+                log.debug("nvmlShutdown: %s", error)

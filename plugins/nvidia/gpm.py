@@ -1,0 +1,57 @@
+"""GPU Performance Monitoring (Hopper and newer): SM, tensor and DRAM activity.
+
+GPM metrics are computed between two samples, so the reader keeps the previous sample and
+each cycle costs two calls: take a sample, compute against the last one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pynvml
+
+from agent.model.snapshot import Reading
+
+METRICS: tuple[tuple[int, str], ...] = (
+    (pynvml.NVML_GPM_METRIC_SM_UTIL, "gpu.sm.utilization"),
+    (pynvml.NVML_GPM_METRIC_SM_OCCUPANCY, "gpu.sm.occupancy"),
+    (pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL, "gpu.tensor.utilization"),
+    (pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL, "gpu.dram.utilization"),
+)
+
+
+class GpmReader:
+    """Owns the two GPM sample buffers of one device."""
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+        self._previous: Any = None
+        self._current: Any = None
+
+    @staticmethod
+    def supported(handle: Any) -> bool:
+        return bool(pynvml.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice)
+
+    def start(self) -> None:
+        if self._previous is None:
+            self._previous = pynvml.nvmlGpmSampleAlloc()
+            self._current = pynvml.nvmlGpmSampleAlloc()
+        pynvml.nvmlGpmSampleGet(self._handle, self._previous)
+
+    def read(self) -> tuple[Reading, ...]:
+        pynvml.nvmlGpmSampleGet(self._handle, self._current)
+        request = pynvml.c_nvmlGpmMetricsGet_t()
+        request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+        request.numMetrics = len(METRICS)
+        request.sample1 = self._previous
+        request.sample2 = self._current
+        for slot, (metric_id, _) in enumerate(METRICS):
+            request.metrics[slot].metricId = metric_id
+        # The newer sample becomes the baseline of the next cycle.
+        self._previous, self._current = self._current, self._previous
+        pynvml.nvmlGpmMetricsGet(request)
+        return tuple(
+            Reading(name, request.metrics[slot].value / 100)
+            for slot, (_, name) in enumerate(METRICS)
+            if request.metrics[slot].nvmlReturn == pynvml.NVML_SUCCESS
+        )

@@ -1,0 +1,208 @@
+"""What each metric group reads from NVML, and how a raw value becomes a contract metric.
+
+Values NVML offers as fields are read in one ``nvmlDeviceGetFieldValues`` batch per group; the
+rest are individual calls. Items sharing a ``key`` are alternatives: the first that works on a
+device (in list order, fields first) serves it and the others are never called there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pynvml
+
+from agent.model.snapshot import Attributes, Reading
+
+Handle = object
+UINT_MAX = 0xFFFFFFFF
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class FieldReading:
+    field_id: int
+    metric: str
+    scale: float  # multiply the raw value by this to get the contract unit
+    attributes: Attributes = ()
+    scope_id: int | None = None
+    key: str | None = None
+
+
+@dataclass(frozen=True)
+class CallReading:
+    name: str  # the NVML function, for logs and for naming a call that hung
+    read: Callable[[Handle], tuple[Reading, ...]]
+    key: str | None = None
+
+
+def _utilization(handle: Handle) -> tuple[Reading, ...]:
+    rates = pynvml.nvmlDeviceGetUtilizationRates(handle)
+    return (
+        Reading("hw.gpu.utilization", rates.gpu / 100, (("hw.gpu.task", "general"),)),
+        Reading("hw.gpu.memory.utilization", rates.memory / 100),
+    )
+
+
+def _memory_v2(handle: Handle) -> tuple[Reading, ...]:
+    memory = pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
+    return (
+        Reading("hw.gpu.memory.usage", int(memory.used)),
+        Reading("hw.gpu.memory.limit", int(memory.total)),
+        Reading("gpu.memory.reserved", int(memory.reserved)),
+    )
+
+
+def _memory_v1(handle: Handle) -> tuple[Reading, ...]:
+    memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+    return (
+        Reading("hw.gpu.memory.usage", int(memory.used)),
+        Reading("hw.gpu.memory.limit", int(memory.total)),
+    )
+
+
+def _temperature(handle: Handle) -> tuple[Reading, ...]:
+    celsius = pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)
+    return (Reading("hw.temperature", celsius, (("hw.sensor_location", "gpu"),)),)
+
+
+def _power(handle: Handle) -> tuple[Reading, ...]:
+    return (Reading("hw.power", pynvml.nvmlDeviceGetPowerUsage(handle) / 1000),)
+
+
+def _energy(handle: Handle) -> tuple[Reading, ...]:
+    return (Reading("hw.energy", pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1000),)
+
+
+def _clock(domain: str, clock_type: int) -> Callable[[Handle], tuple[Reading, ...]]:
+    def read(handle: Handle) -> tuple[Reading, ...]:
+        mhz = pynvml.nvmlDeviceGetClockInfo(handle, clock_type)
+        return (Reading("gpu.clock.frequency", mhz * 1_000_000, (("gpu.clock.domain", domain),)),)
+
+    return read
+
+
+def _codec(task: str, fn: Callable[[Handle], list[int]]) -> Callable[[Handle], tuple[Reading, ...]]:
+    def read(handle: Handle) -> tuple[Reading, ...]:
+        percent = fn(handle)[0]
+        return (Reading("hw.gpu.utilization", percent / 100, (("hw.gpu.task", task),)),)
+
+    return read
+
+
+def _fan(handle: Handle) -> tuple[Reading, ...]:
+    return (Reading("gpu.fan.speed", pynvml.nvmlDeviceGetFanSpeed(handle) / 100),)
+
+
+def _pstate(handle: Handle) -> tuple[Reading, ...]:
+    return (Reading("gpu.performance_state", pynvml.nvmlDeviceGetPerformanceState(handle)),)
+
+
+def _power_limit(handle: Handle) -> tuple[Reading, ...]:
+    return (Reading("gpu.power.limit", pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000),)
+
+
+THROTTLE_REASONS: tuple[tuple[str, int], ...] = (
+    ("gpu_idle", pynvml.nvmlClocksEventReasonGpuIdle),
+    ("applications_clocks_setting", pynvml.nvmlClocksEventReasonApplicationsClocksSetting),
+    ("sw_power_cap", pynvml.nvmlClocksEventReasonSwPowerCap),
+    ("hw_slowdown", pynvml.nvmlClocksEventReasonHwSlowdown),
+    ("sync_boost", pynvml.nvmlClocksEventReasonSyncBoost),
+    ("sw_thermal_slowdown", pynvml.nvmlClocksEventReasonSwThermalSlowdown),
+    ("hw_thermal_slowdown", pynvml.nvmlClocksEventReasonHwThermalSlowdown),
+    ("hw_power_brake_slowdown", pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown),
+    ("display_clock_setting", pynvml.nvmlClocksEventReasonDisplayClockSetting),
+)
+
+
+def _throttle(handle: Handle) -> tuple[Reading, ...]:
+    mask = pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)
+    return tuple(
+        Reading("gpu.clock.throttle", int(bool(mask & bit)), (("gpu.clock.throttle.reason", name),))
+        for name, bit in THROTTLE_REASONS
+    )
+
+
+def _direction(value: str) -> Attributes:
+    return (("network.io.direction", value),)
+
+
+def _error_type(value: str) -> Attributes:
+    return (("error.type", value),)
+
+
+NS = 1e-9
+
+FAST_FIELDS: tuple[FieldReading, ...] = (
+    FieldReading(308, "hw.temperature", 1.0, (("hw.sensor_location", "gpu"),),
+                 key="temperature.gpu"),  # NVML_FI_DEV_GPU_TEMP
+    FieldReading(pynvml.NVML_FI_DEV_MEMORY_TEMP, "hw.temperature", 1.0,
+                 (("hw.sensor_location", "memory"),)),
+    FieldReading(pynvml.NVML_FI_DEV_POWER_INSTANT, "hw.power", 1e-3, key="power"),  # mW
+    FieldReading(pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, "hw.energy", 1e-3,
+                 key="energy"),  # mJ
+    FieldReading(pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES, "hw.gpu.io", 1.0,
+                 _direction("transmit")),
+    FieldReading(pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES, "hw.gpu.io", 1.0,
+                 _direction("receive")),
+)
+
+FAST_CALLS: tuple[CallReading, ...] = (
+    CallReading("nvmlDeviceGetUtilizationRates", _utilization),
+    CallReading("nvmlDeviceGetMemoryInfo_v2", _memory_v2, key="memory"),
+    CallReading("nvmlDeviceGetMemoryInfo", _memory_v1, key="memory"),
+    CallReading("nvmlDeviceGetTemperature", _temperature, key="temperature.gpu"),
+    CallReading("nvmlDeviceGetPowerUsage", _power, key="power"),
+    CallReading("nvmlDeviceGetTotalEnergyConsumption", _energy, key="energy"),
+    CallReading("nvmlDeviceGetClockInfo", _clock("sm", pynvml.NVML_CLOCK_SM)),
+    CallReading("nvmlDeviceGetClockInfo", _clock("memory", pynvml.NVML_CLOCK_MEM)),
+)
+
+SLOW_FIELDS: tuple[FieldReading, ...] = (
+    FieldReading(pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL, "hw.errors", 1.0, _error_type("corrected")),
+    FieldReading(pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL, "hw.errors", 1.0,
+                 _error_type("uncorrected")),
+    FieldReading(pynvml.NVML_FI_DEV_RETIRED_SBE, "gpu.memory.retired_pages", 1.0,
+                 (("gpu.retirement.cause", "single_bit"),)),
+    FieldReading(pynvml.NVML_FI_DEV_RETIRED_DBE, "gpu.memory.retired_pages", 1.0,
+                 (("gpu.retirement.cause", "double_bit"),)),
+    FieldReading(pynvml.NVML_FI_DEV_REMAPPED_COR, "gpu.memory.remapped_rows", 1.0,
+                 _error_type("corrected")),
+    FieldReading(pynvml.NVML_FI_DEV_REMAPPED_UNC, "gpu.memory.remapped_rows", 1.0,
+                 _error_type("uncorrected")),
+    FieldReading(pynvml.NVML_FI_DEV_REMAPPED_FAILURE, "gpu.memory.row_remap.failure", 1.0),
+    FieldReading(pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER, "gpu.pcie.replay", 1.0),
+    FieldReading(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, "gpu.nvlink.io", 1024.0,
+                 _direction("transmit"), scope_id=UINT_MAX),  # KiB, all links
+    FieldReading(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, "gpu.nvlink.io", 1024.0,
+                 _direction("receive"), scope_id=UINT_MAX),
+    *(
+        FieldReading(field_id, "gpu.violation.time", NS, (("gpu.violation.policy", policy),))
+        for field_id, policy in (
+            (pynvml.NVML_FI_DEV_PERF_POLICY_POWER, "power"),
+            (pynvml.NVML_FI_DEV_PERF_POLICY_THERMAL, "thermal"),
+            (pynvml.NVML_FI_DEV_PERF_POLICY_SYNC_BOOST, "sync_boost"),
+            (pynvml.NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT, "board_limit"),
+            (pynvml.NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION, "low_utilization"),
+            (pynvml.NVML_FI_DEV_PERF_POLICY_RELIABILITY, "reliability"),
+        )
+    ),
+)
+
+SLOW_CALLS: tuple[CallReading, ...] = (
+    CallReading("nvmlDeviceGetEncoderUtilization",
+                _codec("encoder", pynvml.nvmlDeviceGetEncoderUtilization)),
+    CallReading("nvmlDeviceGetDecoderUtilization",
+                _codec("decoder", pynvml.nvmlDeviceGetDecoderUtilization)),
+    CallReading("nvmlDeviceGetFanSpeed", _fan),
+    CallReading("nvmlDeviceGetPerformanceState", _pstate),
+    CallReading("nvmlDeviceGetEnforcedPowerLimit", _power_limit),
+    CallReading("nvmlDeviceGetClockInfo", _clock("graphics", pynvml.NVML_CLOCK_GRAPHICS)),
+    CallReading("nvmlDeviceGetClockInfo", _clock("video", pynvml.NVML_CLOCK_VIDEO)),
+    CallReading("nvmlDeviceGetCurrentClocksEventReasons", _throttle),
+)
+
+GROUPS: dict[str, tuple[tuple[FieldReading, ...], tuple[CallReading, ...]]] = {
+    "fast": (FAST_FIELDS, FAST_CALLS),
+    "slow": (SLOW_FIELDS, SLOW_CALLS),
+}
