@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent.docs import metrics_markdown
+from agent.model.metrics import DEVICE_METRICS
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "metrics.md"
+
+
+def test_docs_metrics_is_generated_from_the_catalog() -> None:
+    assert DOC.read_text(encoding="utf-8") == metrics_markdown(), (
+        "docs/metrics.md is stale: run gpu-agent docs metrics --output docs/metrics.md"
+    )
+
+
+def test_every_metric_is_documented() -> None:
+    text = metrics_markdown()
+    for spec in DEVICE_METRICS:
+        assert f"`{spec.name}`" in text
