@@ -1,0 +1,207 @@
+"""A real OTLP/gRPC receiver built from opentelemetry-proto's service stubs.
+
+Clients connect to a ``SniffingProxy`` port that survives restarts; behind it
+runs a grpcio server with the Metrics, Logs and Trace services. Rejection
+(UNAVAILABLE by default) simulates a collector that is up but refusing data;
+``stop()`` simulates one that is gone.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent import futures
+from types import TracebackType
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
+from opentelemetry.proto.collector.metrics.v1 import (
+    metrics_service_pb2,
+    metrics_service_pb2_grpc,
+)
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+from tests.receivers.records import Received, Signal
+from tests.receivers.sniffing_proxy import SniffingProxy
+from tests.receivers.store import Store
+
+
+class _Rejection:
+    """Current reject setting, read by every handler thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._code: grpc.StatusCode | None = None
+
+    def set(self, code: grpc.StatusCode | None) -> None:
+        with self._lock:
+            self._code = code
+
+    def get(self) -> grpc.StatusCode | None:
+        with self._lock:
+            return self._code
+
+
+class _Handler:
+    """Shared Export logic: record the request, then answer or abort."""
+
+    def __init__(
+        self, signal: Signal, store: Store, rejection: _Rejection, proxy: SniffingProxy
+    ) -> None:
+        self._signal: Signal = signal
+        self._store = store
+        self._rejection = rejection
+        self._proxy = proxy
+
+    def handle(self, request: Message, context: Any, response: Message) -> Message:
+        metadata = {str(k).lower(): str(v) for k, v in context.invocation_metadata()}
+        code = self._rejection.get()
+        self._store.add(
+            Received(
+                signal=self._signal,
+                transport="grpc",
+                request=request,
+                received_at=time.time(),
+                metadata=metadata,
+                compression=self._compression(context),
+                accepted=code is None,
+            )
+        )
+        if code is not None:
+            context.abort(code, "test receiver is rejecting exports (simulated outage)")
+        return response
+
+    def _compression(self, context: Any) -> str | None:
+        peer = str(context.peer())  # e.g. "ipv4:127.0.0.1:54321" = the proxy's upstream socket
+        try:
+            port = int(peer.rsplit(":", 1)[1])
+        except (IndexError, ValueError):
+            return None
+        _, compression = self._proxy.compression_for(port)
+        return compression
+
+
+class _MetricsService(metrics_service_pb2_grpc.MetricsServiceServicer):
+    def __init__(self, handler: _Handler) -> None:
+        self._handler = handler
+
+    def Export(self, request: Message, context: Any) -> Message:  # noqa: N802 - gRPC name
+        return self._handler.handle(
+            request, context, metrics_service_pb2.ExportMetricsServiceResponse()
+        )
+
+
+class _LogsService(logs_service_pb2_grpc.LogsServiceServicer):
+    def __init__(self, handler: _Handler) -> None:
+        self._handler = handler
+
+    def Export(self, request: Message, context: Any) -> Message:  # noqa: N802 - gRPC name
+        return self._handler.handle(request, context, logs_service_pb2.ExportLogsServiceResponse())
+
+
+class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+    def __init__(self, handler: _Handler) -> None:
+        self._handler = handler
+
+    def Export(self, request: Message, context: Any) -> Message:  # noqa: N802 - gRPC name
+        return self._handler.handle(
+            request, context, trace_service_pb2.ExportTraceServiceResponse()
+        )
+
+
+# (signal, add_*Servicer_to_server, servicer class); the stub registrars are untyped.
+_SERVICES: tuple[tuple[Signal, Callable[[Any, Any], None], Callable[[_Handler], object]], ...] = (
+    ("metrics", metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server, _MetricsService),
+    ("logs", logs_service_pb2_grpc.add_LogsServiceServicer_to_server, _LogsService),
+    ("traces", trace_service_pb2_grpc.add_TraceServiceServicer_to_server, _TraceService),
+)
+
+
+class OtlpGrpcReceiver:
+    """OTLP/gRPC receiver on 127.0.0.1 with an OS-chosen port that stays fixed across restarts.
+
+    ``endpoint`` ("http://127.0.0.1:PORT") is what OTEL_EXPORTER_OTLP_ENDPOINT
+    takes; the scheme tells the SDK to use an insecure channel.
+    """
+
+    def __init__(
+        self, store: Store | None = None, *, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
+        self.store = store if store is not None else Store("otlp-grpc")
+        self._proxy = SniffingProxy(host, port)
+        self._rejection = _Rejection()
+        self._server: grpc.Server | None = None
+
+    @property
+    def host(self) -> str:
+        return self._proxy.host
+
+    @property
+    def port(self) -> int:
+        return self._proxy.port
+
+    @property
+    def address(self) -> str:
+        """``host:port`` without a scheme, for clients that want a bare target."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.address}"
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    def reject(self, code: grpc.StatusCode | None = grpc.StatusCode.UNAVAILABLE) -> None:
+        """Answer every export with ``code`` (None = accept again); requests are still recorded."""
+        self._rejection.set(code)
+
+    def accept(self) -> None:
+        """Stop rejecting."""
+        self._rejection.set(None)
+
+    def start(self) -> OtlpGrpcReceiver:
+        """Start serving; reuses the same public port after a ``stop()``."""
+        if self._server is not None:
+            return self
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="otlp-grpc"),
+            options=[("grpc.so_reuseport", 0)],
+        )
+        for signal, register, service in _SERVICES:
+            register(service(_Handler(signal, self.store, self._rejection, self._proxy)), server)
+        internal_port = int(server.add_insecure_port("127.0.0.1:0"))
+        server.start()
+        self._server = server
+        try:
+            self._proxy.start(("127.0.0.1", internal_port))
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self, grace: float | None = None) -> None:
+        """Refuse new connections and drop live ones; the port is kept for ``start()``."""
+        self._proxy.stop()
+        if self._server is not None:
+            self._server.stop(grace).wait(5)
+            self._server = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def __enter__(self) -> OtlpGrpcReceiver:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
