@@ -1,0 +1,472 @@
+"""The simulated node daemon: owns the state file, plays the scenario, serves control.
+
+Run as ``python -m plugins.nvidia.simulator.node SCENARIO --dir DIR``.  When ready it
+prints one JSON line (``{"ready": true, ...}``) followed by the shell lines that attach
+another client.  The tick thread (10 Hz) evaluates patterns, plays the timeline and
+integrates counters; its CPU is the node's, not the agent's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import hashlib
+import json
+import logging
+import math
+import os
+import random
+import signal
+import socketserver
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid as uuidlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from plugins.nvidia.simulator import _lib
+from plugins.nvidia.simulator.build import build_library
+from plugins.nvidia.simulator.models import BASE, model_info
+from plugins.nvidia.simulator.scenario import (
+    Random,
+    Scenario,
+    ScenarioError,
+    Sine,
+    Value,
+    _Ctx,
+    function_names,
+    load_scenario,
+    parse_value,
+    settable_readings,
+)
+
+log = logging.getLogger("gpu_sim.node")
+
+TICK_S = 0.1
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+# Readings computed from others unless the scenario (or a `set`) gives them.
+_DERIVED: Mapping[str, Callable[[Mapping[str, float | None]], float]] = {
+    "power_default_limit_w": lambda r: r.get("power_limit_w") or 0.0,
+    "graphics_clock_mhz": lambda r: r.get("sm_clock_mhz") or 0.0,
+    "sm_clock_mhz": lambda r: (r.get("max_sm_clock_mhz") or 0.0)
+    * (0.35 + 0.65 * min(1.0, (r.get("utilization_gpu") or 0.0) / 30)),
+    "memory_clock_mhz": lambda r: r.get("max_memory_clock_mhz") or 0.0,
+    "video_clock_mhz": lambda r: 0.9 * (r.get("max_video_clock_mhz") or 0.0),
+    "max_graphics_clock_mhz": lambda r: r.get("max_sm_clock_mhz") or 0.0,
+    "app_sm_clock_mhz": lambda r: r.get("max_sm_clock_mhz") or 0.0,
+    "app_memory_clock_mhz": lambda r: r.get("max_memory_clock_mhz") or 0.0,
+    "sm_active": lambda r: 0.85 * (r.get("utilization_gpu") or 0.0),
+    "sm_occupancy": lambda r: 0.45 * (r.get("utilization_gpu") or 0.0),
+    "tensor_active": lambda r: 0.4 * (r.get("utilization_gpu") or 0.0),
+    "dram_active": lambda r: r.get("utilization_memory") or 0.0,
+    "fp16_active": lambda r: 0.2 * (r.get("utilization_gpu") or 0.0),
+    "fp32_active": lambda r: 0.3 * (r.get("utilization_gpu") or 0.0),
+    "fp64_active": lambda r: 0.05 * (r.get("utilization_gpu") or 0.0),
+    "pcie_link_gen": lambda r: r.get("pcie_max_link_gen") or 0.0,
+    "pcie_link_width": lambda r: r.get("pcie_max_link_width") or 0.0,
+    "pcie_tx_kb_s": lambda r: 200.0 + 3000.0 * (r.get("utilization_gpu") or 0.0),
+    "pcie_rx_kb_s": lambda r: 400.0 + 6000.0 * (r.get("utilization_gpu") or 0.0),
+    "nvlink_tx_kib_s": lambda r: 20000.0 * (r.get("utilization_gpu") or 0.0)
+    if r.get("nvlink_links") else 0.0,
+    "nvlink_rx_kib_s": lambda r: 20000.0 * (r.get("utilization_gpu") or 0.0)
+    if r.get("nvlink_links") else 0.0,
+    "clocks_event_reasons": lambda r: 1.0 if (r.get("utilization_gpu") or 0.0) < 1 else 0.0,
+}
+
+
+class CommandError(ValueError):
+    """A control request is invalid; the node is not changed."""
+
+
+@dataclass
+class _Proc:
+    device: int
+    pid: int
+    kind: str
+    used_memory_mib: float
+    sm_util: Value
+    mem_util: Value
+
+
+def _eval(v: Value, t: float, rng: random.Random) -> float | None:
+    if v is None or isinstance(v, float | int):
+        return v
+    if isinstance(v, Sine):
+        mid, amp = (v.max + v.min) / 2, (v.max - v.min) / 2
+        return mid + amp * math.sin(2 * math.pi * (t + v.phase_s) / v.period_s)
+    if isinstance(v, Random):
+        return rng.uniform(v.min, v.max)
+    raise TypeError(v)
+
+
+def _deterministic_uuid(scenario: Scenario, index: int) -> str:
+    h = hashlib.sha256(f"{scenario.path}:{index}".encode()).digest()
+    return "GPU-" + str(uuidlib.UUID(bytes=h[:16], version=4))
+
+
+class Node:
+    """A running simulated node (in the daemon process)."""
+
+    def __init__(self, scenario: Scenario, state_dir: Path, socket_path: Path | None = None) -> None:
+        self.scenario = scenario
+        self.state_dir = state_dir
+        self.library = build_library(scenario.missing_symbols)
+        self.state_path = state_dir / "node.shm"
+        self.socket_path = socket_path or default_socket_in(state_dir)
+        self.lib = _lib.NodeLib(self.library)
+        self.lock = threading.RLock()
+        self.rng = random.Random(0x5151)
+        self.t0 = time.monotonic()
+        self.values: list[dict[str, Value]] = []
+        self.procs: dict[tuple[int, int], _Proc] = {}
+        self.children: list[subprocess.Popen[bytes]] = []
+        self.cgroups: list[Path] = []
+        self.stop_event = threading.Event()
+        self.timeline_pos = 0
+        self.server: socketserver.ThreadingUnixStreamServer | None = None
+        self.known_functions = frozenset(function_names())
+
+    # ------------------------------------------------------------------ setup
+    def setup(self) -> None:
+        sc = self.scenario
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.lib.create(self.state_path, len(sc.devices))
+        self.lib.set_system(sc.driver_version, sc.nvml_version, sc.cuda_driver_version)
+        for d in sc.devices:
+            info = model_info(d.model)
+            vals: dict[str, Value] = dict(BASE)
+            vals.update(info.readings)
+            vals["minor_number"] = float(d.index)
+            vals.update(d.readings)
+            self.values.append(vals)
+            self.lib.set_string(d.index, "name", d.model)
+            self.lib.set_string(d.index, "uuid", d.uuid or _deterministic_uuid(sc, d.index))
+            self.lib.set_string(d.index, "serial", d.serial or f"{1650924060000 + d.index:013d}")
+            bus = d.pci_bus_id or f"00000000:{0x18 + 0x10 * d.index:02X}:00.0"
+            if len(bus.split(":")[0]) == 4:
+                bus = "0000" + bus
+            self.lib.set_string(d.index, "pci_bus_id", bus.upper())
+            self.lib.set_string(d.index, "vbios", info.vbios)
+            self.lib.set_string(d.index, "board_part", info.board_part)
+            for fn in d.unsupported:
+                self.lib.set_function_unsupported(d.index, fn)
+        self._apply_values(0.0)
+        for p in sc.processes:
+            pid = p.pid if p.pid is not None else self._spawn_placeholder(p.cgroup)
+            self.procs[(p.device, pid)] = _Proc(p.device, pid, p.kind, p.used_memory_mib,
+                                                p.sm_util, p.mem_util)
+        self._apply_procs(0.0)
+
+    def _spawn_placeholder(self, cgroup: str | None) -> int:
+        """A sleeping child standing in for a GPU process, moved into ``cgroup`` if possible."""
+        def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+            with contextlib.suppress(Exception):
+                ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+        child = subprocess.Popen(  # noqa: S603
+            ["sleep", "infinity"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent,  # noqa: PLW1509
+        )
+        self.children.append(child)
+        if cgroup:
+            target = CGROUP_ROOT / cgroup
+            try:
+                created = not target.exists()
+                target.mkdir(parents=True, exist_ok=True)
+                if created:
+                    self.cgroups.append(target)
+                (target / "cgroup.procs").write_text(f"{child.pid}\n")
+            except OSError as exc:
+                log.warning("cannot place pid %d in cgroup %s (%s); it runs in the node's "
+                            "cgroup, so container attribution will not show", child.pid,
+                            target, exc.strerror or exc)
+        return child.pid
+
+    # ------------------------------------------------------------------ evaluation
+    def _apply_values(self, t: float, only: frozenset[str] | None = None,
+                      device: int | None = None) -> None:
+        """Write readings: all of them (``only`` None), else the named ones, patterns and
+        derived readings.  Counters are written once and then integrated in C."""
+        with self.lock:
+            for i, vals in enumerate(self.values):
+                if device is not None and i != device:
+                    continue
+                current: dict[str, float | None] = {k: _eval(v, t, self.rng) for k, v in vals.items()}
+                for name, fn in _DERIVED.items():
+                    if name not in vals:
+                        current[name] = fn(current)
+                for name, value in current.items():
+                    if only is None or name in only or name in _DERIVED or isinstance(
+                        vals.get(name), Sine | Random
+                    ):
+                        self.lib.set_reading(i, name, value)
+
+    def _apply_procs(self, t: float) -> None:
+        with self.lock:
+            for p in self.procs.values():
+                sm = _eval(p.sm_util, t, self.rng) or 0.0
+                mem = _eval(p.mem_util, t, self.rng) or 0.0
+                self.lib.proc_add(p.device, p.pid, p.kind, p.used_memory_mib, sm, mem)
+
+    def _run_timeline(self, t: float) -> None:
+        tl = self.scenario.timeline
+        while self.timeline_pos < len(tl) and tl[self.timeline_pos].at_s <= t:
+            ev = tl[self.timeline_pos]
+            self.timeline_pos += 1
+            req: dict[str, object] = {"op": ev.action, "device": ev.device, **ev.args}
+            if ev.action == "hang_ms":
+                req["op"] = "hang"
+            if ev.action == "set":
+                req["values"] = dict(ev.args["values"])  # type: ignore[call-overload]
+            try:
+                self.handle(req, parsed=True)
+                log.info("timeline t=%.1fs: %s", t, ev.action)
+            except CommandError as exc:
+                log.warning("timeline entry %s failed: %s", ev, exc)
+
+    def tick_loop(self) -> None:
+        last = time.monotonic()
+        while not self.stop_event.wait(TICK_S):
+            now = time.monotonic()
+            t = now - self.t0
+            try:
+                self._run_timeline(t)
+                self._apply_values(t, frozenset())
+                self._apply_procs(t)
+                self.lib.tick(now - last)
+            except Exception:  # keep the node alive whatever a pattern does
+                log.exception("tick failed")
+            last = now
+
+    # ------------------------------------------------------------------ control
+    def _device(self, req: Mapping[str, object]) -> int:
+        d = req.get("device")
+        if isinstance(d, bool) or not isinstance(d, int):
+            raise CommandError("'device' must be an integer")
+        if not 0 <= d < len(self.values):
+            raise CommandError(f"no device {d} (the node has {len(self.values)})")
+        return d
+
+    @staticmethod
+    def _int_arg(req: Mapping[str, object], key: str, minimum: int = 0) -> int:
+        v = req.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+            raise CommandError(f"'{key}' must be an integer >= {minimum}")
+        return v
+
+    @staticmethod
+    def _num_arg(req: Mapping[str, object], key: str, default: float = 0.0) -> float:
+        v = req.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+            raise CommandError(f"'{key}' must be a non-negative number")
+        return float(v)
+
+    def handle(self, req: Mapping[str, object], parsed: bool = False) -> dict[str, object]:
+        op = req.get("op")
+        with self.lock:
+            if op == "xid":
+                dev = self._device(req)
+                code = self._int_arg(req, "code")
+                seq = self.lib.push_event(dev, _lib.EVENT_XID, code)
+                return {"ok": True, "seq": seq}
+            if op == "ecc":
+                dev = self._device(req)
+                kind = req.get("type", "single_bit")
+                if kind not in ("single_bit", "double_bit"):
+                    raise CommandError("'type' must be single_bit or double_bit")
+                bit = _lib.EVENT_SINGLE_BIT_ECC if kind == "single_bit" else _lib.EVENT_DOUBLE_BIT_ECC
+                seq = self.lib.push_event(dev, bit, 0)  # also bumps the ECC counters
+                return {"ok": True, "seq": seq}
+            if op == "lost":
+                dev = self._device(req)
+                self.lib.set_lost(dev, True)
+                return {"ok": True}
+            if op == "recover":
+                dev = self._device(req)
+                self.lib.set_lost(dev, False)
+                self.lib.set_hang_ms(dev, 0)
+                return {"ok": True}
+            if op == "hang":
+                dev = self._device(req)
+                self.lib.set_hang_ms(dev, self._int_arg(req, "ms"))
+                return {"ok": True}
+            if op == "set":
+                return self._op_set(req, parsed)
+            if op == "proc_add":
+                return self._op_proc_add(req)
+            if op == "proc_rm":
+                pid = self._int_arg(req, "pid", 1)
+                dev = self._device(req) if req.get("device") is not None else -1
+                keys = [k for k in self.procs if k[1] == pid and (dev < 0 or k[0] == dev)]
+                if not keys:
+                    raise CommandError(f"no GPU process with pid {pid}")
+                for k in keys:
+                    del self.procs[k]
+                    self.lib.proc_rm(k[0], pid)
+                return {"ok": True, "removed": len(keys)}
+            if op == "stats":
+                totals, per_dev = self.lib.call_counts()
+                return {"ok": True, "calls": totals, "per_device": per_dev,
+                        "devices": len(self.values), "processes": self.lib.proc_count(),
+                        "event_seq": self.lib.event_seq(),
+                        "uptime_s": round(time.monotonic() - self.t0, 3)}
+            if op == "info":
+                return {"ok": True, **self.describe()}
+        raise CommandError(f"unknown op {op!r}")
+
+    def _op_set(self, req: Mapping[str, object], parsed: bool) -> dict[str, object]:
+        dev = self._device(req)
+        values = req.get("values")
+        if not isinstance(values, Mapping) or not values:
+            raise CommandError("'values' must be a non-empty object of reading: value")
+        allowed = settable_readings()
+        new: dict[str, Value] = {}
+        ctx = _Ctx(Path("<set>"))
+        for k, v in values.items():
+            if k not in allowed:
+                raise CommandError(f"unknown reading {k!r}")
+            if parsed and (v is None or isinstance(v, float | int | Sine | Random)):
+                new[k] = v
+                continue
+            try:
+                new[k] = parse_value(ctx, v, f"values.{k}")
+            except ScenarioError as exc:
+                raise CommandError(str(exc).split(": ", 1)[-1]) from exc
+        self.values[dev].update(new)
+        self._apply_values(time.monotonic() - self.t0, frozenset(new), dev)
+        return {"ok": True}
+
+    def _op_proc_add(self, req: Mapping[str, object]) -> dict[str, object]:
+        dev = self._device(req)
+        pid = self._int_arg(req, "pid", 1)
+        mem = self._num_arg(req, "used_memory_mib", self._num_arg(req, "memory_mib"))
+        sm = self._num_arg(req, "sm_util")
+        mu = self._num_arg(req, "mem_util")
+        kind = req.get("type", "compute")
+        if kind not in _lib.PROC_KINDS:
+            raise CommandError("'type' must be compute, graphics or mps")
+        if (dev, pid) not in self.procs and self.lib.proc_count() >= 4096:
+            raise CommandError("process table full")
+        self.procs[(dev, pid)] = _Proc(dev, pid, str(kind), mem, sm, mu)
+        self.lib.proc_add(dev, pid, str(kind), mem, sm, mu)
+        return {"ok": True}
+
+    def handle_line(self, line: bytes) -> dict[str, object]:
+        try:
+            req = json.loads(line)
+        except (ValueError, UnicodeDecodeError) as exc:
+            return {"ok": False, "error": f"bad JSON: {exc}"}
+        if not isinstance(req, dict):
+            return {"ok": False, "error": "request must be a JSON object"}
+        try:
+            return self.handle(req)
+        except CommandError as exc:
+            return {"ok": False, "error": str(exc)}
+        except Exception as exc:  # a bad command never takes the node down
+            log.exception("request %r failed", req)
+            return {"ok": False, "error": f"internal error: {exc}"}
+
+    # ------------------------------------------------------------------ lifecycle
+    def env(self) -> dict[str, str]:
+        libdir = str(self.library.parent)
+        old = os.environ.get("LD_LIBRARY_PATH", "")
+        return {"GPU_SIM_NODE": str(self.state_path),
+                "GPU_SIM_SOCKET": str(self.socket_path),
+                "LD_LIBRARY_PATH": f"{libdir}:{old}" if old else libdir}
+
+    def describe(self) -> dict[str, object]:
+        return {"state": str(self.state_path), "socket": str(self.socket_path),
+                "library": str(self.library), "devices": len(self.values), "env": self.env()}
+
+    def serve(self) -> None:
+        node = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                for line in self.rfile:
+                    if not line.strip():
+                        continue
+                    reply = node.handle_line(line)
+                    self.wfile.write(json.dumps(reply).encode() + b"\n")
+                    self.wfile.flush()
+
+        class Server(socketserver.ThreadingUnixStreamServer):
+            daemon_threads = True
+
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+        self.socket_path.parent.mkdir(parents=True, exist_ok=True)
+        self.server = Server(str(self.socket_path), Handler)
+        threading.Thread(target=self.tick_loop, name="sim-tick", daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, name="sim-ctl", daemon=True).start()
+
+    def shutdown(self) -> None:
+        self.stop_event.set()
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+        for child in self.children:
+            child.terminate()
+        for child in self.children:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(2)
+        for cg in reversed(self.cgroups):
+            with contextlib.suppress(OSError):
+                cg.rmdir()
+
+
+def default_socket_in(state_dir: Path) -> Path:
+    """``state_dir/control.sock``, or a short /tmp path if that exceeds sun_path (108 bytes)."""
+    path = state_dir / "control.sock"
+    if len(str(path)) < 100:
+        return path
+    digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"gpusim-{digest}.sock"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m plugins.nvidia.simulator.node")
+    ap.add_argument("scenario", type=Path)
+    ap.add_argument("--dir", type=Path, required=True, help="state directory")
+    ap.add_argument("--socket", type=Path, default=None, help="control socket path")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s gpu-sim %(levelname)s %(message)s",
+                        stream=sys.stderr)
+    try:
+        scenario = load_scenario(args.scenario)
+    except ScenarioError as exc:
+        print(json.dumps({"ready": False, "error": str(exc)}), flush=True)
+        return 2
+    node = Node(scenario, args.dir.resolve(), args.socket)
+    node.setup()
+    node.serve()
+    done = threading.Event()
+
+    def _stop(signum: int, frame: FrameType | None) -> None:
+        done.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    print(json.dumps({"ready": True, **node.describe()}), flush=True)
+    env = node.env()
+    print(f"# simulated node: {len(scenario.devices)} GPU(s), control socket {node.socket_path}",
+          flush=True)
+    print("export " + " ".join(f"{k}={v}" for k, v in env.items()), flush=True)
+    with contextlib.suppress(BrokenPipeError):
+        sys.stdout.flush()
+    done.wait()
+    node.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,434 @@
+"""Scenario files: YAML → validated, frozen dataclasses.
+
+Every error names the file, the key path (``devices[2].utilization_gpu``) and the
+line, because scenario files are written by hand and a vague error wastes time.
+The set of readings and NVML functions is read from the C source, the one place
+that defines them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from types import MappingProxyType
+
+import yaml
+
+SOURCE = Path(__file__).with_name("libnvml_sim.c")
+
+# Readings a scenario may not set directly: identity comes from the model.
+_IDENTITY = frozenset({"architecture", "cuda_cc_major", "cuda_cc_minor", "brand",
+                       "pci_device_id", "pci_subsystem_id", "gpm_supported"})
+
+
+class ScenarioError(ValueError):
+    """A scenario file is malformed; the message names file, key path and line."""
+
+
+@cache
+def _macro_names(macro: str) -> tuple[str, ...]:
+    text = SOURCE.read_text()
+    m = re.search(rf"#define {macro}\(X\)(.*?)\n\n", text, re.S)
+    if not m:  # pragma: no cover - the source always defines both tables
+        raise RuntimeError(f"{macro} table not found in {SOURCE}")
+    return tuple(re.findall(r"X\((\w+)\)", m.group(1)))
+
+
+def reading_names() -> tuple[str, ...]:
+    """All readings the simulated library serves (scenario metric keys)."""
+    return _macro_names("SIM_READINGS")
+
+
+def function_names() -> tuple[str, ...]:
+    """All NVML functions the simulated library exports."""
+    return _macro_names("SIM_FUNCS")
+
+
+def settable_readings() -> frozenset[str]:
+    return frozenset(reading_names()) - _IDENTITY
+
+
+@dataclass(frozen=True)
+class Sine:
+    min: float
+    max: float
+    period_s: float
+    phase_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Random:
+    min: float
+    max: float
+
+
+Value = float | Sine | Random | None
+"""A reading: a number, a pattern, or None (the call serving it is NOT_SUPPORTED)."""
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    index: int
+    model: str
+    uuid: str | None
+    pci_bus_id: str | None
+    serial: str | None
+    readings: Mapping[str, Value]
+    unsupported: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    device: int
+    pid: int | None  # None: the node spawns a placeholder process
+    cgroup: str | None
+    used_memory_mib: float
+    sm_util: Value
+    mem_util: Value
+    kind: str  # compute | graphics | mps
+
+
+@dataclass(frozen=True)
+class TimelineEvent:
+    at_s: float
+    device: int | None
+    action: str  # xid | ecc | lost | recover | hang_ms | set | proc_add | proc_rm
+    args: Mapping[str, object]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    path: Path
+    vendor: str
+    driver_version: str
+    cuda_driver_version: int
+    nvml_version: str
+    devices: tuple[DeviceSpec, ...]
+    processes: tuple[ProcessSpec, ...]
+    missing_symbols: tuple[str, ...]
+    timeline: tuple[TimelineEvent, ...]
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+class _Ctx:
+    """Carries the file name and the line of every key path for error messages."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lines: dict[str, int] = {}
+
+    def fail(self, key: str, msg: str) -> ScenarioError:
+        line = self.lines.get(key)
+        while line is None and key:
+            key = re.sub(r"(\.[^.\[\]]+|\[\d+\])$", "", key) if re.search(r"[.\[]", key) else ""
+            line = self.lines.get(key)
+        where = f"{self.path}:{line}" if line is not None else str(self.path)
+        return ScenarioError(f"{where}: {key or '<top>'}: {msg}")
+
+    def to_python(self, node: yaml.Node, key: str) -> object:
+        self.lines.setdefault(key, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            out: dict[str, object] = {}
+            for knode, vnode in node.value:
+                k = knode.value
+                if not isinstance(knode, yaml.ScalarNode) or not isinstance(k, str):
+                    raise self.fail(key, "mapping keys must be strings")
+                sub = f"{key}.{k}" if key else k
+                if k in out:
+                    self.lines[sub] = knode.start_mark.line + 1
+                    raise self.fail(sub, "duplicate key")
+                self.lines[sub] = knode.start_mark.line + 1
+                out[k] = self.to_python(vnode, sub)
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            return [self.to_python(v, f"{key}[{i}]") for i, v in enumerate(node.value)]
+        return _construct_scalar(node)
+
+
+def _construct_scalar(node: yaml.Node) -> object:
+    """Plain YAML 1.1 scalar (int, float, bool, null, str) with SafeLoader's rules."""
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_object(node, deep=True)
+    finally:
+        loader.dispose()
+
+
+def _mapping(ctx: _Ctx, v: object, key: str, allowed: Sequence[str] | frozenset[str]) -> dict[str, object]:
+    if not isinstance(v, dict):
+        raise ctx.fail(key, f"expected a mapping, got {type(v).__name__}")
+    for k in v:
+        if k not in allowed:
+            sub = f"{key}.{k}" if key else k
+            raise ctx.fail(sub, f"unknown key {k!r}")
+    return v
+
+
+def _num(ctx: _Ctx, v: object, key: str, *, minimum: float | None = None) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise ctx.fail(key, f"expected a number, got {v!r}")
+    if minimum is not None and v < minimum:
+        raise ctx.fail(key, f"must be >= {minimum}, got {v!r}")
+    return float(v)
+
+
+def _int(ctx: _Ctx, v: object, key: str, *, minimum: int = 0) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ctx.fail(key, f"expected an integer, got {v!r}")
+    if v < minimum:
+        raise ctx.fail(key, f"must be >= {minimum}, got {v}")
+    return v
+
+
+def _str(ctx: _Ctx, v: object, key: str) -> str:
+    if not isinstance(v, str) or not v:
+        raise ctx.fail(key, f"expected a non-empty string, got {v!r}")
+    return v
+
+
+def parse_value(ctx: _Ctx, v: object, key: str) -> Value:
+    """A reading: number, null, {sine: {min, max, period_s[, phase_s]}} or {random: {min, max}}."""
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return 1.0 if v else 0.0
+    if isinstance(v, int | float):
+        return float(v)
+    if isinstance(v, dict):
+        if len(v) != 1:
+            raise ctx.fail(key, "a pattern has exactly one of 'sine' or 'random'")
+        kind, body = next(iter(v.items()))
+        sub = f"{key}.{kind}"
+        if kind == "sine":
+            b = _mapping(ctx, body, sub, ("min", "max", "period_s", "phase_s"))
+            for req in ("min", "max", "period_s"):
+                if req not in b:
+                    raise ctx.fail(sub, f"missing key {req!r}")
+            lo, hi = _num(ctx, b["min"], f"{sub}.min"), _num(ctx, b["max"], f"{sub}.max")
+            if hi < lo:
+                raise ctx.fail(f"{sub}.max", "max must be >= min")
+            period = _num(ctx, b["period_s"], f"{sub}.period_s")
+            if period <= 0:
+                raise ctx.fail(f"{sub}.period_s", "must be > 0")
+            phase = _num(ctx, b.get("phase_s", 0.0), f"{sub}.phase_s")
+            return Sine(lo, hi, period, phase)
+        if kind == "random":
+            b = _mapping(ctx, body, sub, ("min", "max"))
+            for req in ("min", "max"):
+                if req not in b:
+                    raise ctx.fail(sub, f"missing key {req!r}")
+            lo, hi = _num(ctx, b["min"], f"{sub}.min"), _num(ctx, b["max"], f"{sub}.max")
+            if hi < lo:
+                raise ctx.fail(f"{sub}.max", "max must be >= min")
+            return Random(lo, hi)
+        raise ctx.fail(key, f"unknown pattern {kind!r} (expected 'sine' or 'random')")
+    raise ctx.fail(key, f"expected a number, null or a pattern, got {v!r}")
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+
+
+def parse_duration(ctx: _Ctx, v: object, key: str) -> float:
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        if v < 0:
+            raise ctx.fail(key, "must be >= 0")
+        return float(v)
+    m = _DURATION.match(v) if isinstance(v, str) else None
+    if not m:
+        raise ctx.fail(key, f"expected a duration like '5s', '500ms' or '2m', got {v!r}")
+    scale = {"ms": 0.001, "s": 1.0, None: 1.0, "m": 60.0, "h": 3600.0}[m.group(2)]
+    return float(m.group(1)) * scale
+
+
+def _readings(ctx: _Ctx, raw: Mapping[str, object], key: str) -> dict[str, Value]:
+    allowed = settable_readings()
+    out: dict[str, Value] = {}
+    for k, v in raw.items():
+        if k not in allowed:
+            raise ctx.fail(f"{key}.{k}", f"unknown reading {k!r}")
+        out[k] = parse_value(ctx, v, f"{key}.{k}")
+    return out
+
+
+_DEVICE_KEYS = ("model", "uuid", "pci_bus_id", "serial", "unsupported")
+_PCI = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+
+
+def _device(ctx: _Ctx, raw: object, i: int) -> DeviceSpec:
+    key = f"devices[{i}]"
+    d = _mapping(ctx, raw, key, frozenset(_DEVICE_KEYS) | settable_readings())
+    if "model" not in d:
+        raise ctx.fail(key, "missing key 'model'")
+    model = _str(ctx, d["model"], f"{key}.model")
+    uuid = _str(ctx, d["uuid"], f"{key}.uuid") if d.get("uuid") is not None else None
+    pci = None
+    if d.get("pci_bus_id") is not None:
+        pci = _str(ctx, d["pci_bus_id"], f"{key}.pci_bus_id")
+        if not _PCI.match(pci):
+            raise ctx.fail(f"{key}.pci_bus_id", f"expected 'DDDDDDDD:BB:DD.F', got {pci!r}")
+    serial = str(d["serial"]) if d.get("serial") is not None else None
+    unsupported: list[str] = []
+    raw_uns = d.get("unsupported", [])
+    if not isinstance(raw_uns, list):
+        raise ctx.fail(f"{key}.unsupported", "expected a list of NVML function names")
+    known = set(function_names())
+    for j, name in enumerate(raw_uns):
+        if not isinstance(name, str) or name not in known:
+            raise ctx.fail(f"{key}.unsupported[{j}]", f"unknown NVML function {name!r}")
+        unsupported.append(name)
+    readings = _readings(ctx, {k: v for k, v in d.items() if k not in _DEVICE_KEYS}, key)
+    return DeviceSpec(i, model, uuid, pci, serial, MappingProxyType(readings), tuple(unsupported))
+
+
+_KINDS = ("compute", "graphics", "mps")
+
+
+def _process(ctx: _Ctx, raw: object, i: int, n_dev: int) -> ProcessSpec:
+    key = f"processes[{i}]"
+    p = _mapping(ctx, raw, key, ("device", "pid", "spawn", "used_memory_mib", "sm_util",
+                                 "mem_util", "type"))
+    if "device" not in p:
+        raise ctx.fail(key, "missing key 'device'")
+    dev = _int(ctx, p["device"], f"{key}.device")
+    if dev >= n_dev:
+        raise ctx.fail(f"{key}.device", f"no device {dev} (the scenario has {n_dev})")
+    pid = None
+    cgroup = None
+    if "pid" in p and "spawn" in p:
+        raise ctx.fail(key, "give either 'pid' or 'spawn', not both")
+    if "pid" in p:
+        pid = _int(ctx, p["pid"], f"{key}.pid", minimum=1)
+    if "spawn" in p:
+        s = p["spawn"]
+        if s is not None:
+            sm = _mapping(ctx, s, f"{key}.spawn", ("cgroup",))
+            if sm.get("cgroup") is not None:
+                cgroup = _str(ctx, sm["cgroup"], f"{key}.spawn.cgroup").strip("/")
+    kind = p.get("type", "compute")
+    if kind not in _KINDS:
+        raise ctx.fail(f"{key}.type", f"expected one of {', '.join(_KINDS)}, got {kind!r}")
+    mem = _num(ctx, p.get("used_memory_mib", 0), f"{key}.used_memory_mib", minimum=0)
+    return ProcessSpec(dev, pid, cgroup, mem, parse_value(ctx, p.get("sm_util", 0), f"{key}.sm_util"),
+                       parse_value(ctx, p.get("mem_util", 0), f"{key}.mem_util"), str(kind))
+
+
+_ACTIONS = ("xid", "ecc", "lost", "recover", "hang_ms", "set", "proc_add", "proc_rm")
+
+
+def _timeline(ctx: _Ctx, raw: object, i: int, n_dev: int) -> TimelineEvent:
+    key = f"timeline[{i}]"
+    e = _mapping(ctx, raw, key, ("at", "device", *_ACTIONS))
+    if "at" not in e:
+        raise ctx.fail(key, "missing key 'at'")
+    at = parse_duration(ctx, e["at"], f"{key}.at")
+    actions = [a for a in _ACTIONS if a in e]
+    if len(actions) != 1:
+        raise ctx.fail(key, f"exactly one action of {', '.join(_ACTIONS)} is required")
+    action = actions[0]
+    dev: int | None = None
+    if "device" in e:
+        dev = _int(ctx, e["device"], f"{key}.device")
+        if dev >= n_dev:
+            raise ctx.fail(f"{key}.device", f"no device {dev} (the scenario has {n_dev})")
+    elif action != "proc_rm":
+        raise ctx.fail(key, "missing key 'device'")
+    sub = f"{key}.{action}"
+    v = e[action]
+    args: dict[str, object]
+    if action == "xid":
+        args = {"code": _int(ctx, v, sub)}
+    elif action == "ecc":
+        m = _mapping(ctx, v, sub, ("type",))
+        t = m.get("type", "single_bit")
+        if t not in ("single_bit", "double_bit"):
+            raise ctx.fail(f"{sub}.type", f"expected single_bit or double_bit, got {t!r}")
+        args = {"type": t}
+    elif action in ("lost", "recover"):
+        if v is not True:
+            raise ctx.fail(sub, "expected 'true'")
+        args = {}
+    elif action == "hang_ms":
+        args = {"ms": _int(ctx, v, sub)}
+    elif action == "set":
+        m = _mapping(ctx, v, sub, settable_readings())
+        args = {"values": MappingProxyType(_readings(ctx, m, sub))}
+    elif action == "proc_add":
+        m = _mapping(ctx, v, sub, ("pid", "used_memory_mib", "sm_util", "mem_util", "type"))
+        if "pid" not in m:
+            raise ctx.fail(sub, "missing key 'pid'")
+        args = {"pid": _int(ctx, m["pid"], f"{sub}.pid", minimum=1),
+                "used_memory_mib": _num(ctx, m.get("used_memory_mib", 0), f"{sub}.used_memory_mib"),
+                "sm_util": _num(ctx, m.get("sm_util", 0), f"{sub}.sm_util"),
+                "mem_util": _num(ctx, m.get("mem_util", 0), f"{sub}.mem_util"),
+                "type": m.get("type", "compute")}
+    else:  # proc_rm
+        m = _mapping(ctx, v, sub, ("pid",))
+        if "pid" not in m:
+            raise ctx.fail(sub, "missing key 'pid'")
+        args = {"pid": _int(ctx, m["pid"], f"{sub}.pid", minimum=1)}
+    return TimelineEvent(at, dev, action, MappingProxyType(args))
+
+
+_TOP = ("vendor", "driver_version", "cuda_driver_version", "nvml_version", "devices",
+        "processes", "missing_symbols", "timeline")
+
+
+def load_scenario(path: Path | str) -> Scenario:
+    """Parse and validate a scenario file; raises ScenarioError."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from exc
+    return parse_scenario(text, path)
+
+
+def parse_scenario(text: str, path: Path) -> Scenario:
+    ctx = _Ctx(path)
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ScenarioError(f"{path}{line}: invalid YAML: {exc}") from exc
+    if node is None:
+        raise ScenarioError(f"{path}: empty scenario")
+    top = _mapping(ctx, ctx.to_python(node, ""), "", _TOP)
+    vendor = top.get("vendor", "nvidia")
+    if vendor != "nvidia":
+        raise ctx.fail("vendor", f"this simulator serves vendor 'nvidia', got {vendor!r}")
+    driver = str(top.get("driver_version", "580.95.05"))
+    cuda = _int(ctx, top.get("cuda_driver_version", 13000), "cuda_driver_version", minimum=1000)
+    nvml_version = str(top.get("nvml_version", f"{cuda // 1000}.{driver}"))
+    raw_devices = top.get("devices")
+    if not isinstance(raw_devices, list) or not raw_devices:
+        raise ctx.fail("devices", "expected a non-empty list of devices")
+    if len(raw_devices) > 64:
+        raise ctx.fail("devices", "at most 64 devices")
+    devices = tuple(_device(ctx, d, i) for i, d in enumerate(raw_devices))
+    raw_procs = top.get("processes") or []
+    if not isinstance(raw_procs, list):
+        raise ctx.fail("processes", "expected a list")
+    procs = tuple(_process(ctx, p, i, len(devices)) for i, p in enumerate(raw_procs))
+    raw_missing = top.get("missing_symbols") or []
+    if not isinstance(raw_missing, list):
+        raise ctx.fail("missing_symbols", "expected a list of NVML function names")
+    known = set(function_names())
+    for j, name in enumerate(raw_missing):
+        if not isinstance(name, str) or not name.startswith("nvml") or not name.isidentifier():
+            raise ctx.fail(f"missing_symbols[{j}]", f"not an NVML function name: {name!r}")
+        if name not in known:
+            raise ctx.fail(f"missing_symbols[{j}]", f"the simulator does not export {name!r}")
+    raw_tl = top.get("timeline") or []
+    if not isinstance(raw_tl, list):
+        raise ctx.fail("timeline", "expected a list")
+    timeline = tuple(_timeline(ctx, e, i, len(devices)) for i, e in enumerate(raw_tl))
+    return Scenario(path=path.resolve(), vendor=str(vendor), driver_version=driver,
+                    cuda_driver_version=cuda, nvml_version=nvml_version, devices=devices,
+                    processes=procs, missing_symbols=tuple(str(m) for m in raw_missing),
+                    timeline=tuple(sorted(timeline, key=lambda t: t.at_s)))
