@@ -1,0 +1,71 @@
+"""Helpers shared by the simulator tests: scenario files and pynvml client subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from plugins.nvidia.simulator import SimulatedNode
+
+REPO = Path(__file__).resolve().parents[3]
+
+_PRELUDE = """
+import json, os, sys, time
+sys.path.insert(0, {repo!r})
+from plugins.nvidia.simulator import attach_in_process
+attach_in_process(dict(os.environ))
+import pynvml as N
+N.nvmlInit()
+h = [N.nvmlDeviceGetHandleByIndex(i) for i in range(N.nvmlDeviceGetCount())]
+def err(fn, *a):
+    try:
+        fn(*a)
+        return "ok"
+    except N.NVMLError as e:
+        return type(e).__name__
+"""
+
+
+def write_scenario(tmp: Path, text: str, name: str = "scenario.yaml") -> Path:
+    path = tmp / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def client_env(node: SimulatedNode) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(node.env)
+    return env
+
+
+def client_script(code: str) -> str:
+    return _PRELUDE.format(repo=str(REPO)) + textwrap.dedent(code)
+
+
+def run_client(node: SimulatedNode, code: str, timeout: float = 30) -> Any:
+    """Run ``code`` with pynvml attached to ``node`` in a fresh process; returns ``out``."""
+    script = client_script(code) + "\nprint(json.dumps(out))\n"
+    proc = subprocess.run([sys.executable, "-c", script], env=client_env(node), capture_output=True,
+                          text=True, timeout=timeout, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def start_client(node: SimulatedNode, code: str) -> subprocess.Popen[str]:
+    """Start a client that prints JSON lines as it goes (for blocking-call tests)."""
+    return subprocess.Popen([sys.executable, "-c", client_script(code)], env=client_env(node),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def read_json_line(proc: subprocess.Popen[str]) -> Mapping[str, Any]:
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line, proc.stderr.read() if proc.stderr else "client exited"
+    result: Mapping[str, Any] = json.loads(line)
+    return result

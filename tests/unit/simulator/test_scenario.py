@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from plugins.nvidia.simulator.models import BASE, GENERIC, MODELS
+from plugins.nvidia.simulator.scenario import (
+    Random,
+    ScenarioError,
+    Sine,
+    function_names,
+    load_scenario,
+    reading_names,
+)
+from tests.unit.simulator.simhelpers import REPO, write_scenario
+
+EXAMPLES = sorted((REPO / "examples" / "scenarios").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_examples_load(path: Path) -> None:
+    sc = load_scenario(path)
+    assert sc.devices and sc.vendor == "nvidia"
+
+
+def test_examples_present() -> None:
+    names = {p.name for p in EXAMPLES}
+    assert {"h100-8gpu.yaml", "mixed-node.yaml", "bench-8gpu-64proc.yaml",
+            "bench-16gpu-256proc.yaml"} <= names
+
+
+def test_full_format(tmp_path: Path) -> None:
+    sc = load_scenario(write_scenario(tmp_path, """
+        vendor: nvidia
+        driver_version: "580.95.05"
+        cuda_driver_version: 13000
+        devices:
+          - model: NVIDIA H100 80GB HBM3
+            uuid: GPU-5b3a1f0e-0000-0000-0000-000000000001
+            pci_bus_id: "00000000:18:00.0"
+            utilization_gpu: {sine: {min: 10, max: 90, period_s: 60}}
+            utilization_memory: {random: {min: 1, max: 5}}
+            fan_percent: null
+            unsupported: [nvmlDeviceGetEncoderUtilization]
+        processes:
+          - {device: 0, pid: 4242, used_memory_mib: 20000, sm_util: 45}
+          - {device: 0, spawn: {cgroup: "kubepods/burstable/podx/abc"}}
+        missing_symbols: [nvmlGpmMetricsGet]
+        timeline:
+          - {at: 5s,  device: 0, xid: 79}
+          - {at: 500ms, device: 0, ecc: {type: double_bit}}
+          - {at: 12s, device: 0, set: {utilization_gpu: 10}}
+          - {at: 15s, device: 0, hang_ms: 20000}
+          - {at: 1m, device: 0, lost: true}
+    """))
+    d = sc.devices[0]
+    assert d.readings["utilization_gpu"] == Sine(10, 90, 60)
+    assert d.readings["utilization_memory"] == Random(1, 5)
+    assert d.readings["fan_percent"] is None
+    assert d.unsupported == ("nvmlDeviceGetEncoderUtilization",)
+    assert sc.processes[0].pid == 4242 and sc.processes[1].cgroup == "kubepods/burstable/podx/abc"
+    assert [e.at_s for e in sc.timeline] == [0.5, 5, 12, 15, 60]
+    assert sc.timeline[0].action == "ecc"
+    assert sc.missing_symbols == ("nvmlGpmMetricsGet",)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("devices:\n  - model: X\n  - model: Y\n    utilization_gpuu: 3\n",
+         ":4: devices[1].utilization_gpuu: unknown key"),
+        ("devices:\n  - model: X\n    utilization_gpu: {sine: {min: 1, max: 2}}\n",
+         ":3: devices[0].utilization_gpu.sine: missing key 'period_s'"),
+        ("devices:\n  - model: X\n    utilization_gpu: \"high\"\n",
+         ":3: devices[0].utilization_gpu: expected a number"),
+        ("devices:\n  - model: X\nprocesses:\n  - {device: 3, pid: 5}\n",
+         ":4: processes[0].device: no device 3"),
+        ("devices:\n  - model: X\ntimeline:\n  - {at: soon, device: 0, xid: 79}\n",
+         ":4: timeline[0].at: expected a duration"),
+        ("devices:\n  - utilization_gpu: 3\n", ":2: devices[0]: missing key 'model'"),
+        ("devices:\n  - model: X\n    unsupported: [nvmlNoSuchThing]\n",
+         ":3: devices[0].unsupported[0]: unknown NVML function"),
+        ("devices: [{model: X}]\nfrobnicate: 1\n", ":2: frobnicate: unknown key"),
+        ("devices: [{model: X}]\nvendor: amd\n", ":2: vendor:"),
+        ("devices: [{model: X}\n", "invalid YAML"),
+    ],
+)
+def test_errors_name_file_key_line(tmp_path: Path, body: str, expected: str) -> None:
+    path = write_scenario(tmp_path, body, "bad.yaml")
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    msg = str(info.value)
+    assert str(path) in msg
+    assert expected in msg, msg
+
+
+def test_tables_are_consistent() -> None:
+    readings = set(reading_names())
+    for table in (BASE, GENERIC, *(m.readings for m in MODELS.values())):
+        assert set(table) <= readings
+    assert "nvmlDeviceGetFieldValues" in function_names()
+    assert "nvmlEventSetWait_v2" in function_names()
