@@ -58,9 +58,16 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimulatedNode]:
 
 
 def test_values_and_units(node: SimulatedNode) -> None:
-    node.command({"op": "set", "device": 0, "values": {"power_w": 321.5, "utilization_gpu": 10,
-                                                       "memory_used_mib": 1024}})
-    out = run_client(node, """
+    node.command(
+        {
+            "op": "set",
+            "device": 0,
+            "values": {"power_w": 321.5, "utilization_gpu": 10, "memory_used_mib": 1024},
+        }
+    )
+    out = run_client(
+        node,
+        """
         d = h[0]
         m1 = N.nvmlDeviceGetMemoryInfo(d)
         m2 = N.nvmlDeviceGetMemoryInfo(d, N.nvmlMemory_v2)
@@ -68,17 +75,22 @@ def test_values_and_units(node: SimulatedNode) -> None:
         time.sleep(0.35)
         e2 = N.nvmlDeviceGetTotalEnergyConsumption(d)
         fv = N.nvmlDeviceGetFieldValues(d, [308, N.NVML_FI_DEV_POWER_INSTANT])
-        out = {"count": len(h), "name": N.nvmlDeviceGetName(d), "power": N.nvmlDeviceGetPowerUsage(d),
+        out = {"count": len(h), "name": N.nvmlDeviceGetName(d),
+               "power": N.nvmlDeviceGetPowerUsage(d),
                "limit": N.nvmlDeviceGetEnforcedPowerLimit(d),
-               "util": N.nvmlDeviceGetUtilizationRates(d).gpu, "m1": [m1.total, m1.used, m1.free],
+               "util": N.nvmlDeviceGetUtilizationRates(d).gpu,
+               "m1": [m1.total, m1.used, m1.free],
                "m2": [m2.total, m2.reserved, m2.used, m2.free], "e": [e1, e2],
-               "temp": N.nvmlDeviceGetTemperature(d, 0), "fv": [fv[0].value.dVal, fv[1].value.uiVal],
+               "temp": N.nvmlDeviceGetTemperature(d, 0),
+               "fv": [fv[0].value.dVal, fv[1].value.uiVal],
                "driver": N.nvmlSystemGetDriverVersion(),
                "cc": list(N.nvmlDeviceGetCudaComputeCapability(d)),
                "bus": N.nvmlDeviceGetPciInfo(d).busId,
-               "by_uuid": N.nvmlDeviceGetIndex(N.nvmlDeviceGetHandleByUUID(N.nvmlDeviceGetUUID(h[1]))),
+               "by_uuid": N.nvmlDeviceGetIndex(
+                   N.nvmlDeviceGetHandleByUUID(N.nvmlDeviceGetUUID(h[1]))),
                "fan0": err(N.nvmlDeviceGetFanSpeed, h[0]), "fan1": N.nvmlDeviceGetFanSpeed(h[1])}
-    """)
+    """,
+    )
     assert out["count"] == 2 and out["name"] == "NVIDIA H100 80GB HBM3"
     assert out["power"] == 321500 and out["limit"] == 700000 and out["util"] == 10
     total = 81559 * 1024 * 1024
@@ -100,8 +112,9 @@ def test_two_processes_share_node_and_counters(node: SimulatedNode) -> None:
             N.nvmlDeviceGetUtilizationRates(h[1])
         out = N.nvmlDeviceGetUtilizationRates(h[1]).gpu
     """
-    procs = [start_client(node, textwrap.dedent(code) + "\nprint(json.dumps(out))\n")
-             for _ in range(2)]
+    procs = [
+        start_client(node, textwrap.dedent(code) + "\nprint(json.dumps(out))\n") for _ in range(2)
+    ]
     utils = [json.loads(p.communicate(timeout=30)[0]) for p in procs]
     assert all(p.returncode == 0 for p in procs)
     assert abs(utils[0] - utils[1]) <= 2  # same sine at the same moment
@@ -117,16 +130,19 @@ def test_two_processes_share_node_and_counters(node: SimulatedNode) -> None:
 
 
 def test_unsupported_field_and_function(node: SimulatedNode) -> None:
-    out = run_client(node, """
+    out = run_client(
+        node,
+        """
         fv = N.nvmlDeviceGetFieldValues(h[1], [308, N.NVML_FI_DEV_MEMORY_TEMP,
                                               N.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, 9999])
-        nv = N.nvmlDeviceGetFieldValues(h[0], [(N.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, 0xFFFFFFFF),
-                                              (N.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, 0)])
+        TX = N.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
+        nv = N.nvmlDeviceGetFieldValues(h[0], [(TX, 0xFFFFFFFF), (TX, 0)])
         out = {"ret": [f.nvmlReturn for f in fv], "ts": [f.timestamp for f in fv],
                "enc0": err(N.nvmlDeviceGetEncoderUtilization, h[0]),
                "enc1": err(N.nvmlDeviceGetEncoderUtilization, h[1]),
                "nv": [f.value.ullVal for f in nv], "nvret": [f.nvmlReturn for f in nv]}
-    """)
+    """,
+    )
     assert out["ret"] == [0, 3, 0, 3]  # SUCCESS, NOT_SUPPORTED, SUCCESS, NOT_SUPPORTED
     assert all(abs(ts / 1e6 - time.time()) < 60 for ts in out["ts"])
     assert out["enc0"] == "NVMLError_NotSupported" and out["enc1"] == "ok"
@@ -135,7 +151,9 @@ def test_unsupported_field_and_function(node: SimulatedNode) -> None:
 
 
 def test_insufficient_size_handshake(node: SimulatedNode) -> None:
-    out = run_client(node, """
+    out = run_client(
+        node,
+        """
         import ctypes
         fn = N._nvmlGetFunctionPointer("nvmlDeviceGetComputeRunningProcesses_v3")
         c = ctypes.c_uint(0)
@@ -151,14 +169,17 @@ def test_insufficient_size_handshake(node: SimulatedNode) -> None:
         out = {"r": [r1, r2, r3], "n1": n1, "n3": c.value,
                "mem": sorted(p.usedGpuMemory for p in procs),
                "gi": procs[0].gpuInstanceId}
-    """)
+    """,
+    )
     assert out["r"] == [7, 7, 0] and out["n1"] == 2 and out["n3"] == 2
     assert out["mem"] == [1000 * 2**20, 20000 * 2**20]
     assert out["gi"] == 0xFFFFFFFF
 
 
 def test_process_utilization_last_seen(node: SimulatedNode) -> None:
-    out = run_client(node, """
+    out = run_client(
+        node,
+        """
         s = N.nvmlDeviceGetProcessUtilization(h[0], 0)
         last = max(x.timeStamp for x in s)
         try:
@@ -170,7 +191,8 @@ def test_process_utilization_last_seen(node: SimulatedNode) -> None:
         s2 = N.nvmlDeviceGetProcessUtilization(h[0], last)
         out = {"n": len(s), "sm": sorted(x.smUtil for x in s), "again": again, "n2": len(s2),
                "newer": all(x.timeStamp > last for x in s2)}
-    """)
+    """,
+    )
     assert out["n"] == 2 and out["sm"] == [5, 45]
     assert out["again"] == "NotFound"
     assert out["n2"] == 2 and out["newer"]
@@ -179,13 +201,18 @@ def test_process_utilization_last_seen(node: SimulatedNode) -> None:
 def test_lost_and_recover(node: SimulatedNode) -> None:
     node.command({"op": "lost", "device": 1})
     try:
-        out = run_client(node, """
+        out = run_client(
+            node,
+            """
             calls = [(N.nvmlDeviceGetName, ()), (N.nvmlDeviceGetMemoryInfo, ()),
                      (N.nvmlDeviceGetUtilizationRates, ()), (N.nvmlDeviceGetPowerUsage, ()),
-                     (N.nvmlDeviceGetComputeRunningProcesses, ()), (N.nvmlDeviceGetTemperature, (0,)),
+                     (N.nvmlDeviceGetComputeRunningProcesses, ()),
+                     (N.nvmlDeviceGetTemperature, (0,)),
                      (N.nvmlDeviceGetFieldValues, ([308],))]
-            out = {"lost": [err(f, h[1], *a) for f, a in calls], "other": err(N.nvmlDeviceGetName, h[0])}
-        """)
+            out = {"lost": [err(f, h[1], *a) for f, a in calls],
+                   "other": err(N.nvmlDeviceGetName, h[0])}
+        """,
+        )
         assert set(out["lost"]) == {"NVMLError_GpuIsLost"} and out["other"] == "ok"
     finally:
         node.command({"op": "recover", "device": 1})
@@ -195,7 +222,9 @@ def test_lost_and_recover(node: SimulatedNode) -> None:
 
 def test_hang_blocks_and_clearing_releases(node: SimulatedNode) -> None:
     node.command({"op": "hang", "device": 1, "ms": 20000})
-    client = start_client(node, """
+    client = start_client(
+        node,
+        """
         print(json.dumps({"started": True}), flush=True)
         t0 = time.monotonic()
         N.nvmlDeviceGetName(h[1])
@@ -203,7 +232,8 @@ def test_hang_blocks_and_clearing_releases(node: SimulatedNode) -> None:
         t0 = time.monotonic()
         N.nvmlDeviceGetName(h[0])
         print(json.dumps({"other_s": time.monotonic() - t0}), flush=True)
-    """)
+    """,
+    )
     try:
         read_json_line(client)
         time.sleep(0.6)
@@ -221,7 +251,9 @@ def test_hang_blocks_and_clearing_releases(node: SimulatedNode) -> None:
 
 
 def test_events_arrive_promptly_and_time_out(node: SimulatedNode) -> None:
-    client = start_client(node, """
+    client = start_client(
+        node,
+        """
         es = N.nvmlEventSetCreate()
         for d in h:
             N.nvmlDeviceRegisterEvents(d, N.nvmlEventTypeXidCriticalError
@@ -243,7 +275,8 @@ def test_events_arrive_promptly_and_time_out(node: SimulatedNode) -> None:
         sbe = N.nvmlDeviceGetTotalEccErrors(h[0], N.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
                                             N.NVML_VOLATILE_ECC)
         print(json.dumps({"dbe": sbe}), flush=True)
-    """)
+    """,
+    )
     try:
         first = read_json_line(client)
         assert first["first"] == "timeout" and 0.35 < first["waited"] < 1.0
@@ -265,17 +298,22 @@ def test_events_arrive_promptly_and_time_out(node: SimulatedNode) -> None:
 
 def test_bad_commands_leave_node_running(node: SimulatedNode) -> None:
     bad: list[dict[str, object]] = [
-        {"op": "nope"}, {"op": "xid", "device": 7, "code": 79}, {"op": "xid", "device": 0},
-        {"op": "hang", "device": 0, "ms": -1}, {"op": "set", "device": 0, "values": {"x": 1}},
-        {"op": "set", "device": 0, "values": {"power_w": "lots"}}, {"op": "proc_rm", "pid": 424242},
-        {"op": "ecc", "device": "0", "type": "double_bit"}, {"op": "ecc", "device": 0, "type": "x"},
+        {"op": "nope"},
+        {"op": "xid", "device": 7, "code": 79},
+        {"op": "xid", "device": 0},
+        {"op": "hang", "device": 0, "ms": -1},
+        {"op": "set", "device": 0, "values": {"x": 1}},
+        {"op": "set", "device": 0, "values": {"power_w": "lots"}},
+        {"op": "proc_rm", "pid": 424242},
+        {"op": "ecc", "device": "0", "type": "double_bit"},
+        {"op": "ecc", "device": 0, "type": "x"},
     ]
     for req in bad:
         reply = send(node.socket_path, req)
         assert reply["ok"] is False and reply["error"], req
     with pytest.raises(SimCommandError):
         node.command({"op": "lost", "device": 99})
-    import socket  # noqa: PLC0415
+    import socket
 
     with socket.socket(socket.AF_UNIX) as s:
         s.connect(str(node.socket_path))
@@ -288,20 +326,50 @@ def test_bad_commands_leave_node_running(node: SimulatedNode) -> None:
 def test_proc_add_rm_and_cli(node: SimulatedNode) -> None:
     env = client_env(node)
     base = [sys.executable, "-m", "plugins.nvidia.simulator.cli", "sim"]
-    add = subprocess.run([*base, "proc", "add", "--device", "1", "--pid", str(os.getpid()),
-                          "--memory-mib", "512", "--sm-util", "40"], env=env, capture_output=True,
-                         text=True, check=False, timeout=30)
+    add = subprocess.run(
+        [
+            *base,
+            "proc",
+            "add",
+            "--device",
+            "1",
+            "--pid",
+            str(os.getpid()),
+            "--memory-mib",
+            "512",
+            "--sm-util",
+            "40",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
     assert add.returncode == 0 and json.loads(add.stdout) == {"ok": True}
     pids = run_client(node, "out = [p.pid for p in N.nvmlDeviceGetComputeRunningProcesses(h[1])]")
     assert os.getpid() in pids
-    rm = subprocess.run([*base, "proc", "rm", "--pid", str(os.getpid())], env=env,
-                        capture_output=True, text=True, check=False, timeout=30)
+    rm = subprocess.run(
+        [*base, "proc", "rm", "--pid", str(os.getpid())],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
     assert rm.returncode == 0
-    bad = subprocess.run([*base, "xid", "--device", "9", "--code", "79"], env=env,
-                         capture_output=True, text=True, check=False, timeout=30)
+    bad = subprocess.run(
+        [*base, "xid", "--device", "9", "--code", "79"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
     assert bad.returncode == 1 and json.loads(bad.stdout)["ok"] is False and bad.stderr
-    stats = subprocess.run([*base, "stats"], env=env, capture_output=True, text=True, check=False,
-                           timeout=30)
+    stats = subprocess.run(
+        [*base, "stats"], env=env, capture_output=True, text=True, check=False, timeout=30
+    )
     assert stats.returncode == 0 and "nvmlDeviceGetComputeRunningProcesses_v3" in stats.stdout
 
 
@@ -309,8 +377,14 @@ def test_gpustat_json(node: SimulatedNode) -> None:
     gpustat = Path(sys.executable).with_name("gpustat")
     if not gpustat.exists():
         pytest.skip("gpustat not installed")
-    proc = subprocess.run([str(gpustat), "--json"], env=client_env(node), capture_output=True,
-                          text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [str(gpustat), "--json"],
+        env=client_env(node),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert [g["name"] for g in data["gpus"]] == ["NVIDIA H100 80GB HBM3", "Tesla T4"]
@@ -319,27 +393,35 @@ def test_gpustat_json(node: SimulatedNode) -> None:
 
 
 def test_missing_symbols(tmp_path: Path) -> None:
-    path = write_scenario(tmp_path, """
+    path = write_scenario(
+        tmp_path,
+        """
         driver_version: "525.147.05"
         missing_symbols: [nvmlDeviceGetMemoryInfo_v2, nvmlGpmMetricsGet]
         devices:
           - model: NVIDIA A100-SXM4-80GB
             memory_used_mib: 100
-    """)
+    """,
+    )
     with SimulatedNode.start(path) as node:
-        out = run_client(node, """
+        out = run_client(
+            node,
+            """
             out = {"v2": err(N.nvmlDeviceGetMemoryInfo, h[0], N.nvmlMemory_v2),
                    "v1": N.nvmlDeviceGetMemoryInfo(h[0]).used,
                    "gpm": err(N.nvmlGpmMetricsGet, None),
                    "gpm_support": N.nvmlGpmQueryDeviceSupport(h[0]).isSupportedDevice}
-        """)
+        """,
+        )
     assert out["v2"] == "NVMLError_FunctionNotFound"
     assert out["gpm"] == "NVMLError_FunctionNotFound"
     assert out["v1"] > 0 and out["gpm_support"] == 0
 
 
 def test_gpm_on_hopper(node: SimulatedNode) -> None:
-    out = run_client(node, """
+    out = run_client(
+        node,
+        """
         s1, s2 = N.nvmlGpmSampleAlloc(), N.nvmlGpmSampleAlloc()
         N.nvmlGpmSampleGet(h[0], s1)
         time.sleep(0.1)
@@ -353,7 +435,8 @@ def test_gpm_on_hopper(node: SimulatedNode) -> None:
         N.nvmlGpmMetricsGet(mg)
         out = {"sm": mg.metrics[0].value, "ret": [mg.metrics[i].nvmlReturn for i in range(2)],
                "t4": err(N.nvmlGpmSampleGet, h[1], s1)}
-    """)
+    """,
+    )
     assert out["ret"] == [0, 0] and out["sm"] > 0
     assert out["t4"] == "NVMLError_NotSupported"
 
@@ -367,7 +450,9 @@ def test_malformed_scenario_fails_fast(tmp_path: Path) -> None:
 
 
 def test_timeline_plays(tmp_path: Path) -> None:
-    path = write_scenario(tmp_path, """
+    path = write_scenario(
+        tmp_path,
+        """
         devices:
           - model: Tesla T4
             utilization_gpu: 50
@@ -375,7 +460,8 @@ def test_timeline_plays(tmp_path: Path) -> None:
           - {at: 300ms, device: 0, set: {utilization_gpu: 10}}
           - {at: 400ms, device: 0, xid: 79}
           - {at: 500ms, device: 0, lost: true}
-    """)
+    """,
+    )
     with SimulatedNode.start(path) as node:
         time.sleep(1.0)
         out = run_client(node, "out = err(N.nvmlDeviceGetName, h[0])")

@@ -42,8 +42,13 @@ _REPO_ROOT = Path(__file__).resolve().parents[3]
 class SimulatedNode:
     """A running simulated node (daemon in a child process)."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], info: Mapping[str, object], state_dir: Path,
-                 owns_dir: bool) -> None:
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        info: Mapping[str, object],
+        state_dir: Path,
+        owns_dir: bool,
+    ) -> None:
         self._proc = proc
         self._state_dir = state_dir
         self._owns_dir = owns_dir
@@ -54,8 +59,9 @@ class SimulatedNode:
         self.env: Mapping[str, str] = dict(env) if isinstance(env, dict) else {}
 
     @classmethod
-    def start(cls, scenario: Path, state_dir: Path | None = None,
-              ready_timeout: float = 30) -> SimulatedNode:
+    def start(
+        cls, scenario: Path, state_dir: Path | None = None, ready_timeout: float = 30
+    ) -> SimulatedNode:
         """Validate ``scenario``, start the daemon and wait until it serves."""
         sc = load_scenario(scenario)  # fails fast with the ScenarioError message
         build_library(sc.missing_symbols)  # build errors surface here, not in the child
@@ -64,10 +70,22 @@ class SimulatedNode:
         sdir.mkdir(parents=True, exist_ok=True)
         log = (sdir / "node.log").open("ab")
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO_ROOT), env.get("PYTHONPATH")) if p)
-        proc = subprocess.Popen(  # noqa: S603
-            [sys.executable, "-m", "plugins.nvidia.simulator.node", str(sc.path), "--dir", str(sdir)],
-            stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, env=env,
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(_REPO_ROOT), env.get("PYTHONPATH")) if p
+        )
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "plugins.nvidia.simulator.node",
+                str(sc.path),
+                "--dir",
+                str(sdir),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            env=env,
             start_new_session=True,
         )
         log.close()
@@ -98,7 +116,9 @@ class SimulatedNode:
             proc.kill()
             proc.wait(5)
             tail = (sdir / "node.log").read_text(errors="replace")[-2000:]
-            raise RuntimeError(f"simulated node did not become ready within {ready_timeout}s:\n{tail}")
+            raise RuntimeError(
+                f"simulated node did not become ready within {ready_timeout}s:\n{tail}"
+            )
         proc.stdout.close()
         return cls(proc, info, sdir, owns)
 
@@ -130,8 +150,12 @@ class SimulatedNode:
     def __enter__(self) -> SimulatedNode:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
 

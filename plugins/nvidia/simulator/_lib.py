@@ -22,7 +22,12 @@ class NodeLib:
     def __init__(self, library: Path) -> None:
         lib = ctypes.CDLL(str(library))
         self._lib = lib
-        c_int, c_uint, c_double, c_char_p = ctypes.c_int, ctypes.c_uint, ctypes.c_double, ctypes.c_char_p
+        c_int, c_uint, c_double, c_char_p = (
+            ctypes.c_int,
+            ctypes.c_uint,
+            ctypes.c_double,
+            ctypes.c_char_p,
+        )
         c_ull, c_ll = ctypes.c_ulonglong, ctypes.c_longlong
         sigs: dict[str, tuple[object, list[object]]] = {
             "simnode_create": (c_int, [c_char_p, c_int]),
@@ -38,8 +43,10 @@ class NodeLib:
             "simnode_get_lost": (c_int, [c_int]),
             "simnode_get_hang_ms": (c_int, [c_int]),
             "simnode_push_event": (c_ll, [c_int, c_ull, c_ull]),
-            "simnode_proc_add": (c_int, [c_int, c_uint, c_uint, c_double, c_double, c_double,
-                                         c_double, c_double]),
+            "simnode_proc_add": (
+                c_int,
+                [c_int, c_uint, c_uint, c_double, c_double, c_double, c_double, c_double],
+            ),
             "simnode_proc_rm": (c_int, [c_int, c_uint]),
             "simnode_proc_count": (c_int, []),
             "simnode_tick": (c_int, [c_double]),
@@ -93,7 +100,9 @@ class NodeLib:
 
     def set_function_unsupported(self, dev: int, function: str, unsupported: bool = True) -> None:
         fid = self.functions[function]
-        self._check(self._lib.simnode_set_function_unsupported(dev, fid, int(unsupported)), function)
+        self._check(
+            self._lib.simnode_set_function_unsupported(dev, fid, int(unsupported)), function
+        )
 
     def set_lost(self, dev: int, lost: bool) -> None:
         self._check(self._lib.simnode_set_lost(dev, int(lost)), "lost")
@@ -110,8 +119,17 @@ class NodeLib:
     def push_event(self, dev: int, event_type: int, data: int = 0) -> int:
         return self._check(int(self._lib.simnode_push_event(dev, event_type, data)), "event")
 
-    def proc_add(self, dev: int, pid: int, kind: str, used_mib: float, sm: float, mem: float,
-                 enc: float = 0.0, dec: float = 0.0) -> None:
+    def proc_add(  # noqa: PLR0917 - mirrors the C signature
+        self,
+        dev: int,
+        pid: int,
+        kind: str,
+        used_mib: float,
+        sm: float,
+        mem: float,
+        enc: float = 0.0,
+        dec: float = 0.0,
+    ) -> None:
         rc = self._lib.simnode_proc_add(dev, pid, PROC_KINDS[kind], used_mib, sm, mem, enc, dec)
         if rc == -3:
             raise ValueError("process table full")

@@ -38,7 +38,7 @@ class BuildError(RuntimeError):
 def find_nvml_header() -> Path:
     """Locate nvml.h inside the installed ``nvidia`` namespace package (nvidia-nvml-dev)."""
     try:
-        import nvidia  # type: ignore[import-untyped]  # noqa: PLC0415
+        import nvidia  # type: ignore[import-untyped]
     except ImportError as exc:
         raise BuildError(
             "nvml.h not found: install the 'nvidia-nvml-dev' package (pip install "

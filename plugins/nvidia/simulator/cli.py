@@ -23,8 +23,12 @@ def add_sim_commands(subparsers: Any) -> argparse.ArgumentParser:
     sub = sim.add_subparsers(dest="sim_cmd", required=True)
 
     def _sock(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        p.add_argument("--socket", type=Path, default=None,
-                       help="control socket (default: $GPU_SIM_SOCKET or the `sim up` default)")
+        p.add_argument(
+            "--socket",
+            type=Path,
+            default=None,
+            help="control socket (default: $GPU_SIM_SOCKET or the `sim up` default)",
+        )
         return p
 
     up = sub.add_parser("up", help="run a simulated node in the foreground")
@@ -32,14 +36,18 @@ def add_sim_commands(subparsers: Any) -> argparse.ArgumentParser:
     up.add_argument("--dir", type=Path, default=None, help="state directory")
     _sock(up)
     _sock(sub.add_parser("xid", help="queue an XID critical-error event")).add_argument(
-        "--code", type=int, required=True)
+        "--code", type=int, required=True
+    )
     ecc = _sock(sub.add_parser("ecc", help="ECC error event + counter increment"))
     ecc.add_argument("--type", choices=("single_bit", "double_bit"), default="single_bit")
     _sock(sub.add_parser("lost", help="the GPU falls off the bus (GPU_IS_LOST)"))
     _sock(sub.add_parser("recover", help="the GPU is back"))
     _sock(sub.add_parser("hang", help="calls on the device block")).add_argument(
-        "--ms", type=int, required=True)
-    st = _sock(sub.add_parser("set", help="change readings: NAME=VALUE ... (VALUE null = unsupported)"))
+        "--ms", type=int, required=True
+    )
+    st = _sock(
+        sub.add_parser("set", help="change readings: NAME=VALUE ... (VALUE null = unsupported)")
+    )
     st.add_argument("assignments", nargs="+", metavar="NAME=VALUE")
     proc = sub.add_parser("proc", help="GPU processes")
     psub = proc.add_subparsers(dest="proc_cmd", required=True)
@@ -56,7 +64,8 @@ def add_sim_commands(subparsers: Any) -> argparse.ArgumentParser:
         sub.choices[name].add_argument("--device", type=int, required=True)
     padd.add_argument("--device", type=int, required=True)
     prm.add_argument("--device", type=int, default=None)
-    return sim
+    parser: argparse.ArgumentParser = sim
+    return parser
 
 
 def _value(text: str) -> object:
@@ -87,9 +96,15 @@ def _request(args: argparse.Namespace) -> dict[str, object]:
             values[name] = _value(val)
         return {"op": "set", "device": args.device, "values": values}
     if cmd == "proc" and args.proc_cmd == "add":
-        return {"op": "proc_add", "device": args.device, "pid": args.pid,
-                "used_memory_mib": args.memory_mib, "sm_util": args.sm_util,
-                "mem_util": args.mem_util, "type": args.type}
+        return {
+            "op": "proc_add",
+            "device": args.device,
+            "pid": args.pid,
+            "used_memory_mib": args.memory_mib,
+            "sm_util": args.sm_util,
+            "mem_util": args.mem_util,
+            "type": args.type,
+        }
     if cmd == "proc" and args.proc_cmd == "rm":
         req: dict[str, object] = {"op": "proc_rm", "pid": args.pid}
         if args.device is not None:
@@ -101,12 +116,13 @@ def _request(args: argparse.Namespace) -> dict[str, object]:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from plugins.nvidia.simulator import node  # noqa: PLC0415 - heavy, only for `up`
+    from plugins.nvidia.simulator import node
 
     state_dir = args.dir or default_state_dir()
     argv = [str(args.scenario), "--dir", str(state_dir)]
-    sock = args.socket or (Path(os.environ["GPU_SIM_SOCKET"]) if os.environ.get("GPU_SIM_SOCKET")
-                           else None)
+    sock = args.socket or (
+        Path(os.environ["GPU_SIM_SOCKET"]) if os.environ.get("GPU_SIM_SOCKET") else None
+    )
     if sock is not None:
         argv += ["--socket", str(sock)]
     return node.main(argv)

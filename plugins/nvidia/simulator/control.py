@@ -28,7 +28,9 @@ def default_state_dir() -> Path:
     return Path("/tmp") / f"gpu-otel-agent-sim-{os.getuid()}"
 
 
-def send(socket_path: Path | str, request: Mapping[str, object], timeout: float = 10.0) -> dict[str, object]:
+def send(
+    socket_path: Path | str, request: Mapping[str, object], timeout: float = 10.0
+) -> dict[str, object]:
     """Send one request and return the decoded answer (``ok`` may be false)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)

@@ -55,8 +55,10 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 _DERIVED: Mapping[str, Callable[[Mapping[str, float | None]], float]] = {
     "power_default_limit_w": lambda r: r.get("power_limit_w") or 0.0,
     "graphics_clock_mhz": lambda r: r.get("sm_clock_mhz") or 0.0,
-    "sm_clock_mhz": lambda r: (r.get("max_sm_clock_mhz") or 0.0)
-    * (0.35 + 0.65 * min(1.0, (r.get("utilization_gpu") or 0.0) / 30)),
+    "sm_clock_mhz": lambda r: (
+        (r.get("max_sm_clock_mhz") or 0.0)
+        * (0.35 + 0.65 * min(1.0, (r.get("utilization_gpu") or 0.0) / 30))
+    ),
     "memory_clock_mhz": lambda r: r.get("max_memory_clock_mhz") or 0.0,
     "video_clock_mhz": lambda r: 0.9 * (r.get("max_video_clock_mhz") or 0.0),
     "max_graphics_clock_mhz": lambda r: r.get("max_sm_clock_mhz") or 0.0,
@@ -73,10 +75,12 @@ _DERIVED: Mapping[str, Callable[[Mapping[str, float | None]], float]] = {
     "pcie_link_width": lambda r: r.get("pcie_max_link_width") or 0.0,
     "pcie_tx_kb_s": lambda r: 200.0 + 3000.0 * (r.get("utilization_gpu") or 0.0),
     "pcie_rx_kb_s": lambda r: 400.0 + 6000.0 * (r.get("utilization_gpu") or 0.0),
-    "nvlink_tx_kib_s": lambda r: 20000.0 * (r.get("utilization_gpu") or 0.0)
-    if r.get("nvlink_links") else 0.0,
-    "nvlink_rx_kib_s": lambda r: 20000.0 * (r.get("utilization_gpu") or 0.0)
-    if r.get("nvlink_links") else 0.0,
+    "nvlink_tx_kib_s": lambda r: (
+        20000.0 * (r.get("utilization_gpu") or 0.0) if r.get("nvlink_links") else 0.0
+    ),
+    "nvlink_rx_kib_s": lambda r: (
+        20000.0 * (r.get("utilization_gpu") or 0.0) if r.get("nvlink_links") else 0.0
+    ),
     "clocks_event_reasons": lambda r: 1.0 if (r.get("utilization_gpu") or 0.0) < 1 else 0.0,
 }
 
@@ -114,7 +118,9 @@ def _deterministic_uuid(scenario: Scenario, index: int) -> str:
 class Node:
     """A running simulated node (in the daemon process)."""
 
-    def __init__(self, scenario: Scenario, state_dir: Path, socket_path: Path | None = None) -> None:
+    def __init__(
+        self, scenario: Scenario, state_dir: Path, socket_path: Path | None = None
+    ) -> None:
         self.scenario = scenario
         self.state_dir = state_dir
         self.library = build_library(scenario.missing_symbols)
@@ -160,19 +166,24 @@ class Node:
         self._apply_values(0.0)
         for p in sc.processes:
             pid = p.pid if p.pid is not None else self._spawn_placeholder(p.cgroup)
-            self.procs[(p.device, pid)] = _Proc(p.device, pid, p.kind, p.used_memory_mib,
-                                                p.sm_util, p.mem_util)
+            self.procs[(p.device, pid)] = _Proc(
+                p.device, pid, p.kind, p.used_memory_mib, p.sm_util, p.mem_util
+            )
         self._apply_procs(0.0)
 
     def _spawn_placeholder(self, cgroup: str | None) -> int:
         """A sleeping child standing in for a GPU process, moved into ``cgroup`` if possible."""
+
         def _die_with_parent() -> None:  # pragma: no cover - runs in the child
             with contextlib.suppress(Exception):
                 ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
-        child = subprocess.Popen(  # noqa: S603
-            ["sleep", "infinity"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent,  # noqa: PLW1509
+        child = subprocess.Popen(
+            ["sleep", "infinity"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509
         )
         self.children.append(child)
         if cgroup:
@@ -184,27 +195,37 @@ class Node:
                     self.cgroups.append(target)
                 (target / "cgroup.procs").write_text(f"{child.pid}\n")
             except OSError as exc:
-                log.warning("cannot place pid %d in cgroup %s (%s); it runs in the node's "
-                            "cgroup, so container attribution will not show", child.pid,
-                            target, exc.strerror or exc)
+                log.warning(
+                    "cannot place pid %d in cgroup %s (%s); it runs in the node's "
+                    "cgroup, so container attribution will not show",
+                    child.pid,
+                    target,
+                    exc.strerror or exc,
+                )
         return child.pid
 
     # ------------------------------------------------------------------ evaluation
-    def _apply_values(self, t: float, only: frozenset[str] | None = None,
-                      device: int | None = None) -> None:
+    def _apply_values(
+        self, t: float, only: frozenset[str] | None = None, device: int | None = None
+    ) -> None:
         """Write readings: all of them (``only`` None), else the named ones, patterns and
         derived readings.  Counters are written once and then integrated in C."""
         with self.lock:
             for i, vals in enumerate(self.values):
                 if device is not None and i != device:
                     continue
-                current: dict[str, float | None] = {k: _eval(v, t, self.rng) for k, v in vals.items()}
+                current: dict[str, float | None] = {
+                    k: _eval(v, t, self.rng) for k, v in vals.items()
+                }
                 for name, fn in _DERIVED.items():
                     if name not in vals:
                         current[name] = fn(current)
                 for name, value in current.items():
-                    if only is None or name in only or name in _DERIVED or isinstance(
-                        vals.get(name), Sine | Random
+                    if (
+                        only is None
+                        or name in only
+                        or name in _DERIVED
+                        or isinstance(vals.get(name), Sine | Random)
                     ):
                         self.lib.set_reading(i, name, value)
 
@@ -281,7 +302,9 @@ class Node:
                 kind = req.get("type", "single_bit")
                 if kind not in ("single_bit", "double_bit"):
                     raise CommandError("'type' must be single_bit or double_bit")
-                bit = _lib.EVENT_SINGLE_BIT_ECC if kind == "single_bit" else _lib.EVENT_DOUBLE_BIT_ECC
+                bit = (
+                    _lib.EVENT_SINGLE_BIT_ECC if kind == "single_bit" else _lib.EVENT_DOUBLE_BIT_ECC
+                )
                 seq = self.lib.push_event(dev, bit, 0)  # also bumps the ECC counters
                 return {"ok": True, "seq": seq}
             if op == "lost":
@@ -313,10 +336,15 @@ class Node:
                 return {"ok": True, "removed": len(keys)}
             if op == "stats":
                 totals, per_dev = self.lib.call_counts()
-                return {"ok": True, "calls": totals, "per_device": per_dev,
-                        "devices": len(self.values), "processes": self.lib.proc_count(),
-                        "event_seq": self.lib.event_seq(),
-                        "uptime_s": round(time.monotonic() - self.t0, 3)}
+                return {
+                    "ok": True,
+                    "calls": totals,
+                    "per_device": per_dev,
+                    "devices": len(self.values),
+                    "processes": self.lib.proc_count(),
+                    "event_seq": self.lib.event_seq(),
+                    "uptime_s": round(time.monotonic() - self.t0, 3),
+                }
             if op == "info":
                 return {"ok": True, **self.describe()}
         raise CommandError(f"unknown op {op!r}")
@@ -377,13 +405,20 @@ class Node:
     def env(self) -> dict[str, str]:
         libdir = str(self.library.parent)
         old = os.environ.get("LD_LIBRARY_PATH", "")
-        return {"GPU_SIM_NODE": str(self.state_path),
-                "GPU_SIM_SOCKET": str(self.socket_path),
-                "LD_LIBRARY_PATH": f"{libdir}:{old}" if old else libdir}
+        return {
+            "GPU_SIM_NODE": str(self.state_path),
+            "GPU_SIM_SOCKET": str(self.socket_path),
+            "LD_LIBRARY_PATH": f"{libdir}:{old}" if old else libdir,
+        }
 
     def describe(self) -> dict[str, object]:
-        return {"state": str(self.state_path), "socket": str(self.socket_path),
-                "library": str(self.library), "devices": len(self.values), "env": self.env()}
+        return {
+            "state": str(self.state_path),
+            "socket": str(self.socket_path),
+            "library": str(self.library),
+            "devices": len(self.values),
+            "env": self.env(),
+        }
 
     def serve(self) -> None:
         node = self
@@ -439,8 +474,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", type=Path, required=True, help="state directory")
     ap.add_argument("--socket", type=Path, default=None, help="control socket path")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s gpu-sim %(levelname)s %(message)s",
-                        stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s gpu-sim %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
     try:
         scenario = load_scenario(args.scenario)
     except ScenarioError as exc:
@@ -458,8 +496,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _stop)
     print(json.dumps({"ready": True, **node.describe()}), flush=True)
     env = node.env()
-    print(f"# simulated node: {len(scenario.devices)} GPU(s), control socket {node.socket_path}",
-          flush=True)
+    print(
+        f"# simulated node: {len(scenario.devices)} GPU(s), control socket {node.socket_path}",
+        flush=True,
+    )
     print("export " + " ".join(f"{k}={v}" for k, v in env.items()), flush=True)
     with contextlib.suppress(BrokenPipeError):
         sys.stdout.flush()

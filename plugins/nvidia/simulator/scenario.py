@@ -20,8 +20,17 @@ import yaml
 SOURCE = Path(__file__).with_name("libnvml_sim.c")
 
 # Readings a scenario may not set directly: identity comes from the model.
-_IDENTITY = frozenset({"architecture", "cuda_cc_major", "cuda_cc_minor", "brand",
-                       "pci_device_id", "pci_subsystem_id", "gpm_supported"})
+_IDENTITY = frozenset(
+    {
+        "architecture",
+        "cuda_cc_major",
+        "cuda_cc_minor",
+        "brand",
+        "pci_device_id",
+        "pci_subsystem_id",
+        "gpm_supported",
+    }
+)
 
 
 class ScenarioError(ValueError):
@@ -159,7 +168,9 @@ def _construct_scalar(node: yaml.Node) -> object:
         loader.dispose()
 
 
-def _mapping(ctx: _Ctx, v: object, key: str, allowed: Sequence[str] | frozenset[str]) -> dict[str, object]:
+def _mapping(
+    ctx: _Ctx, v: object, key: str, allowed: Sequence[str] | frozenset[str]
+) -> dict[str, object]:
     if not isinstance(v, dict):
         raise ctx.fail(key, f"expected a mapping, got {type(v).__name__}")
     for k in v:
@@ -290,8 +301,9 @@ _KINDS = ("compute", "graphics", "mps")
 
 def _process(ctx: _Ctx, raw: object, i: int, n_dev: int) -> ProcessSpec:
     key = f"processes[{i}]"
-    p = _mapping(ctx, raw, key, ("device", "pid", "spawn", "used_memory_mib", "sm_util",
-                                 "mem_util", "type"))
+    p = _mapping(
+        ctx, raw, key, ("device", "pid", "spawn", "used_memory_mib", "sm_util", "mem_util", "type")
+    )
     if "device" not in p:
         raise ctx.fail(key, "missing key 'device'")
     dev = _int(ctx, p["device"], f"{key}.device")
@@ -313,8 +325,15 @@ def _process(ctx: _Ctx, raw: object, i: int, n_dev: int) -> ProcessSpec:
     if kind not in _KINDS:
         raise ctx.fail(f"{key}.type", f"expected one of {', '.join(_KINDS)}, got {kind!r}")
     mem = _num(ctx, p.get("used_memory_mib", 0), f"{key}.used_memory_mib", minimum=0)
-    return ProcessSpec(dev, pid, cgroup, mem, parse_value(ctx, p.get("sm_util", 0), f"{key}.sm_util"),
-                       parse_value(ctx, p.get("mem_util", 0), f"{key}.mem_util"), str(kind))
+    return ProcessSpec(
+        dev,
+        pid,
+        cgroup,
+        mem,
+        parse_value(ctx, p.get("sm_util", 0), f"{key}.sm_util"),
+        parse_value(ctx, p.get("mem_util", 0), f"{key}.mem_util"),
+        str(kind),
+    )
 
 
 _ACTIONS = ("xid", "ecc", "lost", "recover", "hang_ms", "set", "proc_add", "proc_rm")
@@ -361,11 +380,13 @@ def _timeline(ctx: _Ctx, raw: object, i: int, n_dev: int) -> TimelineEvent:
         m = _mapping(ctx, v, sub, ("pid", "used_memory_mib", "sm_util", "mem_util", "type"))
         if "pid" not in m:
             raise ctx.fail(sub, "missing key 'pid'")
-        args = {"pid": _int(ctx, m["pid"], f"{sub}.pid", minimum=1),
-                "used_memory_mib": _num(ctx, m.get("used_memory_mib", 0), f"{sub}.used_memory_mib"),
-                "sm_util": _num(ctx, m.get("sm_util", 0), f"{sub}.sm_util"),
-                "mem_util": _num(ctx, m.get("mem_util", 0), f"{sub}.mem_util"),
-                "type": m.get("type", "compute")}
+        args = {
+            "pid": _int(ctx, m["pid"], f"{sub}.pid", minimum=1),
+            "used_memory_mib": _num(ctx, m.get("used_memory_mib", 0), f"{sub}.used_memory_mib"),
+            "sm_util": _num(ctx, m.get("sm_util", 0), f"{sub}.sm_util"),
+            "mem_util": _num(ctx, m.get("mem_util", 0), f"{sub}.mem_util"),
+            "type": m.get("type", "compute"),
+        }
     else:  # proc_rm
         m = _mapping(ctx, v, sub, ("pid",))
         if "pid" not in m:
@@ -374,8 +395,16 @@ def _timeline(ctx: _Ctx, raw: object, i: int, n_dev: int) -> TimelineEvent:
     return TimelineEvent(at, dev, action, MappingProxyType(args))
 
 
-_TOP = ("vendor", "driver_version", "cuda_driver_version", "nvml_version", "devices",
-        "processes", "missing_symbols", "timeline")
+_TOP = (
+    "vendor",
+    "driver_version",
+    "cuda_driver_version",
+    "nvml_version",
+    "devices",
+    "processes",
+    "missing_symbols",
+    "timeline",
+)
 
 
 def load_scenario(path: Path | str) -> Scenario:
@@ -428,7 +457,14 @@ def parse_scenario(text: str, path: Path) -> Scenario:
     if not isinstance(raw_tl, list):
         raise ctx.fail("timeline", "expected a list")
     timeline = tuple(_timeline(ctx, e, i, len(devices)) for i, e in enumerate(raw_tl))
-    return Scenario(path=path.resolve(), vendor=str(vendor), driver_version=driver,
-                    cuda_driver_version=cuda, nvml_version=nvml_version, devices=devices,
-                    processes=procs, missing_symbols=tuple(str(m) for m in raw_missing),
-                    timeline=tuple(sorted(timeline, key=lambda t: t.at_s)))
+    return Scenario(
+        path=path.resolve(),
+        vendor=str(vendor),
+        driver_version=driver,
+        cuda_driver_version=cuda,
+        nvml_version=nvml_version,
+        devices=devices,
+        processes=procs,
+        missing_symbols=tuple(str(m) for m in raw_missing),
+        timeline=tuple(sorted(timeline, key=lambda t: t.at_s)),
+    )

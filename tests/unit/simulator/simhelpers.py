@@ -51,16 +51,27 @@ def client_script(code: str) -> str:
 def run_client(node: SimulatedNode, code: str, timeout: float = 30) -> Any:
     """Run ``code`` with pynvml attached to ``node`` in a fresh process; returns ``out``."""
     script = client_script(code) + "\nprint(json.dumps(out))\n"
-    proc = subprocess.run([sys.executable, "-c", script], env=client_env(node), capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        env=client_env(node),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def start_client(node: SimulatedNode, code: str) -> subprocess.Popen[str]:
     """Start a client that prints JSON lines as it goes (for blocking-call tests)."""
-    return subprocess.Popen([sys.executable, "-c", client_script(code)], env=client_env(node),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", client_script(code)],
+        env=client_env(node),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def read_json_line(proc: subprocess.Popen[str]) -> Mapping[str, Any]:

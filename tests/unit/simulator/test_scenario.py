@@ -26,12 +26,19 @@ def test_examples_load(path: Path) -> None:
 
 def test_examples_present() -> None:
     names = {p.name for p in EXAMPLES}
-    assert {"h100-8gpu.yaml", "mixed-node.yaml", "bench-8gpu-64proc.yaml",
-            "bench-16gpu-256proc.yaml"} <= names
+    assert {
+        "h100-8gpu.yaml",
+        "mixed-node.yaml",
+        "bench-8gpu-64proc.yaml",
+        "bench-16gpu-256proc.yaml",
+    } <= names
 
 
 def test_full_format(tmp_path: Path) -> None:
-    sc = load_scenario(write_scenario(tmp_path, """
+    sc = load_scenario(
+        write_scenario(
+            tmp_path,
+            """
         vendor: nvidia
         driver_version: "580.95.05"
         cuda_driver_version: 13000
@@ -53,7 +60,9 @@ def test_full_format(tmp_path: Path) -> None:
           - {at: 12s, device: 0, set: {utilization_gpu: 10}}
           - {at: 15s, device: 0, hang_ms: 20000}
           - {at: 1m, device: 0, lost: true}
-    """))
+    """,
+        )
+    )
     d = sc.devices[0]
     assert d.readings["utilization_gpu"] == Sine(10, 90, 60)
     assert d.readings["utilization_memory"] == Random(1, 5)
@@ -68,19 +77,31 @@ def test_full_format(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ("devices:\n  - model: X\n  - model: Y\n    utilization_gpuu: 3\n",
-         ":4: devices[1].utilization_gpuu: unknown key"),
-        ("devices:\n  - model: X\n    utilization_gpu: {sine: {min: 1, max: 2}}\n",
-         ":3: devices[0].utilization_gpu.sine: missing key 'period_s'"),
-        ("devices:\n  - model: X\n    utilization_gpu: \"high\"\n",
-         ":3: devices[0].utilization_gpu: expected a number"),
-        ("devices:\n  - model: X\nprocesses:\n  - {device: 3, pid: 5}\n",
-         ":4: processes[0].device: no device 3"),
-        ("devices:\n  - model: X\ntimeline:\n  - {at: soon, device: 0, xid: 79}\n",
-         ":4: timeline[0].at: expected a duration"),
+        (
+            "devices:\n  - model: X\n  - model: Y\n    utilization_gpuu: 3\n",
+            ":4: devices[1].utilization_gpuu: unknown key",
+        ),
+        (
+            "devices:\n  - model: X\n    utilization_gpu: {sine: {min: 1, max: 2}}\n",
+            ":3: devices[0].utilization_gpu.sine: missing key 'period_s'",
+        ),
+        (
+            'devices:\n  - model: X\n    utilization_gpu: "high"\n',
+            ":3: devices[0].utilization_gpu: expected a number",
+        ),
+        (
+            "devices:\n  - model: X\nprocesses:\n  - {device: 3, pid: 5}\n",
+            ":4: processes[0].device: no device 3",
+        ),
+        (
+            "devices:\n  - model: X\ntimeline:\n  - {at: soon, device: 0, xid: 79}\n",
+            ":4: timeline[0].at: expected a duration",
+        ),
         ("devices:\n  - utilization_gpu: 3\n", ":2: devices[0]: missing key 'model'"),
-        ("devices:\n  - model: X\n    unsupported: [nvmlNoSuchThing]\n",
-         ":3: devices[0].unsupported[0]: unknown NVML function"),
+        (
+            "devices:\n  - model: X\n    unsupported: [nvmlNoSuchThing]\n",
+            ":3: devices[0].unsupported[0]: unknown NVML function",
+        ),
         ("devices: [{model: X}]\nfrobnicate: 1\n", ":2: frobnicate: unknown key"),
         ("devices: [{model: X}]\nvendor: amd\n", ":2: vendor:"),
         ("devices: [{model: X}\n", "invalid YAML"),
