@@ -189,10 +189,9 @@ class Node:
         if cgroup:
             target = CGROUP_ROOT / cgroup
             try:
-                created = not target.exists()
+                missing = [p for p in (target, *target.parents) if not p.exists()]
                 target.mkdir(parents=True, exist_ok=True)
-                if created:
-                    self.cgroups.append(target)
+                self.cgroups.extend(reversed(missing))  # outermost first; removed in reverse
                 (target / "cgroup.procs").write_text(f"{child.pid}\n")
             except OSError as exc:
                 log.warning(
