@@ -1,0 +1,87 @@
+"""Runs the real agent (``gpu-agent run``) as a child process against a simulated node."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SCENARIOS = REPO / "examples" / "scenarios"
+
+
+def write_scenario(directory: Path, scenario: Mapping[str, object]) -> Path:
+    path = directory / "scenario.yaml"
+    path.write_text(yaml.safe_dump(dict(scenario)), encoding="utf-8")
+    return path
+
+
+def h100(index: int, **readings: object) -> dict[str, object]:
+    device: dict[str, object] = {
+        "model": "NVIDIA H100 80GB HBM3",
+        "memory_total_mib": 81559,
+        "power_limit_w": 700,
+        "utilization_gpu": 50,
+        "utilization_memory": 20,
+        "memory_used_mib": 1000,
+        "temperature_c": 50,
+        "memory_temperature_c": 60,
+        "power_w": 300,
+        "sm_clock_mhz": 1980,
+        "memory_clock_mhz": 2619,
+        "fan_percent": None,
+    }
+    device.update(readings)
+    return device
+
+
+class AgentProcess:
+    """``gpu-agent run`` in a child process; stderr is kept in a file for assertions."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        endpoint: str,
+        node_env: Mapping[str, str] | None = None,
+        args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.log_path = workdir / f"agent-{time.monotonic_ns()}.log"
+        full_env = dict(os.environ)
+        full_env.update(node_env or {})
+        full_env.update(
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+                "OTEL_EXPORTER_OTLP_INSECURE": "true",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        full_env.update(env or {})
+        command = [sys.executable, "-m", "agent.cli", "run", *args]
+        self._log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            command, env=full_env, stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO
+        )
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def terminate(self, timeout: float = 10.0) -> float:
+        """SIGTERM; returns the seconds until the process exited."""
+        start = time.monotonic()
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        self.process.wait(timeout=timeout)
+        return time.monotonic() - start
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self._log.close()

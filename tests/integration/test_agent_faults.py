@@ -1,0 +1,132 @@
+"""Faults the agent must survive on a GPU node, reproduced on the simulated node."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from plugins.nvidia.simulator import SimulatedNode
+from tests.integration.conftest import UUIDS
+from tests.integration.harness import AgentProcess, h100, write_scenario
+from tests.receivers.otlp_grpc import OtlpGrpcReceiver
+from tests.receivers.store import Store
+
+pytestmark = pytest.mark.integration
+FAST = ["--interval", "0.25", "--export-interval", "0.25"]
+
+
+def _config(tmp_path: Path, text: str) -> list[str]:
+    path = tmp_path / "agent.yaml"
+    path.write_text(text, encoding="utf-8")
+    return ["--config", str(path)]
+
+
+def _state(store: Store, uuid: str, since: float = 0.0) -> str | None:
+    for point in reversed(store.points("hw.status", {"hw.id": uuid})):
+        if point.received_at >= since and point.value == 1:
+            return str(point.attributes["hw.state"])
+    return None
+
+
+def test_unsupported_calls_and_missing_symbols_leave_metrics_absent(
+    otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path
+) -> None:
+    devices = [h100(0, uuid=UUIDS[0]), h100(1, uuid=UUIDS[1], fan_percent=None,
+                                            unsupported=["nvmlDeviceGetEncoderUtilization"])]
+    devices[0]["fan_percent"] = 40
+    scenario = write_scenario(tmp_path, {
+        "devices": devices, "missing_symbols": ["nvmlDeviceGetMemoryInfo_v2"]})
+    with SimulatedNode.start(scenario, state_dir=tmp_path / "node") as node:
+        agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env,
+                             _config(tmp_path, "groups: {slow: {interval: 0.25}}\n") + FAST)
+        try:
+            store = otlp_grpc_receiver.store
+            store.wait_for(lambda s: len(s.points("gpu.performance_state")) >= 8, timeout=20)
+            # Fan: served on GPU 0, NOT_SUPPORTED on GPU 1 -> absent there, never 0.
+            assert store.latest("gpu.fan.speed", {"hw.id": UUIDS[0]}).value == 0.4  # type: ignore[union-attr]
+            assert store.points("gpu.fan.speed", {"hw.id": UUIDS[1]}) == []
+            encoder = {"hw.gpu.task": "encoder"}
+            assert store.points("hw.gpu.utilization", {"hw.id": UUIDS[0], **encoder})
+            assert store.points("hw.gpu.utilization", {"hw.id": UUIDS[1], **encoder}) == []
+            # Older driver without nvmlDeviceGetMemoryInfo_v2: v1 serves usage, reserved absent.
+            assert store.points("hw.gpu.memory.usage", {"hw.id": UUIDS[1]})
+            assert store.points("gpu.memory.reserved") == []
+            # Unsupported calls are probed once, never retried each cycle.
+            calls_before = _calls(node, "nvmlDeviceGetEncoderUtilization", 1)
+            fan_before = _calls(node, "nvmlDeviceGetFanSpeed", 1)
+            time.sleep(1.5)
+            assert _calls(node, "nvmlDeviceGetEncoderUtilization", 1) == calls_before
+            assert _calls(node, "nvmlDeviceGetFanSpeed", 1) == fan_before
+            assert _calls(node, "nvmlDeviceGetFanSpeed", 0) > fan_before
+        finally:
+            assert agent.terminate() < 5
+            agent.close()
+        assert agent.log().count("nvmlDeviceGetMemoryInfo_v2 is not in this driver") == 1
+
+
+def _calls(node: SimulatedNode, function: str, device: int) -> int:
+    from tests.integration.stats import device_calls
+
+    return device_calls(node.stats(), function, device)
+
+
+def test_lost_gpu_fails_others_continue_and_it_resumes(
+    four_gpu_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path
+) -> None:
+    args = _config(tmp_path, "lost_reprobe_interval: 0.5\n") + FAST
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, four_gpu_node.env, args)
+    store = otlp_grpc_receiver.store
+    try:
+        store.wait_for(lambda s: _state(s, UUIDS[1]) == "ok", timeout=15)
+        four_gpu_node.command({"op": "lost", "device": 1})
+        lost_at = time.time()
+        store.wait_for(lambda s: _state(s, UUIDS[1], lost_at) == "failed", timeout=10)
+        failed_at = time.time()
+        time.sleep(1.0)
+        # Readings of the lost GPU are absent; the other GPUs carry on.
+        later = [p for p in store.points("hw.gpu.utilization", {"hw.id": UUIDS[1]})
+                 if p.received_at > failed_at + 0.5]
+        assert later == []
+        assert [p for p in store.points("hw.gpu.utilization", {"hw.id": UUIDS[0]})
+                if p.received_at > failed_at + 0.5]
+        four_gpu_node.command({"op": "recover", "device": 1})
+        back = time.time()
+        store.wait_for(lambda s: _state(s, UUIDS[1], back) == "ok", timeout=10)
+        store.wait_for(lambda s: [p for p in s.points("hw.gpu.utilization", {"hw.id": UUIDS[1]})
+                                  if p.received_at > back], timeout=10)
+    finally:
+        agent.close()
+
+
+def test_hung_gpu_does_not_delay_the_others_or_shutdown(
+    eight_gpu_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path
+) -> None:
+    args = _config(tmp_path, "call_timeout: 1.0\n") + ["--interval", "0.5",
+                                                       "--export-interval", "0.5"]
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, eight_gpu_node.env, args)
+    store = otlp_grpc_receiver.store
+    try:
+        store.wait_for(lambda s: len({p.attributes["hw.id"]
+                                      for p in s.points("hw.gpu.utilization")}) == 8,
+                       timeout=20)
+        eight_gpu_node.command({"op": "hang", "device": 3, "ms": 20000})
+        hung_at = time.time()
+        store.wait_for(lambda s: _state(s, UUIDS[3], hung_at) == "degraded", timeout=10)
+        time.sleep(4.0)
+        window_end = time.time()
+        for index in (0, 1, 2, 4, 5, 6, 7):
+            stamps = sorted({p.time_unix_nano / 1e9
+                             for p in store.points("hw.gpu.utilization", {"hw.id": UUIDS[index]})
+                             if hung_at <= p.time_unix_nano / 1e9 <= window_end})
+            assert len(stamps) >= 6, f"GPU {index} sampled only {len(stamps)} times"
+            gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+            assert max(gaps) < 1.5, f"GPU {index} missed its cadence: gaps {gaps}"
+        assert [p for p in store.points("hw.gpu.utilization", {"hw.id": UUIDS[3]})
+                if p.time_unix_nano / 1e9 > hung_at + 1.5] == []
+        # SIGTERM while the GPU is still hung: out within 5 s.
+        assert agent.terminate() < 5.0
+        assert agent.process.returncode == 0, agent.log()
+    finally:
+        agent.close()
