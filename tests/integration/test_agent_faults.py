@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 
@@ -103,8 +104,8 @@ def test_lost_gpu_fails_others_continue_and_it_resumes(
 def test_hung_gpu_does_not_delay_the_others_or_shutdown(
     eight_gpu_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path
 ) -> None:
-    args = _config(tmp_path, "call_timeout: 1.0\n") + ["--interval", "0.5",
-                                                       "--export-interval", "0.5"]
+    cadence = ["--interval", "0.5", "--export-interval", "0.5"]
+    args = [*_config(tmp_path, "call_timeout: 1.0\n"), *cadence]
     agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, eight_gpu_node.env, args)
     store = otlp_grpc_receiver.store
     try:
@@ -121,7 +122,7 @@ def test_hung_gpu_does_not_delay_the_others_or_shutdown(
                              for p in store.points("hw.gpu.utilization", {"hw.id": UUIDS[index]})
                              if hung_at <= p.time_unix_nano / 1e9 <= window_end})
             assert len(stamps) >= 6, f"GPU {index} sampled only {len(stamps)} times"
-            gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+            gaps = [b - a for a, b in itertools.pairwise(stamps)]
             assert max(gaps) < 1.5, f"GPU {index} missed its cadence: gaps {gaps}"
         assert [p for p in store.points("hw.gpu.utilization", {"hw.id": UUIDS[3]})
                 if p.time_unix_nano / 1e9 > hung_at + 1.5] == []
