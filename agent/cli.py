@@ -113,6 +113,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from plugins.nvidia.simulator import BuildError, ScenarioError
+
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -135,6 +137,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return result
     except (ConfigError, ExporterConfigError) as error:
         print(f"gpu-agent: configuration error: {error}", file=sys.stderr)
+        return 2
+    except (ScenarioError, BuildError) as error:
+        print(f"gpu-agent: simulated node: {error}", file=sys.stderr)
         return 2
     parser.error(f"unknown command {args.command}")
     return 2
