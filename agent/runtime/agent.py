@@ -8,6 +8,8 @@ threads are daemons, so they never hold the process up.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import logging
 import signal
 import socket
@@ -126,7 +128,18 @@ class Agent:
         await asyncio.gather(*tasks, return_exceptions=True)
         await pusher.close(self._holder.current.shutdown_timeout)
         self._close_backends(opened)
+        log.info("run summary %s", json.dumps(self.summary(), sort_keys=True))
         return 0
+
+    def summary(self) -> dict[str, object]:
+        """Counters of the whole run, logged as one JSON line at exit (read by the benchmarks)."""
+        return {
+            "devices": {
+                s.snapshot.identity.uuid: dataclasses.asdict(s.stats) for s in self.samplers
+            },
+            "exports": self.pusher.stats.exports,
+            "export_failures": self.pusher.stats.failures,
+        }
 
     def _close_backends(self, opened: list[OpenBackend]) -> None:
         for sampler in self.samplers:
