@@ -22,6 +22,7 @@ from agent.model.snapshot import SnapshotStore
 from agent.runtime.config_holder import ConfigHolder
 
 log = logging.getLogger(__name__)
+FIRST_EXPORT_POLL_SECONDS = 0.05
 
 
 @dataclass
@@ -38,11 +39,13 @@ class MetricPusher:
         store: SnapshotStore,
         resource: Callable[[], Resource],
         config: ConfigHolder,
+        device_count: int,
     ) -> None:
         self._exporter = exporter
         self._store = store
         self._resource = resource
         self._config = config
+        self._device_count = device_count
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="otlp-export")
         self.stats = ExportStats()
         self._failing = False
@@ -50,7 +53,7 @@ class MetricPusher:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        next_due = loop.time()
+        next_due = await self._first_export()
         while True:
             interval = self._config.current.export_interval
             next_due = max(next_due + interval, loop.time())
@@ -58,6 +61,17 @@ class MetricPusher:
                 next_due = loop.time()  # new interval takes effect now
                 continue
             await self.export_once(timeout=max(interval, 1.0))
+
+    async def _first_export(self) -> float:
+        """Export as soon as every device has been read once, not a whole interval later."""
+        loop = asyncio.get_running_loop()
+        interval = self._config.current.export_interval
+        deadline = loop.time() + interval
+        while loop.time() < deadline and not self._store.covers(self._device_count):
+            await asyncio.sleep(FIRST_EXPORT_POLL_SECONDS)
+        started = loop.time()
+        await self.export_once(timeout=max(interval, 1.0))
+        return started
 
     async def export_once(self, timeout: float) -> bool:
         if self._in_flight is not None and not self._in_flight.done():

@@ -106,6 +106,13 @@ class SnapshotStore:
         with self._lock:
             return self._devices.get(uuid)
 
+    def covers(self, device_count: int) -> bool:
+        """Every one of ``device_count`` devices has been sampled or found unhealthy."""
+        with self._lock:
+            return len(self._devices) >= device_count and all(
+                d.samples or d.health is not HealthState.OK for d in self._devices.values()
+            )
+
     def current(self, now_ns: int) -> NodeSnapshot:
         with self._lock:
             devices = tuple(sorted(self._devices.values(), key=lambda d: d.identity.index))

@@ -113,7 +113,8 @@ class Agent:
             for device in backend.devices
         ]
         pusher = MetricPusher(
-            build_metric_exporter(self._initial), self.store, lambda: resource, self._holder
+            build_metric_exporter(self._initial), self.store, lambda: resource, self._holder,
+            device_count=len(self.samplers),
         )
         self.pusher = pusher
         tasks = [asyncio.create_task(s.run(), name=f"sampler-{i}")

@@ -77,7 +77,12 @@ class AgentProcess:
         start = time.monotonic()
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-        self.process.wait(timeout=timeout)
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"agent still running {timeout}s after SIGTERM; its log:\n{self.log()[-4000:]}"
+            ) from None
         return time.monotonic() - start
 
     def close(self) -> None:

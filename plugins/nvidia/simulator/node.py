@@ -493,15 +493,23 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    print(json.dumps({"ready": True, **node.describe()}), flush=True)
     env = node.env()
-    print(
-        f"# simulated node: {len(scenario.devices)} GPU(s), control socket {node.socket_path}",
-        flush=True,
+    # One write: the parent stops reading (and closes the pipe) once it has the ready line, so
+    # anything printed later would die of EPIPE and take the node down with it.
+    announcement = "\n".join(
+        (
+            json.dumps({"ready": True, **node.describe()}),
+            f"# simulated node: {len(scenario.devices)} GPU(s), control socket "
+            f"{node.socket_path}",
+            "export " + " ".join(f"{k}={v}" for k, v in env.items()),
+        )
     )
-    print("export " + " ".join(f"{k}={v}" for k, v in env.items()), flush=True)
     with contextlib.suppress(BrokenPipeError):
+        sys.stdout.write(announcement + "\n")
         sys.stdout.flush()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
     done.wait()
     node.shutdown()
     return 0
