@@ -58,6 +58,8 @@ class DeviceSampler:
         self._snapshot = DeviceSnapshot(device.identity, HealthState.OK, clock_ns())
         self.stats = SamplerStats()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: asyncio.TaskGroup | None = None
+        self._hung = False  # a call overran its deadline and has not returned yet
 
     @property
     def busy(self) -> bool:
@@ -70,6 +72,7 @@ class DeviceSampler:
     async def run(self) -> None:
         await self._probe_until_available()
         async with asyncio.TaskGroup() as tasks:
+            self._tasks = tasks  # the re-probe of a lost device runs here too, and dies with it
             for group in sorted(self._groups):
                 tasks.create_task(self._group_loop(group), name=f"{self._name}:{group}")
 
@@ -88,27 +91,29 @@ class DeviceSampler:
         """Run ``fn`` on the device thread; raise CallOverrun past the deadline."""
         timeout = self._config.current.call_timeout
         future: Future[T] = self._worker.submit(fn)
-        future.add_done_callback(self._on_call_done)
         call = self._device.current_call
         try:
             return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
         except TimeoutError:
             call = self._device.current_call or call
             self.stats.deadline_overruns += 1
+            self._hung = True
+            future.add_done_callback(self._on_call_done)  # tells us when it finally returns
             self._set_health(HealthState.DEGRADED, f"unresponsive: {call} exceeded {timeout:g}s")
             raise CallOverrun(call, timeout) from None
 
     def _on_call_done(self, future: Future[Any]) -> None:
-        # Runs on the worker thread: a hung call finally returned; hop back to the loop.
+        # Runs on the worker thread once the hung call returns; hop back to the loop.
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._after_hang, future)
 
     def _after_hang(self, future: Future[Any]) -> None:
-        if self._snapshot.health is not HealthState.DEGRADED:
+        if not self._hung:
             return
+        self._hung = False
         if isinstance(future.exception(), DeviceLost):
-            self._mark_lost(str(future.exception()))
+            self._lost(str(future.exception()))
         else:
             self._set_health(HealthState.OK, "")
 
@@ -125,6 +130,13 @@ class DeviceSampler:
     def _mark_lost(self, reason: str) -> None:
         self._available.clear()
         self._set_health(HealthState.FAILED, f"lost: {reason}")
+
+    def _lost(self, reason: str) -> None:
+        """The device vanished while sampling: stop its groups and re-probe at a low rate."""
+        if not self._available.is_set() or self._tasks is None:
+            return  # already being re-probed
+        self._mark_lost(reason)
+        self._tasks.create_task(self._reprobe(), name=f"{self._name}:reprobe")
 
     async def _probe_until_available(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -168,7 +180,8 @@ class DeviceSampler:
             if next_due < now:  # fell behind (a slow call): skip, don't burst to catch up
                 self.stats.missed_cycles += int((now - next_due) // settings.interval) + 1
                 next_due = now + settings.interval
-            if self._worker.busy:
+            if self._hung:
+                # Queueing behind a hung call would only pile up stale work.
                 self.stats.missed_cycles += 1
                 continue
             await self._sample(group)
@@ -179,9 +192,7 @@ class DeviceSampler:
         except CallOverrun:
             return
         except DeviceLost as exc:
-            if self._available.is_set():
-                self._mark_lost(str(exc))
-                asyncio.get_running_loop().create_task(self._reprobe())
+            self._lost(str(exc))
             return
         except Exception:
             self.stats.errors += 1
