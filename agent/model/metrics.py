@@ -46,7 +46,7 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("hw.power", G, "W", "Power draw.", (), "fast"),
     MetricSpec("hw.energy", C, "J", "Energy consumed since the driver was loaded.", (), "fast"),
     MetricSpec("gpu.clock.frequency", G, "Hz", "Clock frequency.", ("gpu.clock.domain",),
-          "fast (sm, memory), slow (graphics, video)"),
+          "fast (sm), slow (memory, graphics, video)"),
     MetricSpec("gpu.power.limit", G, "W", "Enforced power limit.", (), "slow"),
     MetricSpec("gpu.nvlink.io", C, "By", "NVLink traffic over all links.",
           ("network.io.direction",), "slow"),

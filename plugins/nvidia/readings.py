@@ -155,7 +155,6 @@ FAST_CALLS: tuple[CallReading, ...] = (
     CallReading("nvmlDeviceGetPowerUsage", _power, key="power"),
     CallReading("nvmlDeviceGetTotalEnergyConsumption", _energy, key="energy"),
     CallReading("nvmlDeviceGetClockInfo", _clock("sm", pynvml.NVML_CLOCK_SM)),
-    CallReading("nvmlDeviceGetClockInfo", _clock("memory", pynvml.NVML_CLOCK_MEM)),
 )
 
 SLOW_FIELDS: tuple[FieldReading, ...] = (
@@ -197,6 +196,8 @@ SLOW_CALLS: tuple[CallReading, ...] = (
     CallReading("nvmlDeviceGetFanSpeed", _fan),
     CallReading("nvmlDeviceGetPerformanceState", _pstate),
     CallReading("nvmlDeviceGetEnforcedPowerLimit", _power_limit),
+    # The memory clock only moves with the P-state, so it costs a call per slow cycle only.
+    CallReading("nvmlDeviceGetClockInfo", _clock("memory", pynvml.NVML_CLOCK_MEM)),
     CallReading("nvmlDeviceGetClockInfo", _clock("graphics", pynvml.NVML_CLOCK_GRAPHICS)),
     CallReading("nvmlDeviceGetClockInfo", _clock("video", pynvml.NVML_CLOCK_VIDEO)),
     CallReading("nvmlDeviceGetCurrentClocksEventReasons", _throttle),

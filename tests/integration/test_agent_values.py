@@ -54,7 +54,10 @@ def _assert_served_values(store: Store) -> None:
 def test_grpc_receiver_gets_served_values_in_contract_units(
     served: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path
 ) -> None:
-    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, served.env, FAST,
+    config = tmp_path / "agent.yaml"
+    config.write_text("groups: {slow: {interval: 0.3}}\n", encoding="utf-8")
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, served.env,
+                         [*FAST, "--config", str(config)],
                          env={"OTEL_EXPORTER_OTLP_HEADERS": "x-tenant=acme"})
     try:
         store = otlp_grpc_receiver.store
@@ -69,6 +72,9 @@ def test_grpc_receiver_gets_served_values_in_contract_units(
         assert point.attributes["gpu.pci.bus_id"] == "00000000:1A:00.0"
         assert point.resource["service.name"] == "gpu-otel-agent"
         assert point.resource["gpu.driver.version"] == "580.95.05"
+        memory_clock = _value(store, "gpu.clock.frequency", gpu__clock__domain="memory")
+        assert memory_clock == 2619e6  # slow group, MHz -> Hz
+        assert _value(store, "gpu.power.limit") == pytest.approx(700)  # mW -> W
         energy = store.wait_for(
             lambda s: len(pts := s.points("hw.energy", {"hw.id": UUIDS[2]})) >= 3 and pts,
             timeout=15, what="three energy points",
