@@ -15,7 +15,7 @@ import yaml
 
 from agent.config.load import ConfigError, Overrides, load, to_tree
 from agent.config.schema import EXPORTERS, LOG_LEVELS
-from agent.docs import metrics_markdown
+from agent.docs import cli_markdown, metrics_markdown
 from agent.export.exporters import ExporterConfigError
 from agent.logs import setup_logging
 
@@ -40,7 +40,7 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
                         help="how often metrics are pushed")
     parser.add_argument("--exporter", choices=EXPORTERS,
                         help="otlp (push to a collector) or console (print)")
-    parser.add_argument("--log-level", choices=LOG_LEVELS)
+    parser.add_argument("--log-level", choices=LOG_LEVELS, help="log verbosity")
 
 
 def _overrides(args: argparse.Namespace) -> Overrides:
@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     docs_commands = docs.add_subparsers(dest="docs_command", required=True)
     metrics = docs_commands.add_parser("metrics", help="the metric table (docs/metrics.md)")
     metrics.add_argument("--output", type=Path, help="write to this file instead of stdout")
+    cli = docs_commands.add_parser("cli", help="the command-line reference (docs/cli.md)")
+    cli.add_argument("--output", type=Path, help="write to this file instead of stdout")
 
     from plugins.nvidia.simulator.cli import add_sim_commands
 
@@ -125,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             yaml.safe_dump(to_tree(config), sys.stdout, sort_keys=False)
             return 0
         if args.command == "docs":
-            text = metrics_markdown()
+            text = metrics_markdown() if args.docs_command == "metrics" else cli_markdown(parser)
             if args.output:
                 args.output.write_text(text, encoding="utf-8")
             else:

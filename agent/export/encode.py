@@ -7,6 +7,7 @@ exactly while the snapshot has a reading for it.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -52,6 +53,8 @@ def encode(snapshot: NodeSnapshot, resource: Resource) -> MetricsData:
         timed = [*device_points(device),
                  *((r, snapshot.taken_ns) for r in status_readings(device))]
         for reading, time_ns in timed:
+            if not math.isfinite(reading.value):
+                continue  # a value that cannot be read is absent, never NaN
             base = with_type if reading.metric.startswith("hw.") else identity
             points[reading.metric].append(
                 NumberDataPoint(

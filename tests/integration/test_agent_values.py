@@ -9,7 +9,7 @@ import pytest
 
 from plugins.nvidia.simulator import SimulatedNode
 from tests.integration.conftest import UUIDS
-from tests.integration.harness import AgentProcess
+from tests.integration.harness import AgentProcess, h100, write_scenario
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.receivers.otlp_http import OtlpHttpReceiver
 from tests.receivers.rotel import RotelReceiver
@@ -133,3 +133,30 @@ def test_simulate_flag_runs_the_same_path_with_console_exporter(tmp_path: Path) 
         assert agent.process.returncode == 0, agent.log()
     finally:
         agent.close()
+
+
+def test_gpm_metrics_on_hopper_only(
+    otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path
+) -> None:
+    a100 = {"model": "NVIDIA A100-SXM4-80GB", "uuid": UUIDS[1], "utilization_gpu": 50}
+    scenario = write_scenario(tmp_path, {"devices": [h100(0, uuid=UUIDS[0]), a100]})
+    config = tmp_path / "agent.yaml"
+    config.write_text("groups: {gpm: {interval: 0.3}}\n", encoding="utf-8")
+    with SimulatedNode.start(scenario, state_dir=tmp_path / "node") as node:
+        node.command({"op": "set", "device": 0, "values": {
+            "sm_active": 42, "sm_occupancy": 30, "tensor_active": 20, "dram_active": 55}})
+        agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env,
+                             [*FAST, "--config", str(config)])
+        try:
+            store = otlp_grpc_receiver.store
+            expected = {"gpu.sm.utilization": 0.42, "gpu.sm.occupancy": 0.30,
+                        "gpu.tensor.utilization": 0.20, "gpu.dram.utilization": 0.55}
+            for metric, value in expected.items():
+                point = store.wait_for(lambda s, m=metric: s.latest(m, {"hw.id": UUIDS[0]}),
+                                       timeout=15, what=metric)
+                assert point.value == pytest.approx(value)
+            store.wait_for(lambda s: len(s.points("hw.power", {"hw.id": UUIDS[1]})) >= 3,
+                           timeout=15)
+            assert store.points("gpu.sm.utilization", {"hw.id": UUIDS[1]}) == []  # Ampere
+        finally:
+            agent.close()

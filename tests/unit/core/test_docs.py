@@ -18,3 +18,16 @@ def test_every_metric_is_documented() -> None:
     text = metrics_markdown()
     for spec in DEVICE_METRICS:
         assert f"`{spec.name}`" in text
+
+
+def test_docs_cli_is_generated_from_the_parser() -> None:
+    from agent.cli import build_parser
+    from agent.docs import cli_markdown
+
+    generated = cli_markdown(build_parser())
+    assert (DOC.parent / "cli.md").read_text(encoding="utf-8") == generated, (
+        "docs/cli.md is stale: run gpu-agent docs cli --output docs/cli.md"
+    )
+    for flag in ("--simulate SCENARIO", "--config FILE", "--interval SECONDS",
+                 "--export-interval SECONDS", "--exporter otlp\\|console"):
+        assert f"`{flag}`" in generated

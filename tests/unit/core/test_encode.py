@@ -58,3 +58,16 @@ def test_failed_device_reports_status_and_no_readings() -> None:
     states = {p.attributes["hw.state"]: p.value for p in status.data_points}
     assert states == {"ok": 0, "degraded": 0, "failed": 1}
     assert not status.is_monotonic
+
+
+def test_non_finite_values_are_absent() -> None:
+    sample = GroupSample(
+        "fast",
+        (Reading("hw.power", float("nan")), Reading("hw.gpu.memory.utilization", float("inf")),
+         Reading("hw.energy", 1.5)),
+        time_ns=1,
+    )
+    device = DeviceSnapshot(IDENTITY, HealthState.OK, 0).with_sample(sample)
+    metrics = _metrics(NodeSnapshot((device,), 5, True))
+    assert "hw.power" not in metrics and "hw.gpu.memory.utilization" not in metrics
+    assert "hw.energy" in metrics
