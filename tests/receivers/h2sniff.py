@@ -55,12 +55,20 @@ class H2CompressionSniffer:
         self._streams: dict[int, _Message] = {}
         self.last: str | None = None
         self.seen = 0
+        self._opaque = False
 
     def feed(self, data: bytes) -> None:
         """Consume bytes exactly as they travel to the server."""
+        if self._opaque:
+            return
         self._buf += data
         if not self._preface_done:
             if len(self._buf) < len(_PREFACE):
+                return
+            if bytes(self._buf[: len(_PREFACE)]) != _PREFACE:
+                # Not cleartext HTTP/2 (TLS, say): nothing to see, so stop buffering.
+                self._opaque = True
+                self._buf.clear()
                 return
             del self._buf[: len(_PREFACE)]
             self._preface_done = True

@@ -128,9 +128,15 @@ class OtlpGrpcReceiver:
     """
 
     def __init__(
-        self, store: Store | None = None, *, host: str = "127.0.0.1", port: int = 0
+        self,
+        store: Store | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tls: tuple[bytes, bytes] | None = None,
     ) -> None:
         self.store = store if store is not None else Store("otlp-grpc")
+        self._tls = tls  # (certificate chain PEM, private key PEM): serve TLS instead
         self._proxy = SniffingProxy(host, port)
         self._rejection = _Rejection()
         self._server: grpc.Server | None = None
@@ -150,7 +156,7 @@ class OtlpGrpcReceiver:
 
     @property
     def endpoint(self) -> str:
-        return f"http://{self.address}"
+        return f"{'https' if self._tls else 'http'}://{self.address}"
 
     @property
     def running(self) -> bool:
@@ -174,7 +180,12 @@ class OtlpGrpcReceiver:
         )
         for signal, register, service in _SERVICES:
             register(service(_Handler(signal, self.store, self._rejection, self._proxy)), server)
-        internal_port = int(server.add_insecure_port("127.0.0.1:0"))
+        if self._tls is None:
+            internal_port = int(server.add_insecure_port("127.0.0.1:0"))
+        else:
+            key_pair = [(self._tls[1], self._tls[0])]
+            credentials = grpc.ssl_server_credentials(key_pair)
+            internal_port = int(server.add_secure_port("127.0.0.1:0", credentials))
         server.start()
         self._server = server
         try:
