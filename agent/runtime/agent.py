@@ -104,7 +104,11 @@ class Agent:
         backends = self._backends if self._backends is not None else installed_backends()
         opened = await open_backends(backends, timeout=max(self._initial.call_timeout * 5, 10))
         if not opened:
-            log.error("no GPU backend could start on this node; nothing to monitor")
+            log.error(
+                "no GPU backend could start on this node; nothing to monitor "
+                "(without a GPU, try: gpu-agent run --simulate "
+                "examples/scenarios/h100-8gpu.yaml)"
+            )
             return 1
         resource = build_resource(self._initial, opened)
         self.samplers = [
