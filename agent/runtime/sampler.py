@@ -109,12 +109,13 @@ class DeviceSampler:
             loop.call_soon_threadsafe(self._after_hang, future)
 
     def _after_hang(self, future: Future[Any]) -> None:
-        if not self._hung:
-            return
+        if not self._hung or future.cancelled():
+            return  # a cancelled job never ran: the hung one is still in its call
         self._hung = False
-        if isinstance(future.exception(), DeviceLost):
-            self._lost(str(future.exception()))
-        else:
+        error = future.exception()
+        if isinstance(error, DeviceLost):
+            self._lost(str(error))
+        elif self._snapshot.health is HealthState.DEGRADED:
             self._set_health(HealthState.OK, "")
 
     def _set_health(self, health: HealthState, reason: str) -> None:
