@@ -1,0 +1,144 @@
+"""Measures the agent on a simulated node, exporting over OTLP/gRPC to a local receiver.
+
+One agent process per case. After the main window (all groups on their default intervals) the
+agent's configuration file is rewritten to disable the slow and gpm groups and reloaded with
+SIGHUP, and a second window counts the fast group's calls alone: NVML functions such as
+nvmlDeviceGetFieldValues and nvmlDeviceGetClockInfo serve both fast and slow groups, so
+counting them by name in the main window would charge the fast group with slow-group calls.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from plugins.nvidia.simulator import SimulatedNode, load_scenario
+from tests.bench.calls import per_gpu_per_cycle
+from tests.bench.procstat import peak_rss_mib
+from tests.bench.results import AgentResult
+from tests.bench.window import Window, measure
+from tests.integration.harness import AgentProcess
+from tests.receivers.otlp_grpc import OtlpGrpcReceiver
+from tests.receivers.records import Received
+
+SUMMARY_MARK = "run summary "
+
+
+@dataclass(frozen=True)
+class AgentCase:
+    name: str
+    scenario: Path
+    interval: float
+    cycles: int  # main window length, in fast cycles
+    fast_only_cycles: int
+
+
+def run_summary(log: str) -> dict[str, object]:
+    """The JSON the agent logs at exit (``... run summary {json}``)."""
+    for line in reversed(log.splitlines()):
+        if SUMMARY_MARK in line:
+            parsed = json.loads(line.split(SUMMARY_MARK, 1)[1])
+            assert isinstance(parsed, dict)
+            return parsed
+    raise ValueError("the agent logged no run summary")
+
+
+def summed(summary: dict[str, object], key: str) -> int:
+    devices = summary.get("devices", {})
+    assert isinstance(devices, dict)
+    return sum(int(stats[key]) for stats in devices.values())
+
+
+def _wait_in_log(agent: AgentProcess, text: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in agent.log():
+        if time.monotonic() > deadline or agent.process.poll() is not None:
+            raise RuntimeError(f"agent did not log {text!r}:\n{agent.log()[-3000:]}")
+        time.sleep(0.05)
+
+
+def _in_window(requests: list[Received], window: Window) -> list[Received]:
+    return [r for r in requests if window.wall_start < r.received_at <= window.wall_end]
+
+
+def _points(request: Received) -> int:
+    message: Any = request.request  # ExportMetricsServiceRequest; the stubs are untyped
+    count = 0
+    for rm in message.resource_metrics:
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                count += len(getattr(metric, metric.WhichOneof("data")).data_points)
+    return count
+
+
+def run_agent_case(case: AgentCase, workdir: Path) -> AgentResult:
+    scenario = load_scenario(case.scenario)
+    gpus = len(scenario.devices)
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / "agent.yaml"
+    config.write_text("log_level: info\n", encoding="utf-8")
+    flags = ["--config", str(config), "--interval", f"{case.interval:g}",
+             "--export-interval", f"{case.interval:g}"]
+    with OtlpGrpcReceiver() as receiver, SimulatedNode.start(
+        case.scenario, state_dir=workdir / "node"
+    ) as node:
+        started_wall = time.time()
+        agent = AgentProcess(workdir, receiver.endpoint, node.env, flags)
+        alive = lambda: agent.process.poll() is None  # noqa: E731
+        try:
+            receiver.store.wait_for(lambda s: s.received("metrics"), timeout=30,
+                                    what="the agent's first export")
+            first_export = receiver.store.received("metrics")[0].received_at - started_wall
+            main = measure(node, agent.process.pid, case.interval, case.cycles, alive)
+            requests = _in_window(receiver.store.received("metrics"), main)
+            # Fast group alone: switch the other groups off at run time (see module docstring).
+            config.write_text(
+                yaml.safe_dump({"log_level": "info",
+                                "groups": {"slow": {"enabled": False},
+                                           "gpm": {"enabled": False}}}),
+                encoding="utf-8",
+            )
+            agent.process.send_signal(signal.SIGHUP)
+            _wait_in_log(agent, "configuration reloaded", timeout=10)
+            fast = measure(node, agent.process.pid, case.interval, case.fast_only_cycles, alive)
+            rss = peak_rss_mib(agent.process.pid)
+            agent.terminate()
+            summary = run_summary(agent.log())
+        finally:
+            agent.close()
+    last = requests[-1] if requests else receiver.store.received("metrics")[-1]
+    sizes = [r.request.ByteSize() for r in requests] or [last.request.ByteSize()]
+    return AgentResult(
+        case=case.name,
+        scenario=case.scenario.name,
+        gpus=gpus,
+        gpu_processes=len(scenario.processes),
+        interval_s=case.interval,
+        window_s=round(main.seconds, 2),
+        cycles=main.cycles,
+        cpu_s_per_min=round(main.cpu_s_per_min, 3),
+        cpu_percent_one_core=round(main.cpu_percent, 3),
+        peak_rss_mib=round(rss, 1),
+        first_export_s=round(first_export, 3),
+        calls_per_gpu_per_cycle=round(main.calls.calls / gpus / max(main.cycles, 1), 3),
+        calls_by_function=per_gpu_per_cycle(main.calls, gpus, main.cycles),
+        fast_calls_per_gpu_per_cycle=round(fast.calls.calls / gpus / max(fast.cycles, 1), 3),
+        fast_calls_by_function=per_gpu_per_cycle(fast.calls, gpus, fast.cycles),
+        fast_window_cycles=fast.cycles,
+        missed_cycles=summed(summary, "missed_cycles"),
+        deadline_overruns=summed(summary, "deadline_overruns"),
+        errors=summed(summary, "errors"),
+        group_cycles=summed(summary, "cycles"),
+        exports=int(str(summary.get("exports", 0))),
+        export_failures=int(str(summary.get("export_failures", 0))),
+        exports_in_window=len(requests),
+        payload_bytes_mean=round(sum(sizes) / len(sizes), 1),
+        payload_bytes_last=last.request.ByteSize(),
+        points_per_export=_points(last),
+    )

@@ -1,0 +1,84 @@
+"""``python -m tests.bench``: run the benchmark suite and write report.json and report.md."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import logging
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tests.bench import machine, plan, readme, report
+from tests.bench.agent_case import run_agent_case
+from tests.bench.encoding import run_encode_case
+from tests.bench.peers import run_gpustat, run_nvitop_exporter
+from tests.bench.results import AgentResult, Report
+from tests.integration.harness import REPO
+
+log = logging.getLogger("tests.bench")
+
+
+def _agent_case(results: tuple[AgentResult, ...], name: str) -> AgentResult:
+    return next(r for r in results if r.case == name)
+
+
+def run(suite: plan.Plan, workdir: Path) -> Report:
+    started_wall = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    started = time.monotonic()
+    agents: list[AgentResult] = []
+    for case in suite.agent:
+        log.info("%s: %d cycles at %gs", case.name, case.cycles, case.interval)
+        agents.append(run_agent_case(case, workdir / case.name))
+    done = tuple(agents)
+    exporters = []
+    for peer in suite.nvitop_exporter:
+        log.info("%s: %d cycles at %gs", peer.name, peer.cycles, peer.interval)
+        exporters.append(run_nvitop_exporter(peer, workdir / peer.name,
+                                             _agent_case(done, peer.compare_with)))
+    one_shots = []
+    for peer in suite.gpustat:
+        log.info("%s: %d invocations", peer.name, peer.cycles)
+        one_shots.append(run_gpustat(peer, workdir / peer.name,
+                                     _agent_case(done, peer.compare_with)))
+    encodings = []
+    for enc in suite.encode:
+        log.info("%s: %d repeats", enc.name, enc.repeats)
+        encodings.append(run_encode_case(enc, workdir / enc.name))
+    return Report(
+        smoke=suite.smoke,
+        started=started_wall,
+        duration_s=round(time.monotonic() - started, 1),
+        machine=machine.describe(),
+        targets=plan.TARGETS,
+        agent=done,
+        exporter_peers=tuple(exporters),
+        one_shot_peers=tuple(one_shots),
+        encoding=tuple(encodings),
+        notes=report.NOTES,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__)
+    parser.add_argument("--output", type=Path, default=Path("bench-results"),
+                        help="directory for report.json and report.md (default bench-results/)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="short windows (under a minute): proves the suite runs")
+    parser.add_argument("--update-readme", action="store_true",
+                        help="put the Markdown tables into README.md between the bench markers")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    if args.update_readme and args.smoke:
+        parser.error("--update-readme records a full run; it cannot be combined with --smoke")
+    args.output.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="gpu-bench-") as tmp:
+        result = run(plan.build(args.smoke), Path(tmp))
+    report.write_json(result, args.output / "report.json")
+    report.write_markdown(result, args.output / "report.md")
+    log.info("wrote %s and %s", args.output / "report.json", args.output / "report.md")
+    if args.update_readme:
+        readme.update(REPO / "README.md", report.readme_block(result))
+        log.info("updated the benchmark section of %s", REPO / "README.md")
+    return 0

@@ -1,0 +1,65 @@
+"""Which cases run, and for how long: the full run (about 8 minutes) and the smoke run.
+
+Windows are whole numbers of fast cycles, and multiples of 30 s in the full run so the slow
+(30 s) and gpm (10 s) groups fall into them a whole number of times. The smoke run keeps every
+case but shortens windows, and samples the "10 s" cases every 2 s so it stays under a minute;
+its figures only prove the suite works.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.bench.agent_case import AgentCase
+from tests.bench.encoding import EncodeCase
+from tests.bench.peers import PeerCase
+from tests.integration.harness import SCENARIOS
+
+NODE_8 = SCENARIOS / "bench-8gpu-64proc.yaml"
+NODE_16 = SCENARIOS / "bench-16gpu-256proc.yaml"
+
+TARGETS: dict[str, float] = {
+    "cpu_percent_one_core_8gpu_1s": 1.0,
+    "peak_rss_mib": 60.0,
+    "fast_calls_per_gpu_per_cycle": 3.0,
+    "first_export_s": 2.0,
+    "missed_cycles": 0.0,
+}
+
+
+@dataclass(frozen=True)
+class Plan:
+    smoke: bool
+    agent: tuple[AgentCase, ...]
+    nvitop_exporter: tuple[PeerCase, ...]
+    gpustat: tuple[PeerCase, ...]
+    encode: tuple[EncodeCase, ...]
+
+    def case_names(self) -> tuple[str, ...]:
+        return (*(c.name for c in self.agent), *(c.name for c in self.nvitop_exporter),
+                *(c.name for c in self.gpustat), *(c.name for c in self.encode))
+
+
+def _agent(gpus: int, scenario: Path, interval: float, cycles: int, fast: int) -> AgentCase:
+    return AgentCase(f"agent-{gpus}gpu-{interval:g}s", scenario, interval, cycles, fast)
+
+
+def _nvitop(interval: float, cycles: int, agent: AgentCase) -> PeerCase:
+    return PeerCase(f"nvitop-exporter-8gpu-{interval:g}s", NODE_8, interval, cycles, agent.name)
+
+
+def build(smoke: bool) -> Plan:
+    slow = 2.0 if smoke else 10.0
+    fast_8 = _agent(8, NODE_8, 1.0, 3 if smoke else 60, 2 if smoke else 10)
+    slow_8 = _agent(8, NODE_8, slow, 1 if smoke else 12, 1 if smoke else 2)
+    scale = _agent(16, NODE_16, 1.0, 3 if smoke else 60, 1 if smoke else 10)
+    return Plan(
+        smoke=smoke,
+        agent=(fast_8, slow_8, scale),
+        nvitop_exporter=(_nvitop(1.0, 3 if smoke else 60, fast_8),
+                         _nvitop(slow, 1 if smoke else 6, slow_8)),
+        gpustat=(PeerCase("gpustat-8gpu", NODE_8, 1.0, 2 if smoke else 10, fast_8.name),),
+        encode=(EncodeCase("encode-8gpu", NODE_8, 5 if smoke else 200),
+                EncodeCase("encode-16gpu", NODE_16, 5 if smoke else 200)),
+    )

@@ -1,0 +1,182 @@
+"""report.json (every figure, as measured) and report.md (the tables, with targets beside them)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from tests.bench.results import AgentResult, Report
+
+COMMAND = ".venv/bin/python -m tests.bench --update-readme"
+USAGE = (
+    "Run `.venv/bin/python -m tests.bench` (`--smoke` for a short run, `--output DIR`, default\n"
+    "`bench-results/`; `--update-readme` puts the tables here). The simulated node stands in\n"
+    "for the GPUs, so NVML calls are counted exactly and every client sees the same node."
+)
+
+NOTES = (
+    "The agent does not collect per-process metrics yet (workload attribution is a later "
+    "issue), while nvitop-exporter and gpustat list every GPU process (64 here) with "
+    "nvmlDeviceGet*RunningProcesses and nvmlDeviceGetProcessUtilization: their calls and CPU "
+    "include that work, so the peer comparison is not yet like-for-like.",
+    "NVML calls are counted by the simulated node for all clients together; each client runs "
+    "alone on its own node. Windows start and end just after a burst of calls, so they hold an "
+    "exact number of cycles.",
+    "Fast-group calls are measured in a second window of the same agent after the slow and gpm "
+    "groups are switched off by a configuration reload: nvmlDeviceGetFieldValues and "
+    "nvmlDeviceGetClockInfo serve both the fast and the slow group.",
+    "CPU is utime + stime of the measured process only (the simulated node runs in its own "
+    "process); gpustat's figure covers its whole short-lived process (wait4 rusage). Peak RSS "
+    "is VmHWM (start-up included).",
+    "nvitop-exporter updates on its own loop every interval and is scraped over HTTP at the "
+    "same interval; gpustat is compared as if run once per sampling interval.",
+    "Encode time is measured on a real snapshot: the agent's NvidiaBackend reads every group of "
+    "every GPU of the simulated node in a child process, then agent.export.encode.encode and "
+    "the OTLP exporter's encode_metrics + SerializeToString are timed. Payload size per export "
+    "is the serialised ExportMetricsServiceRequest as received by the local OTLP receiver.",
+)
+
+
+def write_json(report: Report, path: Path) -> None:
+    path.write_text(json.dumps(dataclasses.asdict(report), indent=2, sort_keys=False) + "\n",
+                    encoding="utf-8")
+
+
+def _fmt(value: float | int | None, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.{digits}f}"
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def _check(value: float, target: float) -> str:
+    return "meets" if value <= target else "**above**"
+
+
+def _agent_rows(report: Report) -> list[list[str]]:
+    t = report.targets
+    cases = report.agent
+
+    def row(label: str, target: str, cell: Callable[[AgentResult], str]) -> list[str]:
+        return [label, target, *(cell(a) for a in cases)]
+
+    def judged(value: float, target: float) -> str:
+        return f"{_fmt(value)} ({_check(value, target)})"
+
+    cpu_target = t["cpu_percent_one_core_8gpu_1s"]
+    return [
+        row("GPUs / GPU processes", "", lambda a: f"{a.gpus} / {a.gpu_processes}"),
+        row("sampling = export interval (s)", "", lambda a: _fmt(a.interval_s, 0)),
+        row("window (s) / fast cycles", "", lambda a: f"{a.window_s:.0f} / {a.cycles}"),
+        row("CPU s per minute", "", lambda a: _fmt(a.cpu_s_per_min, 3)),
+        row("CPU % of one core", f"≤ {cpu_target:g} % (8 GPUs at 1 s)",
+            lambda a: judged(a.cpu_percent_one_core, cpu_target)
+            if a.gpus == 8 and a.interval_s == 1 else _fmt(a.cpu_percent_one_core)),
+        row("peak RSS (MiB)", f"≤ {t['peak_rss_mib']:g}",
+            lambda a: f"{a.peak_rss_mib:.1f} ({_check(a.peak_rss_mib, t['peak_rss_mib'])})"),
+        row("NVML calls / GPU / cycle, fast group", f"≤ {t['fast_calls_per_gpu_per_cycle']:g}",
+            lambda a: judged(a.fast_calls_per_gpu_per_cycle, t["fast_calls_per_gpu_per_cycle"])),
+        row("NVML calls / GPU / fast cycle, all groups", "",
+            lambda a: _fmt(a.calls_per_gpu_per_cycle)),
+        row("first export after start (s)", f"≤ {t['first_export_s']:g}",
+            lambda a: judged(a.first_export_s, t["first_export_s"])),
+        row("missed cycles (whole run)", "0", lambda a: _fmt(a.missed_cycles)),
+        row("deadline overruns / errors", "", lambda a: f"{a.deadline_overruns} / {a.errors}"),
+        row("exports / export failures", "", lambda a: f"{a.exports} / {a.export_failures}"),
+        row("payload per export (bytes)", "", lambda a: _fmt(int(a.payload_bytes_mean))),
+        row("data points per export", "", lambda a: _fmt(a.points_per_export)),
+    ]
+
+
+def _by_function(report: Report) -> list[str]:
+    functions = sorted({f for a in report.agent for f in a.fast_calls_by_function})
+    rows = [[f"`{f}`", *(_fmt(a.fast_calls_by_function.get(f, 0.0)) for a in report.agent)]
+            for f in functions]
+    return _table(["fast group: calls / GPU / cycle", *(a.case for a in report.agent)], rows)
+
+
+def _peers(report: Report) -> list[str]:
+    rows: list[list[str]] = []
+    for p in report.exporter_peers:
+        rows.append([
+            f"{p.case} (scraped every {p.interval_s:g} s)", p.compared_with,
+            f"{_fmt(p.cpu_s_per_min, 3)} s/min", _fmt(p.ratios["cpu"]),
+            _fmt(p.peak_rss_mib, 1), _fmt(p.ratios["rss"]),
+            _fmt(p.calls_per_gpu_per_cycle), _fmt(p.ratios["calls"]),
+        ])
+    for g in report.one_shot_peers:
+        rows.append([
+            f"{g.case} (`gpustat --json`, {g.invocations} runs, {g.processes_listed} processes)",
+            g.compared_with,
+            f"{_fmt(g.cpu_s_per_invocation, 3)} s/run", _fmt(g.ratios["cpu"]),
+            _fmt(g.peak_rss_mib, 1), _fmt(g.ratios["rss"]),
+            _fmt(g.calls_per_gpu_per_invocation), _fmt(g.ratios["calls"]),
+        ])
+    header = ["peer (8 GPUs, 64 processes)", "vs agent case", "CPU", "CPU ratio",
+              "peak RSS (MiB)", "RSS ratio", "NVML calls / GPU / cycle or run", "calls ratio"]
+    return _table(header, rows)
+
+
+def _encoding(report: Report) -> list[str]:
+    rows = [[e.case, f"{e.gpus}", _fmt(e.points), _fmt(e.snapshot_encode_ms, 3),
+             _fmt(e.otlp_encode_ms, 3), _fmt(e.total_ms, 3), _fmt(e.payload_bytes)]
+            for e in report.encoding]
+    header = ["encode case", "GPUs", "points", "snapshot → MetricsData (ms)",
+              "→ OTLP protobuf bytes (ms)", "total per export (ms)", "payload (bytes)"]
+    return _table(header, rows)
+
+
+def _machine(report: Report) -> str:
+    m = report.machine
+    packages = m.get("packages", {})
+    versions = ", ".join(f"{k} {v}" for k, v in packages.items()) if isinstance(
+        packages, dict) else ""
+    return (f"{m['cpu_model']}, {m['usable_cores']} usable of {m['logical_cores']} logical "
+            f"cores, {m['memory_gib']} GiB, Linux {m['kernel']}, Python {m['python']}; "
+            f"{versions}.")
+
+
+def markdown(report: Report, heading: str = "###") -> str:
+    kind = "smoke run (figures only prove the suite works)" if report.smoke else "full run"
+    lines = [
+        f"Measured {report.started} ({kind}, {report.duration_s:.0f} s) with `{COMMAND}` on: "
+        f"{_machine(report)}",
+        "",
+        f"{heading} Agent on the simulated node (OTLP/gRPC to a local receiver)",
+        "",
+        *_table(["figure", "target", *(a.case for a in report.agent)], _agent_rows(report)),
+        "",
+        *_by_function(report),
+        "",
+        f"{heading} Peers on the same node (ratio = peer / agent)",
+        "",
+        *_peers(report),
+        "",
+        f"{heading} Encoding one export",
+        "",
+        *_encoding(report),
+        "",
+        f"{heading} How to read these",
+        "",
+        *(f"- {note}" for note in report.notes),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(report: Report, path: Path) -> None:
+    path.write_text("# gpu-otel-agent benchmark\n\n" + markdown(report, "##"), encoding="utf-8")
+
+
+def readme_block(report: Report) -> str:
+    """The README keeps how to run the suite above the latest full run's tables."""
+    return f"{USAGE}\n\n{markdown(report)}"

@@ -1,0 +1,104 @@
+"""What every case reports: typed, frozen, and serialised as-is into report.json."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    case: str
+    scenario: str
+    gpus: int
+    gpu_processes: int
+    interval_s: float  # fast-group sampling interval = export interval
+    window_s: float
+    cycles: int  # fast cycles inside the window (exact: the window is cycle-aligned)
+    cpu_s_per_min: float
+    cpu_percent_one_core: float
+    peak_rss_mib: float
+    first_export_s: float  # process start -> first metrics request at the receiver
+    calls_per_gpu_per_cycle: float  # every NVML call in the window (fast + slow + gpm)
+    calls_by_function: Mapping[str, float]  # per GPU per fast cycle
+    fast_calls_per_gpu_per_cycle: float  # with slow and gpm disabled (fast group only)
+    fast_calls_by_function: Mapping[str, float]
+    fast_window_cycles: int
+    missed_cycles: int  # from the agent's run summary, whole run, all devices and groups
+    deadline_overruns: int
+    errors: int
+    group_cycles: int
+    exports: int
+    export_failures: int
+    exports_in_window: int
+    payload_bytes_mean: float  # serialised ExportMetricsServiceRequest at the receiver
+    payload_bytes_last: int
+    points_per_export: int
+
+
+@dataclass(frozen=True)
+class ExporterPeerResult:
+    """nvitop-exporter: its own update loop at the interval, scraped over HTTP at the interval."""
+
+    case: str
+    scenario: str
+    gpus: int
+    interval_s: float
+    window_s: float
+    cycles: int
+    cpu_s_per_min: float
+    cpu_percent_one_core: float
+    peak_rss_mib: float
+    calls_per_gpu_per_cycle: float
+    calls_by_function: Mapping[str, float]
+    scrapes: int
+    scrape_bytes_last: int
+    compared_with: str  # the agent case the ratios divide by
+    ratios: Mapping[str, float]  # peer / agent
+
+
+@dataclass(frozen=True)
+class OneShotPeerResult:
+    """gpustat --json: a whole short-lived process per invocation."""
+
+    case: str
+    scenario: str
+    gpus: int
+    invocations: int
+    wall_s_per_invocation: float
+    cpu_s_per_invocation: float
+    peak_rss_mib: float
+    calls_per_gpu_per_invocation: float
+    calls_by_function: Mapping[str, float]  # per GPU per invocation
+    processes_listed: int
+    compared_with: str
+    ratios: Mapping[str, float]  # peer (one invocation per interval) / agent
+
+
+@dataclass(frozen=True)
+class EncodeResult:
+    case: str
+    scenario: str
+    gpus: int
+    method: str
+    repeats: int
+    points: int
+    snapshot_encode_ms: float  # agent.export.encode.encode, median
+    otlp_encode_ms: float  # encode_metrics + SerializeToString, median
+    total_ms: float
+    payload_bytes: int  # SerializeToString of the in-process request
+    read_ms: float  # reading all groups of all GPUs in-process once (for context)
+
+
+@dataclass(frozen=True)
+class Report:
+    smoke: bool
+    started: str
+    duration_s: float
+    machine: Mapping[str, object]
+    targets: Mapping[str, float]
+    agent: tuple[AgentResult, ...] = ()
+    exporter_peers: tuple[ExporterPeerResult, ...] = ()
+    one_shot_peers: tuple[OneShotPeerResult, ...] = ()
+    encoding: tuple[EncodeResult, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)

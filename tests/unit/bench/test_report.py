@@ -1,0 +1,49 @@
+"""Report pieces that need no simulated node: README block, run summary, call deltas."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.bench.agent_case import run_summary, summed
+from tests.bench.calls import CallCounts, per_gpu_per_cycle
+from tests.bench.readme import END, START, MarkersMissing, replace_block
+
+
+def test_replace_block_touches_only_the_marked_block() -> None:
+    text = f"# A\n\n## Benchmarks\n\n{START}\nold\n{END}\n\n## Layout\nrest\n"
+    updated = replace_block(text, "| new | table |\n")
+    assert updated == text.replace("\nold\n", "\n| new | table |\n")
+    assert replace_block(updated, "| new | table |") == updated  # idempotent
+
+
+def test_replace_block_requires_both_markers() -> None:
+    with pytest.raises(MarkersMissing):
+        replace_block(f"{END}\n{START}\n", "x")
+    with pytest.raises(MarkersMissing):
+        replace_block("no markers", "x")
+
+
+def test_run_summary_is_read_from_the_last_summary_line() -> None:
+    log = (
+        "2026 INFO agent: run summary {\"devices\": {}, \"exports\": 1}\n"
+        "2026 INFO agent: run summary {\"devices\": {\"GPU-a\": {\"cycles\": 3, "
+        "\"missed_cycles\": 1}, \"GPU-b\": {\"cycles\": 4, \"missed_cycles\": 0}}, "
+        "\"exports\": 7, \"export_failures\": 0}\n"
+    )
+    summary = run_summary(log)
+    assert summary["exports"] == 7
+    assert summed(summary, "cycles") == 7
+    assert summed(summary, "missed_cycles") == 1
+    with pytest.raises(ValueError):
+        run_summary("no summary here\n")
+
+
+def test_call_deltas_per_gpu_per_cycle() -> None:
+    before = CallCounts({"a": 10, "b": 4}, {"0": {"a": 5}, "1": {"a": 5}})
+    after = CallCounts({"a": 30, "b": 4, "c": 8}, {"0": {"a": 15, "c": 4}, "1": {"a": 15, "c": 4}})
+    delta = after.minus(before)
+    assert delta.total == {"a": 20, "c": 8}  # unchanged functions drop out
+    assert delta.per_device["0"] == {"a": 10, "c": 4}
+    assert delta.calls == 28
+    assert per_gpu_per_cycle(delta, gpus=2, cycles=5) == {"a": 2.0, "c": 0.8}
+    assert per_gpu_per_cycle(delta, gpus=2, cycles=0) == {}

@@ -1,0 +1,82 @@
+"""The suite's smoke run, so the benchmark cannot rot: it runs, and its reports are sane.
+
+Only counts and the presence of fields are checked, never timings: speed is reported by the
+full run, not asserted on a shared test machine.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.bench import plan
+from tests.integration.harness import REPO
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    output = tmp_path_factory.mktemp("bench")
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.bench", "--smoke", "--output", str(output)],
+        cwd=REPO, capture_output=True, text=True, timeout=110, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return output
+
+
+@pytest.fixture(scope="module")
+def report(smoke: Path) -> dict[str, Any]:
+    parsed = json.loads((smoke / "report.json").read_text(encoding="utf-8"))
+    assert isinstance(parsed, dict)
+    return parsed
+
+
+@pytest.mark.timeout(120)
+def test_reports_exist_and_contain_every_case(smoke: Path, report: dict[str, Any]) -> None:
+    names = [c["case"] for key in ("agent", "exporter_peers", "one_shot_peers", "encoding")
+             for c in report[key]]
+    assert sorted(names) == sorted(plan.build(smoke=True).case_names())
+    markdown = (smoke / "report.md").read_text(encoding="utf-8")
+    for name in names:
+        assert name in markdown
+    assert report["smoke"] is True
+    assert report["machine"]["packages"]["opentelemetry-sdk"] != "not installed"
+
+
+def test_agent_counts_are_sane(report: dict[str, Any]) -> None:
+    for agent in report["agent"]:
+        assert agent["cycles"] >= 1
+        assert agent["calls_per_gpu_per_cycle"] > 0
+        assert agent["fast_calls_per_gpu_per_cycle"] > 0
+        assert agent["fast_calls_by_function"]
+        assert agent["peak_rss_mib"] > 0
+        assert agent["cpu_s_per_min"] >= 0
+        assert agent["first_export_s"] > 0
+        assert isinstance(agent["missed_cycles"], int)
+        assert agent["exports"] >= 1
+        assert agent["payload_bytes_last"] > 0
+        assert agent["points_per_export"] > 0
+
+
+def test_peer_counts_are_sane(report: dict[str, Any]) -> None:
+    for peer in report["exporter_peers"]:
+        assert peer["calls_per_gpu_per_cycle"] > 0
+        assert peer["peak_rss_mib"] > 0
+        assert peer["scrapes"] >= 1
+        assert set(peer["ratios"]) == {"cpu", "rss", "calls"}
+    for peer in report["one_shot_peers"]:
+        assert peer["calls_per_gpu_per_invocation"] > 0
+        assert peer["peak_rss_mib"] > 0
+        assert peer["processes_listed"] == 64  # the 8-GPU bench scenario's processes
+
+
+def test_encoding_is_sane(report: dict[str, Any]) -> None:
+    for encoding in report["encoding"]:
+        assert encoding["points"] > 0
+        assert encoding["payload_bytes"] > 0
+        assert encoding["total_ms"] > 0
