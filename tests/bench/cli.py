@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import logging
+import signal
 import sys
 import tempfile
 import time
@@ -69,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--update-readme", action="store_true",
                         help="put the Markdown tables into README.md between the bench markers")
     args = parser.parse_args(argv)
+    # SIGTERM becomes SystemExit so the finally blocks stop the agent, the peers and the nodes
+    # instead of leaving them running without us.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     if args.update_readme and args.smoke:
         parser.error("--update-readme records a full run; it cannot be combined with --smoke")

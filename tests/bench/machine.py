@@ -46,4 +46,6 @@ def describe() -> dict[str, object]:
         "os": platform.platform(),
         "python": platform.python_version(),
         "packages": {name: _version(name) for name in PACKAGES},
+        # Other work on the machine skews CPU figures; the load at the end of the run shows it.
+        "load_average_1m_5m_15m": [round(x, 2) for x in os.getloadavg()],
     }

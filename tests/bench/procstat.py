@@ -6,9 +6,10 @@ in its own process), so a client is charged only for its own work.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
-import threading
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,9 @@ def peak_rss_mib(pid: int) -> float:
     raise ValueError(f"no VmHWM for process {pid}")
 
 
+SPAWN_HELPER = Path(__file__).with_name("spawn_child.py")
+
+
 @dataclass(frozen=True)
 class ChildRun:
     """A short-lived child process, charged with all the CPU it used (wait4 rusage)."""
@@ -43,27 +47,21 @@ class ChildRun:
 
 
 def run_child(command: Sequence[str], env: Mapping[str, str], timeout: float = 60) -> ChildRun:
+    """Run ``command`` through the spawn helper (see spawn_child.py for why)."""
     started = time.monotonic()
-    process = subprocess.Popen(
-        command, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", str(SPAWN_HELPER), *command],
+        env=dict(env), capture_output=True, timeout=timeout, check=False,
     )
-    # Read to EOF ourselves and reap with wait4: that returns the rusage of exactly this child
-    # (communicate() would reap it first, and RUSAGE_CHILDREN mixes in every child we ever had).
-    killer = threading.Timer(timeout, process.kill)
-    killer.start()
-    try:
-        assert process.stdout is not None
-        stdout = process.stdout.read()
-        process.stdout.close()
-        _, status, usage = os.wait4(process.pid, 0)
-    finally:
-        killer.cancel()
-    process.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.monotonic() - started
+    lines = done.stderr.decode(errors="replace").strip().splitlines()
+    if done.returncode or not lines:
+        raise RuntimeError(f"spawn helper failed: {done.stderr[-2000:]!r}")
+    usage = json.loads(lines[-1])
     return ChildRun(
-        returncode=process.returncode,
-        wall_s=time.monotonic() - started,
-        cpu_s=usage.ru_utime + usage.ru_stime,
-        peak_rss_mib=usage.ru_maxrss / 1024,  # KiB on Linux
-        stdout=stdout,
+        returncode=int(usage["returncode"]),
+        wall_s=wall,
+        cpu_s=float(usage["cpu_s"]),
+        peak_rss_mib=int(usage["maxrss_kib"]) / 1024,  # KiB on Linux
+        stdout=done.stdout,
     )
-

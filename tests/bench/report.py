@@ -30,7 +30,10 @@ NOTES = (
     "nvmlDeviceGetClockInfo serve both the fast and the slow group.",
     "CPU is utime + stime of the measured process only (the simulated node runs in its own "
     "process); gpustat's figure covers its whole short-lived process (wait4 rusage). Peak RSS "
-    "is VmHWM (start-up included).",
+    "is VmHWM (start-up included); gpustat's is its ru_maxrss, launched from a small helper "
+    "because Linux carries a forking parent's resident size into the child's ru_maxrss.",
+    "The encoding estimate multiplies the encode case's time per export (same GPU count) by "
+    "the exports per minute: the share of the agent's CPU that is snapshot -> OTLP bytes.",
     "nvitop-exporter updates on its own loop every interval and is scraped over HTTP at the "
     "same interval; gpustat is compared as if run once per sampling interval.",
     "Encode time is measured on a real snapshot: the agent's NvidiaBackend reads every group of "
@@ -63,6 +66,14 @@ def _check(value: float, target: float) -> str:
     return "meets" if value <= target else "**above**"
 
 
+def _encode_share(report: Report, agent: AgentResult) -> str:
+    """CPU a minute of exports costs in encoding alone, from the encode case of as many GPUs."""
+    for e in report.encoding:
+        if e.gpus == agent.gpus:
+            return _fmt(e.total_ms / 1000 * 60 / agent.interval_s, 3)
+    return "—"
+
+
 def _agent_rows(report: Report) -> list[list[str]]:
     t = report.targets
     cases = report.agent
@@ -79,6 +90,7 @@ def _agent_rows(report: Report) -> list[list[str]]:
         row("sampling = export interval (s)", "", lambda a: _fmt(a.interval_s, 0)),
         row("window (s) / fast cycles", "", lambda a: f"{a.window_s:.0f} / {a.cycles}"),
         row("CPU s per minute", "", lambda a: _fmt(a.cpu_s_per_min, 3)),
+        row("of which encoding exports (s/min, est.)", "", lambda a: _encode_share(report, a)),
         row("CPU % of one core", f"≤ {cpu_target:g} % (8 GPUs at 1 s)",
             lambda a: judged(a.cpu_percent_one_core, cpu_target)
             if a.gpus == 8 and a.interval_s == 1 else _fmt(a.cpu_percent_one_core)),
@@ -143,7 +155,7 @@ def _machine(report: Report) -> str:
         packages, dict) else ""
     return (f"{m['cpu_model']}, {m['usable_cores']} usable of {m['logical_cores']} logical "
             f"cores, {m['memory_gib']} GiB, Linux {m['kernel']}, Python {m['python']}; "
-            f"{versions}.")
+            f"{versions}; load average at the end {m.get('load_average_1m_5m_15m')}.")
 
 
 def markdown(report: Report, heading: str = "###") -> str:
