@@ -87,7 +87,8 @@ class MetricPusher:
             self._thread, lambda: self._exporter.export(data, timeout_millis=timeout * 1000)
         )
         try:
-            result = await asyncio.wait_for(asyncio.shield(self._in_flight), timeout)
+            async with asyncio.timeout(timeout):
+                result = await asyncio.shield(self._in_flight)
         except TimeoutError:
             result = MetricExportResult.FAILURE
         ok = result is MetricExportResult.SUCCESS
@@ -118,7 +119,8 @@ class MetricPusher:
                 None, lambda: self._exporter.shutdown(timeout_millis=remaining * 1000)
             )
             try:
-                await asyncio.wait_for(shutdown, remaining)
+                async with asyncio.timeout(remaining):
+                    await shutdown
             except TimeoutError:
                 log.warning("exporter did not shut down within %.1fs", remaining)
             self._thread.shutdown(wait=False, cancel_futures=True)

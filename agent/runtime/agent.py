@@ -11,8 +11,10 @@ import asyncio
 import dataclasses
 import json
 import logging
+import os
 import signal
 import socket
+import threading
 from pathlib import Path
 
 from opentelemetry.sdk.resources import Resource
@@ -30,6 +32,21 @@ from agent.version import VERSION
 
 log = logging.getLogger(__name__)
 RELOAD_POLL_SECONDS = 2.0
+TASK_STOP_SECONDS = 1.0
+WATCHDOG_GRACE_SECONDS = 1.5
+
+
+def _exit_if_still_running_after(seconds: float) -> None:
+    """The promise is "SIGTERM exits within seconds": keep it even if a library call hangs."""
+
+    def expire() -> None:
+        log.error("shutdown took longer than %.1fs; exiting now", seconds)
+        logging.shutdown()
+        os._exit(1)
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
 
 
 def build_resource(config: AgentConfig, opened: list[OpenBackend]) -> Resource:
@@ -128,10 +145,15 @@ class Agent:
         await self._stop.wait()
 
         log.info("stopping")
+        budget = self._holder.current.shutdown_timeout
+        _exit_if_still_running_after(budget + WATCHDOG_GRACE_SECONDS)
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await pusher.close(self._holder.current.shutdown_timeout)
+        _, pending = await asyncio.wait(tasks, timeout=TASK_STOP_SECONDS)
+        if pending:
+            log.warning("%d task(s) did not stop in time: %s", len(pending),
+                        ", ".join(t.get_name() for t in pending))
+        await pusher.close(budget)
         self._close_backends(opened)
         log.info("run summary %s", json.dumps(self.summary(), sort_keys=True))
         return 0

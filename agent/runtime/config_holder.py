@@ -8,9 +8,16 @@ from agent.config.schema import AgentConfig
 
 
 class ConfigHolder:
+    """Holds the configuration and wakes every sleeping loop when it changes.
+
+    Sleepers wait on a plain future with a timer rather than ``asyncio.wait_for`` on an
+    event: on Python 3.11 ``wait_for`` swallows a cancellation that arrives together with the
+    wake-up, and a swallowed cancellation is an agent that ignores SIGTERM.
+    """
+
     def __init__(self, config: AgentConfig) -> None:
         self._config = config
-        self._changed = asyncio.Event()
+        self._sleepers: set[asyncio.Future[bool]] = set()
 
     @property
     def current(self) -> AgentConfig:
@@ -18,15 +25,23 @@ class ConfigHolder:
 
     def replace(self, config: AgentConfig) -> None:
         self._config = config
-        # Wake everyone waiting on the old event, then start a fresh one for the next change.
-        self._changed.set()
-        self._changed = asyncio.Event()
+        for sleeper in self._sleepers:
+            if not sleeper.done():
+                sleeper.set_result(True)
 
     async def sleep(self, seconds: float) -> bool:
         """Sleep, returning early (True) when the configuration changes meanwhile."""
-        changed = self._changed
+        loop = asyncio.get_running_loop()
+        sleeper: asyncio.Future[bool] = loop.create_future()
+        timer = loop.call_later(max(seconds, 0.0), _resolve, sleeper, False)
+        self._sleepers.add(sleeper)
         try:
-            await asyncio.wait_for(changed.wait(), timeout=max(seconds, 0.0))
-        except TimeoutError:
-            return False
-        return True
+            return await sleeper
+        finally:
+            timer.cancel()
+            self._sleepers.discard(sleeper)
+
+
+def _resolve(sleeper: asyncio.Future[bool], value: bool) -> None:
+    if not sleeper.done():
+        sleeper.set_result(value)

@@ -39,7 +39,8 @@ async def open_backends(backends: list[Backend], timeout: float) -> list[OpenBac
     opened: list[OpenBackend] = []
     for backend in backends:
         try:
-            result = await asyncio.wait_for(asyncio.to_thread(_open, backend), timeout)
+            async with asyncio.timeout(timeout):
+                result = await asyncio.to_thread(_open, backend)
         except BackendUnavailable as reason:
             log.info("backend %s skipped: %s", backend.name, reason)
             continue

@@ -93,7 +93,9 @@ class DeviceSampler:
         future: Future[T] = self._worker.submit(fn)
         call = self._device.current_call
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
+            # asyncio.timeout, not wait_for: wait_for (3.11) can swallow a shutdown's cancel.
+            async with asyncio.timeout(timeout):
+                return await asyncio.wrap_future(future)
         except TimeoutError:
             call = self._device.current_call or call
             self.stats.deadline_overruns += 1
