@@ -80,6 +80,8 @@ class AgentProcess:
         try:
             self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            self.process.kill()  # never leak an agent into later tests
+            self.process.wait()
             raise AssertionError(
                 f"agent still running {timeout}s after SIGTERM; its log:\n{self.log()[-4000:]}"
             ) from None
