@@ -13,8 +13,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricExporter
+from opentelemetry.sdk.resources import Resource
 
 from agent.config.schema import AgentConfig
+from agent.export.otlp_proto import ProtoEncoder
+from agent.export.snapshot_exporters import (
+    OtlpSnapshotExporter,
+    SdkSnapshotExporter,
+    SnapshotExporter,
+)
 
 _PROTOCOL_VARS = ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
 
@@ -52,17 +59,13 @@ def _file_settings(config: AgentConfig, environ: Mapping[str, str]) -> dict[str,
     return kwargs
 
 
-def build_metric_exporter(
-    config: AgentConfig, environ: Mapping[str, str] | None = None
-) -> MetricExporter:
-    env = os.environ if environ is None else environ
-    if config.exporter == "console":
-        return ConsoleMetricExporter()
+def _build_otlp_exporter(config: AgentConfig, env: Mapping[str, str]) -> MetricExporter:
     kwargs = _file_settings(config, env)
     otlp = config.otlp
     if otlp_protocol(config, env) == "grpc":
         from grpc import Compression
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+
+        from agent.export.senders import GrpcRequestExporter
 
         if otlp.insecure is not None and _unset(env, "INSECURE", "METRICS_INSECURE"):
             kwargs["insecure"] = otlp.insecure
@@ -75,12 +78,11 @@ def build_metric_exporter(
 
             with open(otlp.certificate, "rb") as pem:
                 kwargs["credentials"] = ssl_channel_credentials(pem.read())
-        return OTLPMetricExporter(**kwargs)
+        return GrpcRequestExporter(**kwargs)
 
     from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
-        OTLPMetricExporter as HttpMetricExporter,
-    )
+
+    from agent.export.senders import HttpRequestExporter
 
     if otlp.compression and _unset(env, "COMPRESSION", "METRICS_COMPRESSION"):
         kwargs["compression"] = (
@@ -91,4 +93,18 @@ def build_metric_exporter(
     if "endpoint" in kwargs and not str(kwargs["endpoint"]).rstrip("/").endswith("/v1/metrics"):
         # The file gives the collector's base URL, as OTEL_EXPORTER_OTLP_ENDPOINT does.
         kwargs["endpoint"] = str(kwargs["endpoint"]).rstrip("/") + "/v1/metrics"
-    return HttpMetricExporter(**kwargs)
+    return HttpRequestExporter(**kwargs)
+
+
+def build_snapshot_exporter(
+    config: AgentConfig, resource: Resource, environ: Mapping[str, str] | None = None
+) -> SnapshotExporter:
+    env = os.environ if environ is None else environ
+    if config.exporter == "console":
+        return SdkSnapshotExporter(ConsoleMetricExporter(), resource)
+    exporter = _build_otlp_exporter(config, env)
+    from agent.export.senders import RequestExporter
+
+    if isinstance(exporter, RequestExporter) and exporter.sends_requests():
+        return OtlpSnapshotExporter(exporter, ProtoEncoder(resource))
+    return SdkSnapshotExporter(exporter, resource)

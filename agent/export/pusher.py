@@ -10,14 +10,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
-from opentelemetry.sdk.resources import Resource
-
-from agent.export.encode import encode
+from agent.export.snapshot_exporters import SnapshotExporter
 from agent.model.snapshot import SnapshotStore
 from agent.runtime.config_holder import ConfigHolder
 
@@ -35,21 +31,19 @@ class ExportStats:
 class MetricPusher:
     def __init__(
         self,
-        exporter: MetricExporter,
+        exporter: SnapshotExporter,
         store: SnapshotStore,
-        resource: Callable[[], Resource],
         config: ConfigHolder,
         device_count: int,
     ) -> None:
         self._exporter = exporter
         self._store = store
-        self._resource = resource
         self._config = config
         self._device_count = device_count
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="otlp-export")
         self.stats = ExportStats()
         self._failing = False
-        self._in_flight: asyncio.Future[MetricExportResult] | None = None
+        self._in_flight: asyncio.Future[bool] | None = None
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -81,17 +75,19 @@ class MetricPusher:
         snapshot = self._store.current(time.time_ns())
         if not snapshot.devices:
             return True
-        data = encode(snapshot, self._resource())
         loop = asyncio.get_running_loop()
+        # Encoding happens on the export thread too: the loop only takes the snapshot.
         self._in_flight = loop.run_in_executor(
-            self._thread, lambda: self._exporter.export(data, timeout_millis=timeout * 1000)
+            self._thread, lambda: self._exporter.export(snapshot, timeout)
         )
         try:
             async with asyncio.timeout(timeout):
-                result = await asyncio.shield(self._in_flight)
+                ok = await asyncio.shield(self._in_flight)
         except TimeoutError:
-            result = MetricExportResult.FAILURE
-        ok = result is MetricExportResult.SUCCESS
+            ok = False
+        except Exception:  # a bug in encoding must cost one export, not all of them
+            log.exception("metric export raised")
+            ok = False
         self.stats.exports += 1
         if ok:
             if self.stats.first_export_ns is None:
@@ -115,9 +111,7 @@ class MetricPusher:
         finally:
             remaining = max(timeout - (time.monotonic() - start), 0.1)
             loop = asyncio.get_running_loop()
-            shutdown = loop.run_in_executor(
-                None, lambda: self._exporter.shutdown(timeout_millis=remaining * 1000)
-            )
+            shutdown = loop.run_in_executor(None, lambda: self._exporter.shutdown(remaining))
             try:
                 async with asyncio.timeout(remaining):
                     await shutdown

@@ -21,7 +21,7 @@ from opentelemetry.sdk.resources import Resource
 
 from agent.config.load import ConfigError, Overrides, load
 from agent.config.schema import AgentConfig
-from agent.export.exporters import build_metric_exporter
+from agent.export.exporters import build_snapshot_exporter
 from agent.export.pusher import MetricPusher
 from agent.model.snapshot import SnapshotStore
 from agent.runtime.config_holder import ConfigHolder
@@ -134,7 +134,7 @@ class Agent:
             for device in backend.devices
         ]
         pusher = MetricPusher(
-            build_metric_exporter(self._initial), self.store, lambda: resource, self._holder,
+            build_snapshot_exporter(self._initial, resource), self.store, self._holder,
             device_count=len(self.samplers),
         )
         self.pusher = pusher

@@ -83,9 +83,8 @@ class EncodeResult:
     method: str
     repeats: int
     points: int
-    snapshot_encode_ms: float  # agent.export.encode.encode, median
-    otlp_encode_ms: float  # encode_metrics + SerializeToString, median
-    total_ms: float
+    sdk_encode_ms: float  # SDK path for comparison: encode + encode_metrics + serialise, median
+    total_ms: float  # the agent's path: ProtoEncoder.encode + serialise, median
     payload_bytes: int  # SerializeToString of the in-process request
     read_ms: float  # reading all groups of all GPUs in-process once (for context)
 

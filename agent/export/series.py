@@ -1,0 +1,47 @@
+"""The data points a snapshot stands for, grouped by metric: what every encoder writes out.
+
+This is where the device attributes are attached, ``hw.status`` is derived from the device's
+health, and unreadable (non-finite) values are dropped — once, for every exporter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+from agent.model.snapshot import Attributes, DeviceSnapshot, HealthState, NodeSnapshot, Reading
+
+
+@dataclass(frozen=True)
+class SeriesPoint:
+    attributes: Attributes
+    start_time_ns: int  # start of the cumulative counter (used for sums)
+    time_ns: int
+    value: float | int
+
+
+def status_readings(device: DeviceSnapshot) -> tuple[Reading, ...]:
+    return tuple(
+        Reading("hw.status", int(state is device.health), (("hw.state", state.value),))
+        for state in HealthState
+    )
+
+
+def series(snapshot: NodeSnapshot) -> dict[str, list[SeriesPoint]]:
+    """Metric name -> its points, names sorted, points in device order."""
+    points: dict[str, list[SeriesPoint]] = defaultdict(list)
+    for device in snapshot.devices:
+        identity = device.identity.attributes()
+        with_type = (*identity[:1], ("hw.type", "gpu"), *identity[1:])
+        timed = [(r, s.time_ns) for s in device.samples.values() for r in s.readings]
+        timed.extend((r, snapshot.taken_ns) for r in status_readings(device))
+        for reading, time_ns in timed:
+            if not math.isfinite(reading.value):
+                continue  # a value that cannot be read is absent, never NaN
+            base = with_type if reading.metric.startswith("hw.") else identity
+            points[reading.metric].append(
+                SeriesPoint((*base, *reading.attributes), device.start_time_ns, time_ns,
+                            reading.value)
+            )
+    return dict(sorted(points.items()))
