@@ -142,6 +142,8 @@ class Agent:
                  for i, s in enumerate(self.samplers)]
         tasks.append(asyncio.create_task(pusher.run(), name="export"))
         tasks.append(asyncio.create_task(self._watch_file(), name="config-watch"))
+        for task in tasks:
+            task.add_done_callback(_report_crash)
         await self._stop.wait()
 
         log.info("stopping")
@@ -177,6 +179,12 @@ class Agent:
             return
         for backend in opened:
             backend.backend.close()
+
+
+def _report_crash(task: asyncio.Task[None]) -> None:
+    """A task that dies of a bug must say so: nothing else would notice a GPU go quiet."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("task %s stopped", task.get_name(), exc_info=task.exception())
 
 
 def _mtime(path: Path) -> float | None:
