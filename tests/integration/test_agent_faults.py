@@ -131,3 +131,33 @@ def test_hung_gpu_does_not_delay_the_others_or_shutdown(
         assert agent.process.returncode == 0, agent.log()
     finally:
         agent.close()
+
+
+def test_collector_down_then_back_one_clear_log_line_and_fresh_values(
+    four_gpu_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path
+) -> None:
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, four_gpu_node.env,
+                         ["--interval", "0.25", "--export-interval", "0.5"],
+                         env={"OTEL_EXPORTER_OTLP_TIMEOUT": "2"})
+    store = otlp_grpc_receiver.store
+    try:
+        store.wait_for(lambda s: s.points("hw.power"), timeout=15)
+        otlp_grpc_receiver.stop()
+        time.sleep(5)
+        four_gpu_node.command({"op": "set", "device": 0, "values": {"power_w": 123.0}})
+        otlp_grpc_receiver.start()
+        back = time.time()
+        point = store.wait_for(
+            lambda s: (p := s.latest("hw.power", {"hw.id": UUIDS[0]})) and p.value == 123.0
+            and p.received_at > back and p,
+            timeout=20, what="fresh power after the outage",
+        )
+        assert point.value == 123.0
+    finally:
+        assert agent.terminate() < 5
+        agent.close()
+    log = agent.log()
+    assert log.count("metric export failed") == 1, log
+    assert "metric export recovered" in log
+    # The SDK's own per-export error is rate-limited: ~10 failed exports, at most 2 lines.
+    assert log.count("Failed to export") <= 2, log
