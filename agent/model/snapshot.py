@@ -86,7 +86,6 @@ class DeviceSnapshot:
 class NodeSnapshot:
     devices: tuple[DeviceSnapshot, ...]
     taken_ns: int
-    sampled: bool  # at least one group sample has been published since start
 
 
 class SnapshotStore:
@@ -95,12 +94,10 @@ class SnapshotStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._devices: dict[str, DeviceSnapshot] = {}
-        self._sampled = False
 
     def put(self, device: DeviceSnapshot) -> None:
         with self._lock:
             self._devices[device.identity.uuid] = device
-            self._sampled = self._sampled or bool(device.samples)
 
     def get(self, uuid: str) -> DeviceSnapshot | None:
         with self._lock:
@@ -116,4 +113,4 @@ class SnapshotStore:
     def current(self, now_ns: int) -> NodeSnapshot:
         with self._lock:
             devices = tuple(sorted(self._devices.values(), key=lambda d: d.identity.index))
-            return NodeSnapshot(devices=devices, taken_ns=now_ns, sampled=self._sampled)
+            return NodeSnapshot(devices=devices, taken_ns=now_ns)

@@ -61,7 +61,7 @@ def _measure(node_env: Mapping[str, str], repeats: int) -> dict[str, float | int
         snapshots.append(DeviceSnapshot(device.identity, HealthState.OK, time.time_ns(),
                                         MappingProxyType(samples)))
     read_ms = (time.perf_counter() - read_started) * 1000
-    snapshot = NodeSnapshot(tuple(snapshots), time.time_ns(), sampled=True)
+    snapshot = NodeSnapshot(tuple(snapshots), time.time_ns())
     resource = build_resource(load(None), [OpenBackend(backend, info, tuple(devices))])
     encoder = ProtoEncoder(resource)
     agent_times: list[float] = []

@@ -32,7 +32,7 @@ def test_gauge_and_counter_types_and_attributes() -> None:
         time_ns=123,
     )
     device = DeviceSnapshot(IDENTITY, HealthState.OK, 7).with_sample(sample)
-    metrics = _metrics(NodeSnapshot((device,), 999, True))
+    metrics = _metrics(NodeSnapshot((device,), 999))
     util = metrics["hw.gpu.utilization"]
     assert isinstance(util.data, Gauge)  # type: ignore[attr-defined]
     point = util.data.data_points[0]  # type: ignore[attr-defined]
@@ -52,7 +52,7 @@ def test_failed_device_reports_status_and_no_readings() -> None:
         .with_sample(sample)
         .with_health(HealthState.FAILED, "lost")
     )
-    metrics = _metrics(NodeSnapshot((device,), 5, True))
+    metrics = _metrics(NodeSnapshot((device,), 5))
     assert "hw.power" not in metrics
     status = metrics["hw.status"].data  # type: ignore[attr-defined]
     states = {p.attributes["hw.state"]: p.value for p in status.data_points}
@@ -68,6 +68,6 @@ def test_non_finite_values_are_absent() -> None:
         time_ns=1,
     )
     device = DeviceSnapshot(IDENTITY, HealthState.OK, 0).with_sample(sample)
-    metrics = _metrics(NodeSnapshot((device,), 5, True))
+    metrics = _metrics(NodeSnapshot((device,), 5))
     assert "hw.power" not in metrics and "hw.gpu.memory.utilization" not in metrics
     assert "hw.energy" in metrics

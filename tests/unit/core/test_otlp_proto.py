@@ -39,7 +39,7 @@ def _snapshot(power: float) -> NodeSnapshot:
         if index == 2:
             device = device.with_health(HealthState.FAILED, "lost")
         devices.append(device)
-    return NodeSnapshot(tuple(devices), taken_ns=5_000, sampled=True)
+    return NodeSnapshot(tuple(devices), taken_ns=5_000)
 
 
 def test_direct_encoding_equals_the_sdk_encoding() -> None:
