@@ -8,6 +8,7 @@ carries the then-current values; the final export on shutdown is bounded in time
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -23,8 +24,9 @@ FIRST_EXPORT_POLL_SECONDS = 0.05
 
 @dataclass
 class ExportStats:
-    exports: int = 0
+    exports: int = 0  # attempts that ended, successful or not
     failures: int = 0
+    skipped: int = 0  # intervals skipped because the previous export was still retrying
     first_export_ns: int | None = None
 
 
@@ -67,47 +69,66 @@ class MetricPusher:
         await self.export_once(timeout=max(interval, 1.0))
         return started
 
-    async def export_once(self, timeout: float) -> bool:
+    async def export_once(self, timeout: float) -> None:
+        """Start an export and wait up to ``timeout`` for it.
+
+        The exporter may retry for longer than we wait; its outcome is recorded whenever it
+        ends (``_record``), so a late success still counts and still ends an outage.
+        """
         if self._in_flight is not None and not self._in_flight.done():
             # The previous export is still retrying: don't queue stale data behind it.
-            self.stats.failures += 1
-            return False
+            self.stats.skipped += 1
+            return
         snapshot = self._store.current(time.time_ns())
         if not snapshot.devices:
-            return True
+            return
         loop = asyncio.get_running_loop()
         # Encoding happens on the export thread too: the loop only takes the snapshot.
-        self._in_flight = loop.run_in_executor(
+        in_flight = loop.run_in_executor(
             self._thread, lambda: self._exporter.export(snapshot, timeout)
         )
+        in_flight.add_done_callback(self._record)
+        self._in_flight = in_flight
         try:
             async with asyncio.timeout(timeout):
-                ok = await asyncio.shield(self._in_flight)
+                await asyncio.wait({in_flight})
         except TimeoutError:
-            ok = False
-        except Exception:  # a bug in encoding must cost one export, not all of them
-            log.exception("metric export raised")
-            ok = False
+            pass
+
+    def _record(self, outcome: asyncio.Future[bool]) -> None:
         self.stats.exports += 1
+        ok = False
+        if outcome.cancelled():
+            pass
+        elif (error := outcome.exception()) is not None:
+            # A bug in encoding must cost one export, not all of them.
+            log.error("metric export raised", exc_info=error)
+        else:
+            ok = outcome.result()
         if ok:
             if self.stats.first_export_ns is None:
                 self.stats.first_export_ns = time.time_ns()
-                log.info("first export done: %d devices", len(snapshot.devices))
+                log.info("first export done")
             if self._failing:
                 log.info("metric export recovered")
             self._failing = False
-        else:
-            self.stats.failures += 1
-            if not self._failing:
-                log.warning("metric export failed; will retry with fresh values every interval")
-            self._failing = True
-        return ok
+            return
+        self.stats.failures += 1
+        if not self._failing:
+            log.warning("metric export failed; will retry with fresh values every interval")
+        self._failing = True
 
     async def close(self, timeout: float) -> None:
         """Final export, then shut the exporter down, all within ``timeout`` seconds."""
         start = time.monotonic()
         try:
-            await self.export_once(timeout=max(timeout * 0.8, 0.1))
+            if self._in_flight is not None and not self._in_flight.done():
+                # Let a retrying export finish (it may be carrying the latest values).
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(timeout * 0.4):
+                        await asyncio.wait({self._in_flight})
+            remaining = timeout - (time.monotonic() - start)
+            await self.export_once(timeout=max(remaining * 0.8, 0.1))
         finally:
             remaining = max(timeout - (time.monotonic() - start), 0.1)
             loop = asyncio.get_running_loop()

@@ -168,6 +168,7 @@ class Agent:
             },
             "exports": self.pusher.stats.exports,
             "export_failures": self.pusher.stats.failures,
+            "exports_skipped": self.pusher.stats.skipped,
         }
 
     def _close_backends(self, opened: list[OpenBackend]) -> None:
