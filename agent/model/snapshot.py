@@ -99,10 +99,6 @@ class SnapshotStore:
         with self._lock:
             self._devices[device.identity.uuid] = device
 
-    def get(self, uuid: str) -> DeviceSnapshot | None:
-        with self._lock:
-            return self._devices.get(uuid)
-
     def covers(self, device_count: int) -> bool:
         """Every one of ``device_count`` devices has been sampled or found unhealthy."""
         with self._lock:

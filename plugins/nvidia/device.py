@@ -160,7 +160,5 @@ class NvidiaDevice:
             return ()
         try:
             return tuple(self._invoke("nvmlGpmMetricsGet", self._gpm.read))
-        except Unavailable:
-            return ()
-        except pynvml.NVMLError:
-            return ()
+        except (Unavailable, pynvml.NVMLError):
+            return ()  # absent this cycle; DeviceLost still propagates

@@ -1,0 +1,39 @@
+"""The config file's otlp section fills in only what the OTEL_EXPORTER_OTLP_* variables leave."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.config.load import load
+from agent.export.exporters import ExporterConfigError, _file_settings, otlp_protocol
+
+
+def _config(tmp_path: Path) -> Path:
+    path = tmp_path / "agent.yaml"
+    path.write_text("otlp: {endpoint: 'http://file:4317', protocol: http/protobuf, "
+                    "headers: {x-tenant: file}, timeout: 4}\n")
+    return path
+
+
+def test_file_values_apply_where_the_environment_is_silent(tmp_path: Path) -> None:
+    config = load(_config(tmp_path), environ={})
+    assert _file_settings(config, {}) == {
+        "endpoint": "http://file:4317", "headers": {"x-tenant": "file"}, "timeout": 4.0}
+    assert otlp_protocol(config, {}) == "http/protobuf"
+
+
+def test_environment_wins_over_the_file(tmp_path: Path) -> None:
+    config = load(_config(tmp_path), environ={})
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://env:4317",
+           "OTEL_EXPORTER_OTLP_METRICS_HEADERS": "x-tenant=env",
+           "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
+    assert _file_settings(config, env) == {"timeout": 4.0}
+    assert otlp_protocol(config, env) == "grpc"
+
+
+def test_unknown_protocol_names_the_variable(tmp_path: Path) -> None:
+    config = load(None, environ={})
+    with pytest.raises(ExporterConfigError, match="OTEL_EXPORTER_OTLP_PROTOCOL"):
+        otlp_protocol(config, {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"})
