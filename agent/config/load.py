@@ -23,6 +23,7 @@ from agent.config.schema import (
     OTLP_PROTOCOLS,
     AgentConfig,
     GroupConfig,
+    HealthConfig,
     OtlpConfig,
 )
 
@@ -52,10 +53,12 @@ ENV_KEYS: Mapping[str, tuple[str, float]] = MappingProxyType(
         "GPU_AGENT_LOG_LEVEL": ("log_level", 1.0),
         "GPU_AGENT_NODE_NAME": ("node_name", 1.0),
         "K8S_NODE_NAME": ("node_name", 1.0),
+        "GPU_AGENT_EVENT_SPOOL": ("health.spool_path", 1.0),
     }
 )
 NUMERIC_KEYS = frozenset(
-    {"export_interval", "call_timeout", "lost_reprobe_interval", "shutdown_timeout"}
+    {"export_interval", "call_timeout", "lost_reprobe_interval", "shutdown_timeout",
+     "health.storm_window", "health.dedup_window", "health.spool_max_mib"}
 )
 
 
@@ -225,6 +228,7 @@ def _validate(layers: _Layers) -> AgentConfig:
         certificate=_optional_str(layers, "otlp.certificate", otlp.get("certificate")),
     )
     log_level = str(tree["log_level"]).lower()
+    health = _health(layers, tree["health"])
     return AgentConfig(
         exporter=_choice(layers, "exporter", tree["exporter"], EXPORTERS),
         export_interval=_positive(layers, "export_interval", tree["export_interval"]),
@@ -236,6 +240,36 @@ def _validate(layers: _Layers) -> AgentConfig:
         node_name=_optional_str(layers, "node_name", tree["node_name"]),
         groups=MappingProxyType(groups),
         otlp=otlp_config,
+        health=health,
+    )
+
+
+def _bool(layers: _Layers, dotted: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise ConfigError(f"{dotted} in {layers.where(dotted)}: expected true or false, "
+                      f"got {value!r}")
+
+
+def _health(layers: _Layers, raw: dict[str, Any]) -> HealthConfig:
+    spool_path = raw["spool_path"]
+    if spool_path is not None and (not isinstance(spool_path, str) or not spool_path.strip()):
+        raise ConfigError(
+            f"health.spool_path in {layers.where('health.spool_path')}: expected a directory "
+            f"path, or null for no spool, got {spool_path!r}")
+    max_mib = _number(raw["spool_max_mib"], "health.spool_max_mib",
+                      layers.where("health.spool_max_mib"))
+    if not 0.01 <= max_mib <= 1_048_576:
+        raise ConfigError(
+            f"health.spool_max_mib in {layers.where('health.spool_max_mib')}: must be between "
+            f"0.01 and 1048576 (MiB), got {raw['spool_max_mib']!r}")
+    return HealthConfig(
+        enabled=_bool(layers, "health.enabled", raw["enabled"]),
+        kmsg=_bool(layers, "health.kmsg", raw["kmsg"]),
+        storm_window=_positive(layers, "health.storm_window", raw["storm_window"]),
+        dedup_window=_positive(layers, "health.dedup_window", raw["dedup_window"]),
+        spool_path=spool_path,
+        spool_max_mib=max_mib,
     )
 
 
@@ -252,6 +286,14 @@ def to_tree(config: AgentConfig) -> dict[str, Any]:
         "groups": {
             name: {"enabled": g.enabled, "interval": g.interval}
             for name, g in config.groups.items()
+        },
+        "health": {
+            "enabled": config.health.enabled,
+            "kmsg": config.health.kmsg,
+            "storm_window": config.health.storm_window,
+            "dedup_window": config.health.dedup_window,
+            "spool_path": config.health.spool_path,
+            "spool_max_mib": config.health.spool_max_mib,
         },
         "otlp": {
             "protocol": config.otlp.protocol,

@@ -33,6 +33,18 @@ class OtlpConfig:
 
 
 @dataclass(frozen=True)
+class HealthConfig:
+    """Health events; changes take effect at the next restart."""
+
+    enabled: bool = True
+    kmsg: bool = True
+    storm_window: float = 10.0  # seconds
+    dedup_window: float = 2.0  # seconds
+    spool_path: str | None = "/var/lib/gpu-otel-agent/events"
+    spool_max_mib: float = 16.0
+
+
+@dataclass(frozen=True)
 class AgentConfig:
     exporter: str
     export_interval: float  # seconds
@@ -43,3 +55,4 @@ class AgentConfig:
     node_name: str | None
     groups: Mapping[str, GroupConfig]
     otlp: OtlpConfig
+    health: HealthConfig = HealthConfig()

@@ -70,6 +70,10 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("gpu.tensor.utilization", G, "1", "Tensor core activity (GPM).", (), "gpm"),
     MetricSpec("gpu.dram.utilization", G, "1", "DRAM bandwidth used over peak (GPM).", (), "gpm"),
     MetricSpec("hw.status", U, "1", "1 for the device's current state.", ("hw.state",), ""),
+    MetricSpec("gpu.xid.errors", C, "{error}", "XID errors reported by the GPU since the agent "
+          "started (each occurrence, storms included).", ("gpu.xid.code",), "events"),
+    MetricSpec("gpu.memory.retired_pages.pending", G, "1",
+          "1 while retired pages wait for a GPU reset to take effect.", (), "slow"),
 )
 
 _BY_NAME = {spec.name: spec for spec in DEVICE_METRICS}

@@ -83,9 +83,19 @@ class DeviceSnapshot:
 
 
 @dataclass(frozen=True)
+class DeviceOverlay:
+    """What the health engine adds to a device's series: its view of the health state (from
+    events the sampler cannot see, like an XID) and its event counters."""
+
+    health: HealthState
+    readings: tuple[Reading, ...]
+
+
+@dataclass(frozen=True)
 class NodeSnapshot:
     devices: tuple[DeviceSnapshot, ...]
     taken_ns: int
+    overlays: Mapping[str, DeviceOverlay] = field(default_factory=lambda: MappingProxyType({}))
 
 
 class SnapshotStore:
@@ -94,6 +104,11 @@ class SnapshotStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._devices: dict[str, DeviceSnapshot] = {}
+        self._overlays: dict[str, DeviceOverlay] = {}
+
+    def put_overlay(self, uuid: str, overlay: DeviceOverlay) -> None:
+        with self._lock:
+            self._overlays[uuid] = overlay
 
     def put(self, device: DeviceSnapshot) -> None:
         with self._lock:
@@ -109,4 +124,5 @@ class SnapshotStore:
     def current(self, now_ns: int) -> NodeSnapshot:
         with self._lock:
             devices = tuple(sorted(self._devices.values(), key=lambda d: d.identity.index))
-            return NodeSnapshot(devices=devices, taken_ns=now_ns)
+            overlays = MappingProxyType(dict(self._overlays))
+            return NodeSnapshot(devices=devices, taken_ns=now_ns, overlays=overlays)

@@ -24,8 +24,10 @@ from agent.config.schema import AgentConfig
 from agent.export.exporters import build_snapshot_exporter
 from agent.export.pusher import MetricPusher
 from agent.model.snapshot import SnapshotStore
+from agent.model.workload import WorkloadLookup
 from agent.runtime.config_holder import ConfigHolder
 from agent.runtime.discovery import OpenBackend, installed_backends, open_backends
+from agent.runtime.health import HealthRuntime
 from agent.runtime.sampler import DeviceSampler
 from agent.sampling.backend import Backend
 from agent.version import VERSION
@@ -71,8 +73,11 @@ class Agent:
         config_path: Path | None = None,
         overrides: Overrides | None = None,
         backends: list[Backend] | None = None,
+        workloads: WorkloadLookup | None = None,
     ) -> None:
         self._initial = config
+        self._workloads = workloads
+        self.health: HealthRuntime | None = None
         self._config_path = config_path
         self._overrides = overrides or Overrides()
         self._backends = backends
@@ -95,6 +100,8 @@ class Agent:
             return
         if (new.exporter, new.otlp) != (old.exporter, old.otlp):
             log.warning("exporter settings changed; they take effect at the next restart")
+        if new.health != old.health:
+            log.warning("health settings changed; they take effect at the next restart")
         logging.getLogger().setLevel(new.log_level.upper())
         self._holder.replace(new)
         log.info("configuration reloaded")
@@ -128,8 +135,12 @@ class Agent:
             )
             return 1
         resource = build_resource(self._initial, opened)
+        if self._initial.health.enabled:
+            self.health = HealthRuntime(self._initial, resource, opened, self.store,
+                                        self._workloads)
+        observer = self.health.engine if self.health is not None else None
         self.samplers = [
-            DeviceSampler(device, self.store, self._holder)
+            DeviceSampler(device, self.store, self._holder, observer=observer)
             for backend in opened
             for device in backend.devices
         ]
@@ -142,6 +153,8 @@ class Agent:
                  for i, s in enumerate(self.samplers)]
         tasks.append(asyncio.create_task(pusher.run(), name="export"))
         tasks.append(asyncio.create_task(self._watch_file(), name="config-watch"))
+        if self.health is not None:
+            tasks.extend(self.health.start())
         for task in tasks:
             task.add_done_callback(_report_crash)
         await self._stop.wait()
@@ -155,7 +168,10 @@ class Agent:
         if pending:
             log.warning("%d task(s) did not stop in time: %s", len(pending),
                         ", ".join(t.get_name() for t in pending))
-        await pusher.close(budget)
+        if self.health is not None:
+            # Events first: they are few, and what is not sent must reach the spool.
+            self.health.close(budget * 0.3)
+        await pusher.close(budget * (0.7 if self.health is not None else 1.0))
         self._close_backends(opened)
         log.info("run summary %s", json.dumps(self.summary(), sort_keys=True))
         return 0
@@ -169,6 +185,8 @@ class Agent:
             "exports": self.pusher.stats.exports,
             "export_failures": self.pusher.stats.failures,
             "exports_skipped": self.pusher.stats.skipped,
+            "health": (dataclasses.asdict(self.health.telemetry())
+                       if self.health is not None else None),
         }
 
     def _close_backends(self, opened: list[OpenBackend]) -> None:
