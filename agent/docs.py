@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from agent.model.metrics import DEVICE_ATTRIBUTES, DEVICE_METRICS
+from agent.model.metrics import AGENT_METRICS, DEVICE_ATTRIBUTES, DEVICE_METRICS, MetricSpec
 
 
 def metrics_markdown() -> str:
@@ -27,15 +27,32 @@ def metrics_markdown() -> str:
         "| name | instrument | unit | attributes | group | description |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    for spec in DEVICE_METRICS:
+    lines.extend(_metric_rows(DEVICE_METRICS))
+    lines.extend([
+        "",
+        "## Agent self-telemetry",
+        "",
+        "Exported with the device metrics (OTLP and Prometheus). The per-device ones carry "
+        "only `hw.id` and `gpu.index` of the device attributes.",
+        "",
+        "| name | instrument | unit | attributes | group | description |",
+        "| --- | --- | --- | --- | --- | --- |",
+        *_metric_rows(AGENT_METRICS),
+    ])
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _metric_rows(specs: tuple[MetricSpec, ...]) -> list[str]:
+    rows = []
+    for spec in specs:
         attributes = ", ".join(f"`{a}`" for a in spec.attributes) or "—"
         group = spec.group or "always"
-        lines.append(
+        rows.append(
             f"| `{spec.name}` | {spec.instrument.value} | `{spec.unit}` | {attributes} | "
             f"{group} | {spec.description} |"
         )
-    lines.append("")
-    return "\n".join(lines)
+    return rows
 
 
 def _subcommands(
