@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from agent.model.metrics import AGENT_METRICS, DEVICE_ATTRIBUTES, DEVICE_METRICS, MetricSpec
+from agent.model.metrics import AGENT_METRICS, DEVICE_ATTRIBUTES, DEVICE_METRICS
 
 
 def metrics_markdown() -> str:
@@ -24,10 +24,18 @@ def metrics_markdown() -> str:
         "",
         "## Device metrics",
         "",
-        "| name | instrument | unit | attributes | group | description |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| name | instrument | unit | attributes | group | vendors | description |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    lines.extend(_metric_rows(DEVICE_METRICS))
+    for spec in DEVICE_METRICS:
+        attributes = ", ".join(f"`{a}`" for a in spec.attributes) or "—"
+        group = spec.group or "always"
+        vendors = ", ".join(spec.vendors)
+        lines.append(
+            f"| `{spec.name}` | {spec.instrument.value} | `{spec.unit}` | {attributes} | "
+            f"{group} | {vendors} | {spec.description} |"
+        )
+    lines.extend(_vendor_sections())
     lines.extend([
         "",
         "## Agent self-telemetry",
@@ -35,24 +43,34 @@ def metrics_markdown() -> str:
         "Exported with the device metrics (OTLP and Prometheus). The per-device ones carry "
         "only `hw.id` and `gpu.index` of the device attributes.",
         "",
-        "| name | instrument | unit | attributes | group | description |",
-        "| --- | --- | --- | --- | --- | --- |",
-        *_metric_rows(AGENT_METRICS),
+        "| name | instrument | unit | attributes | description |",
+        "| --- | --- | --- | --- | --- |",
     ])
+    for spec in AGENT_METRICS:
+        attributes = ", ".join(f"`{a}`" for a in spec.attributes) or "—"
+        lines.append(f"| `{spec.name}` | {spec.instrument.value} | `{spec.unit}` | "
+                     f"{attributes} | {spec.description} |")
     lines.append("")
     return "\n".join(lines)
 
 
-def _metric_rows(specs: tuple[MetricSpec, ...]) -> list[str]:
-    rows = []
-    for spec in specs:
-        attributes = ", ".join(f"`{a}`" for a in spec.attributes) or "—"
-        group = spec.group or "always"
-        rows.append(
-            f"| `{spec.name}` | {spec.instrument.value} | `{spec.unit}` | {attributes} | "
-            f"{group} | {spec.description} |"
-        )
-    return rows
+def _vendor_sections() -> list[str]:
+    """Per vendor: the names it provides, the ones it cannot, and how its sources differ."""
+    vendors = sorted({v for spec in DEVICE_METRICS for v in spec.vendors})
+    lines: list[str] = []
+    for vendor in vendors:
+        provided = [s.name for s in DEVICE_METRICS if vendor in s.vendors]
+        missing = [s.name for s in DEVICE_METRICS if vendor not in s.vendors]
+        notes = [(s.name, note) for s in DEVICE_METRICS for v, note in s.vendor_notes
+                 if v == vendor]
+        lines.extend(["", f"## {vendor}", ""])
+        lines.append("Provides: " + ", ".join(f"`{n}`" for n in provided) + ".")
+        if missing:
+            lines.extend(["", "Not provided: " + ", ".join(f"`{n}`" for n in missing) + "."])
+        if notes:
+            lines.extend(["", "| name | on this vendor |", "| --- | --- |"])
+            lines.extend(f"| `{name}` | {note} |" for name, note in notes)
+    return lines
 
 
 def _subcommands(
