@@ -30,8 +30,8 @@ def metrics_markdown() -> str:
         "",
         "## Device metrics",
         "",
-        "| name | instrument | unit | attributes | group | description |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| name | instrument | unit | attributes | group | vendors | description |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     lines.extend(_metric_rows(DEVICE_METRICS))
     lines += [
@@ -44,10 +44,11 @@ def metrics_markdown() -> str:
         "| --- | --- |",
         *(f"| `{name}` | {meaning} |" for name, meaning in WORKLOAD_ATTRIBUTES),
         "",
-        "| name | instrument | unit | attributes | group | description |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| name | instrument | unit | attributes | group | vendors | description |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
         *_metric_rows(PROCESS_METRICS),
     ]
+    lines.extend(_vendor_sections())
     lines.append("")
     return "\n".join(lines)
 
@@ -57,11 +58,31 @@ def _metric_rows(specs: tuple[MetricSpec, ...]) -> list[str]:
     for spec in specs:
         attributes = ", ".join(f"`{a}`" for a in spec.attributes) or "—"
         group = spec.group or "always"
+        vendors = ", ".join(spec.vendors)
         rows.append(
             f"| `{spec.name}` | {spec.instrument.value} | `{spec.unit}` | {attributes} | "
-            f"{group} | {spec.description} |"
+            f"{group} | {vendors} | {spec.description} |"
         )
     return rows
+
+
+def _vendor_sections() -> list[str]:
+    """Per vendor: the names it provides, the ones it cannot, and how its sources differ."""
+    vendors = sorted({v for spec in DEVICE_METRICS for v in spec.vendors})
+    lines: list[str] = []
+    for vendor in vendors:
+        provided = [s.name for s in DEVICE_METRICS if vendor in s.vendors]
+        missing = [s.name for s in DEVICE_METRICS if vendor not in s.vendors]
+        notes = [(s.name, note) for s in DEVICE_METRICS for v, note in s.vendor_notes
+                 if v == vendor]
+        lines.extend(["", f"## {vendor}", ""])
+        lines.append("Provides: " + ", ".join(f"`{n}`" for n in provided) + ".")
+        if missing:
+            lines.extend(["", "Not provided: " + ", ".join(f"`{n}`" for n in missing) + "."])
+        if notes:
+            lines.extend(["", "| name | on this vendor |", "| --- | --- |"])
+            lines.extend(f"| `{name}` | {note} |" for name, note in notes)
+    return lines
 
 
 def _subcommands(
