@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from agent.model.metrics import DEVICE_ATTRIBUTES, DEVICE_METRICS
+from agent.model.metrics import (
+    AGENT_METRICS,
+    DEVICE_ATTRIBUTES,
+    DEVICE_METRICS,
+    PROCESS_METRICS,
+    WORKLOAD_ATTRIBUTES,
+    MetricSpec,
+)
 
 
 def metrics_markdown() -> str:
@@ -24,16 +31,39 @@ def metrics_markdown() -> str:
         "",
         "## Device metrics",
         "",
-        "| name | instrument | unit | attributes | group | description |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| name | instrument | unit | attributes | group | vendors | description |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for spec in DEVICE_METRICS:
+    lines.extend(_metric_rows(DEVICE_METRICS))
+    lines += [
+        "",
+        "## Process and workload metrics",
+        "",
+        "Each also carries the device attributes. Workload attributes appear only where known:",
+        "",
+        "| attribute | source |",
+        "| --- | --- |",
+        *(f"| `{name}` | {meaning} |" for name, meaning in WORKLOAD_ATTRIBUTES),
+        "",
+        "| name | instrument | unit | attributes | group | vendors | description |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+        *_metric_rows(PROCESS_METRICS),
+    ]
+    lines.extend(_vendor_sections())
+    lines.extend([
+        "",
+        "## Agent self-telemetry",
+        "",
+        "Exported with the device metrics (OTLP and Prometheus). The per-device ones carry "
+        "only `hw.id` and `gpu.index` of the device attributes.",
+        "",
+        "| name | instrument | unit | attributes | description |",
+        "| --- | --- | --- | --- | --- |",
+    ])
+    for spec in AGENT_METRICS:
         attributes = ", ".join(f"`{a}`" for a in spec.attributes) or "—"
-        group = spec.group or "always"
-        lines.append(
-            f"| `{spec.name}` | {spec.instrument.value} | `{spec.unit}` | {attributes} | "
-            f"{group} | {spec.description} |"
-        )
+        lines.append(f"| `{spec.name}` | {spec.instrument.value} | `{spec.unit}` | "
+                     f"{attributes} | {spec.description} |")
     lines.append("")
     return "\n".join(lines)
 
@@ -79,6 +109,38 @@ def events_markdown() -> str:
     lines += ["", "| action | meaning |", "| --- | --- |",
               *(f"| `{name}` | {meaning} |" for name, meaning in ACTIONS.items()), ""]
     return "\n".join(lines)
+
+
+def _metric_rows(specs: tuple[MetricSpec, ...]) -> list[str]:
+    rows = []
+    for spec in specs:
+        attributes = ", ".join(f"`{a}`" for a in spec.attributes) or "—"
+        group = spec.group or "always"
+        vendors = ", ".join(spec.vendors)
+        rows.append(
+            f"| `{spec.name}` | {spec.instrument.value} | `{spec.unit}` | {attributes} | "
+            f"{group} | {vendors} | {spec.description} |"
+        )
+    return rows
+
+
+def _vendor_sections() -> list[str]:
+    """Per vendor: the names it provides, the ones it cannot, and how its sources differ."""
+    vendors = sorted({v for spec in DEVICE_METRICS for v in spec.vendors})
+    lines: list[str] = []
+    for vendor in vendors:
+        provided = [s.name for s in DEVICE_METRICS if vendor in s.vendors]
+        missing = [s.name for s in DEVICE_METRICS if vendor not in s.vendors]
+        notes = [(s.name, note) for s in DEVICE_METRICS for v, note in s.vendor_notes
+                 if v == vendor]
+        lines.extend(["", f"## {vendor}", ""])
+        lines.append("Provides: " + ", ".join(f"`{n}`" for n in provided) + ".")
+        if missing:
+            lines.extend(["", "Not provided: " + ", ".join(f"`{n}`" for n in missing) + "."])
+        if notes:
+            lines.extend(["", "| name | on this vendor |", "| --- | --- |"])
+            lines.extend(f"| `{name}` | {note} |" for name, note in notes)
+    return lines
 
 
 def _subcommands(

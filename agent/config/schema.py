@@ -9,6 +9,7 @@ from types import MappingProxyType
 EXPORTERS = ("otlp", "console")
 OTLP_PROTOCOLS = ("grpc", "http/protobuf")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+PROMETHEUS_SCHEMES = ("otel", "dcgm")
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,39 @@ class HealthConfig:
 
 
 @dataclass(frozen=True)
+class PrometheusConfig:
+    """The pull endpoint (/metrics, /healthz, /readyz); off unless enabled."""
+
+    enabled: bool = False
+    listen: str = "0.0.0.0:9400"  # host:port; dcgm-exporter's port, so scrape configs carry over
+    scheme: str = "otel"  # "otel": OTel->Prometheus translation; "dcgm": dcgm-exporter names
+    web_config_file: str | None = None  # exporter-toolkit format: TLS and basic auth
+    stall_after: float | None = None  # seconds without a sample before /healthz fails
+
+
+@dataclass(frozen=True)
+class KubeletConfig:
+    socket: str | None = "/var/lib/kubelet/pod-resources/kubelet.sock"  # None: no pod names
+    refresh_interval: float = 30.0  # seconds between pod-resources List calls (besides events)
+    timeout: float = 5.0  # seconds per call
+
+
+@dataclass(frozen=True)
+class AttributionConfig:
+    """Who uses each GPU: processes, containers, pods, Slurm jobs."""
+
+    enabled: bool = True
+    max_process_series: int = 256  # per GPU
+    export_command_line: bool = False
+    reconcile_interval: float = 60.0  # seconds
+    proc_root: str = "/proc"
+    cgroup_root: str = "/sys/fs/cgroup"
+    # device-plugin resource name -> bytes per allocated unit (fractional GPU memory)
+    memory_resources: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    kubelet: KubeletConfig = KubeletConfig()
+
+
+@dataclass(frozen=True)
 class AgentConfig:
     exporter: str
     export_interval: float  # seconds
@@ -55,4 +89,6 @@ class AgentConfig:
     node_name: str | None
     groups: Mapping[str, GroupConfig]
     otlp: OtlpConfig
+    prometheus: PrometheusConfig = field(default_factory=PrometheusConfig)
+    attribution: AttributionConfig = AttributionConfig()
     health: HealthConfig = HealthConfig()

@@ -27,56 +27,154 @@ class MetricSpec:
     description: str
     attributes: tuple[str, ...] = ()
     group: str = ""  # the metric group that produces it; "" = produced by the agent itself
+    # Which backends provide it (an integration test checks this against what each serves),
+    # and how a vendor's source differs where that matters to a reader of the chart.
+    vendors: tuple[str, ...] = ("nvidia", "amd")
+    vendor_notes: tuple[tuple[str, str], ...] = ()
 
 
 
 G, C, U = Instrument.GAUGE, Instrument.COUNTER, Instrument.UPDOWNCOUNTER
+NVIDIA_ONLY = ("nvidia",)
+AMD_ONLY = ("amd",)
 
 DEVICE_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("hw.gpu.utilization", G, "1", "Fraction of time the GPU engine was busy.",
-          ("hw.gpu.task",), "fast (general), slow (encoder, decoder)"),
+          ("hw.gpu.task",), "fast (general), slow (encoder, decoder)",
+          vendor_notes=(("amd", "`general` is GFX activity; the multimedia engine (VCN) is "
+                                "`decoder`, read in the fast group; no `encoder`"),)),
     MetricSpec("hw.gpu.memory.utilization", G, "1",
-          "Fraction of time the memory controller was busy.", (), "fast"),
+          "Fraction of time the memory controller was busy.", (), "fast",
+          vendor_notes=(("amd", "UMC activity"),)),
     MetricSpec("hw.gpu.memory.usage", U, "By", "Used frame buffer memory.", (), "fast"),
     MetricSpec("hw.gpu.memory.limit", U, "By", "Total frame buffer memory.", (), "fast"),
     MetricSpec("gpu.memory.reserved", U, "By", "Frame buffer memory reserved by the driver.", (),
-          "fast"),
-    MetricSpec("hw.gpu.io", C, "By", "PCIe traffic.", ("network.io.direction",), "fast"),
-    MetricSpec("hw.temperature", G, "Cel", "Temperature.", ("hw.sensor_location",), "fast"),
-    MetricSpec("hw.power", G, "W", "Power draw.", (), "fast"),
-    MetricSpec("hw.energy", C, "J", "Energy consumed since the driver was loaded.", (), "fast"),
+          "fast", vendors=NVIDIA_ONLY),
+    MetricSpec("hw.gpu.io", C, "By", "PCIe traffic.", ("network.io.direction",), "fast",
+          vendors=NVIDIA_ONLY),
+    MetricSpec("hw.temperature", G, "Cel", "Temperature.", ("hw.sensor_location",), "fast",
+          vendor_notes=(("amd", "`gpu` is the junction (hotspot) sensor; the edge sensor is "
+                                "`edge` (absent on MI300); `memory` is VRAM/HBM"),)),
+    MetricSpec("hw.power", G, "W", "Power draw.", (), "fast",
+          vendor_notes=(("amd", "socket power"),)),
+    MetricSpec("hw.energy", C, "J", "Energy consumed since the driver was loaded.", (), "fast",
+          vendor_notes=(("amd", "energy accumulator x counter resolution"),)),
     MetricSpec("gpu.clock.frequency", G, "Hz", "Clock frequency.", ("gpu.clock.domain",),
-          "fast (sm), slow (memory, graphics, video)"),
+          "fast (sm), slow (memory, graphics, video)",
+          vendor_notes=(("amd", "no `sm`: GFX clock is `graphics` (fast group), UMC `memory`, "
+                                "VCLK0 `video`"),)),
     MetricSpec("gpu.power.limit", G, "W", "Enforced power limit.", (), "slow"),
     MetricSpec("gpu.nvlink.io", C, "By", "NVLink traffic over all links.",
-          ("network.io.direction",), "slow"),
+          ("network.io.direction",), "slow", vendors=NVIDIA_ONLY),
     MetricSpec("gpu.clock.throttle", G, "1", "1 while the clock-event reason is active.",
-          ("gpu.clock.throttle.reason",), "slow"),
+          ("gpu.clock.throttle.reason",), "slow",
+          vendor_notes=(("amd", "reasons `ppt_power`, `socket_thermal`, `vr_thermal`, "
+                                "`hbm_thermal`, `prochot` (amdsmi violation status)"),)),
     MetricSpec("gpu.violation.time", C, "s", "Time clocks were held below target by a policy.",
-          ("gpu.violation.policy",), "slow"),
-    MetricSpec("gpu.fan.speed", G, "1", "Fan speed as a fraction of its maximum.", (), "slow"),
-    MetricSpec("gpu.performance_state", G, "1", "Performance state (P-state number).", (), "slow"),
+          ("gpu.violation.policy",), "slow", vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.fan.speed", G, "1", "Fan speed as a fraction of its maximum.", (), "slow",
+          vendor_notes=(("amd", "absent on Instinct parts (passively cooled)"),)),
+    MetricSpec("gpu.performance_state", G, "1", "Performance state (P-state number).", (), "slow",
+          vendors=NVIDIA_ONLY),
     MetricSpec("gpu.pcie.replay", C, "{replay}", "PCIe replay count.", (), "slow"),
     MetricSpec("hw.errors", C, "{error}", "ECC errors since the driver was loaded.",
-          ("error.type",), "slow"),
+          ("error.type",), "slow",
+          vendor_notes=(("amd", "also `error.type=deferred` (uncorrectable, deferred to the "
+                                "consumer)"),)),
     MetricSpec("gpu.memory.remapped_rows", C, "{row}", "Memory rows remapped.", ("error.type",),
-          "slow"),
-    MetricSpec("gpu.memory.row_remap.failure", G, "1", "1 if a row remap failed.", (), "slow"),
+          "slow", vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.memory.row_remap.failure", G, "1", "1 if a row remap failed.", (), "slow",
+          vendors=NVIDIA_ONLY),
     MetricSpec("gpu.memory.retired_pages", U, "{page}", "Retired frame buffer pages.",
-          ("gpu.retirement.cause",), "slow"),
-    MetricSpec("gpu.sm.utilization", G, "1", "Fraction of SMs busy (GPM).", (), "gpm"),
+          ("gpu.retirement.cause",), "slow", vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.sm.utilization", G, "1", "Fraction of SMs busy (GPM).", (), "gpm",
+          vendors=NVIDIA_ONLY),
     MetricSpec("gpu.sm.occupancy", G, "1", "Warps resident per SM over the maximum (GPM).", (),
-          "gpm"),
-    MetricSpec("gpu.tensor.utilization", G, "1", "Tensor core activity (GPM).", (), "gpm"),
-    MetricSpec("gpu.dram.utilization", G, "1", "DRAM bandwidth used over peak (GPM).", (), "gpm"),
+          "gpm", vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.tensor.utilization", G, "1", "Tensor core activity (GPM).", (), "gpm",
+          vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.dram.utilization", G, "1", "DRAM bandwidth used over peak (GPM).", (), "gpm",
+          vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.xgmi.io", C, "By", "AMD XGMI (Infinity Fabric) traffic over all links.",
+          ("network.io.direction",), "slow", vendors=AMD_ONLY,
+          vendor_notes=(("amd", "receive = data read, transmit = data written"),)),
     MetricSpec("hw.status", U, "1", "1 for the device's current state.", ("hw.state",), ""),
     MetricSpec("gpu.xid.errors", C, "{error}", "XID errors reported by the GPU since the agent "
-          "started (each occurrence, storms included).", ("gpu.xid.code",), "events"),
+          "started (each occurrence, storms included).", ("gpu.xid.code",), "events",
+          vendors=NVIDIA_ONLY),
     MetricSpec("gpu.memory.retired_pages.pending", G, "1",
-          "1 while retired pages wait for a GPU reset to take effect.", (), "slow"),
+          "1 while retired pages wait for a GPU reset to take effect.", (), "slow",
+          vendors=NVIDIA_ONLY),
 )
 
-_BY_NAME = {spec.name: spec for spec in DEVICE_METRICS}
+# Self-telemetry: how the agent itself is doing (exported over OTLP and Prometheus alike).
+AGENT_METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("gpu_agent.cycles", C, "{cycle}", "Metric-group reads completed.",
+               ("hw.id", "gpu.index")),
+    MetricSpec("gpu_agent.cycles.missed", C, "{cycle}",
+               "Sampling cycles skipped because the device was slow or hung.",
+               ("hw.id", "gpu.index")),
+    MetricSpec("gpu_agent.cycle.duration", G, "s",
+               "Duration of the latest read of the group: the device library calls of one "
+               "cycle, including the wait for the device thread.",
+               ("hw.id", "gpu.index", "gpu_agent.group")),
+    MetricSpec("gpu_agent.cycle.time", C, "s",
+               "Total time spent reading the device (divide by gpu_agent.cycles for the mean).",
+               ("hw.id", "gpu.index")),
+    MetricSpec("gpu_agent.call.overruns", C, "{call}",
+               "Device calls that exceeded call_timeout (the device was marked unresponsive).",
+               ("hw.id", "gpu.index")),
+    MetricSpec("gpu_agent.read.errors", C, "{error}", "Group reads that failed.",
+               ("hw.id", "gpu.index")),
+    MetricSpec("gpu_agent.exports", C, "{export}", "Metric exports that ended (OTLP push)."),
+    MetricSpec("gpu_agent.export.failures", C, "{export}", "Metric exports that failed."),
+    MetricSpec("gpu_agent.exports.skipped", C, "{export}",
+               "Export intervals skipped while the previous export was still retrying."),
+    MetricSpec("gpu_agent.scrapes", C, "{scrape}", "Prometheus scrapes served."),
+    MetricSpec("gpu_agent.events", C, "{event}",
+               "Health events produced (after de-duplication and storm control)."),
+    MetricSpec("gpu_agent.events.sent", C, "{event}", "Health events the collector accepted."),
+    MetricSpec("gpu_agent.events.suppressed", C, "{event}",
+               "Repeats folded into storm summaries (their count is in gpu.event.count)."),
+    MetricSpec("gpu_agent.events.duplicates", C, "{event}",
+               "XIDs seen by both NVML and the kernel log, reported once."),
+    MetricSpec("gpu_agent.events.dropped", C, "{event}",
+               "Health events lost: the spool was full or unusable."),
+    MetricSpec("gpu_agent.events.spooled", C, "{event}",
+               "Health events written to the on-disk spool while the collector was away."),
+    MetricSpec("gpu_agent.events.spool.size", U, "By", "Size of the event spool on disk."),
+    MetricSpec("gpu_agent.events.spool.records", U, "{event}",
+               "Health events waiting in the spool."),
+)
+
+_WORKLOAD = ("container.id", "k8s.namespace.name", "k8s.pod.name", "k8s.pod.uid",
+             "k8s.container.name", "slurm.job.id")
+_PROCESS = ("process.pid", "process.executable.name", *_WORKLOAD)
+
+# Per process and per container on each GPU (group "processes"); workload attributes only where
+# known, and a series disappears with its process or container.
+PROCESS_METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("gpu.process.memory.usage", G, "By", "GPU memory used by the process.",
+               _PROCESS, "processes", vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.process.utilization", G, "1",
+               "Fraction of the engine's time used by the process.",
+               (*_PROCESS, "hw.gpu.task"), "processes", vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.process.series.overflow", U, "{process}",
+               "Processes on the GPU beyond the per-process series limit (not exported one by "
+               "one; still counted in their container's totals).", (), "processes",
+               vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.container.memory.usage", G, "By",
+               "GPU memory used by the container's (or job's) processes.", _WORKLOAD,
+               "processes", vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.container.utilization", G, "1",
+               "Fraction of the engine's time used by the container's processes.",
+               (*_WORKLOAD, "hw.gpu.task"), "processes", vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.container.memory.limit", G, "By",
+               "GPU memory allocated to the container on this GPU, where known.", _WORKLOAD,
+               "processes", vendors=NVIDIA_ONLY),
+)
+
+_BY_NAME = {spec.name: spec for spec in (*DEVICE_METRICS, *PROCESS_METRICS, *AGENT_METRICS)}
 
 
 def spec_for(name: str) -> MetricSpec:
@@ -91,4 +189,16 @@ DEVICE_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("hw.model", "product name"),
     ("gpu.index", "index on the node"),
     ("gpu.pci.bus_id", "PCI bus id"),
+)
+
+WORKLOAD_ATTRIBUTES: tuple[tuple[str, str], ...] = (
+    ("process.pid", "process id (host PID namespace)"),
+    ("process.executable.name", "process name, sanitised and length-limited"),
+    ("process.command_line", "only with `attribution.export_command_line: true`"),
+    ("container.id", "runtime container id from the cgroup path"),
+    ("k8s.namespace.name", "from the kubelet pod-resources API"),
+    ("k8s.pod.name", "from the kubelet pod-resources API"),
+    ("k8s.pod.uid", "from the cgroup path"),
+    ("k8s.container.name", "from the kubelet pod-resources API"),
+    ("slurm.job.id", "from the Slurm job cgroup"),
 )

@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from pathlib import Path
 
 from opentelemetry.sdk.resources import Resource
@@ -22,15 +23,20 @@ from opentelemetry.sdk.resources import Resource
 from agent.config.load import ConfigError, Overrides, load
 from agent.config.schema import AgentConfig
 from agent.export.exporters import build_snapshot_exporter
+from agent.export.prometheus.health import HealthCheck
+from agent.export.prometheus.server import EndpointError, MetricsEndpoint
 from agent.export.pusher import MetricPusher
-from agent.model.snapshot import SnapshotStore
+from agent.model.snapshot import Reading, SnapshotStore
 from agent.model.workload import WorkloadLookup
 from agent.runtime.config_holder import ConfigHolder
 from agent.runtime.discovery import OpenBackend, installed_backends, open_backends
 from agent.runtime.health import HealthRuntime
 from agent.runtime.sampler import DeviceSampler
+from agent.runtime.self_telemetry import SelfTelemetry
 from agent.sampling.backend import Backend
 from agent.version import VERSION
+from agent.workloads.attribution import Attribution
+from agent.workloads.build import build as build_attribution
 
 log = logging.getLogger(__name__)
 RELOAD_POLL_SECONDS = 2.0
@@ -84,6 +90,7 @@ class Agent:
         self._stop = asyncio.Event()
         self.store = SnapshotStore()
         self.samplers: list[DeviceSampler] = []
+        self.attribution: Attribution | None = None  # also the WorkloadLookup of events
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -135,12 +142,17 @@ class Agent:
             )
             return 1
         resource = build_resource(self._initial, opened)
+        workload_service = None
+        if self._initial.attribution.enabled:
+            self.attribution, workload_service = build_attribution(self._initial.attribution)
         if self._initial.health.enabled:
+            # Attribution's lookup knows containers and pods; the backend's only PIDs.
             self.health = HealthRuntime(self._initial, resource, opened, self.store,
-                                        self._workloads)
+                                        self._workloads or self.attribution)
         observer = self.health.engine if self.health is not None else None
         self.samplers = [
-            DeviceSampler(device, self.store, self._holder, observer=observer)
+            DeviceSampler(device, self.store, self._holder, attribution=self.attribution,
+                          observer=observer)
             for backend in opened
             for device in backend.devices
         ]
@@ -149,10 +161,24 @@ class Agent:
             device_count=len(self.samplers),
         )
         self.pusher = pusher
+        telemetry = SelfTelemetry(time.time_ns())
+        telemetry.watch_samplers(self.samplers)
+        telemetry.add(lambda: _export_readings(pusher))
+        if self.health is not None:
+            telemetry.add(self.health.readings)
+        self.store.set_agent_source(telemetry.sample)
+        try:
+            endpoint = self._start_endpoint(resource, telemetry)
+        except EndpointError as error:
+            log.error("%s", error)
+            self._close_backends(opened)
+            return 2
         tasks = [asyncio.create_task(s.run(), name=f"sampler-{i}")
                  for i, s in enumerate(self.samplers)]
         tasks.append(asyncio.create_task(pusher.run(), name="export"))
         tasks.append(asyncio.create_task(self._watch_file(), name="config-watch"))
+        if workload_service is not None:
+            tasks.append(asyncio.create_task(workload_service.run(), name="workloads"))
         if self.health is not None:
             tasks.extend(self.health.start())
         for task in tasks:
@@ -172,9 +198,25 @@ class Agent:
             # Events first: they are few, and what is not sent must reach the spool.
             self.health.close(budget * 0.3)
         await pusher.close(budget * (0.7 if self.health is not None else 1.0))
+        if endpoint is not None:
+            endpoint.stop()
         self._close_backends(opened)
         log.info("run summary %s", json.dumps(self.summary(), sort_keys=True))
         return 0
+
+    def _start_endpoint(
+        self, resource: Resource, telemetry: SelfTelemetry
+    ) -> MetricsEndpoint | None:
+        """The Prometheus endpoint if configured. Raises EndpointError if it cannot start."""
+        if not self._initial.prometheus.enabled:
+            return None
+        health = HealthCheck(self.store, len(self.samplers), lambda: self._holder.current)
+        endpoint = MetricsEndpoint(lambda: self._holder.current, self.store,
+                                   dict(resource.attributes), health)
+        endpoint.start()
+        telemetry.add(endpoint.readings)
+        self.endpoint = endpoint
+        return endpoint
 
     def summary(self) -> dict[str, object]:
         """Counters of the whole run, logged as one JSON line at exit (read by the benchmarks)."""
@@ -198,6 +240,15 @@ class Agent:
             return
         for backend in opened:
             backend.backend.close()
+
+
+def _export_readings(pusher: MetricPusher) -> tuple[Reading, ...]:
+    stats = pusher.stats
+    return (
+        Reading("gpu_agent.exports", stats.exports),
+        Reading("gpu_agent.export.failures", stats.failures),
+        Reading("gpu_agent.exports.skipped", stats.skipped),
+    )
 
 
 def _report_crash(task: asyncio.Task[None]) -> None:

@@ -19,7 +19,7 @@ from agent.export.event_senders import build_event_sender
 from agent.health.engine import EngineSettings, HealthEngine
 from agent.health.spool import Spool
 from agent.health.telemetry import HealthTelemetry
-from agent.model.snapshot import SnapshotStore
+from agent.model.snapshot import Reading, SnapshotStore
 from agent.model.workload import WorkloadLookup
 from agent.runtime.discovery import OpenBackend
 from agent.sampling.backend import (
@@ -83,6 +83,20 @@ class HealthRuntime:
             source.stop()
         self.pusher.close(self.engine.drain(), timeout=budget)
         self.engine.close()
+
+    def readings(self) -> tuple[Reading, ...]:
+        """Self-telemetry (``gpu_agent.events.*``), read when a snapshot is taken."""
+        t = self.telemetry()
+        return (
+            Reading("gpu_agent.events", t.events),
+            Reading("gpu_agent.events.sent", t.sent),
+            Reading("gpu_agent.events.suppressed", t.suppressed),
+            Reading("gpu_agent.events.duplicates", t.duplicates),
+            Reading("gpu_agent.events.dropped", t.dropped),
+            Reading("gpu_agent.events.spooled", t.spooled),
+            Reading("gpu_agent.events.spool.size", t.spool_bytes),
+            Reading("gpu_agent.events.spool.records", t.spool_records),
+        )
 
     def telemetry(self) -> HealthTelemetry:
         engine, pusher, spool = self.engine.stats, self.pusher.stats, self.spool.stats

@@ -84,7 +84,7 @@ class NvidiaBackend:
         return sources
 
     def workload_lookup(self) -> WorkloadLookup:
-        from plugins.nvidia.processes import NvmlProcessLookup
+        from plugins.nvidia.event_processes import NvmlProcessLookup
 
         return NvmlProcessLookup(self._handles)
 

@@ -1,59 +1,138 @@
-"""The processes on a GPU, for health events: PIDs from NVML, executable names from /proc.
+"""Per-process GPU memory and utilization from NVML.
 
-This is the cheap part of attribution (no cgroups, no pods): enough to say which processes an
-XID hit. Containers and pods come from the workload resolver through the same seam
-(:class:`agent.model.workload.WorkloadLookup`). Answers are cached briefly, so an XID storm
-costs one NVML query per GPU per ``TTL_S``.
+Memory comes from the compute and graphics running-process lists (a process in both is one
+process: its largest figure counts). Utilization comes from ``nvmlDeviceGetProcessUtilization``,
+asked only for samples newer than the last one seen: ``NVML_ERROR_NOT_FOUND`` then means "no new
+samples since", which is normal, and the last figures stand until the process leaves the list.
+
+The lists are read with the size handshake done here rather than in pynvml's wrappers, because a
+process starting between the two calls makes the second one fail with INSUFFICIENT_SIZE; we
+retry with the new count instead of losing the cycle.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Mapping
-from pathlib import Path
+import ctypes
+import logging
+from collections.abc import Callable
 from typing import Any
 
 import pynvml
 
-from agent.model.workload import GpuProcess
+from agent.model.process import TASK_DECODER, TASK_ENCODER, TASK_GENERAL, ProcessUsage
+from plugins.nvidia.nvml import Unavailable, classify
 
-TTL_S = 1.0
-PROC = Path("/proc")
+log = logging.getLogger(__name__)
+
+HANDSHAKE_TRIES = 4
+HEADROOM = 8  # extra slots, so a process starting between the calls still fits
+LIST_CALLS = ("nvmlDeviceGetComputeRunningProcesses_v3",
+              "nvmlDeviceGetGraphicsRunningProcesses_v3")
+UTIL_CALL = "nvmlDeviceGetProcessUtilization"
+_NOT_AVAILABLE = 0xFFFFFFFFFFFFFFFF  # usedGpuMemory when the driver cannot tell (WDDM)
 
 
-def executable_name(pid: int, proc: Path = PROC) -> str:
+def _function(name: str) -> Any:
     try:
-        return (proc / str(pid) / "comm").read_text(encoding="utf-8", errors="replace").strip()
-    except OSError:
-        return ""  # the process is already gone
+        return pynvml._nvmlGetFunctionPointer(name)
+    except pynvml.NVMLError as error:
+        raise classify(error, name) from error
 
 
-class NvmlProcessLookup:
-    def __init__(self, handles: Mapping[str, Any]) -> None:
-        self._handles = dict(handles)
-        self._lock = threading.Lock()
-        self._cache: dict[str, tuple[float, tuple[GpuProcess, ...]]] = {}
+def _sized_call(name: str, call: Callable[[Any, ctypes.c_uint], int],
+                struct: type[ctypes.Structure]) -> list[Any]:
+    """NVML's count handshake: ask the size, allocate with headroom, retry if it grew."""
+    count = ctypes.c_uint(0)
+    ret = call(None, count)
+    for _ in range(HANDSHAKE_TRIES):
+        if ret == pynvml.NVML_SUCCESS and count.value == 0:
+            return []
+        if ret not in (pynvml.NVML_SUCCESS, pynvml.NVML_ERROR_INSUFFICIENT_SIZE):
+            raise classify(pynvml.NVMLError(ret), name)
+        size = count.value + HEADROOM
+        array = (struct * size)()
+        count = ctypes.c_uint(size)
+        ret = call(array, count)
+        if ret == pynvml.NVML_SUCCESS:
+            return list(array[: count.value])
+    raise classify(pynvml.NVMLError(ret), name)
 
-    def processes_on(self, uuid: str) -> tuple[GpuProcess, ...]:
-        handle = self._handles.get(uuid)
-        if handle is None:
-            return ()
-        now = time.monotonic()
-        with self._lock:
-            cached = self._cache.get(uuid)
-        if cached is not None and now - cached[0] < TTL_S:
-            return cached[1]
-        pids: list[int] = []
-        for query in (pynvml.nvmlDeviceGetComputeRunningProcesses,
-                      pynvml.nvmlDeviceGetGraphicsRunningProcesses):
+
+def read_running(handle: Any, name: str) -> list[Any]:
+    fn = _function(name)
+    return _sized_call(name, lambda array, count: int(fn(handle, ctypes.byref(count), array)),
+                       pynvml.c_nvmlProcessInfo_v3_t)
+
+
+class ProcessSampler:
+    """Keeps the utilization cursor and last figures of one device between reads."""
+
+    def __init__(self, handle: Any, invoke: Callable[..., Any]) -> None:
+        self._handle = handle
+        self._invoke = invoke  # the device's call wrapper (names the call while it runs)
+        self._lists: tuple[str, ...] = ()
+        self._utilization = False
+        self._last_seen = 0
+        self._util: dict[int, tuple[tuple[str, float], ...]] = {}
+
+    def probe(self) -> bool:
+        """Which of the list calls work here; utilization is optional."""
+        lists = []
+        for name in LIST_CALLS:
             try:
-                for info in query(handle):
-                    if info.pid not in pids:
-                        pids.append(int(info.pid))
+                self._invoke(name, read_running, self._handle, name)
+            except Unavailable as reason:
+                log.debug("%s", reason)
+                continue
             except pynvml.NVMLError:
-                continue  # not supported, or the GPU is lost: what we have is all we know
-        found = tuple(GpuProcess(pid, executable_name(pid)) for pid in pids)
-        with self._lock:
-            self._cache[uuid] = (now, found)
-        return found
+                pass  # transient: keep it
+            lists.append(name)
+        self._lists = tuple(lists)
+        try:
+            self._invoke(UTIL_CALL, self._read_utilization)
+            self._utilization = True
+        except Unavailable as reason:
+            log.debug("%s", reason)
+            self._utilization = False
+        except pynvml.NVMLError:
+            self._utilization = True
+        return bool(self._lists)
+
+    def read(self) -> tuple[ProcessUsage, ...]:
+        memory: dict[int, int | None] = {}
+        for name in self._lists:
+            for info in self._invoke(name, read_running, self._handle, name):
+                used = None if info.usedGpuMemory == _NOT_AVAILABLE else int(info.usedGpuMemory)
+                before = memory.get(info.pid)
+                memory[info.pid] = used if before is None else max(before, used or 0)
+        if self._utilization:
+            try:
+                self._invoke(UTIL_CALL, self._read_utilization)
+            except (Unavailable, pynvml.NVMLError) as error:
+                log.debug("%s this cycle: %s", UTIL_CALL, error)
+        # A process that left the list has no more figures; forget its last sample.
+        self._util = {pid: u for pid, u in self._util.items() if pid in memory}
+        return tuple(
+            ProcessUsage(pid, used, self._util.get(pid, ()))
+            for pid, used in sorted(memory.items())
+        )
+
+    def _read_utilization(self) -> None:
+        fn = _function(UTIL_CALL)
+        last = ctypes.c_ulonglong(self._last_seen)
+        try:
+            samples = _sized_call(
+                UTIL_CALL, lambda array, count: int(fn(self._handle, array, ctypes.byref(count),
+                                                       last)),
+                pynvml.c_nvmlProcessUtilizationSample_t)
+        except pynvml.NVMLError as error:
+            if error.value == pynvml.NVML_ERROR_NOT_FOUND:
+                return  # no samples newer than the last one: the last figures stand
+            raise
+        for sample in samples:
+            self._last_seen = max(self._last_seen, int(sample.timeStamp))
+            self._util[int(sample.pid)] = (
+                (TASK_GENERAL, min(int(sample.smUtil), 100) / 100.0),
+                (TASK_ENCODER, min(int(sample.encUtil), 100) / 100.0),
+                (TASK_DECODER, min(int(sample.decUtil), 100) / 100.0),
+            )

@@ -30,10 +30,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from plugins.amd.simulator import _lib as amd_lib
+from plugins.amd.simulator import models as amd_models
+from plugins.amd.simulator import scenario as amd_scenario
+from plugins.amd.simulator.build import build_library as build_amd_library
 from plugins.nvidia.simulator import _lib
 from plugins.nvidia.simulator.build import build_library
 from plugins.nvidia.simulator.models import BASE, model_info
 from plugins.nvidia.simulator.scenario import (
+    DeviceSpec,
     Random,
     Scenario,
     ScenarioError,
@@ -43,7 +48,7 @@ from plugins.nvidia.simulator.scenario import (
     function_names,
     load_scenario,
     parse_value,
-    settable_readings,
+    vendor_readings,
 )
 
 log = logging.getLogger("gpu_sim.node")
@@ -115,6 +120,12 @@ def _deterministic_uuid(scenario: Scenario, index: int) -> str:
     return "GPU-" + str(uuidlib.UUID(bytes=h[:16], version=4))
 
 
+def _amd_uuid(scenario: Scenario, index: int, device_id: float | None) -> str:
+    """amdsmi's form: the PCI device id leads, no ``GPU-`` prefix."""
+    h = hashlib.sha256(f"{scenario.path}:{index}".encode()).hexdigest()
+    return f"{int(device_id or 0):04x}{h[:4]}-{h[4:8]}-{h[8:12]}-{h[12:16]}-{h[16:28]}"
+
+
 class Node:
     """A running simulated node (in the daemon process)."""
 
@@ -127,6 +138,15 @@ class Node:
         self.state_path = state_dir / "node.shm"
         self.socket_path = socket_path or default_socket_in(state_dir)
         self.lib = _lib.NodeLib(self.library)
+        # Each scenario device is served by its vendor's library under a vendor-local index.
+        self.slots: list[tuple[str, int]] = []
+        counts = {"nvidia": 0, "amd": 0}
+        for d in scenario.devices:
+            self.slots.append((d.vendor, counts[d.vendor]))
+            counts[d.vendor] += 1
+        self.amd_library: Path | None = build_amd_library() if counts["amd"] else None
+        self.amd_state_path = state_dir / "amd.shm"
+        self.amd = amd_lib.AmdNodeLib(self.amd_library) if self.amd_library else None
         self.lock = threading.RLock()
         self.rng = random.Random(0x5151)
         self.t0 = time.monotonic()
@@ -143,26 +163,33 @@ class Node:
     def setup(self) -> None:
         sc = self.scenario
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.lib.create(self.state_path, len(sc.devices))
+        self.lib.create(self.state_path, sum(v == "nvidia" for v, _ in self.slots))
         self.lib.set_system(sc.driver_version, sc.nvml_version, sc.cuda_driver_version)
+        if self.amd is not None:
+            self.amd.create(self.amd_state_path, sum(v == "amd" for v, _ in self.slots))
+            self.amd.set_system(sc.amd_driver_version, "2025/06/01")
         for d in sc.devices:
+            if d.vendor == "amd":
+                self._setup_amd(d)
+                continue
+            local = self.slots[d.index][1]
             info = model_info(d.model)
             vals: dict[str, Value] = dict(BASE)
             vals.update(info.readings)
-            vals["minor_number"] = float(d.index)
+            vals["minor_number"] = float(local)
             vals.update(d.readings)
             self.values.append(vals)
-            self.lib.set_string(d.index, "name", d.model)
-            self.lib.set_string(d.index, "uuid", d.uuid or _deterministic_uuid(sc, d.index))
-            self.lib.set_string(d.index, "serial", d.serial or f"{1650924060000 + d.index:013d}")
+            self.lib.set_string(local, "name", d.model)
+            self.lib.set_string(local, "uuid", d.uuid or _deterministic_uuid(sc, d.index))
+            self.lib.set_string(local, "serial", d.serial or f"{1650924060000 + d.index:013d}")
             bus = d.pci_bus_id or f"00000000:{0x18 + 0x10 * d.index:02X}:00.0"
             if len(bus.split(":")[0]) == 4:
                 bus = "0000" + bus
-            self.lib.set_string(d.index, "pci_bus_id", bus.upper())
-            self.lib.set_string(d.index, "vbios", info.vbios)
-            self.lib.set_string(d.index, "board_part", info.board_part)
+            self.lib.set_string(local, "pci_bus_id", bus.upper())
+            self.lib.set_string(local, "vbios", info.vbios)
+            self.lib.set_string(local, "board_part", info.board_part)
             for fn in d.unsupported:
-                self.lib.set_function_unsupported(d.index, fn)
+                self.lib.set_function_unsupported(local, fn)
         self._apply_values(0.0)
         for p in sc.processes:
             pid = p.pid if p.pid is not None else self._spawn_placeholder(p.cgroup)
@@ -170,6 +197,25 @@ class Node:
                 p.device, pid, p.kind, p.used_memory_mib, p.sm_util, p.mem_util
             )
         self._apply_procs(0.0)
+
+    def _setup_amd(self, d: DeviceSpec) -> None:
+        assert self.amd is not None
+        local = self.slots[d.index][1]
+        vals: dict[str, Value] = dict(amd_models.BASE)
+        vals.update(amd_models.model_readings(d.model))
+        vals["minor_number"] = float(local)
+        vals.update(d.readings)
+        self.values.append(vals)
+        self.amd.set_string(local, "name", d.model)
+        device_id = vals.get("pci_device_id")
+        uuid = d.uuid or _amd_uuid(self.scenario, d.index, device_id if isinstance(
+            device_id, float | int) else None)
+        self.amd.set_string(local, "uuid", uuid)
+        self.amd.set_string(local, "serial", d.serial or f"{0x6922510011 + d.index:X}")
+        self.amd.set_string(local, "vbios", "113-M3000100-102")
+        self.amd.set_bdf(local, d.pci_bus_id or f"0000:{0x0C + 0x10 * d.index:02X}:00.0")
+        for fn in d.unsupported:
+            self.amd.set_function_unsupported(local, fn)
 
     def _spawn_placeholder(self, cgroup: str | None) -> int:
         """A sleeping child standing in for a GPU process, moved into ``cgroup`` if possible."""
@@ -213,27 +259,36 @@ class Node:
             for i, vals in enumerate(self.values):
                 if device is not None and i != device:
                     continue
+                vendor, local = self.slots[i]
+                derived = amd_scenario.DERIVED if vendor == "amd" else _DERIVED
+                lib: _lib.NodeLib | amd_lib.AmdNodeLib = self.lib
+                if vendor == "amd" and self.amd is not None:
+                    lib = self.amd
                 current: dict[str, float | None] = {
                     k: _eval(v, t, self.rng) for k, v in vals.items()
                 }
-                for name, fn in _DERIVED.items():
+                for name, fn in derived.items():
                     if name not in vals:
                         current[name] = fn(current)
                 for name, value in current.items():
                     if (
                         only is None
                         or name in only
-                        or name in _DERIVED
+                        or name in derived
                         or isinstance(vals.get(name), Sine | Random)
                     ):
-                        self.lib.set_reading(i, name, value)
+                        lib.set_reading(local, name, value)
 
     def _apply_procs(self, t: float) -> None:
         with self.lock:
             for p in self.procs.values():
                 sm = _eval(p.sm_util, t, self.rng) or 0.0
                 mem = _eval(p.mem_util, t, self.rng) or 0.0
-                self.lib.proc_add(p.device, p.pid, p.kind, p.used_memory_mib, sm, mem)
+                vendor, local = self.slots[p.device]
+                if vendor == "amd" and self.amd is not None:
+                    self.amd.proc_add(local, p.pid, p.used_memory_mib, sm)
+                else:
+                    self.lib.proc_add(local, p.pid, p.kind, p.used_memory_mib, sm, mem)
 
     def _run_timeline(self, t: float) -> None:
         tl = self.scenario.timeline
@@ -261,6 +316,8 @@ class Node:
                 self._apply_values(t, frozenset())
                 self._apply_procs(t)
                 self.lib.tick(now - last)
+                if self.amd is not None:
+                    self.amd.tick(now - last)
             except Exception:  # keep the node alive whatever a pattern does
                 log.exception("tick failed")
             last = now
@@ -288,37 +345,54 @@ class Node:
             raise CommandError(f"'{key}' must be a non-negative number")
         return float(v)
 
+    def _slot(self, dev: int) -> tuple[str, int]:
+        return self.slots[dev]
+
+    def _amd_target(self, dev: int) -> tuple[amd_lib.AmdNodeLib, int] | None:
+        vendor, local = self.slots[dev]
+        return (self.amd, local) if vendor == "amd" and self.amd is not None else None
+
     def handle(self, req: Mapping[str, object], parsed: bool = False) -> dict[str, object]:
         op = req.get("op")
         with self.lock:
             if op == "xid":
                 dev = self._device(req)
                 code = self._int_arg(req, "code")
-                seq = self.lib.push_event(dev, _lib.EVENT_XID, code)
+                if self._amd_target(dev) is not None:
+                    raise CommandError(
+                        f"device {dev} is an AMD GPU: AMD reports no XIDs; use the 'event' op"
+                    )
+                seq = self.lib.push_event(self._slot(dev)[1], _lib.EVENT_XID, code)
                 return {"ok": True, "seq": seq}
             if op == "ecc":
                 dev = self._device(req)
                 kind = req.get("type", "single_bit")
                 if kind not in ("single_bit", "double_bit"):
                     raise CommandError("'type' must be single_bit or double_bit")
+                amd = self._amd_target(dev)
+                if amd is not None:  # amdsmi has no ECC notification: the counters move
+                    counter = "ecc_correctable" if kind == "single_bit" else "ecc_uncorrectable"
+                    amd[0].bump(amd[1], counter, 1)
+                    return {"ok": True}
                 bit = (
                     _lib.EVENT_SINGLE_BIT_ECC if kind == "single_bit" else _lib.EVENT_DOUBLE_BIT_ECC
                 )
-                seq = self.lib.push_event(dev, bit, 0)  # also bumps the ECC counters
+                seq = self.lib.push_event(self._slot(dev)[1], bit, 0)  # also bumps the counters
                 return {"ok": True, "seq": seq}
-            if op == "lost":
+            if op in ("lost", "recover", "hang"):
                 dev = self._device(req)
-                self.lib.set_lost(dev, True)
+                ms = self._int_arg(req, "ms") if op == "hang" else 0
+                amd = self._amd_target(dev)
+                target: _lib.NodeLib | amd_lib.AmdNodeLib = amd[0] if amd else self.lib
+                local = self._slot(dev)[1]
+                if op != "hang":
+                    target.set_lost(local, op == "lost")
+                target.set_hang_ms(local, ms)
                 return {"ok": True}
-            if op == "recover":
-                dev = self._device(req)
-                self.lib.set_lost(dev, False)
-                self.lib.set_hang_ms(dev, 0)
-                return {"ok": True}
-            if op == "hang":
-                dev = self._device(req)
-                self.lib.set_hang_ms(dev, self._int_arg(req, "ms"))
-                return {"ok": True}
+            if op == "event":
+                return self._op_event(req)
+            if op == "reset":
+                return self._op_reset(req)
             if op == "set":
                 return self._op_set(req, parsed)
             if op == "proc_add":
@@ -331,29 +405,89 @@ class Node:
                     raise CommandError(f"no GPU process with pid {pid}")
                 for k in keys:
                     del self.procs[k]
-                    self.lib.proc_rm(k[0], pid)
+                    amd = self._amd_target(k[0])
+                    if amd is not None:
+                        amd[0].proc_rm(amd[1], pid)
+                    else:
+                        self.lib.proc_rm(self._slot(k[0])[1], pid)
                 return {"ok": True, "removed": len(keys)}
             if op == "stats":
-                totals, per_dev = self.lib.call_counts()
-                return {
-                    "ok": True,
-                    "calls": totals,
-                    "per_device": per_dev,
-                    "devices": len(self.values),
-                    "processes": self.lib.proc_count(),
-                    "event_seq": self.lib.event_seq(),
-                    "uptime_s": round(time.monotonic() - self.t0, 3),
-                }
+                return {"ok": True, **self._stats()}
             if op == "info":
                 return {"ok": True, **self.describe()}
         raise CommandError(f"unknown op {op!r}")
+
+    def _stats(self) -> dict[str, object]:
+        """Call counts of both libraries; per-device counts under the scenario's indices."""
+        totals, per_local = self.lib.call_counts()
+        by_scenario = {local: i for i, (v, local) in enumerate(self.slots) if v == "nvidia"}
+        per_dev: dict[str, dict[str, int]] = {
+            fn: {str(by_scenario.get(int(d), d)): c for d, c in devs.items()}
+            for fn, devs in per_local.items()
+        }
+        processes = self.lib.proc_count()
+        event_seq = self.lib.event_seq()
+        out: dict[str, object] = {}
+        if self.amd is not None:
+            amd_totals, amd_per_local = self.amd.call_counts()
+            amd_index = {local: i for i, (v, local) in enumerate(self.slots) if v == "amd"}
+            for local, calls in amd_per_local.items():
+                for fn, c in calls.items():
+                    per_dev.setdefault(fn, {})[str(amd_index[local])] = c
+            totals = {**totals, **amd_totals}
+            processes += self.amd.proc_count()
+            out["amd_event_seq"] = self.amd.event_seq()
+        return {
+            "calls": totals,
+            "per_device": per_dev,
+            "devices": len(self.values),
+            "processes": processes,
+            "event_seq": event_seq,
+            "uptime_s": round(time.monotonic() - self.t0, 3),
+            **out,
+        }
+
+    def _op_event(self, req: Mapping[str, object]) -> dict[str, object]:
+        dev = self._device(req)
+        amd = self._amd_target(dev)
+        if amd is None:
+            raise CommandError(f"device {dev} is not an AMD GPU; 'event' is for AMD devices")
+        kind = req.get("type")
+        if kind not in amd_lib.EVENT_TYPES:
+            raise CommandError(f"'type' must be one of {', '.join(amd_lib.EVENT_TYPES)}")
+        message = req.get("message", "")
+        if not isinstance(message, str):
+            raise CommandError("'message' must be a string")
+        seq = amd[0].push_event(amd[1], str(kind), message or f"simulated {kind}")
+        return {"ok": True, "seq": seq}
+
+    def _op_reset(self, req: Mapping[str, object]) -> dict[str, object]:
+        """An AMD GPU reset: GPU_PRE_RESET, calls fail for ``ms``, then GPU_POST_RESET."""
+        dev = self._device(req)
+        amd = self._amd_target(dev)
+        if amd is None:
+            raise CommandError(f"device {dev} is not an AMD GPU; 'reset' is for AMD devices")
+        ms = self._int_arg(req, "ms") if "ms" in req else 1000
+        lib, local = amd
+        lib.push_event(local, "gpu_pre_reset", "GPU reset begin")
+        lib.set_lost(local, True)
+
+        def _finish() -> None:
+            with self.lock:
+                lib.set_lost(local, False)
+                lib.push_event(local, "gpu_post_reset", "GPU reset end")
+
+        timer = threading.Timer(ms / 1000, _finish)
+        timer.daemon = True
+        timer.start()
+        return {"ok": True}
 
     def _op_set(self, req: Mapping[str, object], parsed: bool) -> dict[str, object]:
         dev = self._device(req)
         values = req.get("values")
         if not isinstance(values, Mapping) or not values:
             raise CommandError("'values' must be a non-empty object of reading: value")
-        allowed = settable_readings()
+        allowed = vendor_readings(self._slot(dev)[0])
         new: dict[str, Value] = {}
         ctx = _Ctx(Path("<set>"))
         for k, v in values.items():
@@ -379,10 +513,16 @@ class Node:
         kind = req.get("type", "compute")
         if kind not in _lib.PROC_KINDS:
             raise CommandError("'type' must be compute, graphics or mps")
-        if (dev, pid) not in self.procs and self.lib.proc_count() >= 4096:
+        local = self._slot(dev)[1]
+        amd = self._amd_target(dev)
+        counter: _lib.NodeLib | amd_lib.AmdNodeLib = amd[0] if amd else self.lib
+        if (dev, pid) not in self.procs and counter.proc_count() >= 4096:
             raise CommandError("process table full")
         self.procs[(dev, pid)] = _Proc(dev, pid, str(kind), mem, sm, mu)
-        self.lib.proc_add(dev, pid, str(kind), mem, sm, mu)
+        if amd is not None:
+            amd[0].proc_add(local, pid, mem, sm)
+        else:
+            self.lib.proc_add(local, pid, str(kind), mem, sm, mu)
         return {"ok": True}
 
     def handle_line(self, line: bytes) -> dict[str, object]:
@@ -403,18 +543,26 @@ class Node:
     # ------------------------------------------------------------------ lifecycle
     def env(self) -> dict[str, str]:
         libdir = str(self.library.parent)
+        if self.amd_library is not None:
+            # amdsmi's wrapper finds libamd_smi.so through the dynamic linker, like pynvml.
+            libdir = f"{libdir}:{self.amd_library.parent}"
         old = os.environ.get("LD_LIBRARY_PATH", "")
-        return {
+        env = {
             "GPU_SIM_NODE": str(self.state_path),
             "GPU_SIM_SOCKET": str(self.socket_path),
             "LD_LIBRARY_PATH": f"{libdir}:{old}" if old else libdir,
         }
+        if self.amd_library is not None:
+            env["GPU_SIM_AMD_NODE"] = str(self.amd_state_path)
+        return env
 
     def describe(self) -> dict[str, object]:
         return {
             "state": str(self.state_path),
             "socket": str(self.socket_path),
             "library": str(self.library),
+            "amd_library": str(self.amd_library) if self.amd_library else None,
+            "amd_state": str(self.amd_state_path) if self.amd_library else None,
             "devices": len(self.values),
             "env": self.env(),
         }

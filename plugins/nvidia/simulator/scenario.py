@@ -17,6 +17,8 @@ from types import MappingProxyType
 
 import yaml
 
+from plugins.amd.simulator import scenario as amd_scenario
+
 SOURCE = Path(__file__).with_name("libnvml_sim.c")
 
 # Readings a scenario may not set directly: identity comes from the model.
@@ -87,6 +89,7 @@ class DeviceSpec:
     serial: str | None
     readings: Mapping[str, Value]
     unsupported: tuple[str, ...]
+    vendor: str = "nvidia"  # or "amd": served by the simulated libamd_smi.so
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,7 @@ class Scenario:
     processes: tuple[ProcessSpec, ...]
     missing_symbols: tuple[str, ...]
     timeline: tuple[TimelineEvent, ...]
+    amd_driver_version: str = "6.10.5"  # amdgpu, for the AMD devices
 
 
 # --------------------------------------------------------------------------- parsing
@@ -256,23 +260,34 @@ def parse_duration(ctx: _Ctx, v: object, key: str) -> float:
     return float(m.group(1)) * scale
 
 
-def _readings(ctx: _Ctx, raw: Mapping[str, object], key: str) -> dict[str, Value]:
-    allowed = settable_readings()
+def vendor_readings(vendor: str) -> frozenset[str]:
+    """The reading keys a device of ``vendor`` may set."""
+    return amd_scenario.settable_readings() if vendor == "amd" else settable_readings()
+
+
+def _readings(
+    ctx: _Ctx, raw: Mapping[str, object], key: str, vendor: str = "nvidia"
+) -> dict[str, Value]:
+    allowed = vendor_readings(vendor)
     out: dict[str, Value] = {}
     for k, v in raw.items():
         if k not in allowed:
-            raise ctx.fail(f"{key}.{k}", f"unknown reading {k!r}")
+            raise ctx.fail(f"{key}.{k}", f"unknown reading {k!r} for a {vendor} device")
         out[k] = parse_value(ctx, v, f"{key}.{k}")
     return out
 
 
-_DEVICE_KEYS = ("model", "uuid", "pci_bus_id", "serial", "unsupported")
+_DEVICE_KEYS = ("model", "uuid", "pci_bus_id", "serial", "unsupported", "vendor")
+VENDORS = ("nvidia", "amd")
 _PCI = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 
 
 def _device(ctx: _Ctx, raw: object, i: int) -> DeviceSpec:
     key = f"devices[{i}]"
-    d = _mapping(ctx, raw, key, frozenset(_DEVICE_KEYS) | settable_readings())
+    vendor = raw.get("vendor", "nvidia") if isinstance(raw, dict) else "nvidia"
+    if vendor not in VENDORS:
+        raise ctx.fail(f"{key}.vendor", f"expected one of {', '.join(VENDORS)}, got {vendor!r}")
+    d = _mapping(ctx, raw, key, frozenset(_DEVICE_KEYS) | vendor_readings(vendor))
     if "model" not in d:
         raise ctx.fail(key, "missing key 'model'")
     model = _str(ctx, d["model"], f"{key}.model")
@@ -287,13 +302,18 @@ def _device(ctx: _Ctx, raw: object, i: int) -> DeviceSpec:
     raw_uns = d.get("unsupported", [])
     if not isinstance(raw_uns, list):
         raise ctx.fail(f"{key}.unsupported", "expected a list of NVML function names")
-    known = set(function_names())
+    known = set(amd_scenario.function_names() if vendor == "amd" else function_names())
+    library = "amdsmi" if vendor == "amd" else "NVML"
     for j, name in enumerate(raw_uns):
         if not isinstance(name, str) or name not in known:
-            raise ctx.fail(f"{key}.unsupported[{j}]", f"unknown NVML function {name!r}")
+            raise ctx.fail(f"{key}.unsupported[{j}]", f"unknown {library} function {name!r}")
         unsupported.append(name)
-    readings = _readings(ctx, {k: v for k, v in d.items() if k not in _DEVICE_KEYS}, key)
-    return DeviceSpec(i, model, uuid, pci, serial, MappingProxyType(readings), tuple(unsupported))
+    readings = _readings(
+        ctx, {k: v for k, v in d.items() if k not in _DEVICE_KEYS}, key, str(vendor)
+    )
+    return DeviceSpec(
+        i, model, uuid, pci, serial, MappingProxyType(readings), tuple(unsupported), str(vendor)
+    )
 
 
 _KINDS = ("compute", "graphics", "mps")
@@ -336,10 +356,14 @@ def _process(ctx: _Ctx, raw: object, i: int, n_dev: int) -> ProcessSpec:
     )
 
 
-_ACTIONS = ("xid", "ecc", "lost", "recover", "hang_ms", "set", "proc_add", "proc_rm")
+_ACTIONS = (
+    "xid", "ecc", "lost", "recover", "hang_ms", "set", "proc_add", "proc_rm", "event", "reset",
+)
+_AMD_ONLY = frozenset({"event", "reset"})
 
 
-def _timeline(ctx: _Ctx, raw: object, i: int, n_dev: int) -> TimelineEvent:
+def _timeline(ctx: _Ctx, raw: object, i: int, vendors: Sequence[str]) -> TimelineEvent:
+    n_dev = len(vendors)
     key = f"timeline[{i}]"
     e = _mapping(ctx, raw, key, ("at", "device", *_ACTIONS))
     if "at" not in e:
@@ -356,6 +380,11 @@ def _timeline(ctx: _Ctx, raw: object, i: int, n_dev: int) -> TimelineEvent:
             raise ctx.fail(f"{key}.device", f"no device {dev} (the scenario has {n_dev})")
     elif action != "proc_rm":
         raise ctx.fail(key, "missing key 'device'")
+    vendor = vendors[dev] if dev is not None else "nvidia"
+    if action in _AMD_ONLY and vendor != "amd":
+        raise ctx.fail(f"{key}.{action}", f"'{action}' applies to AMD devices only")
+    if action == "xid" and vendor == "amd":
+        raise ctx.fail(f"{key}.xid", "AMD GPUs report no XIDs; use 'event' (vm_fault, ...)")
     sub = f"{key}.{action}"
     v = e[action]
     args: dict[str, object]
@@ -374,8 +403,18 @@ def _timeline(ctx: _Ctx, raw: object, i: int, n_dev: int) -> TimelineEvent:
     elif action == "hang_ms":
         args = {"ms": _int(ctx, v, sub)}
     elif action == "set":
-        m = _mapping(ctx, v, sub, settable_readings())
-        args = {"values": MappingProxyType(_readings(ctx, m, sub))}
+        m = _mapping(ctx, v, sub, vendor_readings(vendor))
+        args = {"values": MappingProxyType(_readings(ctx, m, sub, vendor))}
+    elif action == "event":
+        m = _mapping(ctx, v, sub, ("type", "message"))
+        kind = m.get("type")
+        if kind not in amd_scenario.EVENT_KINDS:
+            kinds = ", ".join(amd_scenario.EVENT_KINDS)
+            raise ctx.fail(f"{sub}.type", f"expected one of {kinds}, got {kind!r}")
+        args = {"type": kind, "message": str(m.get("message", ""))}
+    elif action == "reset":
+        m = _mapping(ctx, v, sub, ("ms",))
+        args = {"ms": _int(ctx, m.get("ms", 1000), f"{sub}.ms")}
     elif action == "proc_add":
         m = _mapping(ctx, v, sub, ("pid", "used_memory_mib", "sm_util", "mem_util", "type"))
         if "pid" not in m:
@@ -404,6 +443,7 @@ _TOP = (
     "processes",
     "missing_symbols",
     "timeline",
+    "amd_driver_version",
 )
 
 
@@ -430,7 +470,11 @@ def parse_scenario(text: str, path: Path) -> Scenario:
     top = _mapping(ctx, ctx.to_python(node, ""), "", _TOP)
     vendor = top.get("vendor", "nvidia")
     if vendor != "nvidia":
-        raise ctx.fail("vendor", f"this simulator serves vendor 'nvidia', got {vendor!r}")
+        raise ctx.fail(
+            "vendor",
+            f"the node's default vendor is 'nvidia', got {vendor!r}; "
+            "mark each AMD GPU with 'vendor: amd' in its device entry",
+        )
     driver = str(top.get("driver_version", "580.95.05"))
     cuda = _int(ctx, top.get("cuda_driver_version", 13000), "cuda_driver_version", minimum=1000)
     nvml_version = str(top.get("nvml_version", f"{cuda // 1000}.{driver}"))
@@ -456,7 +500,8 @@ def parse_scenario(text: str, path: Path) -> Scenario:
     raw_tl = top.get("timeline") or []
     if not isinstance(raw_tl, list):
         raise ctx.fail("timeline", "expected a list")
-    timeline = tuple(_timeline(ctx, e, i, len(devices)) for i, e in enumerate(raw_tl))
+    vendors = [d.vendor for d in devices]
+    timeline = tuple(_timeline(ctx, e, i, vendors) for i, e in enumerate(raw_tl))
     return Scenario(
         path=path.resolve(),
         vendor=str(vendor),
@@ -467,4 +512,5 @@ def parse_scenario(text: str, path: Path) -> Scenario:
         processes=procs,
         missing_symbols=tuple(str(m) for m in raw_missing),
         timeline=tuple(sorted(timeline, key=lambda t: t.at_s)),
+        amd_driver_version=str(top.get("amd_driver_version", "6.10.5")),
     )

@@ -1,0 +1,70 @@
+"""The AMD backend: amdsmi (ROCm's libamd_smi.so, real or the simulated node)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from types import ModuleType
+from typing import Any
+
+from agent.model.snapshot import DeviceIdentity
+from agent.sampling.backend import BackendInfo, BackendUnavailable, Device
+from plugins.amd import smi
+from plugins.amd.device import AmdDevice
+
+log = logging.getLogger(__name__)
+
+
+class AmdBackend:
+    name = "amd"
+
+    def __init__(self) -> None:
+        self._smi: ModuleType | None = None
+        self._handles: list[Any] = []
+
+    def open(self) -> BackendInfo:
+        module = smi.load()
+        try:
+            module.amdsmi_init(module.AmdSmiInitFlags.INIT_AMD_GPUS)
+        except module.AmdSmiException as error:
+            raise BackendUnavailable(f"amdsmi could not be initialised: {error}") from error
+        self._smi = module
+        try:
+            self._handles = list(module.amdsmi_get_processor_handles())
+        except module.AmdSmiException as error:
+            self.close()
+            raise BackendUnavailable(f"amdsmi lists no GPUs: {error}") from error
+        driver = "unknown"
+        if self._handles:
+            with contextlib.suppress(module.AmdSmiException):
+                driver = str(module.amdsmi_get_gpu_driver_info(self._handles[0])["driver_version"])
+        return BackendInfo(vendor="amd", driver_version=driver)
+
+    def devices(self) -> list[Device]:
+        module = self._smi
+        if module is None:
+            return []
+        found: list[Device] = []
+        for index, handle in enumerate(self._handles):
+            try:
+                identity = DeviceIdentity(
+                    uuid=str(module.amdsmi_get_gpu_device_uuid(handle)),
+                    index=index,
+                    vendor="amd",
+                    model=str(module.amdsmi_get_gpu_asic_info(handle)["market_name"]),
+                    pci_bus_id=str(module.amdsmi_get_gpu_device_bdf(handle)),
+                )
+            except module.AmdSmiException as error:
+                # Without its UUID a device cannot be named in any series; say so loudly.
+                log.error("AMD GPU %d cannot be identified and is not monitored: %s", index, error)
+                continue
+            found.append(AmdDevice(module, handle, identity))
+        return found
+
+    def close(self) -> None:
+        module, self._smi = self._smi, None
+        if module is not None:
+            try:
+                module.amdsmi_shut_down()
+            except module.AmdSmiException as error:
+                log.debug("amdsmi_shut_down: %s", error)

@@ -1,0 +1,73 @@
+"""One AMD GPU: probes once which amdsmi calls work, then reads metric groups."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from agent.model.snapshot import DeviceIdentity, Reading
+from agent.sampling.backend import DeviceLost
+from plugins.amd.readings import GROUPS, CallReading
+from plugins.amd.smi import Unavailable, classify
+
+log = logging.getLogger(__name__)
+
+
+class AmdDevice:
+    def __init__(self, smi: Any, handle: Any, identity: DeviceIdentity) -> None:
+        self._smi = smi
+        self._handle = handle
+        self._identity = identity
+        self._plans: dict[str, tuple[CallReading, ...]] = {}
+        self._current_call: str | None = None
+
+    @property
+    def identity(self) -> DeviceIdentity:
+        return self._identity
+
+    @property
+    def handle(self) -> Any:
+        return self._handle
+
+    @property
+    def current_call(self) -> str | None:
+        return self._current_call
+
+    def _invoke(self, call: CallReading) -> tuple[Reading, ...]:
+        """Call amdsmi, remembering the call's name while it runs (it may hang)."""
+        self._current_call = call.name
+        try:
+            return call.read(self._smi, self._handle)
+        except self._smi.AmdSmiException as error:
+            raise classify(error, call.name) from error
+        finally:
+            self._current_call = None
+
+    def probe(self) -> frozenset[str]:
+        plans: dict[str, tuple[CallReading, ...]] = {}
+        for group, calls in GROUPS.items():
+            working = []
+            for call in calls:
+                try:
+                    self._invoke(call)
+                except Unavailable as reason:
+                    log.debug("%s: %s", self._identity.uuid, reason)
+                    continue
+                except self._smi.AmdSmiException:
+                    pass  # transient: keep the call, the value is absent when it fails
+                working.append(call)
+            if working:
+                plans[group] = tuple(working)
+        self._plans = plans
+        return frozenset(plans)
+
+    def read(self, group: str) -> tuple[Reading, ...]:
+        readings: list[Reading] = []
+        for call in self._plans.get(group, ()):
+            try:
+                readings.extend(self._invoke(call))
+            except DeviceLost:
+                raise
+            except (Unavailable, self._smi.AmdSmiException) as error:
+                log.debug("%s: %s failed this cycle: %s", self._identity.uuid, call.name, error)
+        return tuple(readings)

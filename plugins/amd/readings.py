@@ -1,0 +1,176 @@
+"""What each metric group reads through ``amdsmi``, and how a value becomes a contract metric.
+
+The names are NVIDIA's (``shared/specs/telemetry.md``); where AMD measures something else
+the difference is in the attribute value (``hw.sensor_location=edge``, AMD throttle reasons,
+``error.type=deferred``) or in an AMD-only name (``gpu.xgmi.io``), never in a reused name.
+Every function takes the imported ``amdsmi`` module and a processor handle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agent.model.snapshot import Attributes, Reading
+from plugins.amd.smi import number
+
+MIB = 1024 * 1024
+KIB = 1024
+
+Read = Callable[[Any, Any], tuple[Reading, ...]]
+
+
+@dataclass(frozen=True)
+class CallReading:
+    name: str  # the amdsmi function, for logs and for naming a call that hung
+    read: Read
+
+
+def _pct(value: Any) -> float | None:
+    v = number(value)
+    return None if v is None or v > 100 else v / 100  # >100: firmware's "not available"
+
+
+def _activity(smi: Any, h: Any) -> tuple[Reading, ...]:
+    a = smi.amdsmi_get_gpu_activity(h)
+    out = []
+    if (gfx := _pct(a["gfx_activity"])) is not None:
+        out.append(Reading("hw.gpu.utilization", gfx, (("hw.gpu.task", "general"),)))
+    if (umc := _pct(a["umc_activity"])) is not None:
+        out.append(Reading("hw.gpu.memory.utilization", umc))
+    # VCN on Instinct parts decodes only (MI300) or is one engine for both: reported as decoder.
+    if (mm := _pct(a["mm_activity"])) is not None:
+        out.append(Reading("hw.gpu.utilization", mm, (("hw.gpu.task", "decoder"),)))
+    return tuple(out)
+
+
+def _vram(smi: Any, h: Any) -> tuple[Reading, ...]:
+    v = smi.amdsmi_get_gpu_vram_usage(h)
+    out = []
+    if (used := number(v["vram_used"])) is not None:
+        out.append(Reading("hw.gpu.memory.usage", int(used) * MIB))  # MB (2^20)
+    if (total := number(v["vram_total"])) is not None:
+        out.append(Reading("hw.gpu.memory.limit", int(total) * MIB))
+    return tuple(out)
+
+
+def _temperature(sensor: str, location: str) -> Read:
+    def read(smi: Any, h: Any) -> tuple[Reading, ...]:
+        celsius = smi.amdsmi_get_temp_metric(
+            h, smi.AmdSmiTemperatureType[sensor], smi.AmdSmiTemperatureMetric.CURRENT
+        )
+        return (Reading("hw.temperature", celsius, (("hw.sensor_location", location),)),)
+
+    return read
+
+
+def _power(smi: Any, h: Any) -> tuple[Reading, ...]:
+    watts = number(smi.amdsmi_get_power_info(h)["socket_power"])
+    return () if watts is None else (Reading("hw.power", watts),)
+
+
+def _energy(smi: Any, h: Any) -> tuple[Reading, ...]:
+    e = smi.amdsmi_get_energy_count(h)
+    count, resolution = number(e["energy_accumulator"]), number(e["counter_resolution"])
+    if count is None or resolution is None:
+        return ()
+    return (Reading("hw.energy", count * resolution * 1e-6),)  # counter x uJ per count -> J
+
+
+def _clock(clock: str, domain: str) -> Read:
+    def read(smi: Any, h: Any) -> tuple[Reading, ...]:
+        mhz = number(smi.amdsmi_get_clock_info(h, smi.AmdSmiClkType[clock])["clk"])
+        if mhz is None:
+            return ()
+        return (Reading("gpu.clock.frequency", mhz * 1_000_000, (("gpu.clock.domain", domain),)),)
+
+    return read
+
+
+def _power_cap(smi: Any, h: Any) -> tuple[Reading, ...]:
+    cap = number(smi.amdsmi_get_power_cap_info(h)["power_cap"])
+    return () if cap is None else (Reading("gpu.power.limit", cap / 1e6),)  # uW -> W
+
+
+def _error_type(value: str) -> Attributes:
+    return (("error.type", value),)
+
+
+def _ecc(smi: Any, h: Any) -> tuple[Reading, ...]:
+    e = smi.amdsmi_get_gpu_total_ecc_count(h)
+    out = []
+    for key, kind in (
+        ("correctable_count", "corrected"),
+        ("uncorrectable_count", "uncorrected"),
+        ("deferred_count", "deferred"),  # uncorrectable, poisoned and deferred to the consumer
+    ):
+        if (count := number(e[key])) is not None:
+            out.append(Reading("hw.errors", count, _error_type(kind)))
+    return tuple(out)
+
+
+def _pcie_replay(smi: Any, h: Any) -> tuple[Reading, ...]:
+    replays = number(smi.amdsmi_get_pcie_info(h)["pcie_metric"]["pcie_replay_count"])
+    return () if replays is None else (Reading("gpu.pcie.replay", replays),)
+
+
+# amdsmi_violation_status_t "active_*" flags: AMD's own throttle reasons.
+THROTTLE_REASONS: tuple[tuple[str, str], ...] = (
+    ("active_ppt_pwr", "ppt_power"),
+    ("active_socket_thrm", "socket_thermal"),
+    ("active_vr_thrm", "vr_thermal"),
+    ("active_hbm_thrm", "hbm_thermal"),
+    ("active_prochot_thrm", "prochot"),
+)
+
+
+def _throttle(smi: Any, h: Any) -> tuple[Reading, ...]:
+    status = smi.amdsmi_get_violation_status(h)
+    return tuple(
+        Reading("gpu.clock.throttle", int(value), (("gpu.clock.throttle.reason", reason),))
+        for key, reason in THROTTLE_REASONS
+        if isinstance(value := status.get(key), bool)  # "N/A" where the firmware has none
+    )
+
+
+def _fan(smi: Any, h: Any) -> tuple[Reading, ...]:
+    speed = smi.amdsmi_get_gpu_fan_speed(h, 0)
+    top = smi.amdsmi_get_gpu_fan_speed_max(h, 0)
+    return () if not top else (Reading("gpu.fan.speed", speed / top),)
+
+
+def _xgmi(smi: Any, h: Any) -> tuple[Reading, ...]:
+    metrics = smi.amdsmi_get_link_metrics(h)
+    links = metrics["links"][: int(metrics["num_links"])]
+    read = sum(int(link["read"]) for link in links)
+    write = sum(int(link["write"]) for link in links)
+    return (  # KB per link, summed over the links
+        Reading("gpu.xgmi.io", read * KIB, (("network.io.direction", "receive"),)),
+        Reading("gpu.xgmi.io", write * KIB, (("network.io.direction", "transmit"),)),
+    )
+
+
+FAST: tuple[CallReading, ...] = (
+    CallReading("amdsmi_get_gpu_activity", _activity),
+    CallReading("amdsmi_get_gpu_vram_usage", _vram),
+    CallReading("amdsmi_get_temp_metric", _temperature("HOTSPOT", "gpu")),
+    CallReading("amdsmi_get_temp_metric", _temperature("EDGE", "edge")),
+    CallReading("amdsmi_get_temp_metric", _temperature("VRAM", "memory")),
+    CallReading("amdsmi_get_power_info", _power),
+    CallReading("amdsmi_get_energy_count", _energy),
+    CallReading("amdsmi_get_clock_info", _clock("GFX", "graphics")),
+)
+
+SLOW: tuple[CallReading, ...] = (
+    CallReading("amdsmi_get_power_cap_info", _power_cap),
+    CallReading("amdsmi_get_clock_info", _clock("MEM", "memory")),
+    CallReading("amdsmi_get_clock_info", _clock("VCLK0", "video")),
+    CallReading("amdsmi_get_gpu_total_ecc_count", _ecc),
+    CallReading("amdsmi_get_pcie_info", _pcie_replay),
+    CallReading("amdsmi_get_violation_status", _throttle),
+    CallReading("amdsmi_get_gpu_fan_speed", _fan),
+    CallReading("amdsmi_get_link_metrics", _xgmi),
+)
+
+GROUPS: dict[str, tuple[CallReading, ...]] = {"fast": FAST, "slow": SLOW}

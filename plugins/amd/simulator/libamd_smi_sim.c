@@ -1,0 +1,1083 @@
+/*
+ * Simulated AMD SMI: a libamd_smi.so serving the AMD GPUs of a simulated node.
+ *
+ * The struct layouts are those the PyPI `amdsmi` package's ctypes wrapper declares
+ * (amdsmi_wrapper.py, every struct _pack_ = 1 with explicit padding), so the real
+ * `amdsmi` Python package runs unchanged against this library.  A test compares every
+ * struct size and the offsets we rely on with the wrapper's ctypes classes.
+ *
+ * Every client process maps the same state file (MAP_SHARED), found through
+ * $GPU_SIM_AMD_NODE at amdsmi_init time, next to the simulated NVML state of the same
+ * node.  The node daemon drives the state through the exported simamd_* functions.
+ *
+ * The wrapper binds ~180 symbols at import time; the ones not implemented here are
+ * generated as stubs returning AMDSMI_STATUS_NOT_SUPPORTED by build.py (counted too).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SIM_EXPORT __attribute__((visibility("default")))
+#define AMD_MAGIC 0x314D53444D414953ULL /* "SIAMDSM1" */
+#define AMD_LAYOUT_VERSION 1
+#define AMD_MAX_DEV 64
+#define AMD_MAX_PROC 4096
+#define AMD_RING 1024
+#define AMD_STR 256
+#define AMD_NA16 0xFFFFu
+#define AMD_NA32 0xFFFFFFFFu
+#define AMD_NA64 0xFFFFFFFFFFFFFFFFull
+
+typedef uint32_t amdsmi_status_t;
+enum {
+    AMDSMI_STATUS_SUCCESS = 0, AMDSMI_STATUS_INVAL = 1, AMDSMI_STATUS_NOT_SUPPORTED = 2,
+    AMDSMI_STATUS_TIMEOUT = 8, AMDSMI_STATUS_OUT_OF_RESOURCES = 15,
+    AMDSMI_STATUS_INPUT_OUT_OF_BOUNDS = 17, AMDSMI_STATUS_INIT_ERROR = 18,
+    AMDSMI_STATUS_NOT_FOUND = 31, AMDSMI_STATUS_NOT_INIT = 32,
+    AMDSMI_STATUS_DRIVER_NOT_LOADED = 34, AMDSMI_STATUS_NO_DATA = 40,
+    AMDSMI_STATUS_INSUFFICIENT_SIZE = 41,
+};
+enum { AMDSMI_PROCESSOR_TYPE_AMD_GPU = 1 };
+enum { TEMP_EDGE = 0, TEMP_HOTSPOT = 1, TEMP_VRAM = 2 };
+enum { TEMP_CURRENT = 0 };
+enum { CLK_GFX = 0, CLK_SOC = 3, CLK_MEM = 4, CLK_VCLK0 = 6, CLK_DCLK0 = 8 };
+enum { EVT_VMFAULT = 1, EVT_THERMAL_THROTTLE = 2, EVT_GPU_PRE_RESET = 3, EVT_GPU_POST_RESET = 4,
+       EVT_LAST = 13 };
+
+/* ------------------------------------------------------------------------ */
+/* Structs exactly as amdsmi_wrapper.py declares them (packed, padded).     */
+/* ------------------------------------------------------------------------ */
+#pragma pack(push, 1)
+typedef union {
+    struct { uint64_t function_number : 3, device_number : 5, bus_number : 8, domain_number : 48; } f;
+    uint64_t as_uint;
+} amdsmi_bdf_t;
+typedef struct {
+    char market_name[256]; uint32_t vendor_id; char vendor_name[256]; uint32_t subvendor_id;
+    uint64_t device_id; uint32_t rev_id; char asic_serial[256]; uint32_t oam_id;
+    uint32_t num_of_compute_units; uint8_t pad0[4]; uint64_t target_graphics_version;
+    uint32_t subsystem_id; uint32_t reserved[21];
+} amdsmi_asic_info_t;
+typedef struct {
+    char model_number[256]; char product_serial[256]; char fru_id[256]; char product_name[256];
+    char manufacturer_name[256]; uint64_t reserved[64];
+} amdsmi_board_info_t;
+typedef struct { char driver_version[256]; char driver_date[256]; char driver_name[256]; } amdsmi_driver_info_t;
+typedef struct { uint32_t gfx_activity, umc_activity, mm_activity; uint32_t reserved[13]; } amdsmi_engine_usage_t;
+typedef struct { uint32_t vram_total, vram_used; uint32_t reserved[2]; } amdsmi_vram_usage_t;
+typedef struct {
+    uint64_t socket_power; uint32_t current_socket_power, average_socket_power;
+    uint64_t gfx_voltage, soc_voltage, mem_voltage; uint32_t power_limit; uint8_t pad0[4];
+    uint64_t reserved[18];
+} amdsmi_power_info_t;
+typedef struct {
+    uint32_t clk, min_clk, max_clk; uint8_t clk_locked, clk_deep_sleep; uint8_t pad0[2];
+    uint32_t reserved[4];
+} amdsmi_clk_info_t;
+typedef struct { uint64_t correctable_count, uncorrectable_count, deferred_count; uint64_t reserved[5]; } amdsmi_error_count_t;
+typedef struct {
+    uint64_t power_cap, default_power_cap, dpm_cap, min_power_cap, max_power_cap; uint64_t reserved[3];
+} amdsmi_power_cap_info_t;
+typedef struct {
+    struct {
+        uint16_t max_pcie_width; uint8_t pad0[2]; uint32_t max_pcie_speed, pcie_interface_version;
+        uint32_t slot_type, max_pcie_interface_version; uint8_t pad1[4]; uint64_t reserved[9];
+    } pcie_static;
+    struct {
+        uint16_t pcie_width; uint8_t pad0[2]; uint32_t pcie_speed, pcie_bandwidth; uint8_t pad1[4];
+        uint64_t pcie_replay_count, pcie_l0_to_recovery_count, pcie_replay_roll_over_count;
+        uint64_t pcie_nak_sent_count, pcie_nak_received_count;
+        uint32_t pcie_lc_perf_other_end_recovery_count; uint8_t pad2[4]; uint64_t reserved[12];
+    } pcie_metric;
+    uint64_t reserved[32];
+} amdsmi_pcie_info_t;
+typedef struct {
+    uint64_t reference_timestamp, violation_timestamp, acc_counter, acc_prochot_thrm, acc_ppt_pwr;
+    uint64_t acc_socket_thrm, acc_vr_thrm, acc_hbm_thrm, acc_gfx_clk_below_host_limit;
+    uint64_t per_prochot_thrm, per_ppt_pwr, per_socket_thrm, per_vr_thrm, per_hbm_thrm;
+    uint64_t per_gfx_clk_below_host_limit;
+    uint8_t active_prochot_thrm, active_ppt_pwr, active_socket_thrm, active_vr_thrm, active_hbm_thrm;
+    uint8_t active_gfx_clk_below_host_limit; uint8_t pad0[2];
+    uint64_t acc_xcp[4][8][8];  /* acc_gfx_clk_below_host_limit_pwr/_thm, acc_low_utilization, _total */
+    uint64_t per_xcp[4][8][8];
+    uint8_t active_xcp[4][8][8];
+    uint64_t reserved[3][8][8];
+} amdsmi_violation_status_t;
+typedef struct {
+    uint32_t num_links; uint8_t pad0[4];
+    struct {
+        amdsmi_bdf_t bdf; uint32_t bit_rate, max_bandwidth, link_type; uint8_t pad0[4];
+        uint64_t read, write; uint64_t reserved[2];
+    } links[64];
+    uint64_t reserved[7];
+} amdsmi_link_metrics_t;
+typedef struct {
+    char name[256]; uint32_t pid; uint8_t pad0[4]; uint64_t mem;
+    struct { uint64_t gfx, enc; uint32_t reserved[12]; } engine_usage;
+    struct { uint64_t gtt_mem, cpu_mem, vram_mem; uint32_t reserved[10]; } memory_usage;
+    char container_name[256]; uint32_t cu_occupancy; uint32_t reserved[11];
+} amdsmi_proc_info_t;
+typedef struct { void *processor_handle; uint32_t event; char message[256]; uint8_t pad0[4]; } amdsmi_evt_notification_data_t;
+typedef struct {
+    uint8_t xgmi_lanes; uint8_t pad0[7]; uint64_t xgmi_hive_id, xgmi_node_id; uint32_t index; uint32_t reserved[9];
+} amdsmi_xgmi_info_t;
+typedef struct { uint32_t major, minor, release; uint8_t pad0[4]; const char *build; } amdsmi_version_t;
+#pragma pack(pop)
+
+/* Sizes and offsets for the layout test (compared with the wrapper's ctypes classes). */
+#define AMD_LAYOUTS(X)                                                                   \
+    X(amdsmi_bdf_t, as_uint) X(amdsmi_asic_info_t, target_graphics_version)              \
+    X(amdsmi_asic_info_t, num_of_compute_units) X(amdsmi_board_info_t, product_name)     \
+    X(amdsmi_driver_info_t, driver_name) X(amdsmi_engine_usage_t, mm_activity)           \
+    X(amdsmi_vram_usage_t, vram_used) X(amdsmi_power_info_t, power_limit)                \
+    X(amdsmi_clk_info_t, clk_deep_sleep) X(amdsmi_error_count_t, deferred_count)         \
+    X(amdsmi_power_cap_info_t, max_power_cap) X(amdsmi_pcie_info_t, pcie_metric)         \
+    X(amdsmi_violation_status_t, active_hbm_thrm) X(amdsmi_violation_status_t, reserved) \
+    X(amdsmi_link_metrics_t, links) X(amdsmi_proc_info_t, memory_usage)                  \
+    X(amdsmi_proc_info_t, cu_occupancy) X(amdsmi_evt_notification_data_t, message)       \
+    X(amdsmi_xgmi_info_t, index) X(amdsmi_version_t, build)
+
+#define X_LNAME(t, f) #t "." #f,
+#define X_LSIZE(t, f) sizeof(t),
+#define X_LOFF(t, f) __builtin_offsetof(t, f),
+static const char *const g_layout_names[] = {AMD_LAYOUTS(X_LNAME)};
+static const size_t g_layout_sizes[] = {AMD_LAYOUTS(X_LSIZE)};
+static const size_t g_layout_offsets[] = {AMD_LAYOUTS(X_LOFF)};
+SIM_EXPORT int simamd_layout_count(void) { return (int)(sizeof g_layout_sizes / sizeof g_layout_sizes[0]); }
+SIM_EXPORT const char *simamd_layout_name(int i) { return i >= 0 && i < simamd_layout_count() ? g_layout_names[i] : NULL; }
+SIM_EXPORT long simamd_layout_size(int i) { return i >= 0 && i < simamd_layout_count() ? (long)g_layout_sizes[i] : -1; }
+SIM_EXPORT long simamd_layout_offset(int i) { return i >= 0 && i < simamd_layout_count() ? (long)g_layout_offsets[i] : -1; }
+
+/* ------------------------------------------------------------------------ */
+/* Readings: one double per (device, reading) plus an "N/A" flag.  The      */
+/* names are the scenario keys of an AMD device.                            */
+/* ------------------------------------------------------------------------ */
+#define AMD_READINGS(X)                                                           \
+    X(utilization_gpu) X(utilization_memory) X(utilization_mm)                    \
+    X(memory_total_mib) X(memory_used_mib) X(temperature_c)                       \
+    X(hotspot_temperature_c) X(memory_temperature_c) X(power_w) X(power_limit_w)  \
+    X(power_default_limit_w) X(power_min_limit_w) X(power_max_limit_w)            \
+    X(gfx_clock_mhz) X(memory_clock_mhz) X(soc_clock_mhz) X(video_clock_mhz)      \
+    X(decoder_clock_mhz) X(max_gfx_clock_mhz) X(max_memory_clock_mhz)             \
+    X(fan_percent) X(pcie_link_width) X(pcie_link_speed_mts)                      \
+    X(pcie_max_link_width) X(pcie_max_link_speed_mts) X(pcie_bandwidth_mbps)      \
+    X(pcie_replay_counter) X(ecc_correctable) X(ecc_uncorrectable)                \
+    X(ecc_deferred) X(throttle_ppt) X(throttle_socket_thermal)                    \
+    X(throttle_vr_thermal) X(throttle_hbm_thermal) X(throttle_prochot)            \
+    X(xgmi_links) X(xgmi_read_kb_s) X(xgmi_write_kb_s) X(xgmi_read_kb)            \
+    X(xgmi_write_kb) X(energy_uj) X(violation_acc_counter) X(violation_ppt_acc)   \
+    X(violation_socket_thermal_acc) X(violation_vr_thermal_acc)                   \
+    X(violation_hbm_thermal_acc) X(violation_prochot_acc)                         \
+    X(compute_units) X(pci_device_id) X(pci_revision) X(minor_number)
+
+#define X_ENUM(n) R_##n,
+enum { AMD_READINGS(X_ENUM) R_COUNT };
+#define X_STR(n) #n,
+static const char *const g_reading_names[] = {AMD_READINGS(X_STR)};
+
+/* The amdsmi functions implemented here (others are generated stubs, see build.py). */
+#define AMD_FUNCS(X)                                                                  \
+    X(amdsmi_init) X(amdsmi_shut_down) X(amdsmi_get_socket_handles)                   \
+    X(amdsmi_get_socket_info) X(amdsmi_get_processor_handles)                         \
+    X(amdsmi_get_processor_type) X(amdsmi_get_gpu_device_bdf)                         \
+    X(amdsmi_get_gpu_device_uuid) X(amdsmi_get_gpu_asic_info)                         \
+    X(amdsmi_get_gpu_board_info) X(amdsmi_get_gpu_driver_info)                        \
+    X(amdsmi_get_gpu_activity) X(amdsmi_get_gpu_vram_usage)                           \
+    X(amdsmi_get_temp_metric) X(amdsmi_get_power_info) X(amdsmi_get_energy_count)     \
+    X(amdsmi_get_clock_info) X(amdsmi_get_pcie_info) X(amdsmi_get_gpu_total_ecc_count) \
+    X(amdsmi_get_violation_status) X(amdsmi_get_power_cap_info)                       \
+    X(amdsmi_get_gpu_fan_speed) X(amdsmi_get_gpu_fan_speed_max)                       \
+    X(amdsmi_get_link_metrics) X(amdsmi_get_xgmi_info) X(amdsmi_get_gpu_process_list) \
+    X(amdsmi_init_gpu_event_notification) X(amdsmi_set_gpu_event_notification_mask)   \
+    X(amdsmi_get_gpu_event_notification) X(amdsmi_stop_gpu_event_notification)       \
+    X(amdsmi_status_code_to_string) X(amdsmi_get_lib_version)                         \
+    X(amdsmi_get_processor_handle_from_bdf) X(amdsmi_free_name_value_pairs)
+
+#define X_FENUM(n) FN_##n,
+enum { AMD_FUNCS(X_FENUM) FN_IMPLEMENTED };
+/* Stubs get ids from FN_IMPLEMENTED on; the stub table is generated into the build. */
+#define FN_MAX 512
+static const char *const g_func_names_impl[] = {AMD_FUNCS(X_STR)};
+extern const char *const simamd_stub_names[];
+extern const int simamd_stub_count;
+
+/* ------------------------------------------------------------------------ */
+/* Shared state                                                             */
+/* ------------------------------------------------------------------------ */
+typedef struct {
+    char name[AMD_STR];
+    char uuid[64];
+    char serial[64];
+    char vbios[64];
+    uint64_t bdf;
+    int32_t lost;
+    int32_t hang_ms;
+    double val[R_COUNT];
+    uint8_t na[R_COUNT];
+    uint8_t fn_unsup[FN_MAX];
+} amd_dev_t;
+
+typedef struct {
+    uint32_t pid;
+    int32_t dev; /* -1: free slot */
+    uint64_t vram_bytes, gtt_bytes, cpu_bytes;
+    double gfx_util, enc_util; /* percent, integrated into the ns counters by the tick */
+    double gfx_ns, enc_ns;
+    uint32_t cu_occupancy, pad;
+} amd_proc_t;
+
+typedef struct {
+    uint64_t seq;
+    int32_t dev;
+    uint32_t type;
+    char message[AMD_STR];
+} amd_event_t;
+
+typedef struct {
+    uint64_t magic;
+    uint32_t layout_version;
+    uint32_t n_devices;
+    char driver_version[64];
+    char driver_date[64];
+    uint32_t proc_gen;  /* seqlock: odd while the daemon writes the table */
+    uint32_t ev_futex;
+    uint32_t ev_lock;
+    uint32_t pad;
+    uint64_t ev_seq;
+    amd_event_t ring[AMD_RING];
+    amd_dev_t dev[AMD_MAX_DEV];
+    amd_proc_t proc[AMD_MAX_PROC];
+    uint64_t calls[FN_MAX][AMD_MAX_DEV + 1]; /* last column: total */
+} amd_state_t;
+
+struct amd_handle { uint32_t magic; uint32_t index; };
+#define HANDLE_MAGIC 0x41474455u
+static amd_state_t *g_st = NULL;
+static int g_init_count = 0;
+static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct amd_handle g_handles[AMD_MAX_DEV];
+static struct amd_handle g_socket_handles[AMD_MAX_DEV];
+/* Event notification is per client process: which devices were initialised and their masks. */
+static uint64_t g_evt_mask[AMD_MAX_DEV];
+static uint8_t g_evt_init[AMD_MAX_DEV];
+static uint64_t g_evt_last_seq = 0;
+static pthread_mutex_t g_evt_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000ULL + (uint64_t)ts.tv_nsec / 1000000ULL;
+}
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+    }
+}
+
+static amd_state_t *map_state(const char *path, int create, unsigned n_devices) {
+    int fd = open(path, create ? (O_RDWR | O_CREAT | O_TRUNC) : O_RDWR, 0666);
+    if (fd < 0) return NULL;
+    if (create) {
+        fchmod(fd, 0666);
+        if (ftruncate(fd, (off_t)sizeof(amd_state_t)) != 0) { close(fd); return NULL; }
+    } else {
+        struct stat sb;
+        if (fstat(fd, &sb) != 0 || (size_t)sb.st_size < sizeof(amd_state_t)) { close(fd); return NULL; }
+    }
+    void *p = mmap(NULL, sizeof(amd_state_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return NULL;
+    amd_state_t *st = (amd_state_t *)p;
+    if (create) {
+        memset(st, 0, sizeof(*st));
+        st->layout_version = AMD_LAYOUT_VERSION;
+        st->n_devices = n_devices;
+        for (int i = 0; i < AMD_MAX_PROC; i++) st->proc[i].dev = -1;
+        __atomic_store_n(&st->magic, AMD_MAGIC, __ATOMIC_RELEASE);
+    } else if (__atomic_load_n(&st->magic, __ATOMIC_ACQUIRE) != AMD_MAGIC ||
+               st->layout_version != AMD_LAYOUT_VERSION) {
+        munmap(p, sizeof(amd_state_t));
+        return NULL;
+    }
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Common prologue                                                          */
+/* ------------------------------------------------------------------------ */
+SIM_EXPORT void simamd_count_call(int fn, int dev) {
+    if (!g_st || fn < 0 || fn >= FN_MAX) return;
+    if (dev >= 0 && dev < AMD_MAX_DEV) __atomic_fetch_add(&g_st->calls[fn][dev], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&g_st->calls[fn][AMD_MAX_DEV], 1, __ATOMIC_RELAXED);
+}
+
+static int handle_index(const void *h) {
+    uintptr_t p = (uintptr_t)h, b = (uintptr_t)&g_handles[0];
+    if (!h || p < b || p >= b + sizeof(g_handles) || (p - b) % sizeof(g_handles[0])) return -1;
+    int idx = (int)((p - b) / sizeof(g_handles[0]));
+    if (!g_st || (unsigned)idx >= g_st->n_devices) return -1;
+    return idx;
+}
+
+static void wait_hang(amd_dev_t *d) {
+    int h = __atomic_load_n(&d->hang_ms, __ATOMIC_ACQUIRE);
+    if (h <= 0) return;
+    uint64_t start = mono_ms();
+    for (;;) {
+        h = __atomic_load_n(&d->hang_ms, __ATOMIC_ACQUIRE);
+        if (h <= 0) return;
+        uint64_t el = mono_ms() - start;
+        if (el >= (uint64_t)h) return;
+        long rem = (long)((uint64_t)h - el);
+        sleep_ms(rem < 20 ? rem : 20);
+    }
+}
+
+/* A device that fell off the bus: amdgpu's sysfs and DRM nodes are gone, which amdsmi
+ * reports as AMDSMI_STATUS_NOT_FOUND on every per-device call. */
+static amdsmi_status_t dev_enter(int fn, const void *h, amd_dev_t **out) {
+    int idx = handle_index(h);
+    simamd_count_call(fn, idx);
+    if (!g_st || g_init_count <= 0) return AMDSMI_STATUS_NOT_INIT;
+    if (idx < 0) return AMDSMI_STATUS_INVAL;
+    amd_dev_t *d = &g_st->dev[idx];
+    if (__atomic_load_n(&d->lost, __ATOMIC_ACQUIRE)) return AMDSMI_STATUS_NOT_FOUND;
+    wait_hang(d);
+    if (__atomic_load_n(&d->lost, __ATOMIC_ACQUIRE)) return AMDSMI_STATUS_NOT_FOUND;
+    if (d->fn_unsup[fn]) return AMDSMI_STATUS_NOT_SUPPORTED;
+    *out = d;
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+#define DEV_ENTER(fname)                                            \
+    amd_dev_t *d = NULL;                                            \
+    do {                                                            \
+        amdsmi_status_t _r = dev_enter(FN_##fname, h, &d);          \
+        if (_r != AMDSMI_STATUS_SUCCESS) return _r;                 \
+    } while (0)
+#define SYS_ENTER(fname)                                            \
+    do {                                                            \
+        simamd_count_call(FN_##fname, -1);                          \
+        if (!g_st || g_init_count <= 0) return AMDSMI_STATUS_NOT_INIT; \
+    } while (0)
+#define NEED(ptr) do { if (!(ptr)) return AMDSMI_STATUS_INVAL; } while (0)
+#define RV(n) (d->val[R_##n])
+#define NA(n) (d->na[R_##n])
+
+static uint32_t u32(double v) { return v <= 0 ? 0u : v >= 4294967295.0 ? 4294967295u : (uint32_t)llround(v); }
+static uint64_t u64(double v) { return v <= 0 ? 0ull : (uint64_t)llround(v); }
+/* AMD reports an unreadable field in band: all ones (or 0xFFFF for 16-bit activity). */
+static uint32_t v32(amd_dev_t *d, int r) { return d->na[r] ? AMD_NA32 : u32(d->val[r]); }
+static uint64_t v64(amd_dev_t *d, int r) { return d->na[r] ? AMD_NA64 : u64(d->val[r]); }
+static uint16_t v16(amd_dev_t *d, int r) { return d->na[r] ? (uint16_t)AMD_NA16 : (uint16_t)u32(d->val[r]); }
+
+static void copy_str(char *dst, size_t len, const char *src) {
+    snprintf(dst, len, "%s", src);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Init, discovery, identity                                                */
+/* ------------------------------------------------------------------------ */
+SIM_EXPORT amdsmi_status_t amdsmi_init(uint64_t flags) {
+    (void)flags;
+    pthread_mutex_lock(&g_init_lock);
+    if (!g_st) {
+        const char *path = getenv("GPU_SIM_AMD_NODE");
+        if (!path || !*path) { pthread_mutex_unlock(&g_init_lock); return AMDSMI_STATUS_DRIVER_NOT_LOADED; }
+        g_st = map_state(path, 0, 0);
+        if (!g_st) { pthread_mutex_unlock(&g_init_lock); return AMDSMI_STATUS_DRIVER_NOT_LOADED; }
+        for (unsigned i = 0; i < AMD_MAX_DEV; i++) {
+            g_handles[i].magic = HANDLE_MAGIC; g_handles[i].index = i;
+            g_socket_handles[i].magic = HANDLE_MAGIC; g_socket_handles[i].index = i;
+        }
+    }
+    g_init_count++;
+    pthread_mutex_unlock(&g_init_lock);
+    simamd_count_call(FN_amdsmi_init, -1);
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_shut_down(void) {
+    simamd_count_call(FN_amdsmi_shut_down, -1);
+    pthread_mutex_lock(&g_init_lock);
+    if (g_init_count <= 0) { pthread_mutex_unlock(&g_init_lock); return AMDSMI_STATUS_NOT_INIT; }
+    g_init_count--; /* the mapping stays: other threads may still be inside a call */
+    pthread_mutex_unlock(&g_init_lock);
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+/* One socket per GPU, as on an MI300X OAM node. */
+SIM_EXPORT amdsmi_status_t amdsmi_get_socket_handles(uint32_t *count, void **handles) {
+    SYS_ENTER(amdsmi_get_socket_handles);
+    NEED(count);
+    uint32_t n = g_st->n_devices;
+    if (!handles) { *count = n; return AMDSMI_STATUS_SUCCESS; }
+    uint32_t k = *count < n ? *count : n;
+    for (uint32_t i = 0; i < k; i++) handles[i] = &g_socket_handles[i];
+    *count = k;
+    return k < n ? AMDSMI_STATUS_INSUFFICIENT_SIZE : AMDSMI_STATUS_SUCCESS;
+}
+
+static int socket_index(const void *s) {
+    uintptr_t p = (uintptr_t)s, b = (uintptr_t)&g_socket_handles[0];
+    if (!s || p < b || p >= b + sizeof(g_socket_handles) || (p - b) % sizeof(g_socket_handles[0])) return -1;
+    int idx = (int)((p - b) / sizeof(g_socket_handles[0]));
+    return g_st && (unsigned)idx < g_st->n_devices ? idx : -1;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_socket_info(void *socket, size_t len, char *name) {
+    SYS_ENTER(amdsmi_get_socket_info);
+    int idx = socket_index(socket);
+    if (idx < 0 || !name || len == 0) return AMDSMI_STATUS_INVAL;
+    amdsmi_bdf_t b; b.as_uint = g_st->dev[idx].bdf;
+    snprintf(name, len, "%04llx:%02llx:%02llx.%llx", (unsigned long long)b.f.domain_number,
+             (unsigned long long)b.f.bus_number, (unsigned long long)b.f.device_number,
+             (unsigned long long)b.f.function_number);
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_processor_handles(void *socket, uint32_t *count, void **handles) {
+    SYS_ENTER(amdsmi_get_processor_handles);
+    NEED(count);
+    int idx = socket_index(socket);
+    if (idx < 0) return AMDSMI_STATUS_INVAL;
+    if (!handles) { *count = 1; return AMDSMI_STATUS_SUCCESS; }
+    if (*count < 1) return AMDSMI_STATUS_INSUFFICIENT_SIZE;
+    handles[0] = &g_handles[idx];
+    *count = 1;
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_processor_handle_from_bdf(amdsmi_bdf_t bdf, void **h) {
+    SYS_ENTER(amdsmi_get_processor_handle_from_bdf);
+    NEED(h);
+    for (unsigned i = 0; i < g_st->n_devices; i++)
+        if (g_st->dev[i].bdf == bdf.as_uint) { *h = &g_handles[i]; return AMDSMI_STATUS_SUCCESS; }
+    return AMDSMI_STATUS_NOT_FOUND;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_processor_type(void *h, uint32_t *type) {
+    DEV_ENTER(amdsmi_get_processor_type); NEED(type);
+    (void)d;
+    *type = AMDSMI_PROCESSOR_TYPE_AMD_GPU;
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_device_bdf(void *h, amdsmi_bdf_t *bdf) {
+    DEV_ENTER(amdsmi_get_gpu_device_bdf); NEED(bdf);
+    bdf->as_uint = d->bdf;
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_device_uuid(void *h, uint32_t *len, char *uuid) {
+    DEV_ENTER(amdsmi_get_gpu_device_uuid); NEED(len); NEED(uuid);
+    size_t n = strnlen(d->uuid, sizeof d->uuid);
+    if (*len < n + 1) { *len = (uint32_t)(n + 1); return AMDSMI_STATUS_INSUFFICIENT_SIZE; }
+    memcpy(uuid, d->uuid, n + 1);
+    *len = (uint32_t)n;
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_asic_info(void *h, amdsmi_asic_info_t *info) {
+    DEV_ENTER(amdsmi_get_gpu_asic_info); NEED(info);
+    memset(info, 0, sizeof *info);
+    copy_str(info->market_name, sizeof info->market_name, d->name);
+    info->vendor_id = 0x1002;
+    copy_str(info->vendor_name, sizeof info->vendor_name, "Advanced Micro Devices Inc. [AMD/ATI]");
+    info->subvendor_id = 0x1002;
+    info->device_id = u64(RV(pci_device_id));
+    info->rev_id = u32(RV(pci_revision));
+    copy_str(info->asic_serial, sizeof info->asic_serial, d->serial);
+    info->oam_id = u32(RV(minor_number));
+    info->num_of_compute_units = v32(d, R_compute_units);
+    info->target_graphics_version = 0x942;
+    info->subsystem_id = 0x74a1;
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_board_info(void *h, amdsmi_board_info_t *info) {
+    DEV_ENTER(amdsmi_get_gpu_board_info); NEED(info);
+    memset(info, 0, sizeof *info);
+    copy_str(info->model_number, sizeof info->model_number, d->vbios);
+    copy_str(info->product_serial, sizeof info->product_serial, d->serial);
+    copy_str(info->product_name, sizeof info->product_name, d->name);
+    copy_str(info->manufacturer_name, sizeof info->manufacturer_name, "AMD");
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_driver_info(void *h, amdsmi_driver_info_t *info) {
+    DEV_ENTER(amdsmi_get_gpu_driver_info); NEED(info);
+    (void)d;
+    memset(info, 0, sizeof *info);
+    copy_str(info->driver_version, sizeof info->driver_version, g_st->driver_version);
+    copy_str(info->driver_date, sizeof info->driver_date, g_st->driver_date);
+    copy_str(info->driver_name, sizeof info->driver_name, "amdgpu");
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Readings                                                                 */
+/* ------------------------------------------------------------------------ */
+SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_activity(void *h, amdsmi_engine_usage_t *u) {
+    DEV_ENTER(amdsmi_get_gpu_activity); NEED(u);
+    memset(u, 0, sizeof *u);
+    u->gfx_activity = NA(utilization_gpu) ? AMD_NA16 : u32(RV(utilization_gpu));
+    u->umc_activity = NA(utilization_memory) ? AMD_NA16 : u32(RV(utilization_memory));
+    u->mm_activity = NA(utilization_mm) ? AMD_NA16 : u32(RV(utilization_mm));
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_vram_usage(void *h, amdsmi_vram_usage_t *v) {
+    DEV_ENTER(amdsmi_get_gpu_vram_usage); NEED(v);
+    if (NA(memory_total_mib) || NA(memory_used_mib)) return AMDSMI_STATUS_NOT_SUPPORTED;
+    memset(v, 0, sizeof *v);
+    v->vram_total = u32(RV(memory_total_mib)); /* amdsmi reports MB (2^20 bytes) */
+    v->vram_used = u32(RV(memory_used_mib));
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_temp_metric(void *h, uint32_t sensor, uint32_t metric, int64_t *value) {
+    DEV_ENTER(amdsmi_get_temp_metric); NEED(value);
+    if (metric != TEMP_CURRENT) return AMDSMI_STATUS_NOT_SUPPORTED;
+    int r = sensor == TEMP_EDGE ? R_temperature_c : sensor == TEMP_HOTSPOT ? R_hotspot_temperature_c
+          : sensor == TEMP_VRAM ? R_memory_temperature_c : -1;
+    if (r < 0 || d->na[r]) return AMDSMI_STATUS_NOT_SUPPORTED;
+    *value = (int64_t)llround(d->val[r]); /* degrees Celsius */
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_power_info(void *h, amdsmi_power_info_t *p) {
+    DEV_ENTER(amdsmi_get_power_info); NEED(p);
+    memset(p, 0, sizeof *p);
+    /* MI300 reports current socket power; average_socket_power is N/A there. */
+    p->socket_power = NA(power_w) ? AMD_NA16 : u64(RV(power_w));
+    p->current_socket_power = NA(power_w) ? AMD_NA16 : u32(RV(power_w));
+    p->average_socket_power = AMD_NA16;
+    p->gfx_voltage = AMD_NA16; p->soc_voltage = AMD_NA16; p->mem_voltage = AMD_NA16;
+    p->power_limit = NA(power_limit_w) ? AMD_NA16 : u32(RV(power_limit_w));
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+#define ENERGY_RESOLUTION_UJ 15.259f /* the counter unit real MI200/MI300 firmware reports */
+SIM_EXPORT amdsmi_status_t amdsmi_get_energy_count(void *h, uint64_t *acc, float *res, uint64_t *ts) {
+    DEV_ENTER(amdsmi_get_energy_count); NEED(acc); NEED(res); NEED(ts);
+    if (NA(energy_uj)) return AMDSMI_STATUS_NOT_SUPPORTED;
+    *res = ENERGY_RESOLUTION_UJ;
+    *acc = (uint64_t)(RV(energy_uj) / (double)ENERGY_RESOLUTION_UJ);
+    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
+    *ts = (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_clock_info(void *h, uint32_t type, amdsmi_clk_info_t *c) {
+    DEV_ENTER(amdsmi_get_clock_info); NEED(c);
+    int r = -1, rmax = -1;
+    switch (type) {
+    case CLK_GFX: r = R_gfx_clock_mhz; rmax = R_max_gfx_clock_mhz; break;
+    case CLK_MEM: r = R_memory_clock_mhz; rmax = R_max_memory_clock_mhz; break;
+    case CLK_SOC: r = R_soc_clock_mhz; break;
+    case CLK_VCLK0: r = R_video_clock_mhz; break;
+    case CLK_DCLK0: r = R_decoder_clock_mhz; break;
+    default: return AMDSMI_STATUS_NOT_SUPPORTED;
+    }
+    if (d->na[r]) return AMDSMI_STATUS_NOT_SUPPORTED;
+    memset(c, 0, sizeof *c);
+    c->clk = u32(d->val[r]);
+    c->min_clk = AMD_NA32;
+    c->max_clk = rmax >= 0 ? v32(d, rmax) : AMD_NA32;
+    c->clk_locked = 0xFF;
+    c->clk_deep_sleep = 0;
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_pcie_info(void *h, amdsmi_pcie_info_t *p) {
+    DEV_ENTER(amdsmi_get_pcie_info); NEED(p);
+    memset(p, 0, sizeof *p);
+    p->pcie_static.max_pcie_width = v16(d, R_pcie_max_link_width);
+    p->pcie_static.max_pcie_speed = v32(d, R_pcie_max_link_speed_mts);
+    p->pcie_static.pcie_interface_version = AMD_NA32;
+    p->pcie_static.slot_type = 1; /* OAM */
+    p->pcie_metric.pcie_width = v16(d, R_pcie_link_width);
+    p->pcie_metric.pcie_speed = v32(d, R_pcie_link_speed_mts);
+    p->pcie_metric.pcie_bandwidth = v32(d, R_pcie_bandwidth_mbps);
+    p->pcie_metric.pcie_replay_count = v64(d, R_pcie_replay_counter);
+    p->pcie_metric.pcie_l0_to_recovery_count = AMD_NA64;
+    p->pcie_metric.pcie_replay_roll_over_count = AMD_NA64;
+    p->pcie_metric.pcie_nak_sent_count = AMD_NA64;
+    p->pcie_metric.pcie_nak_received_count = AMD_NA64;
+    p->pcie_metric.pcie_lc_perf_other_end_recovery_count = AMD_NA32;
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_total_ecc_count(void *h, amdsmi_error_count_t *e) {
+    DEV_ENTER(amdsmi_get_gpu_total_ecc_count); NEED(e);
+    if (NA(ecc_correctable)) return AMDSMI_STATUS_NOT_SUPPORTED; /* ECC disabled */
+    memset(e, 0, sizeof *e);
+    e->correctable_count = u64(RV(ecc_correctable));
+    e->uncorrectable_count = u64(RV(ecc_uncorrectable));
+    e->deferred_count = u64(RV(ecc_deferred));
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_violation_status(void *h, amdsmi_violation_status_t *v) {
+    DEV_ENTER(amdsmi_get_violation_status); NEED(v);
+    if (NA(violation_acc_counter)) return AMDSMI_STATUS_NOT_SUPPORTED;
+    memset(v, 0xFF, sizeof *v); /* everything this firmware does not report is N/A */
+    struct timespec t; clock_gettime(CLOCK_REALTIME, &t);
+    v->reference_timestamp = (uint64_t)t.tv_sec * 1000000ULL + (uint64_t)t.tv_nsec / 1000ULL;
+    v->violation_timestamp = 100000; /* us between the two firmware samples compared */
+    v->acc_counter = u64(RV(violation_acc_counter));
+    v->acc_prochot_thrm = u64(RV(violation_prochot_acc));
+    v->acc_ppt_pwr = u64(RV(violation_ppt_acc));
+    v->acc_socket_thrm = u64(RV(violation_socket_thermal_acc));
+    v->acc_vr_thrm = u64(RV(violation_vr_thermal_acc));
+    v->acc_hbm_thrm = u64(RV(violation_hbm_thermal_acc));
+    v->per_prochot_thrm = RV(throttle_prochot) > 0 ? 100 : 0;
+    v->per_ppt_pwr = RV(throttle_ppt) > 0 ? 100 : 0;
+    v->per_socket_thrm = RV(throttle_socket_thermal) > 0 ? 100 : 0;
+    v->per_vr_thrm = RV(throttle_vr_thermal) > 0 ? 100 : 0;
+    v->per_hbm_thrm = RV(throttle_hbm_thermal) > 0 ? 100 : 0;
+    v->active_prochot_thrm = RV(throttle_prochot) > 0;
+    v->active_ppt_pwr = RV(throttle_ppt) > 0;
+    v->active_socket_thrm = RV(throttle_socket_thermal) > 0;
+    v->active_vr_thrm = RV(throttle_vr_thermal) > 0;
+    v->active_hbm_thrm = RV(throttle_hbm_thermal) > 0;
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_power_cap_info(void *h, uint32_t sensor, amdsmi_power_cap_info_t *c) {
+    DEV_ENTER(amdsmi_get_power_cap_info); NEED(c);
+    if (sensor != 0) return AMDSMI_STATUS_INVAL;
+    if (NA(power_limit_w)) return AMDSMI_STATUS_NOT_SUPPORTED;
+    memset(c, 0, sizeof *c);
+    c->power_cap = u64(RV(power_limit_w) * 1e6); /* microwatts */
+    c->default_power_cap = u64(RV(power_default_limit_w) * 1e6);
+    c->dpm_cap = 0;
+    c->min_power_cap = u64(RV(power_min_limit_w) * 1e6);
+    c->max_power_cap = u64(RV(power_max_limit_w) * 1e6);
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_fan_speed(void *h, uint32_t sensor, int64_t *speed) {
+    DEV_ENTER(amdsmi_get_gpu_fan_speed); NEED(speed);
+    if (sensor != 0 || NA(fan_percent)) return AMDSMI_STATUS_NOT_SUPPORTED;
+    *speed = (int64_t)llround(RV(fan_percent) * 255.0 / 100.0); /* 0..AMDSMI_MAX_FAN_SPEED */
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_fan_speed_max(void *h, uint32_t sensor, uint64_t *max) {
+    DEV_ENTER(amdsmi_get_gpu_fan_speed_max); NEED(max);
+    if (sensor != 0 || NA(fan_percent)) return AMDSMI_STATUS_NOT_SUPPORTED;
+    *max = 255;
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_link_metrics(void *h, amdsmi_link_metrics_t *m) {
+    DEV_ENTER(amdsmi_get_link_metrics); NEED(m);
+    unsigned links = u32(RV(xgmi_links));
+    if (NA(xgmi_links) || links == 0) return AMDSMI_STATUS_NOT_SUPPORTED;
+    if (links > 8) links = 8;
+    memset(m, 0, sizeof *m);
+    m->num_links = links;
+    /* The counters are the device totals split evenly over the links. */
+    uint64_t rd = u64(RV(xgmi_read_kb)), wr = u64(RV(xgmi_write_kb));
+    for (unsigned i = 0; i < links; i++) {
+        m->links[i].bdf.as_uint = 0;
+        m->links[i].bit_rate = 32;
+        m->links[i].max_bandwidth = 64;
+        m->links[i].link_type = 2; /* XGMI */
+        m->links[i].read = rd / links + (i < rd % links);
+        m->links[i].write = wr / links + (i < wr % links);
+    }
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_xgmi_info(void *h, amdsmi_xgmi_info_t *x) {
+    DEV_ENTER(amdsmi_get_xgmi_info); NEED(x);
+    if (NA(xgmi_links) || RV(xgmi_links) <= 0) return AMDSMI_STATUS_NOT_SUPPORTED;
+    memset(x, 0, sizeof *x);
+    x->xgmi_lanes = 16;
+    x->xgmi_hive_id = 0x5a11ab1e;
+    x->xgmi_node_id = (uint64_t)(d - g_st->dev);
+    x->index = (uint32_t)(d - g_st->dev);
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Processes                                                                */
+/* ------------------------------------------------------------------------ */
+static void proc_name(uint32_t pid, char *out, size_t len) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%u/comm", pid);
+    out[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    size_t n = fread(out, 1, len - 1, f);
+    fclose(f);
+    out[n] = 0;
+    char *nl = strchr(out, '\n');
+    if (nl) *nl = 0;
+}
+
+/* Like amdsmi: *max_processes in = capacity, out = how many exist; a short buffer is filled
+ * and answered with AMDSMI_STATUS_OUT_OF_RESOURCES. */
+SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_process_list(void *h, uint32_t *max_processes, amdsmi_proc_info_t *list) {
+    DEV_ENTER(amdsmi_get_gpu_process_list); NEED(max_processes);
+    int idx = (int)(d - g_st->dev);
+    amd_proc_t snap[256];
+    unsigned n = 0;
+    for (int tries = 0; tries < 100; tries++) {
+        uint32_t g1 = __atomic_load_n(&g_st->proc_gen, __ATOMIC_ACQUIRE);
+        if (g1 & 1) { sched_yield(); continue; }
+        n = 0;
+        for (int i = 0; i < AMD_MAX_PROC && n < 256; i++)
+            if (g_st->proc[i].dev == idx) snap[n++] = g_st->proc[i];
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&g_st->proc_gen, __ATOMIC_ACQUIRE) == g1) break;
+    }
+    uint32_t cap = *max_processes;
+    *max_processes = n;
+    if (!list) return cap == 0 && n > 0 ? AMDSMI_STATUS_OUT_OF_RESOURCES : AMDSMI_STATUS_SUCCESS;
+    unsigned k = n < cap ? n : cap;
+    for (unsigned i = 0; i < k; i++) {
+        amdsmi_proc_info_t *p = &list[i];
+        memset(p, 0, sizeof *p);
+        proc_name(snap[i].pid, p->name, sizeof p->name);
+        p->pid = snap[i].pid;
+        p->mem = snap[i].vram_bytes + snap[i].gtt_bytes;
+        p->engine_usage.gfx = (uint64_t)snap[i].gfx_ns;
+        p->engine_usage.enc = (uint64_t)snap[i].enc_ns;
+        p->memory_usage.gtt_mem = snap[i].gtt_bytes;
+        p->memory_usage.cpu_mem = snap[i].cpu_bytes;
+        p->memory_usage.vram_mem = snap[i].vram_bytes;
+        p->cu_occupancy = snap[i].cu_occupancy;
+    }
+    return n > cap ? AMDSMI_STATUS_OUT_OF_RESOURCES : AMDSMI_STATUS_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Event notification (the KFD SMI event file, here a ring in the state)   */
+/* ------------------------------------------------------------------------ */
+SIM_EXPORT amdsmi_status_t amdsmi_init_gpu_event_notification(void *h) {
+    DEV_ENTER(amdsmi_init_gpu_event_notification);
+    int idx = (int)(d - g_st->dev);
+    pthread_mutex_lock(&g_evt_lock);
+    int first = 1;
+    for (int i = 0; i < AMD_MAX_DEV; i++) if (g_evt_init[i]) first = 0;
+    if (first) g_evt_last_seq = __atomic_load_n(&g_st->ev_seq, __ATOMIC_ACQUIRE);
+    g_evt_init[idx] = 1;
+    g_evt_mask[idx] = 0;
+    pthread_mutex_unlock(&g_evt_lock);
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_set_gpu_event_notification_mask(void *h, uint64_t mask) {
+    DEV_ENTER(amdsmi_set_gpu_event_notification_mask);
+    int idx = (int)(d - g_st->dev);
+    if (!g_evt_init[idx]) return AMDSMI_STATUS_NOT_INIT;
+    __atomic_store_n(&g_evt_mask[idx], mask, __ATOMIC_RELEASE);
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_stop_gpu_event_notification(void *h) {
+    int idx = handle_index(h);
+    simamd_count_call(FN_amdsmi_stop_gpu_event_notification, idx);
+    if (!g_st || g_init_count <= 0) return AMDSMI_STATUS_NOT_INIT;
+    if (idx < 0) return AMDSMI_STATUS_INVAL;
+    g_evt_init[idx] = 0;
+    g_evt_mask[idx] = 0;
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+static long futex_wait(uint32_t *addr, uint32_t expected, long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    return syscall(SYS_futex, addr, FUTEX_WAIT, expected, &ts, NULL, 0);
+}
+
+/* Blocks up to timeout_ms for events of the initialised devices whose mask bit
+ * (1 << (type - 1)) is set; returns what arrived (up to *num_elem), else NO_DATA. */
+SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_event_notification(int32_t timeout_ms, uint32_t *num_elem,
+                                                             amdsmi_evt_notification_data_t *data) {
+    SYS_ENTER(amdsmi_get_gpu_event_notification);
+    NEED(num_elem); NEED(data);
+    if (*num_elem == 0) return AMDSMI_STATUS_INVAL;
+    uint64_t deadline = mono_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
+    uint32_t got = 0;
+    for (;;) {
+        uint32_t fw = __atomic_load_n(&g_st->ev_futex, __ATOMIC_ACQUIRE);
+        uint64_t cur = __atomic_load_n(&g_st->ev_seq, __ATOMIC_ACQUIRE);
+        pthread_mutex_lock(&g_evt_lock);
+        uint64_t s = g_evt_last_seq;
+        if (cur > s + AMD_RING) s = cur - AMD_RING;
+        while (s < cur && got < *num_elem) {
+            s++;
+            amd_event_t *e = &g_st->ring[s % AMD_RING];
+            if (__atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) != s) continue;
+            int dv = e->dev;
+            uint32_t ty = e->type;
+            if (dv >= 0 && dv < AMD_MAX_DEV && g_evt_init[dv] && ty >= 1 && ty <= 64 &&
+                (__atomic_load_n(&g_evt_mask[dv], __ATOMIC_ACQUIRE) & (1ull << (ty - 1)))) {
+                amdsmi_evt_notification_data_t *out = &data[got++];
+                memset(out, 0, sizeof *out);
+                out->processor_handle = &g_handles[dv];
+                out->event = ty;
+                copy_str(out->message, sizeof out->message, e->message);
+            }
+        }
+        g_evt_last_seq = s;
+        pthread_mutex_unlock(&g_evt_lock);
+        if (got) { *num_elem = got; return AMDSMI_STATUS_SUCCESS; }
+        uint64_t now = mono_ms();
+        if (now >= deadline) { *num_elem = 0; return AMDSMI_STATUS_NO_DATA; }
+        futex_wait(&g_st->ev_futex, fw, (long)(deadline - now));
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Misc                                                                     */
+/* ------------------------------------------------------------------------ */
+SIM_EXPORT amdsmi_status_t amdsmi_status_code_to_string(amdsmi_status_t status, const char **str) {
+    simamd_count_call(FN_amdsmi_status_code_to_string, -1);
+    NEED(str);
+    switch (status) {
+    case AMDSMI_STATUS_SUCCESS: *str = "AMDSMI_STATUS_SUCCESS: Call succeeded"; break;
+    case AMDSMI_STATUS_NOT_SUPPORTED: *str = "AMDSMI_STATUS_NOT_SUPPORTED: Feature not supported"; break;
+    case AMDSMI_STATUS_NOT_FOUND: *str = "AMDSMI_STATUS_NOT_FOUND: Device Not found"; break;
+    case AMDSMI_STATUS_NO_DATA: *str = "AMDSMI_STATUS_NO_DATA: No data was found for a given input"; break;
+    default: *str = "AMDSMI_STATUS_UNKNOWN_ERROR: An unknown error occurred"; break;
+    }
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_lib_version(amdsmi_version_t *v) {
+    simamd_count_call(FN_amdsmi_get_lib_version, -1);
+    NEED(v);
+    v->major = 25; v->minor = 7; v->release = 2; v->build = "simulated";
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT void amdsmi_free_name_value_pairs(void *p) {
+    simamd_count_call(FN_amdsmi_free_name_value_pairs, -1);
+    (void)p;
+}
+
+/* ======================================================================== */
+/* Control API for the node daemon (simamd_*): 0 on success, < 0 on error.  */
+/* ======================================================================== */
+static amd_state_t *g_ctl = NULL;
+
+static amd_dev_t *ctl_dev(int dev) {
+    if (!g_ctl || dev < 0 || (unsigned)dev >= g_ctl->n_devices) return NULL;
+    return &g_ctl->dev[dev];
+}
+
+SIM_EXPORT int simamd_reading_count(void) { return R_COUNT; }
+SIM_EXPORT const char *simamd_reading_name(int i) { return i >= 0 && i < R_COUNT ? g_reading_names[i] : NULL; }
+SIM_EXPORT int simamd_function_count(void) { return FN_IMPLEMENTED + simamd_stub_count; }
+SIM_EXPORT const char *simamd_function_name(int i) {
+    if (i >= 0 && i < FN_IMPLEMENTED) return g_func_names_impl[i];
+    if (i >= FN_IMPLEMENTED && i < FN_IMPLEMENTED + simamd_stub_count) return simamd_stub_names[i - FN_IMPLEMENTED];
+    return NULL;
+}
+SIM_EXPORT int simamd_max_processes(void) { return AMD_MAX_PROC; }
+
+SIM_EXPORT int simamd_create(const char *path, int n_devices) {
+    if (n_devices < 0 || n_devices > AMD_MAX_DEV) return -1;
+    if (FN_IMPLEMENTED + simamd_stub_count > FN_MAX) return -3;
+    g_ctl = map_state(path, 1, (unsigned)n_devices);
+    return g_ctl ? 0 : -2;
+}
+SIM_EXPORT int simamd_open(const char *path) {
+    g_ctl = map_state(path, 0, 0);
+    return g_ctl ? (int)g_ctl->n_devices : -2;
+}
+SIM_EXPORT int simamd_set_system(const char *driver, const char *date) {
+    if (!g_ctl) return -1;
+    snprintf(g_ctl->driver_version, sizeof g_ctl->driver_version, "%s", driver);
+    snprintf(g_ctl->driver_date, sizeof g_ctl->driver_date, "%s", date);
+    return 0;
+}
+SIM_EXPORT int simamd_set_string(int dev, const char *key, const char *value) {
+    amd_dev_t *d = ctl_dev(dev);
+    if (!d || !key || !value) return -1;
+    if (strcmp(key, "name") == 0) snprintf(d->name, sizeof d->name, "%s", value);
+    else if (strcmp(key, "uuid") == 0) snprintf(d->uuid, sizeof d->uuid, "%s", value);
+    else if (strcmp(key, "serial") == 0) snprintf(d->serial, sizeof d->serial, "%s", value);
+    else if (strcmp(key, "vbios") == 0) snprintf(d->vbios, sizeof d->vbios, "%s", value);
+    else return -2;
+    return 0;
+}
+SIM_EXPORT int simamd_set_bdf(int dev, unsigned long long domain, unsigned bus, unsigned device, unsigned function) {
+    amd_dev_t *d = ctl_dev(dev);
+    if (!d || bus > 0xFF || device > 0x1F || function > 7) return -1;
+    amdsmi_bdf_t b; b.as_uint = 0;
+    b.f.domain_number = domain; b.f.bus_number = bus; b.f.device_number = device; b.f.function_number = function;
+    d->bdf = b.as_uint;
+    return 0;
+}
+SIM_EXPORT int simamd_set_reading(int dev, int rid, double value) {
+    amd_dev_t *d = ctl_dev(dev);
+    if (!d || rid < 0 || rid >= R_COUNT || !isfinite(value)) return -1;
+    __atomic_store(&d->val[rid], &value, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->na[rid], 0, __ATOMIC_RELEASE);
+    return 0;
+}
+SIM_EXPORT double simamd_get_reading(int dev, int rid) {
+    amd_dev_t *d = ctl_dev(dev);
+    if (!d || rid < 0 || rid >= R_COUNT) return NAN;
+    return d->na[rid] ? NAN : d->val[rid];
+}
+SIM_EXPORT int simamd_set_unsupported(int dev, int rid, int na) {
+    amd_dev_t *d = ctl_dev(dev);
+    if (!d || rid < 0 || rid >= R_COUNT) return -1;
+    __atomic_store_n(&d->na[rid], na ? 1 : 0, __ATOMIC_RELEASE);
+    return 0;
+}
+SIM_EXPORT int simamd_set_function_unsupported(int dev, int fid, int unsupported) {
+    amd_dev_t *d = ctl_dev(dev);
+    if (!d || fid < 0 || fid >= FN_MAX) return -1;
+    __atomic_store_n(&d->fn_unsup[fid], unsupported ? 1 : 0, __ATOMIC_RELEASE);
+    return 0;
+}
+SIM_EXPORT int simamd_set_lost(int dev, int lost) {
+    amd_dev_t *d = ctl_dev(dev);
+    if (!d) return -1;
+    __atomic_store_n(&d->lost, lost ? 1 : 0, __ATOMIC_RELEASE);
+    return 0;
+}
+SIM_EXPORT int simamd_set_hang_ms(int dev, int ms) {
+    amd_dev_t *d = ctl_dev(dev);
+    if (!d || ms < 0) return -1;
+    __atomic_store_n(&d->hang_ms, ms, __ATOMIC_RELEASE);
+    return 0;
+}
+SIM_EXPORT int simamd_get_lost(int dev) { amd_dev_t *d = ctl_dev(dev); return d ? d->lost : -1; }
+
+static void bump(amd_dev_t *d, int rid, double by) {
+    double v = d->val[rid] + by;
+    __atomic_store(&d->val[rid], &v, __ATOMIC_RELEASE);
+}
+
+SIM_EXPORT int simamd_bump(int dev, int rid, double by) {
+    amd_dev_t *d = ctl_dev(dev);
+    if (!d || rid < 0 || rid >= R_COUNT || !isfinite(by)) return -1;
+    bump(d, rid, by);
+    return 0;
+}
+
+SIM_EXPORT long long simamd_push_event(int dev, unsigned type, const char *message) {
+    amd_dev_t *d = ctl_dev(dev);
+    if (!d || type < 1 || type > EVT_LAST) return -1;
+    while (__atomic_exchange_n(&g_ctl->ev_lock, 1, __ATOMIC_ACQUIRE)) sched_yield();
+    uint64_t s = g_ctl->ev_seq + 1;
+    amd_event_t *e = &g_ctl->ring[s % AMD_RING];
+    __atomic_store_n(&e->seq, 0, __ATOMIC_RELEASE);
+    e->dev = dev; e->type = type;
+    snprintf(e->message, sizeof e->message, "%s", message ? message : "");
+    __atomic_store_n(&e->seq, s, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_ctl->ev_seq, s, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_ctl->ev_futex, (uint32_t)s, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_ctl->ev_lock, 0, __ATOMIC_RELEASE);
+    syscall(SYS_futex, &g_ctl->ev_futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    return (long long)s;
+}
+
+static void proc_write_begin(void) { __atomic_fetch_add(&g_ctl->proc_gen, 1, __ATOMIC_ACQ_REL); }
+static void proc_write_end(void) { __atomic_fetch_add(&g_ctl->proc_gen, 1, __ATOMIC_ACQ_REL); }
+
+/* Adds or updates (pid, dev); the engine-time counters of an existing entry carry on. */
+SIM_EXPORT int simamd_proc_add(int dev, unsigned pid, double vram_mib, double gfx_util, double enc_util, unsigned cu) {
+    if (!ctl_dev(dev) || pid == 0) return -1;
+    int slot = -1, existing = 0;
+    for (int i = 0; i < AMD_MAX_PROC; i++) {
+        if (g_ctl->proc[i].dev == dev && g_ctl->proc[i].pid == pid) { slot = i; existing = 1; break; }
+        if (slot < 0 && g_ctl->proc[i].dev < 0) slot = i;
+    }
+    if (slot < 0) return -3;
+    proc_write_begin();
+    amd_proc_t *p = &g_ctl->proc[slot];
+    if (!existing) { memset(p, 0, sizeof *p); p->pid = pid; }
+    p->vram_bytes = u64(vram_mib * 1048576.0);
+    p->gtt_bytes = 2 * 1048576ull;
+    p->cpu_bytes = 0;
+    p->gfx_util = gfx_util; p->enc_util = enc_util; p->cu_occupancy = cu;
+    p->dev = dev;
+    proc_write_end();
+    return 0;
+}
+SIM_EXPORT int simamd_proc_rm(int dev, unsigned pid) {
+    if (!g_ctl) return -1;
+    int n = 0;
+    proc_write_begin();
+    for (int i = 0; i < AMD_MAX_PROC; i++) {
+        amd_proc_t *p = &g_ctl->proc[i];
+        if (p->dev >= 0 && p->pid == pid && (dev < 0 || p->dev == dev)) { p->dev = -1; p->pid = 0; n++; }
+    }
+    proc_write_end();
+    return n;
+}
+SIM_EXPORT int simamd_proc_count(void) {
+    if (!g_ctl) return -1;
+    int n = 0;
+    for (int i = 0; i < AMD_MAX_PROC; i++) n += g_ctl->proc[i].dev >= 0;
+    return n;
+}
+
+/* Advances the counters by dt seconds.  The violation accumulators tick once per ms, the
+ * period of the firmware's accumulation counter. */
+SIM_EXPORT int simamd_tick(double dt) {
+    if (!g_ctl || !(dt >= 0)) return -1;
+    for (unsigned i = 0; i < g_ctl->n_devices; i++) {
+        amd_dev_t *d = &g_ctl->dev[i];
+        if (d->lost) continue;
+        if (!NA(power_w) && !NA(energy_uj)) bump(d, R_energy_uj, RV(power_w) * 1e6 * dt);
+        if (!NA(xgmi_links) && RV(xgmi_links) > 0) {
+            bump(d, R_xgmi_read_kb, RV(xgmi_read_kb_s) * dt);
+            bump(d, R_xgmi_write_kb, RV(xgmi_write_kb_s) * dt);
+        }
+        if (!NA(violation_acc_counter)) {
+            double ticks = dt * 1000.0;
+            bump(d, R_violation_acc_counter, ticks);
+            if (RV(throttle_ppt) > 0) bump(d, R_violation_ppt_acc, ticks);
+            if (RV(throttle_socket_thermal) > 0) bump(d, R_violation_socket_thermal_acc, ticks);
+            if (RV(throttle_vr_thermal) > 0) bump(d, R_violation_vr_thermal_acc, ticks);
+            if (RV(throttle_hbm_thermal) > 0) bump(d, R_violation_hbm_thermal_acc, ticks);
+            if (RV(throttle_prochot) > 0) bump(d, R_violation_prochot_acc, ticks);
+        }
+    }
+    proc_write_begin();
+    for (int i = 0; i < AMD_MAX_PROC; i++) {
+        amd_proc_t *p = &g_ctl->proc[i];
+        if (p->dev < 0 || g_ctl->dev[p->dev].lost) continue;
+        p->gfx_ns += p->gfx_util / 100.0 * dt * 1e9;
+        p->enc_ns += p->enc_util / 100.0 * dt * 1e9;
+    }
+    proc_write_end();
+    return 0;
+}
+
+SIM_EXPORT unsigned long long simamd_call_count(int fid, int dev) {
+    if (!g_ctl || fid < 0 || fid >= FN_MAX) return 0;
+    if (dev < 0) return __atomic_load_n(&g_ctl->calls[fid][AMD_MAX_DEV], __ATOMIC_RELAXED);
+    if (dev >= AMD_MAX_DEV) return 0;
+    return __atomic_load_n(&g_ctl->calls[fid][dev], __ATOMIC_RELAXED);
+}
+SIM_EXPORT int simamd_device_count(void) { return g_ctl ? (int)g_ctl->n_devices : -1; }
+SIM_EXPORT unsigned long long simamd_event_seq(void) { return g_ctl ? __atomic_load_n(&g_ctl->ev_seq, __ATOMIC_ACQUIRE) : 0; }
+
+/* Called by the generated stubs: their counters follow the implemented functions. */
+SIM_EXPORT void simamd_count_stub(int i) { simamd_count_call(FN_IMPLEMENTED + i, -1); }

@@ -1,0 +1,63 @@
+"""Static properties of the AMD Instinct models a scenario may name.
+
+Public data-sheet / ``amd-smi static`` numbers, so a simulated MI300X looks like one to
+every amdsmi client. Unknown models get generic defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+_NO_FAN: dict[str, float | None] = {"fan_percent": None}
+
+MODELS: Mapping[str, Mapping[str, float | None]] = MappingProxyType(
+    {
+        "AMD Instinct MI300X": MappingProxyType({
+            **_NO_FAN, "pci_device_id": 0x74A1, "pci_revision": 0, "compute_units": 304,
+            "memory_total_mib": 196592, "power_limit_w": 750, "power_default_limit_w": 750,
+            "power_min_limit_w": 0, "power_max_limit_w": 750, "max_gfx_clock_mhz": 2100,
+            "max_memory_clock_mhz": 1300, "pcie_max_link_width": 16,
+            "pcie_max_link_speed_mts": 32000, "xgmi_links": 7,
+        }),
+        "AMD Instinct MI250X": MappingProxyType({
+            **_NO_FAN, "pci_device_id": 0x740C, "pci_revision": 1, "compute_units": 110,
+            "memory_total_mib": 65520, "power_limit_w": 560, "power_default_limit_w": 560,
+            "power_min_limit_w": 0, "power_max_limit_w": 560, "max_gfx_clock_mhz": 1700,
+            "max_memory_clock_mhz": 1600, "pcie_max_link_width": 16,
+            "pcie_max_link_speed_mts": 16000, "xgmi_links": 8,
+        }),
+        "AMD Instinct MI210": MappingProxyType({
+            **_NO_FAN, "pci_device_id": 0x740F, "pci_revision": 2, "compute_units": 104,
+            "memory_total_mib": 65520, "power_limit_w": 300, "power_default_limit_w": 300,
+            "power_min_limit_w": 0, "power_max_limit_w": 300, "max_gfx_clock_mhz": 1700,
+            "max_memory_clock_mhz": 1600, "pcie_max_link_width": 16,
+            "pcie_max_link_speed_mts": 16000, "xgmi_links": 0,
+        }),
+    }
+)
+
+GENERIC: Mapping[str, float | None] = MappingProxyType({
+    "fan_percent": 30, "pci_device_id": 0x7400, "pci_revision": 0, "compute_units": 64,
+    "memory_total_mib": 32752, "power_limit_w": 300, "power_default_limit_w": 300,
+    "power_min_limit_w": 0, "power_max_limit_w": 300, "max_gfx_clock_mhz": 1800,
+    "max_memory_clock_mhz": 1200, "pcie_max_link_width": 16, "pcie_max_link_speed_mts": 16000,
+    "xgmi_links": 0,
+})
+
+# Defaults for every AMD device before model data and the scenario are applied.
+BASE: Mapping[str, float | None] = MappingProxyType({
+    "utilization_gpu": 0, "utilization_memory": 0, "utilization_mm": 0, "memory_used_mib": 0,
+    "temperature_c": 35, "hotspot_temperature_c": 40, "memory_temperature_c": 38,
+    "power_w": 120, "soc_clock_mhz": 1000, "video_clock_mhz": 1000, "decoder_clock_mhz": 800,
+    "pcie_bandwidth_mbps": 0, "pcie_replay_counter": 0, "ecc_correctable": 0,
+    "ecc_uncorrectable": 0, "ecc_deferred": 0, "throttle_ppt": 0, "throttle_socket_thermal": 0,
+    "throttle_vr_thermal": 0, "throttle_hbm_thermal": 0, "throttle_prochot": 0,
+    "xgmi_read_kb": 0, "xgmi_write_kb": 0, "energy_uj": 0, "violation_acc_counter": 0,
+    "violation_ppt_acc": 0, "violation_socket_thermal_acc": 0, "violation_vr_thermal_acc": 0,
+    "violation_hbm_thermal_acc": 0, "violation_prochot_acc": 0,
+})
+
+
+def model_readings(model: str) -> Mapping[str, float | None]:
+    return MODELS.get(model, GENERIC)

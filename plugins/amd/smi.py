@@ -1,0 +1,122 @@
+"""The one place that loads ``amdsmi`` and knows how it reports failure.
+
+The ``amdsmi`` package's ctypes wrapper opens ``libamd_smi.so`` when it is imported; without
+the library it prints two lines to stdout and dies of a KeyError. So the library is looked
+for first, the same way the wrapper does, and the package is imported only when it is there
+(with its prints captured), so a node without ROCm gets one clear log line instead.
+
+Errors become the three outcomes the rest of the plugin cares about, as for NVML: the call
+is not available on this device (never try again), the device is lost, or this one read
+failed (absent this cycle).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import importlib.util
+import io
+import logging
+import os
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from agent.sampling.backend import BackendUnavailable, DeviceLost
+
+log = logging.getLogger(__name__)
+
+LIBRARY = "libamd_smi.so"
+
+# amdsmi_status_t values (amdsmi_wrapper.py).
+STATUS_INVAL = 1
+STATUS_NOT_SUPPORTED = 2
+STATUS_NOT_YET_IMPLEMENTED = 3
+STATUS_FAIL_LOAD_SYMBOL = 5
+STATUS_NO_PERM = 10
+STATUS_NOT_FOUND = 31
+STATUS_DRIVER_NOT_LOADED = 34
+STATUS_NO_DATA = 40
+
+# "This device or library cannot do that", as opposed to a transient failure.
+_PERMANENT = frozenset(
+    {STATUS_INVAL, STATUS_NOT_SUPPORTED, STATUS_NOT_YET_IMPLEMENTED, STATUS_FAIL_LOAD_SYMBOL,
+     STATUS_NO_PERM}
+)
+# amdgpu's sysfs and DRM nodes of a device that fell off the bus are gone.
+_LOST = frozenset({STATUS_NOT_FOUND, STATUS_DRIVER_NOT_LOADED})
+
+
+class Unavailable(Exception):
+    """The call does not work on this device or library; probing drops it for good."""
+
+
+def library_candidates() -> list[str]:
+    """Where the wrapper looks for the library, in its order (amdsmi_wrapper.find_smi_library)."""
+    places: list[str] = []
+    rocm = os.environ.get("ROCM_HOME", os.environ.get("ROCM_PATH"))
+    if rocm:
+        places.append(os.path.join(rocm, "lib", LIBRARY))
+    places.append(LIBRARY)  # the dynamic linker: LD_LIBRARY_PATH, ld.so.conf
+    spec = importlib.util.find_spec("amdsmi")
+    if spec is not None and spec.submodule_search_locations:
+        places.append(str(Path(next(iter(spec.submodule_search_locations))) / LIBRARY))
+    places.append(str(Path(os.environ.get("ROCM_PATH", "/opt/rocm")) / "lib" / LIBRARY))
+    return places
+
+
+def _find_library() -> str | None:
+    for place in library_candidates():
+        try:
+            ctypes.CDLL(place)
+        except OSError:
+            continue
+        return place
+    return None
+
+
+def load() -> ModuleType:
+    """Import ``amdsmi``; raises BackendUnavailable naming exactly what is missing."""
+    if importlib.util.find_spec("amdsmi") is None:
+        raise BackendUnavailable(
+            "the 'amdsmi' Python package is not installed (pip install amdsmi)"
+        )
+    if _find_library() is None:
+        raise BackendUnavailable(
+            f"{LIBRARY} not found ($ROCM_HOME/lib, $ROCM_PATH/lib, the dynamic linker's path, "
+            "/opt/rocm/lib): install ROCm's amd-smi-lib to monitor AMD GPUs"
+        )
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            return importlib.import_module("amdsmi")
+    except AttributeError as error:  # the library lacks a symbol the wrapper binds
+        raise BackendUnavailable(
+            f"{LIBRARY} is older than the installed amdsmi package expects: {error}"
+        ) from error
+    except Exception as error:  # the wrapper fails in several ways; say what it said
+        said = " ".join(printed.getvalue().split())
+        raise BackendUnavailable(f"amdsmi could not be loaded: {error} {said}".strip()) from error
+
+
+def status_of(error: BaseException) -> int | None:
+    get = getattr(error, "get_error_code", None)
+    return int(get()) if callable(get) else None
+
+
+def classify(error: Exception, call: str) -> Exception:
+    """Map an amdsmi error to Unavailable, DeviceLost or (transient) the error itself."""
+    code = status_of(error)
+    if code in _LOST:
+        return DeviceLost(f"{call}: amdsmi status {code} (device gone)")
+    if code in _PERMANENT:
+        return Unavailable(f"{call}: amdsmi status {code}")
+    return error
+
+
+def number(value: Any) -> float | int | None:
+    """A reading from an amdsmi dict: AMD reports unreadable values in band as ``"N/A"``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value

@@ -1,0 +1,148 @@
+"""The AMD backend: real ``amdsmi`` on the simulated libamd_smi.so, values at a real receiver."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.model.metrics import DEVICE_METRICS
+from plugins.nvidia.simulator import SimulatedNode
+from tests.integration.conftest import UUIDS
+from tests.integration.harness import AgentProcess, h100, write_scenario
+from tests.receivers.otlp_grpc import OtlpGrpcReceiver
+from tests.receivers.store import Store
+
+pytestmark = pytest.mark.integration
+MIB = 1024 * 1024
+FAST = ["--interval", "0.2", "--export-interval", "0.3"]
+MI300X_UUID = "74a1e2b4-0000-1000-8031-c2d5a8e1f001"
+MI210_UUID = "740f9c0d-0000-1000-8022-a1b2c3d4e002"
+
+
+@pytest.fixture
+def mixed_node(tmp_path: Path) -> Iterator[SimulatedNode]:
+    """One H100 and two AMD GPUs in one scenario (scenario indices 0, 1, 2)."""
+    scenario = write_scenario(tmp_path, {
+        "devices": [
+            h100(0, uuid=UUIDS[0]),
+            {"vendor": "amd", "model": "AMD Instinct MI300X", "uuid": MI300X_UUID,
+             "pci_bus_id": "0000:0c:00.0", "utilization_gpu": 10},
+            {"vendor": "amd", "model": "AMD Instinct MI210", "uuid": MI210_UUID,
+             "pci_bus_id": "0000:2c:00.0", "fan_percent": 40, "utilization_mm": 12},
+        ],
+    })
+    with SimulatedNode.start(scenario, state_dir=tmp_path / "node") as node:
+        yield node
+
+
+def _latest(store: Store, metric: str, uuid: str, **attrs: object) -> float | int:
+    wanted = {"hw.id": uuid, **{k.replace("__", "."): v for k, v in attrs.items()}}
+    point = store.wait_for(lambda s: s.latest(metric, wanted), timeout=20, what=metric)
+    return point.value
+
+
+def test_amd_values_arrive_under_the_shared_names_next_to_nvidia(
+    mixed_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path
+) -> None:
+    mixed_node.command({"op": "set", "device": 1, "values": {
+        "utilization_gpu": 42, "utilization_memory": 17, "memory_used_mib": 5000,
+        "hotspot_temperature_c": 71, "temperature_c": 55, "memory_temperature_c": 66,
+        "power_w": 612.5, "gfx_clock_mhz": 1900, "memory_clock_mhz": 1300,
+        "power_limit_w": 700, "ecc_correctable": 3, "pcie_replay_counter": 9,
+        "throttle_ppt": 1}})
+    config = tmp_path / "agent.yaml"
+    config.write_text("groups: {slow: {interval: 0.3}}\n", encoding="utf-8")
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, mixed_node.env,
+                         [*FAST, "--config", str(config)])
+    try:
+        store = otlp_grpc_receiver.store
+        assert store.wait_for(
+            lambda s: (p := s.latest("hw.gpu.utilization", {"hw.id": MI300X_UUID,
+                                                            "hw.gpu.task": "general"}))
+            and p.value == pytest.approx(0.42) and p,
+            timeout=20, what="gfx activity 0.42 on the MI300X",
+        )
+        point = store.latest("hw.gpu.utilization", {"hw.id": MI300X_UUID})
+        assert point is not None and point.unit == "1" and point.kind == "gauge"
+        assert point.attributes["hw.vendor"] == "amd"
+        assert point.attributes["hw.type"] == "gpu"
+        assert point.attributes["hw.model"] == "AMD Instinct MI300X"
+        assert point.attributes["gpu.index"] == 0  # amdsmi's own enumeration
+        assert point.attributes["gpu.pci.bus_id"] == "0000:0c:00.0"
+        assert "6.10.5" in str(point.resource["gpu.driver.version"])
+        assert "580.95.05" in str(point.resource["gpu.driver.version"])
+
+        u = MI300X_UUID
+        assert _latest(store, "hw.gpu.memory.utilization", u) == pytest.approx(0.17)
+        assert _latest(store, "hw.gpu.memory.usage", u) == 5000 * MIB  # MB -> By
+        assert _latest(store, "hw.gpu.memory.limit", u) == 196592 * MIB
+        assert _latest(store, "hw.temperature", u, hw__sensor_location="gpu") == 71  # hotspot
+        assert _latest(store, "hw.temperature", u, hw__sensor_location="edge") == 55
+        assert _latest(store, "hw.temperature", u, hw__sensor_location="memory") == 66
+        assert _latest(store, "hw.power", u) == pytest.approx(612, abs=1)  # whole watts
+        assert _latest(store, "gpu.clock.frequency", u, gpu__clock__domain="graphics") == 1900e6
+        assert _latest(store, "gpu.clock.frequency", u, gpu__clock__domain="memory") == 1300e6
+        assert _latest(store, "gpu.power.limit", u) == pytest.approx(700)  # uW -> W
+        assert _latest(store, "hw.errors", u, error__type="corrected") == 3
+        assert _latest(store, "gpu.pcie.replay", u) == 9
+        assert _latest(store, "gpu.clock.throttle", u,
+                       gpu__clock__throttle__reason="ppt_power") == 1
+        assert _latest(store, "gpu.clock.throttle", u,
+                       gpu__clock__throttle__reason="hbm_thermal") == 0
+        energy = store.wait_for(
+            lambda s: len(pts := s.points("hw.energy", {"hw.id": u})) >= 3 and pts,
+            timeout=20, what="three AMD energy points",
+        )
+        assert energy[0].kind == "sum" and energy[0].monotonic and energy[0].unit == "J"
+        assert energy[-1].value > energy[0].value > 0
+        xgmi = store.wait_for(
+            lambda s: len(pts := s.points("gpu.xgmi.io", {"hw.id": u,
+                                                          "network.io.direction": "receive"}))
+            >= 2 and pts, timeout=20, what="XGMI counter",
+        )
+        assert xgmi[0].unit == "By" and xgmi[-1].value > xgmi[0].value
+        assert _latest(store, "gpu.fan.speed", MI210_UUID) == pytest.approx(102 / 255)
+        assert _latest(store, "hw.gpu.utilization", MI210_UUID,
+                       hw__gpu__task="decoder") == pytest.approx(0.12)
+        # The NVIDIA GPU of the same node is sampled as before, under the same names.
+        assert _latest(store, "hw.gpu.utilization", UUIDS[0], hw__gpu__task="general") == (
+            pytest.approx(0.5))
+        status = {p.attributes["hw.state"]: p.value
+                  for p in store.points("hw.status", {"hw.id": u})[-3:]}
+        assert status == {"ok": 1, "degraded": 0, "failed": 0}
+
+        # What the catalog (and so docs/metrics.md) says AMD provides is what arrives.
+        def amd_names(s: Store) -> set[str]:
+            return {p.metric for p in s.points(None, {"hw.vendor": "amd"})}
+
+        promised = {spec.name for spec in DEVICE_METRICS if "amd" in spec.vendors}
+        store.wait_for(lambda s: amd_names(s) >= promised, timeout=20,
+                       what=f"every AMD metric: missing {promised - amd_names(store)}")
+        assert amd_names(store) == promised
+        assert "AMD SMI" not in agent.log() and "Traceback" not in agent.log()
+    finally:
+        agent.close()
+
+
+def test_without_libamd_smi_the_agent_runs_nvidia_only_and_says_so_once(
+    otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path
+) -> None:
+    scenario = write_scenario(tmp_path, {"devices": [h100(0, uuid=UUIDS[0])]})
+    with SimulatedNode.start(scenario, state_dir=tmp_path / "node") as node:
+        assert "GPU_SIM_AMD_NODE" not in node.env
+        agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env, FAST)
+        try:
+            store = otlp_grpc_receiver.store
+            store.wait_for(lambda s: len(s.points("hw.power", {"hw.id": UUIDS[0]})) >= 3,
+                           timeout=20, what="NVIDIA power")
+            log = agent.log()
+            skipped = [line for line in log.splitlines() if "amd" in line.lower()]
+            assert len(skipped) == 1, log
+            assert "backend amd skipped" in skipped[0]
+            assert "libamd_smi.so not found" in skipped[0]
+            assert "Could not load" not in log  # the wrapper's own prints stay out
+            assert not store.points(None, {"hw.vendor": "amd"})
+        finally:
+            agent.close()
