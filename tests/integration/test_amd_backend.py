@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 from agent.model.metrics import DEVICE_METRICS
 from plugins.nvidia.simulator import SimulatedNode
 from tests.integration.conftest import UUIDS
-from tests.integration.harness import AgentProcess, h100, write_scenario
+from tests.integration.harness import SCENARIOS, AgentProcess, h100, write_scenario
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.receivers.store import Store
 
@@ -146,3 +147,56 @@ def test_without_libamd_smi_the_agent_runs_nvidia_only_and_says_so_once(
             assert not store.points(None, {"hw.vendor": "amd"})
         finally:
             agent.close()
+
+
+def _state(store: Store, uuid: str, since: float = 0.0) -> str | None:
+    points = [p for p in store.points("hw.status", {"hw.id": uuid})
+              if p.value == 1 and p.received_at > since]
+    return str(points[-1].attributes["hw.state"]) if points else None
+
+
+def test_amd_gpu_reset_fails_it_and_it_comes_back(
+    mixed_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path
+) -> None:
+    config = tmp_path / "agent.yaml"
+    config.write_text("lost_reprobe_interval: 0.5\n", encoding="utf-8")
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, mixed_node.env,
+                         [*FAST, "--config", str(config)])
+    store = otlp_grpc_receiver.store
+    try:
+        store.wait_for(lambda s: _state(s, MI210_UUID) == "ok", timeout=20)
+        mixed_node.command({"op": "reset", "device": 2, "ms": 2500})
+        reset_at = time.time()
+        store.wait_for(lambda s: _state(s, MI210_UUID, reset_at) == "failed", timeout=10,
+                       what="MI210 failed during its reset")
+        assert _state(store, MI300X_UUID, reset_at) == "ok"  # the other AMD GPU carries on
+        store.wait_for(lambda s: _state(s, MI210_UUID, reset_at + 2.5) == "ok", timeout=15,
+                       what="MI210 back after its reset")
+    finally:
+        agent.close()
+
+
+def test_simulate_flag_serves_the_mixed_example_in_one_process(
+    otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path
+) -> None:
+    scenario = SCENARIOS / "h100-mi300x-mixed.yaml"
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, None,
+                         ["--simulate", str(scenario), *FAST])
+    try:
+        store = otlp_grpc_receiver.store
+
+        def vendors(s: Store) -> dict[str, set[object]]:
+            seen: dict[str, set[object]] = {}
+            for p in s.points("hw.power"):
+                seen.setdefault(str(p.attributes["hw.vendor"]), set()).add(p.attributes["hw.id"])
+            return seen
+
+        store.wait_for(lambda s: {k: len(v) for k, v in vendors(s).items()}
+                       == {"nvidia": 2, "amd": 2}, timeout=30, what="2 NVIDIA + 2 AMD GPUs")
+        # MI300X has no edge sensor in the example: absent, never 0.
+        assert store.points("hw.temperature", {"hw.vendor": "amd", "hw.sensor_location": "gpu"})
+        assert store.points("hw.temperature",
+                            {"hw.vendor": "amd", "hw.sensor_location": "edge"}) == []
+        assert agent.terminate() < 5
+    finally:
+        agent.close()
