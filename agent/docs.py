@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from agent.model.metrics import DEVICE_ATTRIBUTES, DEVICE_METRICS
+from agent.model.metrics import (
+    DEVICE_ATTRIBUTES,
+    DEVICE_METRICS,
+    PROCESS_METRICS,
+    WORKLOAD_ATTRIBUTES,
+    MetricSpec,
+)
 
 
 def metrics_markdown() -> str:
@@ -27,17 +33,37 @@ def metrics_markdown() -> str:
         "| name | instrument | unit | attributes | group | vendors | description |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for spec in DEVICE_METRICS:
-        attributes = ", ".join(f"`{a}`" for a in spec.attributes) or "—"
-        group = spec.group or "always"
-        vendors = ", ".join(spec.vendors)
-        lines.append(
-            f"| `{spec.name}` | {spec.instrument.value} | `{spec.unit}` | {attributes} | "
-            f"{group} | {vendors} | {spec.description} |"
-        )
+    lines.extend(_metric_rows(DEVICE_METRICS))
+    lines += [
+        "",
+        "## Process and workload metrics",
+        "",
+        "Each also carries the device attributes. Workload attributes appear only where known:",
+        "",
+        "| attribute | source |",
+        "| --- | --- |",
+        *(f"| `{name}` | {meaning} |" for name, meaning in WORKLOAD_ATTRIBUTES),
+        "",
+        "| name | instrument | unit | attributes | group | vendors | description |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+        *_metric_rows(PROCESS_METRICS),
+    ]
     lines.extend(_vendor_sections())
     lines.append("")
     return "\n".join(lines)
+
+
+def _metric_rows(specs: tuple[MetricSpec, ...]) -> list[str]:
+    rows = []
+    for spec in specs:
+        attributes = ", ".join(f"`{a}`" for a in spec.attributes) or "—"
+        group = spec.group or "always"
+        vendors = ", ".join(spec.vendors)
+        rows.append(
+            f"| `{spec.name}` | {spec.instrument.value} | `{spec.unit}` | {attributes} | "
+            f"{group} | {vendors} | {spec.description} |"
+        )
+    return rows
 
 
 def _vendor_sections() -> list[str]:

@@ -18,6 +18,22 @@ DEFAULTS: dict[str, Any] = {
         "fast": {"enabled": True, "interval": 5.0},
         "slow": {"enabled": True, "interval": 30.0},
         "gpm": {"enabled": True, "interval": 10.0},
+        "processes": {"enabled": True, "interval": 5.0},
+    },
+    # Per-process / per-container attribution (agent/workloads, plugins/kubernetes).
+    "attribution": {
+        "enabled": True,
+        "max_process_series": 256,  # per GPU; the rest is counted, never merged
+        "export_command_line": False,  # command lines hold secrets: off unless asked
+        "reconcile_interval": 60.0,
+        "proc_root": "/proc",
+        "cgroup_root": "/sys/fs/cgroup",
+        "memory_resources": {},  # device-plugin resource -> bytes per allocated unit
+        "kubelet": {
+            "socket": "/var/lib/kubelet/pod-resources/kubelet.sock",  # null: names off
+            "refresh_interval": 30.0,
+            "timeout": 5.0,
+        },
     },
     "otlp": {
         "protocol": None,

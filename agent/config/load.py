@@ -22,7 +22,9 @@ from agent.config.schema import (
     LOG_LEVELS,
     OTLP_PROTOCOLS,
     AgentConfig,
+    AttributionConfig,
     GroupConfig,
+    KubeletConfig,
     OtlpConfig,
 )
 
@@ -52,6 +54,7 @@ ENV_KEYS: Mapping[str, tuple[str, float]] = MappingProxyType(
         "GPU_AGENT_LOG_LEVEL": ("log_level", 1.0),
         "GPU_AGENT_NODE_NAME": ("node_name", 1.0),
         "K8S_NODE_NAME": ("node_name", 1.0),
+        "GPU_AGENT_KUBELET_SOCKET": ("attribution.kubelet.socket", 1.0),
     }
 )
 NUMERIC_KEYS = frozenset(
@@ -95,7 +98,7 @@ def _walk_file(data: Any, prefix: str, defaults: Any, layers: _Layers, origin: s
         sub_default = defaults.get(key) if isinstance(defaults, dict) else None
         if prefix == "groups" and not known:
             sub_default = {"enabled": True, "interval": 10.0}
-        if isinstance(sub_default, dict) and key not in ("headers",):
+        if isinstance(sub_default, dict) and key not in ("headers", "memory_resources"):
             _walk_file(value, dotted, sub_default, layers, origin)
         else:
             layers.set(dotted, value, origin)
@@ -225,6 +228,7 @@ def _validate(layers: _Layers) -> AgentConfig:
         certificate=_optional_str(layers, "otlp.certificate", otlp.get("certificate")),
     )
     log_level = str(tree["log_level"]).lower()
+    attribution = _attribution(layers, tree["attribution"])
     return AgentConfig(
         exporter=_choice(layers, "exporter", tree["exporter"], EXPORTERS),
         export_interval=_positive(layers, "export_interval", tree["export_interval"]),
@@ -236,6 +240,63 @@ def _validate(layers: _Layers) -> AgentConfig:
         node_name=_optional_str(layers, "node_name", tree["node_name"]),
         groups=MappingProxyType(groups),
         otlp=otlp_config,
+        attribution=attribution,
+    )
+
+
+def _bool(layers: _Layers, dotted: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{dotted} in {layers.where(dotted)}: expected true or false, "
+                          f"got {value!r}")
+    return value
+
+
+def _count(layers: _Layers, dotted: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{dotted} in {layers.where(dotted)}: expected a whole number >= 0, "
+                          f"got {value!r}")
+    return value
+
+
+def _attribution(layers: _Layers, raw: dict[str, Any]) -> AttributionConfig:
+    resources = raw.get("memory_resources") or {}
+    where = layers.where("attribution.memory_resources")
+    if not isinstance(resources, dict):
+        raise ConfigError(f"attribution.memory_resources in {where}: expected a mapping of "
+                          "resource name to bytes per unit")
+    for name, size in resources.items():
+        if not isinstance(name, str) or isinstance(size, bool) or not isinstance(size, int) \
+                or size <= 0:
+            raise ConfigError(f"attribution.memory_resources in {where}: {name!r}: expected a "
+                              f"positive whole number of bytes per unit, got {size!r}")
+    kubelet = raw["kubelet"]
+    socket = kubelet.get("socket")
+    if socket is not None and (not isinstance(socket, str) or not socket.startswith("/")):
+        raise ConfigError(f"attribution.kubelet.socket in "
+                          f"{layers.where('attribution.kubelet.socket')}: expected an absolute "
+                          f"path or null, got {socket!r}")
+    for key in ("proc_root", "cgroup_root"):
+        value = raw[key]
+        if not isinstance(value, str) or not value.startswith("/"):
+            raise ConfigError(f"attribution.{key} in {layers.where('attribution.' + key)}: "
+                              f"expected an absolute path, got {value!r}")
+    return AttributionConfig(
+        enabled=_bool(layers, "attribution.enabled", raw["enabled"]),
+        max_process_series=_count(layers, "attribution.max_process_series",
+                                  raw["max_process_series"]),
+        export_command_line=_bool(layers, "attribution.export_command_line",
+                                  raw["export_command_line"]),
+        reconcile_interval=_positive(layers, "attribution.reconcile_interval",
+                                     raw["reconcile_interval"]),
+        proc_root=raw["proc_root"],
+        cgroup_root=raw["cgroup_root"],
+        memory_resources=MappingProxyType(dict(resources)),
+        kubelet=KubeletConfig(
+            socket=socket,
+            refresh_interval=_positive(layers, "attribution.kubelet.refresh_interval",
+                                       kubelet["refresh_interval"]),
+            timeout=_positive(layers, "attribution.kubelet.timeout", kubelet["timeout"]),
+        ),
     )
 
 
@@ -261,5 +322,19 @@ def to_tree(config: AgentConfig) -> dict[str, Any]:
             "compression": config.otlp.compression,
             "timeout": config.otlp.timeout,
             "certificate": config.otlp.certificate,
+        },
+        "attribution": {
+            "enabled": config.attribution.enabled,
+            "max_process_series": config.attribution.max_process_series,
+            "export_command_line": config.attribution.export_command_line,
+            "reconcile_interval": config.attribution.reconcile_interval,
+            "proc_root": config.attribution.proc_root,
+            "cgroup_root": config.attribution.cgroup_root,
+            "memory_resources": dict(config.attribution.memory_resources),
+            "kubelet": {
+                "socket": config.attribution.kubelet.socket,
+                "refresh_interval": config.attribution.kubelet.refresh_interval,
+                "timeout": config.attribution.kubelet.timeout,
+            },
         },
     }

@@ -33,6 +33,28 @@ class OtlpConfig:
 
 
 @dataclass(frozen=True)
+class KubeletConfig:
+    socket: str | None = "/var/lib/kubelet/pod-resources/kubelet.sock"  # None: no pod names
+    refresh_interval: float = 30.0  # seconds between pod-resources List calls (besides events)
+    timeout: float = 5.0  # seconds per call
+
+
+@dataclass(frozen=True)
+class AttributionConfig:
+    """Who uses each GPU: processes, containers, pods, Slurm jobs."""
+
+    enabled: bool = True
+    max_process_series: int = 256  # per GPU
+    export_command_line: bool = False
+    reconcile_interval: float = 60.0  # seconds
+    proc_root: str = "/proc"
+    cgroup_root: str = "/sys/fs/cgroup"
+    # device-plugin resource name -> bytes per allocated unit (fractional GPU memory)
+    memory_resources: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    kubelet: KubeletConfig = KubeletConfig()
+
+
+@dataclass(frozen=True)
 class AgentConfig:
     exporter: str
     export_interval: float  # seconds
@@ -43,3 +65,4 @@ class AgentConfig:
     node_name: str | None
     groups: Mapping[str, GroupConfig]
     otlp: OtlpConfig
+    attribution: AttributionConfig = AttributionConfig()

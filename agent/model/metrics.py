@@ -101,7 +101,34 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("hw.status", U, "1", "1 for the device's current state.", ("hw.state",), ""),
 )
 
-_BY_NAME = {spec.name: spec for spec in DEVICE_METRICS}
+_WORKLOAD = ("container.id", "k8s.namespace.name", "k8s.pod.name", "k8s.pod.uid",
+             "k8s.container.name", "slurm.job.id")
+_PROCESS = ("process.pid", "process.executable.name", *_WORKLOAD)
+
+# Per process and per container on each GPU (group "processes"); workload attributes only where
+# known, and a series disappears with its process or container.
+PROCESS_METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("gpu.process.memory.usage", G, "By", "GPU memory used by the process.",
+               _PROCESS, "processes", vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.process.utilization", G, "1",
+               "Fraction of the engine's time used by the process.",
+               (*_PROCESS, "hw.gpu.task"), "processes", vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.process.series.overflow", U, "{process}",
+               "Processes on the GPU beyond the per-process series limit (not exported one by "
+               "one; still counted in their container's totals).", (), "processes",
+               vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.container.memory.usage", G, "By",
+               "GPU memory used by the container's (or job's) processes.", _WORKLOAD,
+               "processes", vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.container.utilization", G, "1",
+               "Fraction of the engine's time used by the container's processes.",
+               (*_WORKLOAD, "hw.gpu.task"), "processes", vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.container.memory.limit", G, "By",
+               "GPU memory allocated to the container on this GPU, where known.", _WORKLOAD,
+               "processes", vendors=NVIDIA_ONLY),
+)
+
+_BY_NAME = {spec.name: spec for spec in (*DEVICE_METRICS, *PROCESS_METRICS)}
 
 
 def spec_for(name: str) -> MetricSpec:
@@ -116,4 +143,16 @@ DEVICE_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("hw.model", "product name"),
     ("gpu.index", "index on the node"),
     ("gpu.pci.bus_id", "PCI bus id"),
+)
+
+WORKLOAD_ATTRIBUTES: tuple[tuple[str, str], ...] = (
+    ("process.pid", "process id (host PID namespace)"),
+    ("process.executable.name", "process name, sanitised and length-limited"),
+    ("process.command_line", "only with `attribution.export_command_line: true`"),
+    ("container.id", "runtime container id from the cgroup path"),
+    ("k8s.namespace.name", "from the kubelet pod-resources API"),
+    ("k8s.pod.name", "from the kubelet pod-resources API"),
+    ("k8s.pod.uid", "from the cgroup path"),
+    ("k8s.container.name", "from the kubelet pod-resources API"),
+    ("slurm.job.id", "from the Slurm job cgroup"),
 )

@@ -29,6 +29,8 @@ from agent.runtime.discovery import OpenBackend, installed_backends, open_backen
 from agent.runtime.sampler import DeviceSampler
 from agent.sampling.backend import Backend
 from agent.version import VERSION
+from agent.workloads.attribution import Attribution
+from agent.workloads.build import build as build_attribution
 
 log = logging.getLogger(__name__)
 RELOAD_POLL_SECONDS = 2.0
@@ -79,6 +81,7 @@ class Agent:
         self._stop = asyncio.Event()
         self.store = SnapshotStore()
         self.samplers: list[DeviceSampler] = []
+        self.attribution: Attribution | None = None  # also the WorkloadLookup of events
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -128,8 +131,11 @@ class Agent:
             )
             return 1
         resource = build_resource(self._initial, opened)
+        workload_service = None
+        if self._initial.attribution.enabled:
+            self.attribution, workload_service = build_attribution(self._initial.attribution)
         self.samplers = [
-            DeviceSampler(device, self.store, self._holder)
+            DeviceSampler(device, self.store, self._holder, attribution=self.attribution)
             for backend in opened
             for device in backend.devices
         ]
@@ -142,6 +148,8 @@ class Agent:
                  for i, s in enumerate(self.samplers)]
         tasks.append(asyncio.create_task(pusher.run(), name="export"))
         tasks.append(asyncio.create_task(self._watch_file(), name="config-watch"))
+        if workload_service is not None:
+            tasks.append(asyncio.create_task(workload_service.run(), name="workloads"))
         for task in tasks:
             task.add_done_callback(_report_crash)
         await self._stop.wait()

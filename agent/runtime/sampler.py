@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 from agent.model.snapshot import DeviceSnapshot, GroupSample, HealthState, Reading, SnapshotStore
 from agent.runtime.config_holder import ConfigHolder
 from agent.runtime.worker import DeviceWorker
-from agent.sampling.backend import Device, DeviceLost
+from agent.sampling.backend import PROCESS_GROUP, Device, DeviceLost, ProcessReader
+from agent.workloads.attribution import Attribution
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -47,6 +48,7 @@ class DeviceSampler:
         store: SnapshotStore,
         config: ConfigHolder,
         clock_ns: Callable[[], int] = time.time_ns,
+        attribution: Attribution | None = None,
     ) -> None:
         self._device = device
         self._store = store
@@ -60,6 +62,9 @@ class DeviceSampler:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: asyncio.TaskGroup | None = None
         self._hung = False  # a call overran its deadline and has not returned yet
+        self._attribution = attribution if isinstance(device, ProcessReader) else None
+        if self._attribution is not None:
+            self._attribution.watch_device(device.identity.uuid, self._republish_processes)
 
     @property
     def busy(self) -> bool:
@@ -145,7 +150,9 @@ class DeviceSampler:
         self._loop = asyncio.get_running_loop()
         while True:
             try:
-                self._groups = await self._call(self._device.probe)
+                groups = await self._call(self._device.probe)
+                self._groups = (groups if self._attribution is not None
+                                else groups - {PROCESS_GROUP})
             except (DeviceLost, CallOverrun) as exc:
                 if isinstance(exc, DeviceLost):
                     self._mark_lost(str(exc))
@@ -189,9 +196,33 @@ class DeviceSampler:
                 continue
             await self._sample(group)
 
+    def _memory_total(self) -> int | None:
+        fast = self._snapshot.samples.get("fast")
+        for reading in fast.readings if fast else ():
+            if reading.metric == "hw.gpu.memory.limit":
+                return int(reading.value)
+        return None
+
+    def _republish_processes(self) -> None:
+        """Attribution changed (a process exited, names arrived): rebuild from the last list."""
+        if (self._attribution is None or PROCESS_GROUP not in self._snapshot.samples
+                or self._snapshot.health is not HealthState.OK):
+            return
+        readings = self._attribution.readings(self._device.identity, None, self._memory_total())
+        self._publish(self._snapshot.with_sample(
+            GroupSample(PROCESS_GROUP, readings, self._clock_ns())))
+
+    async def _read(self, group: str) -> tuple[Reading, ...]:
+        if group != PROCESS_GROUP:
+            return await self._call(lambda: self._device.read(group))
+        assert self._attribution is not None and isinstance(self._device, ProcessReader)
+        processes = await self._call(self._device.read_processes)
+        return self._attribution.readings(self._device.identity, processes,
+                                          self._memory_total())
+
     async def _sample(self, group: str) -> None:
         try:
-            readings: tuple[Reading, ...] = await self._call(lambda: self._device.read(group))
+            readings: tuple[Reading, ...] = await self._read(group)
         except CallOverrun:
             return
         except DeviceLost as exc:

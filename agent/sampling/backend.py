@@ -7,8 +7,9 @@ device's own worker thread, never on the event loop.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
+from agent.model.process import ProcessUsage
 from agent.model.snapshot import DeviceIdentity, Reading
 
 
@@ -39,6 +40,22 @@ class Device(Protocol):
 
     def read(self, group: str) -> tuple[Reading, ...]:
         """Read one metric group; unreadable values are left out. Raises DeviceLost."""
+
+
+PROCESS_GROUP = "processes"
+
+
+@runtime_checkable
+class ProcessReader(Protocol):
+    """A device that can list the processes using it (optional, besides :class:`Device`).
+
+    A device that implements it returns :data:`PROCESS_GROUP` from ``probe`` when listing works;
+    the sampler then calls :meth:`read_processes` on that group's interval, on the device's
+    worker thread.
+    """
+
+    def read_processes(self) -> tuple[ProcessUsage, ...]:
+        """Every process on the device now. Raises DeviceLost; an unreadable list raises."""
 
 
 class Backend(Protocol):

@@ -8,10 +8,12 @@ from typing import Any
 
 import pynvml
 
+from agent.model.process import ProcessUsage
 from agent.model.snapshot import DeviceIdentity, Reading
-from agent.sampling.backend import DeviceLost
+from agent.sampling.backend import PROCESS_GROUP, DeviceLost
 from plugins.nvidia.gpm import GpmReader
 from plugins.nvidia.nvml import Unavailable, classify, field_value
+from plugins.nvidia.processes import ProcessSampler
 from plugins.nvidia.readings import GROUPS, CallReading, FieldReading
 
 log = logging.getLogger(__name__)
@@ -36,6 +38,7 @@ class NvidiaDevice:
         self._plans: dict[str, GroupPlan] = {}
         self._gpm: GpmReader | None = None
         self._current_call: str | None = None
+        self._processes = ProcessSampler(handle, self._invoke)
 
     @property
     def identity(self) -> DeviceIdentity:
@@ -64,6 +67,8 @@ class NvidiaDevice:
         groups = set(self._plans)
         if self._gpm is not None:
             groups.add("gpm")
+        if self._processes.probe():
+            groups.add(PROCESS_GROUP)
         return frozenset(groups)
 
     def _probe_fields(self, fields: tuple[FieldReading, ...]) -> tuple[FieldReading, ...]:
@@ -119,6 +124,9 @@ class NvidiaDevice:
         return self._invoke(
             "nvmlDeviceGetFieldValues", pynvml.nvmlDeviceGetFieldValues, self._handle, ids
         )
+
+    def read_processes(self) -> tuple[ProcessUsage, ...]:
+        return self._processes.read()
 
     def read(self, group: str) -> tuple[Reading, ...]:
         if group == "gpm":

@@ -1,0 +1,152 @@
+"""Per-process and per-container readings of one GPU, and who is on each GPU right now.
+
+The sampler hands each device's process list here on the event loop; this turns it into the
+``gpu.process.*`` and ``gpu.container.*`` readings of telemetry.md. Per-process series are
+capped per GPU (largest memory first); the processes left out are counted in
+``gpu.process.series.overflow`` and still count towards their container's totals, so nothing is
+silently folded into another series.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agent.model.process import ProcessUsage
+from agent.model.snapshot import AttributeValue, DeviceIdentity, Reading
+from agent.model.workload import GpuProcess, Workload
+from agent.workloads.resolver import GpuDevice, WorkloadResolver
+
+PROCESS_MEMORY = "gpu.process.memory.usage"
+PROCESS_UTILIZATION = "gpu.process.utilization"
+CONTAINER_MEMORY = "gpu.container.memory.usage"
+CONTAINER_UTILIZATION = "gpu.container.utilization"
+CONTAINER_LIMIT = "gpu.container.memory.limit"
+OVERFLOW = "gpu.process.series.overflow"
+
+
+@dataclass(frozen=True)
+class AttributionSettings:
+    max_process_series: int = 256  # per GPU
+    command_line: bool = False
+
+
+@dataclass(frozen=True)
+class _Attributed:
+    usage: ProcessUsage
+    executable: str
+    command_line: str
+    workload: Workload
+    limit: int | None
+
+
+class Attribution:
+    """Implements :class:`agent.model.workload.WorkloadLookup` from the latest process lists."""
+
+    def __init__(self, resolver: WorkloadResolver, settings: AttributionSettings) -> None:
+        self.resolver = resolver
+        self.settings = settings
+        self._lists: dict[str, tuple[ProcessUsage, ...]] = {}
+        self._refresh: dict[str, Callable[[], None]] = {}
+        resolver.subscribe(self._on_change)
+
+    def watch_device(self, uuid: str, refresh: Callable[[], None]) -> None:
+        """``refresh`` republishes the device's readings when attribution changes."""
+        self._refresh[uuid] = refresh
+
+    def _on_change(self) -> None:
+        for refresh in self._refresh.values():
+            refresh()
+
+    def forget(self, uuid: str) -> None:
+        self._lists.pop(uuid, None)
+        self._retain()
+
+    def _retain(self) -> None:
+        self.resolver.retain({u.pid for lst in self._lists.values() for u in lst})
+
+    def readings(self, identity: DeviceIdentity, processes: tuple[ProcessUsage, ...] | None,
+                 memory_total: int | None = None) -> tuple[Reading, ...]:
+        """The readings for ``identity``'s latest list (``None``: reuse the last list)."""
+        if processes is not None:
+            previous = self._lists.get(identity.uuid)
+            self._lists[identity.uuid] = processes
+            if previous is not None and {p.pid for p in previous} - {p.pid for p in processes}:
+                self._retain()
+        device = GpuDevice(identity.uuid, identity.pci_bus_id, memory_total)
+        attributed = self._attribute(self._lists.get(identity.uuid, ()), device)
+        limit = self.settings.max_process_series
+        ranked = sorted(attributed, key=lambda a: (-(a.usage.memory_bytes or 0), a.usage.pid))
+        out: list[Reading] = []
+        for item in ranked[:limit]:
+            out.extend(self._process_readings(item))
+        out.append(Reading(OVERFLOW, max(len(ranked) - limit, 0)))
+        out.extend(self._container_readings(attributed))
+        return tuple(out)
+
+    def _attribute(self, processes: tuple[ProcessUsage, ...],
+                   device: GpuDevice) -> list[_Attributed]:
+        found = []
+        for usage in processes:
+            facts = self.resolver.process(usage.pid)
+            if facts is None:
+                continue  # exited: its series goes now, not when the GPU stops listing it
+            workload = self.resolver.workload(facts, device)
+            limit = (self.resolver.memory_limit(facts, device)
+                     if facts.cgroup.known else None)
+            found.append(_Attributed(usage, facts.executable, facts.command_line, workload,
+                                     limit))
+        return found
+
+    def _process_readings(self, item: _Attributed) -> list[Reading]:
+        attrs: list[tuple[str, AttributeValue]] = [
+            ("process.pid", item.usage.pid),
+            ("process.executable.name", item.executable),
+        ]
+        if self.settings.command_line and item.command_line:
+            attrs.append(("process.command_line", item.command_line))
+        attrs.extend(item.workload.attributes())
+        base = tuple(attrs)
+        out = []
+        if item.usage.memory_bytes is not None:
+            out.append(Reading(PROCESS_MEMORY, item.usage.memory_bytes, base))
+        for task, value in item.usage.utilization:
+            out.append(Reading(PROCESS_UTILIZATION, value, (*base, ("hw.gpu.task", task))))
+        return out
+
+    @staticmethod
+    def _container_readings(attributed: list[_Attributed]) -> list[Reading]:
+        memory: dict[Workload, int] = defaultdict(int)
+        utilization: dict[Workload, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        limits: dict[Workload, int] = {}
+        for item in attributed:
+            if not item.workload.attributes():
+                continue
+            memory[item.workload] += item.usage.memory_bytes or 0
+            for task, value in item.usage.utilization:
+                utilization[item.workload][task] += value
+            if item.limit is not None:
+                limits[item.workload] = item.limit
+        out = []
+        for workload in sorted(memory, key=lambda w: w.attributes()):
+            attrs = workload.attributes()
+            out.append(Reading(CONTAINER_MEMORY, memory[workload], attrs))
+            for task, value in sorted(utilization[workload].items()):
+                out.append(Reading(CONTAINER_UTILIZATION, min(value, 1.0),
+                                   (*attrs, ("hw.gpu.task", task))))
+            if workload in limits:
+                out.append(Reading(CONTAINER_LIMIT, limits[workload], attrs))
+        return out
+
+    # -- WorkloadLookup -------------------------------------------------------------------
+
+    def processes_on(self, uuid: str) -> tuple[GpuProcess, ...]:
+        found = []
+        for usage in self._lists.get(uuid, ()):
+            facts = self.resolver.process(usage.pid)
+            if facts is None:
+                continue
+            workload = self.resolver.workload(facts, GpuDevice(uuid))
+            found.append(GpuProcess(usage.pid, facts.executable, workload))
+        return tuple(found)

@@ -1,0 +1,30 @@
+"""Matching the device ids a device plugin allocated to the GPUs we sample.
+
+NVIDIA's device plugin hands out whole GPUs by UUID (``GPU-…``), time-sliced or MPS replicas as
+``GPU-…::N``, and MIG devices as ``MIG-GPU-<parent uuid>/<gi>/<ci>`` (older drivers) or
+``MIG-<uuid>`` (newer ones, which name no parent: matched only when the backend tells us the
+MIG UUIDs of a GPU). AMD's plugin uses PCI bus ids, which we also accept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DeviceMatch:
+    whole: bool  # the id is the whole GPU (not a replica nor a MIG slice)
+
+
+def match(device_id: str, uuid: str, pci_bus_id: str = "",
+          mig_uuids: frozenset[str] = frozenset()) -> DeviceMatch | None:
+    """How ``device_id`` relates to the GPU ``uuid``, or None when it is another device."""
+    if device_id == uuid:
+        return DeviceMatch(whole=True)
+    if device_id.startswith(uuid + "::"):
+        return DeviceMatch(whole=False)
+    if device_id.startswith("MIG-" + uuid + "/") or device_id in mig_uuids:
+        return DeviceMatch(whole=False)
+    if pci_bus_id and device_id.lower() in (pci_bus_id.lower(), pci_bus_id.lower()[4:]):
+        return DeviceMatch(whole=True)
+    return None

@@ -1,0 +1,240 @@
+"""The PID -> workload map, for GPU processes only, kept current by events.
+
+A PID is resolved the first time a GPU lists it (one read of its /proc files) and then served
+from memory; the netlink proc connector tells us when it exits or execs, cgroup inotify when
+pods come and go, and a low-rate reconciliation re-checks only the PIDs we hold. Nothing here
+walks /proc or the cgroup tree, so the per-cycle cost follows the GPU processes alone.
+
+Pod names come from the kubelet's pod-resources answer, which carries no pod UID; the cgroup
+gives the UID. A UID is bound to a pod when the process's ``HOSTNAME`` (the pod name, unless the
+pod sets a hostname) names exactly one listed pod, or, without ``HOSTNAME``, when exactly one
+unbound listed pod was allocated the GPU the process runs on. A binding lasts while the pod is
+listed and its cgroup exists.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agent.model.workload import Workload
+from agent.workloads.devices import match
+from agent.workloads.names import sanitize
+from agent.workloads.pods import ContainerAllocation, PodAllocation
+from agent.workloads.procfs import ProcessFacts, ProcReader
+
+log = logging.getLogger(__name__)
+MIB = 1024 * 1024
+MPS_LIMIT_ENV = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
+_UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "M": MIB, "MB": MIB, "G": 1024 * MIB,
+          "GB": 1024 * MIB, "T": 1024 * 1024 * MIB, "TB": 1024 * 1024 * MIB}
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    uuid: str
+    pci_bus_id: str = ""
+    memory_total: int | None = None  # bytes, for a whole-GPU allocation's limit
+
+
+def _size(text: str) -> int | None:
+    text = text.strip().upper()
+    digits = text.rstrip("KMGTB")
+    unit = text[len(digits):]
+    try:
+        value = float(digits)
+    except ValueError:
+        return None
+    scale = _UNITS.get(unit)
+    return None if scale is None or value < 0 else int(value * scale)
+
+
+def mps_limit(value: str, gpu_count: int) -> int | None:
+    """``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`` ("2G" or "0=2G,1=1G") for a one-GPU container."""
+    parts = [p for p in value.split(",") if p.strip()]
+    if len(parts) == 1 and "=" not in parts[0]:
+        return _size(parts[0])
+    if gpu_count != 1:
+        return None  # CUDA-visible indices: only unambiguous with one GPU
+    for part in parts:
+        index, _, size = part.partition("=")
+        if index.strip() == "0":
+            return _size(size)
+    return None
+
+
+class WorkloadResolver:
+    def __init__(self, proc: ProcReader, command_line: bool = False,
+                 memory_resources: dict[str, int] | None = None) -> None:
+        self._proc = proc
+        self._command_line = command_line
+        self._memory_resources = dict(memory_resources or {})
+        self._facts: dict[int, ProcessFacts] = {}
+        self._exited: set[int] = set()
+        self._pods: tuple[PodAllocation, ...] = ()
+        self._bound: dict[str, PodAllocation] = {}  # pod UID -> its pod-resources entry
+        self._listeners: list[Callable[[], None]] = []
+        self._hidden_reported = False
+        self.pods_known = False  # a List answer arrived at least once
+        self.resolutions = 0  # /proc reads done (the benchmark reports it)
+
+    # -- events ----------------------------------------------------------------------
+
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        """Called after a change that alters the attribution (exit, names)."""
+        self._listeners.append(listener)
+
+    def _changed(self) -> None:
+        for listener in self._listeners:
+            listener()
+
+    def on_exit(self, pid: int) -> None:
+        if pid in self._facts:
+            del self._facts[pid]
+            self._exited.add(pid)
+            self._changed()
+
+    def on_exec(self, pid: int) -> None:
+        if pid in self._facts or pid in self._exited:
+            # Same PID, new program (or a reused PID): read it again at its next sighting.
+            self._facts.pop(pid, None)
+            self._exited.discard(pid)
+
+    def on_cgroup_change(self) -> None:
+        """A pod or container cgroup appeared: PIDs without an identity may have one now."""
+        stale = [pid for pid, f in self._facts.items() if not f.cgroup.known]
+        for pid in stale:
+            del self._facts[pid]
+
+    def on_pod_gone(self, pod_uid: str) -> None:
+        if self._bound.pop(pod_uid, None) is not None:
+            self._changed()
+
+    def set_pods(self, pods: tuple[PodAllocation, ...]) -> None:
+        listed = {(p.namespace, p.name): p for p in pods}
+        bound = {}
+        for uid, pod in self._bound.items():
+            current = listed.get((pod.namespace, pod.name))
+            if current is not None:
+                bound[uid] = current
+        changed = pods != self._pods or len(bound) != len(self._bound)
+        self._pods, self._bound = pods, bound
+        self.pods_known = True
+        if changed:
+            self._changed()
+
+    def reconcile(self) -> None:
+        """Catch what events missed: exits, and cgroup moves of the PIDs we hold."""
+        for pid in list(self._facts):
+            facts = self._proc.facts(pid, self._command_line)
+            if not facts.exists:
+                self.on_exit(pid)
+            elif facts.cgroup != self._facts[pid].cgroup:
+                self._facts[pid] = facts
+        live_uids = {f.cgroup.pod_uid for f in self._facts.values()}
+        for uid in [u for u in self._bound if u not in live_uids]:
+            del self._bound[uid]
+
+    def retain(self, pids: set[int]) -> None:
+        """Forget PIDs no GPU lists any more (called with the union over all GPUs)."""
+        for pid in [p for p in self._facts if p not in pids]:
+            del self._facts[pid]
+        self._exited &= pids
+
+    # -- lookups (per cycle: dictionary hits) -------------------------------------------
+
+    def process(self, pid: int) -> ProcessFacts | None:
+        """What we know of ``pid``; None once it has exited (its series must go)."""
+        if pid in self._exited:
+            return None
+        facts = self._facts.get(pid)
+        if facts is None:
+            facts = self._proc.facts(pid, self._command_line)
+            self.resolutions += 1
+            if not facts.exists and not self._hidden_reported:
+                self._hidden_reported = True
+                log.warning(
+                    "GPU process %d is not visible in %s: the agent does not share the host "
+                    "PID namespace (set hostPID: true), so processes are reported without "
+                    "names or workloads", pid, "/proc")
+            self._facts[pid] = facts
+        return facts
+
+    def known_pids(self) -> frozenset[int]:
+        return frozenset(self._facts)
+
+    def workload(self, facts: ProcessFacts, device: GpuDevice) -> Workload:
+        cg = facts.cgroup
+        if not cg.known:
+            return Workload()
+        pod = self._pod_for(facts, device) if cg.pod_uid else None
+        container = self._container_for(pod, device) if pod else None
+        return Workload(
+            container_id=cg.container_id,
+            pod_uid=cg.pod_uid,
+            pod_name=sanitize(pod.name) if pod else None,
+            namespace=sanitize(pod.namespace) if pod else None,
+            container_name=sanitize(container.name) if container else None,
+            slurm_job_id=cg.slurm_job_id,
+        )
+
+    def memory_limit(self, facts: ProcessFacts, device: GpuDevice) -> int | None:
+        """The share of ``device`` the process's container was allocated, where known."""
+        pod = self._bound.get(facts.cgroup.pod_uid or "")
+        container = self._container_for(pod, device) if pod else None
+        gpus = 0
+        whole = False
+        fractional = 0
+        if container is not None:
+            for devices in container.devices:
+                per_unit = self._memory_resources.get(devices.resource_name)
+                if per_unit is not None:
+                    fractional += per_unit * len(devices.device_ids)
+                for device_id in devices.device_ids:
+                    found = match(device_id, device.uuid, device.pci_bus_id)
+                    if found is not None:
+                        gpus += 1
+                        whole = whole or found.whole
+            if fractional and gpus <= 1:
+                return fractional
+            if whole:
+                return device.memory_total
+        env = dict(facts.environ).get(MPS_LIMIT_ENV)
+        if env:
+            return mps_limit(env, max(gpus, 1))
+        return None
+
+    def _pod_for(self, facts: ProcessFacts, device: GpuDevice) -> PodAllocation | None:
+        uid = facts.cgroup.pod_uid
+        assert uid is not None
+        pod = self._bound.get(uid)
+        if pod is not None or not self._pods:
+            return pod
+        taken = {(p.namespace, p.name) for p in self._bound.values()}
+        free = [p for p in self._pods if (p.namespace, p.name) not in taken]
+        if facts.hostname:
+            named = [p for p in free if p.name == facts.hostname]
+            if len(named) > 1:
+                named = [p for p in named if _allocated(p, device)]
+            candidates = named
+        else:
+            candidates = [p for p in free if _allocated(p, device)]
+        if len(candidates) != 1:
+            return None
+        self._bound[uid] = candidates[0]
+        return candidates[0]
+
+    @staticmethod
+    def _container_for(pod: PodAllocation, device: GpuDevice) -> ContainerAllocation | None:
+        if len(pod.containers) == 1:
+            return pod.containers[0]
+        on_device = [c for c in pod.containers
+                     if any(match(i, device.uuid, device.pci_bus_id) for d in c.devices
+                            for i in d.device_ids)]
+        return on_device[0] if len(on_device) == 1 else None
+
+
+def _allocated(pod: PodAllocation, device: GpuDevice) -> bool:
+    return any(match(i, device.uuid, device.pci_bus_id) is not None
+               for c in pod.containers for d in c.devices for i in d.device_ids)

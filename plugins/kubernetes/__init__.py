@@ -1,0 +1,1 @@
+"""Kubernetes: pod names and device allocations from the kubelet's pod-resources API."""

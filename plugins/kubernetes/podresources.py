@@ -1,0 +1,104 @@
+"""A client of the kubelet pod-resources v1 API over its unix socket.
+
+Calls are blocking gRPC on a worker thread (``asyncio.to_thread``), each with a deadline, so a
+wedged kubelet never stalls the loop. After a failure the channel is dropped and a fresh one is
+made on the next call: gRPC's own reconnect backoff would otherwise keep names away for up to
+two minutes after a kubelet restart. ``Get`` (Kubernetes 1.27+, behind a feature gate before
+1.28) is used when present; an UNIMPLEMENTED answer turns it off for the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
+from plugins.kubernetes import api
+
+log = logging.getLogger(__name__)
+MAX_MESSAGE = 16 * 1024 * 1024  # the kubelet's own limit for this API
+
+
+class PodResourcesUnavailable(Exception):
+    """The kubelet could not be asked (no socket, restarting, refused)."""
+
+
+def _pod(message: Any) -> PodAllocation:
+    return PodAllocation(
+        namespace=str(message.namespace),
+        name=str(message.name),
+        containers=tuple(
+            ContainerAllocation(
+                name=str(container.name),
+                devices=tuple(
+                    ContainerDevices(str(d.resource_name), tuple(str(i) for i in d.device_ids))
+                    for d in container.devices
+                ),
+            )
+            for container in message.containers
+        ),
+    )
+
+
+class PodResourcesClient:
+    def __init__(self, socket_path: Path, timeout: float = 5.0) -> None:
+        self.socket_path = socket_path
+        self._timeout = timeout
+        self._channel: grpc.Channel | None = None
+        self._get_supported = True
+
+    def _stub(self, method: str, request: Any, response: Any) -> Any:
+        if self._channel is None:
+            self._channel = grpc.insecure_channel(
+                f"unix://{self.socket_path}",
+                options=[("grpc.max_receive_message_length", MAX_MESSAGE)],
+            )
+        return self._channel.unary_unary(
+            method, request_serializer=request.SerializeToString,
+            response_deserializer=response.FromString,
+        )
+
+    def _call(self, method: str, request_type: Any, response_type: Any, request: Any) -> Any:
+        if not self.socket_path.exists():
+            self.close()
+            raise PodResourcesUnavailable(f"no kubelet socket at {self.socket_path}")
+        try:
+            return self._stub(method, request_type, response_type)(
+                request, timeout=self._timeout, wait_for_ready=False)
+        except grpc.RpcError as error:
+            code = error.code() if isinstance(error, grpc.Call) else None
+            if code is grpc.StatusCode.UNIMPLEMENTED:
+                raise
+            self.close()
+            raise PodResourcesUnavailable(
+                f"kubelet pod-resources {method.rsplit('/', 1)[-1]}: "
+                f"{code.name if code else error}") from error
+
+    def list_blocking(self) -> tuple[PodAllocation, ...]:
+        response = self._call(api.LIST, api.ListRequest, api.ListResponse, api.ListRequest())
+        return tuple(_pod(p) for p in response.pod_resources)
+
+    def get_blocking(self, namespace: str, name: str) -> PodAllocation | None:
+        """One pod, or None where the kubelet has no ``Get``."""
+        if not self._get_supported:
+            return None
+        request = api.GetRequest(pod_name=name, pod_namespace=namespace)
+        try:
+            response = self._call(api.GET, api.GetRequest, api.GetResponse, request)
+        except grpc.RpcError:
+            self._get_supported = False
+            log.info("kubelet pod-resources has no Get; using List only")
+            return None
+        return _pod(response.pod_resources)
+
+    async def list(self) -> tuple[PodAllocation, ...]:
+        return await asyncio.to_thread(self.list_blocking)
+
+    def close(self) -> None:
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close()

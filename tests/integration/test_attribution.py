@@ -1,0 +1,293 @@
+"""Per-process and per-pod GPU use, end to end: real cgroups, real processes registered on the
+simulated node, a kubelet pod-resources server speaking v1 over a unix socket, and a real OTLP
+receiver."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
+from plugins.nvidia.simulator import SimulatedNode
+from tests.integration.cgroups import Cgroups, Pod, cgroups, v1_root, v2_root
+from tests.integration.conftest import UUIDS
+from tests.integration.harness import AgentProcess, h100, write_scenario
+from tests.receivers import decode
+from tests.receivers.kubelet import FakeKubelet
+from tests.receivers.otlp_grpc import OtlpGrpcReceiver
+from tests.receivers.records import Point
+from tests.receivers.store import Store
+
+pytestmark = pytest.mark.integration
+MIB = 1024 * 1024
+TOTAL_MIB = 81559
+MEMORY_RESOURCE = "example.com/gpu-memory"  # a fractional device plugin: 1 unit = 1 MiB
+FAST = ["--interval", "0.2", "--export-interval", "0.3"]
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[SimulatedNode]:
+    devices = [h100(i, uuid=UUIDS[i], memory_total_mib=TOTAL_MIB) for i in range(2)]
+    scenario = write_scenario(tmp_path, {"driver_version": "580.95.05", "devices": devices})
+    with SimulatedNode.start(scenario, state_dir=tmp_path / "node") as sim:
+        yield sim
+
+
+@pytest.fixture
+def groups() -> Iterator[Cgroups]:
+    with cgroups() as made:
+        yield made
+
+
+@pytest.fixture
+def v2() -> Path:
+    root = v2_root()
+    if root is None:
+        pytest.skip("no cgroup v2 hierarchy on this machine")
+    return root
+
+
+def _config(tmp_path: Path, socket: Path, **extra: str) -> list[str]:
+    lines = [
+        "groups: {processes: {interval: 0.2}, slow: {interval: 5}}",
+        "attribution:",
+        "  reconcile_interval: 1",
+        f"  memory_resources: {{{MEMORY_RESOURCE}: {MIB}}}",
+        f"  kubelet: {{socket: {socket}, refresh_interval: 1, timeout: 2}}",
+        *(f"  {k}: {v}" for k, v in extra.items()),
+    ]
+    path = tmp_path / "agent.yaml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return [*FAST, "--config", str(path)]
+
+
+def _allocation(pod: Pod, container: str, *device_ids: str, memory_mib: int = 0,
+                ) -> PodAllocation:
+    devices = [ContainerDevices("nvidia.com/gpu", device_ids)]
+    if memory_mib:
+        devices.append(ContainerDevices(MEMORY_RESOURCE,
+                                        tuple(f"m{i}" for i in range(memory_mib))))
+    return PodAllocation(pod.namespace, pod.name, (ContainerAllocation(container,
+                                                                        tuple(devices)),))
+
+
+def _gpu_process(node: SimulatedNode, device: int, pid: int, memory_mib: int, sm: int) -> None:
+    answer = node.command({"op": "proc_add", "device": device, "pid": pid,
+                           "used_memory_mib": memory_mib, "sm_util": sm})
+    assert answer["ok"], answer
+
+
+def _last_export(store: Store) -> list[Point]:
+    received = store.received("metrics")
+    if not received:
+        return []
+    last = received[-1]
+    return list(decode.points(last.request, last.received_at))
+
+
+def _select(points: list[Point], metric: str, **attrs: object) -> list[Point]:
+    wanted = {k.replace("__", "."): v for k, v in attrs.items()}
+    return [p for p in points if p.metric == metric
+            and all(p.attributes.get(k) == v for k, v in wanted.items())]
+
+
+def _wait_export(store: Store, check: object, what: str, timeout: float = 20) -> list[Point]:
+    """The first whole export for which ``check(points)`` is truthy."""
+    assert callable(check)
+    return store.wait_for(lambda s: (pts := _last_export(s)) and check(pts) and pts,
+                          timeout=timeout, what=what)
+
+
+def test_per_pod_values_are_the_sum_of_their_processes(
+    node: SimulatedNode, groups: Cgroups, v2: Path, otlp_grpc_receiver: OtlpGrpcReceiver,
+    tmp_path: Path,
+) -> None:
+    # Pod A: two processes sharing GPU 0 through a time-sliced replica, cgroupfs driver.
+    # Pod B: systemd driver, besteffort, another replica of GPU 0 with a fractional memory share.
+    # Pod C: guaranteed, the whole GPU 1, in a cgroup v1 hierarchy where the machine has one.
+    a = groups.pod(v2, "trainer-a", "burstable", "cgroupfs")
+    b = groups.pod(v2, "infer-b", "besteffort", "systemd")
+    c_base = v1_root("pids") or v2
+    c = groups.pod(c_base, "whole-c", "guaranteed", "cgroupfs")
+    a1 = groups.spawn(a.cgroup, {"HOSTNAME": a.name})
+    a2 = groups.spawn(a.cgroup, {"HOSTNAME": a.name})
+    b1 = groups.spawn(b.cgroup, {"HOSTNAME": b.name})
+    c1 = groups.spawn(c.cgroup, {"HOSTNAME": c.name})
+    host = groups.spawn(Path("/sys/fs/cgroup/unified") if v2.name == "unified" else v2)
+    with FakeKubelet(tmp_path / "kubelet" / "kubelet.sock") as kubelet:
+        kubelet.set_pods([
+            _allocation(a, "main", f"{UUIDS[0]}::1"),
+            _allocation(b, "server", f"{UUIDS[0]}::2", memory_mib=2048),
+            _allocation(c, "solo", UUIDS[1]),
+        ])
+        _gpu_process(node, 0, a1, 1000, 20)
+        _gpu_process(node, 0, a2, 3000, 15)
+        _gpu_process(node, 0, b1, 500, 30)
+        _gpu_process(node, 1, c1, 7000, 60)
+        _gpu_process(node, 0, host, 100, 5)
+        agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env,
+                             _config(tmp_path, kubelet.socket_path))
+        try:
+            store = otlp_grpc_receiver.store
+
+            def complete(points: list[Point]) -> bool:
+                named = _select(points, "gpu.container.utilization", k8s__pod__name=a.name,
+                                hw__gpu__task="general")
+                return bool(named) and len(_select(points, "gpu.process.utilization",
+                                                   hw__gpu__task="general")) == 5
+
+            points = _wait_export(store, complete, "all processes with utilization and names")
+            # Every process has its own series, with its workload where it has one.
+            for pid, memory, pod in ((a1, 1000, a), (a2, 3000, a), (b1, 500, b), (c1, 7000, c)):
+                (point,) = _select(points, "gpu.process.memory.usage", process__pid=pid)
+                assert point.value == memory * MIB
+                assert point.attributes["process.executable.name"] == "sleep"
+                assert point.attributes["k8s.pod.uid"] == pod.uid
+                assert point.attributes["container.id"] == pod.container_id
+                assert point.attributes["k8s.pod.name"] == pod.name
+                assert point.attributes["k8s.namespace.name"] == "ml"
+            (bare,) = _select(points, "gpu.process.memory.usage", process__pid=host)
+            assert not {"k8s.pod.uid", "container.id", "k8s.pod.name"} & set(bare.attributes)
+            assert "process.command_line" not in bare.attributes  # off unless enabled
+            # Per pod = the sum over its processes, for memory and each engine.
+            for pod, pids in ((a, (a1, a2)), (b, (b1,)), (c, (c1,))):
+                (memory,) = _select(points, "gpu.container.memory.usage", k8s__pod__uid=pod.uid)
+                assert memory.value == sum(
+                    _select(points, "gpu.process.memory.usage", process__pid=p)[0].value
+                    for p in pids)
+                (util,) = _select(points, "gpu.container.utilization", k8s__pod__uid=pod.uid,
+                                  hw__gpu__task="general")
+                assert util.value == pytest.approx(sum(
+                    _select(points, "gpu.process.utilization", process__pid=p,
+                            hw__gpu__task="general")[0].value for p in pids))
+            (util_a,) = _select(points, "gpu.container.utilization", k8s__pod__uid=a.uid,
+                                hw__gpu__task="general")
+            assert util_a.value == pytest.approx(0.35)
+            assert util_a.attributes["k8s.container.name"] == "main"
+            assert util_a.attributes["hw.id"] == UUIDS[0]
+            # Allocated shares: the whole GPU 1 for C, the fractional 2048 MiB for B, and
+            # nothing known for A's time-sliced replica.
+            (limit_c,) = _select(points, "gpu.container.memory.limit", k8s__pod__uid=c.uid)
+            assert limit_c.value == TOTAL_MIB * MIB and limit_c.attributes["hw.id"] == UUIDS[1]
+            (limit_b,) = _select(points, "gpu.container.memory.limit", k8s__pod__uid=b.uid)
+            assert limit_b.value == 2048 * MIB
+            assert not _select(points, "gpu.container.memory.limit", k8s__pod__uid=a.uid)
+            overflow = _select(points, "gpu.process.series.overflow", hw__id=UUIDS[0])
+            assert [p.value for p in overflow] == [0]
+        finally:
+            agent.close()
+
+
+def test_exit_new_pod_and_kubelet_restart(
+    node: SimulatedNode, groups: Cgroups, v2: Path, otlp_grpc_receiver: OtlpGrpcReceiver,
+    tmp_path: Path,
+) -> None:
+    a = groups.pod(v2, "trainer-a")
+    a1 = groups.spawn(a.cgroup, {"HOSTNAME": a.name})
+    a2 = groups.spawn(a.cgroup, {"HOSTNAME": a.name})
+    kubelet = FakeKubelet(tmp_path / "kubelet" / "kubelet.sock")
+    kubelet.start()
+    kubelet.set_pods([_allocation(a, "main", f"{UUIDS[0]}::1")])
+    _gpu_process(node, 0, a1, 1000, 20)
+    _gpu_process(node, 0, a2, 3000, 15)
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env,
+                         _config(tmp_path, kubelet.socket_path))
+    store = otlp_grpc_receiver.store
+    try:
+        _wait_export(store, lambda pts: len(_select(
+            pts, "gpu.process.memory.usage", k8s__pod__name=a.name)) == 2, "pod A named")
+
+        # A process exits (the simulated GPU still lists it, as a slow driver might): its
+        # series is gone at the next export and the pod total drops to the survivor.
+        groups.kill(a2)
+        points = _wait_export(store, lambda pts: not _select(
+            pts, "gpu.process.memory.usage", process__pid=a2), "pid series gone")
+        (total,) = _select(points, "gpu.container.memory.usage", k8s__pod__uid=a.uid)
+        assert total.value == 1000 * MIB
+
+        # A new process in a new pod is attributed, names included, at its first export.
+        d = groups.pod(v2, "fresh-d", "guaranteed", "systemd")
+        kubelet.set_pods([_allocation(a, "main", f"{UUIDS[0]}::1"),
+                          _allocation(d, "main", UUIDS[1])])
+        lists = kubelet.calls["List"]
+        d1 = groups.spawn(d.cgroup, {"HOSTNAME": d.name})
+        deadline = time.monotonic() + 10
+        while kubelet.calls["List"] == lists and time.monotonic() < deadline:
+            time.sleep(0.02)  # the new pod cgroup (inotify) makes the agent ask the kubelet
+        assert kubelet.calls["List"] > lists, "no List after the pod's cgroup appeared"
+        _gpu_process(node, 1, d1, 4000, 40)
+        store.wait_for(lambda s: s.points("gpu.process.memory.usage", {"process.pid": d1}),
+                       timeout=15, what="new pod's process")
+        first = store.points("gpu.process.memory.usage", {"process.pid": d1})[0]
+        assert first.attributes["k8s.pod.name"] == d.name
+        assert first.attributes["k8s.pod.uid"] == d.uid
+
+        # The kubelet goes away: a pod started meanwhile has its cgroup identity only; once
+        # the kubelet is back, its names return.
+        kubelet.stop()
+        e = groups.pod(v2, "late-e", "besteffort", "cgroupfs")
+        e1 = groups.spawn(e.cgroup, {"HOSTNAME": e.name})
+        _gpu_process(node, 1, e1, 200, 10)
+        points = _wait_export(store, lambda pts: _select(
+            pts, "gpu.process.memory.usage", process__pid=e1), "pod E without kubelet")
+        (unnamed,) = _select(points, "gpu.process.memory.usage", process__pid=e1)
+        assert unnamed.attributes["k8s.pod.uid"] == e.uid
+        assert "k8s.pod.name" not in unnamed.attributes
+        kubelet = FakeKubelet(kubelet.socket_path)
+        kubelet.set_pods([_allocation(a, "main", f"{UUIDS[0]}::1"),
+                          _allocation(d, "main", UUIDS[1]),
+                          _allocation(e, "late", f"{UUIDS[1]}::3")])
+        kubelet.start()
+        points = _wait_export(store, lambda pts: _select(
+            pts, "gpu.process.memory.usage", process__pid=e1, k8s__pod__name=e.name),
+            "pod E named after the kubelet returned")
+        assert _select(points, "gpu.container.memory.usage", k8s__pod__name=a.name)
+        assert _select(points, "gpu.container.memory.usage", k8s__pod__name=d.name)
+    finally:
+        agent.close()
+        kubelet.stop()
+
+
+def test_hostile_names(
+    node: SimulatedNode, groups: Cgroups, v2: Path, otlp_grpc_receiver: OtlpGrpcReceiver,
+    tmp_path: Path,
+) -> None:
+    long_name = "p" * 10_000
+    a = groups.pod(v2, long_name)
+    # A process may name itself anything: newline, terminal escape, invalid UTF-8.
+    renamer = ("import ctypes, sys, time; "
+               "ctypes.CDLL(None).prctl(15, b'ev\\nil\\x1b[2J\\xff\\xfe'); "
+               "print(flush=True); time.sleep(600)")
+    a1 = groups.spawn(a.cgroup, {"HOSTNAME": long_name}, [sys.executable, "-c", renamer])
+    pod = PodAllocation("ns\nwith-newline", long_name, (ContainerAllocation(
+        "c\r\n" + "x" * 10_000, (ContainerDevices("nvidia.com/gpu", (UUIDS[0],)),)),))
+    with FakeKubelet(tmp_path / "kubelet" / "kubelet.sock") as kubelet:
+        kubelet.set_pods([pod])
+        _gpu_process(node, 0, a1, 1000, 20)
+        agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env,
+                             _config(tmp_path, kubelet.socket_path,
+                                     export_command_line="true"))
+        try:
+            points = _wait_export(otlp_grpc_receiver.store, lambda pts: _select(
+                pts, "gpu.process.memory.usage", process__pid=a1, k8s__pod__uid=a.uid)
+                and _select(pts, "gpu.process.memory.usage", process__pid=a1)[0]
+                .attributes.get("k8s.pod.name"), "named hostile process")
+            (point,) = _select(points, "gpu.process.memory.usage", process__pid=a1)
+            attrs = point.attributes
+            assert attrs["process.executable.name"] == "ev il [2J\ufffd\ufffd"
+            assert attrs["process.command_line"] == f"{sys.executable} -c {renamer}"
+            assert attrs["k8s.namespace.name"] == "ns with-newline"
+            pod_name = attrs["k8s.pod.name"]
+            assert isinstance(pod_name, str) and len(pod_name) == 128
+            assert pod_name.endswith("…")
+            container = attrs["k8s.container.name"]
+            assert isinstance(container, str) and "\n" not in container and len(container) <= 128
+            # ... and sampling goes on.
+            _wait_export(otlp_grpc_receiver.store, lambda pts: _select(
+                pts, "hw.gpu.utilization", hw__id=UUIDS[1]), "device metrics still flowing")
+        finally:
+            agent.close()

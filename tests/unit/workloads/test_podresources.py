@@ -1,0 +1,53 @@
+"""The pod-resources client against a server speaking the kubelet's v1 protocol."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
+from plugins.kubernetes.podresources import PodResourcesClient, PodResourcesUnavailable
+from tests.receivers.kubelet import FakeKubelet
+
+POD = PodAllocation("ml", "trainer-0", (
+    ContainerAllocation("main", (ContainerDevices("nvidia.com/gpu", ("GPU-1::2", "GPU-2")),)),
+    ContainerAllocation("sidecar"),
+))
+
+
+def test_list_and_get_round_trip(tmp_path: Path) -> None:
+    with FakeKubelet(tmp_path / "kubelet.sock") as kubelet:
+        kubelet.set_pods([POD])
+        client = PodResourcesClient(kubelet.socket_path, timeout=2)
+        assert client.list_blocking() == (POD,)
+        assert client.get_blocking("ml", "trainer-0") == POD
+        client.close()
+
+
+def test_kubelet_without_get_falls_back_to_list(tmp_path: Path) -> None:
+    with FakeKubelet(tmp_path / "kubelet.sock", with_get=False) as kubelet:
+        kubelet.set_pods([POD])
+        client = PodResourcesClient(kubelet.socket_path, timeout=2)
+        assert client.get_blocking("ml", "trainer-0") is None
+        assert client.list_blocking() == (POD,)
+        client.close()
+
+
+def test_reconnects_after_the_kubelet_restarts(tmp_path: Path) -> None:
+    kubelet = FakeKubelet(tmp_path / "kubelet.sock")
+    kubelet.start()
+    client = PodResourcesClient(kubelet.socket_path, timeout=2)
+    kubelet.set_pods([POD])
+    assert client.list_blocking() == (POD,)
+    kubelet.stop()
+    with pytest.raises(PodResourcesUnavailable, match="no kubelet socket"):
+        client.list_blocking()
+    kubelet = FakeKubelet(tmp_path / "kubelet.sock")
+    kubelet.start()
+    try:
+        kubelet.set_pods([])
+        assert client.list_blocking() == ()
+    finally:
+        kubelet.stop()
+        client.close()

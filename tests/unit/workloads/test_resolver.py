@@ -1,0 +1,104 @@
+"""The PID -> workload map over a /proc-shaped directory the test writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
+from agent.workloads.procfs import ProcReader
+from agent.workloads.resolver import MIB, MPS_LIMIT_ENV, GpuDevice, WorkloadResolver, mps_limit
+
+UID_A = "aaaaaaaa-1111-2222-3333-444455556666"
+UID_B = "bbbbbbbb-1111-2222-3333-444455556666"
+GPU = GpuDevice("GPU-0", "00000000:18:00.0", 80 * 1024 * MIB)
+
+
+def _proc(root: Path, pid: int, uid: str, hostname: str = "", env: str = "") -> None:
+    base = root / str(pid)
+    base.mkdir(parents=True)
+    (base / "cgroup").write_text(f"0::/kubepods/burstable/pod{uid}/{'c' * 64}\n")
+    (base / "comm").write_bytes(b"python\n")
+    environ = b"PATH=/bin\0" + (f"HOSTNAME={hostname}\0".encode() if hostname else b"")
+    (base / "environ").write_bytes(environ + env.encode())
+
+
+def _pod(name: str, *ids: str) -> PodAllocation:
+    return PodAllocation("ml", name, (ContainerAllocation(
+        "main", (ContainerDevices("nvidia.com/gpu", ids),)),))
+
+
+def test_hostname_binds_the_pod_even_on_a_shared_gpu(tmp_path: Path) -> None:
+    _proc(tmp_path, 10, UID_A, "trainer-a")
+    resolver = WorkloadResolver(ProcReader(tmp_path))
+    resolver.set_pods((_pod("trainer-a", "GPU-0::1"), _pod("trainer-b", "GPU-0::2")))
+    facts = resolver.process(10)
+    assert facts is not None
+    workload = resolver.workload(facts, GPU)
+    assert (workload.pod_name, workload.container_name, workload.pod_uid) == (
+        "trainer-a", "main", UID_A)
+
+
+def test_ambiguous_allocation_without_hostname_stays_unnamed(tmp_path: Path) -> None:
+    _proc(tmp_path, 10, UID_A)
+    resolver = WorkloadResolver(ProcReader(tmp_path))
+    resolver.set_pods((_pod("trainer-a", "GPU-0::1"), _pod("trainer-b", "GPU-0::2")))
+    facts = resolver.process(10)
+    assert facts is not None
+    workload = resolver.workload(facts, GPU)
+    assert workload.pod_name is None and workload.pod_uid == UID_A
+
+
+def test_single_allocated_pod_binds_without_hostname(tmp_path: Path) -> None:
+    _proc(tmp_path, 10, UID_A)
+    _proc(tmp_path, 11, UID_B)
+    resolver = WorkloadResolver(ProcReader(tmp_path))
+    resolver.set_pods((_pod("trainer-a", "GPU-0"), _pod("other", "GPU-9")))
+    a, b = resolver.process(10), resolver.process(11)
+    assert a is not None and b is not None
+    assert resolver.workload(a, GPU).pod_name == "trainer-a"
+    assert resolver.workload(b, GPU).pod_name is None  # trainer-a is taken by UID_A
+    assert resolver.memory_limit(a, GPU) == GPU.memory_total
+
+
+def test_exit_removes_and_exec_rereads(tmp_path: Path) -> None:
+    _proc(tmp_path, 10, UID_A)
+    resolver = WorkloadResolver(ProcReader(tmp_path))
+    changes: list[int] = []
+    resolver.subscribe(lambda: changes.append(1))
+    assert resolver.process(10) is not None
+    resolver.on_exit(999)  # not a GPU process: nothing happens
+    assert changes == []
+    resolver.on_exit(10)
+    assert resolver.process(10) is None and changes == [1]
+    resolver.on_exec(10)  # the PID was reused by a new program
+    assert resolver.process(10) is not None
+    assert resolver.resolutions == 2
+
+
+def test_reconcile_finds_exits_the_events_missed(tmp_path: Path) -> None:
+    _proc(tmp_path, 10, UID_A)
+    resolver = WorkloadResolver(ProcReader(tmp_path))
+    assert resolver.process(10) is not None
+    for child in (tmp_path / "10").iterdir():
+        child.unlink()
+    (tmp_path / "10").rmdir()
+    resolver.reconcile()
+    assert resolver.process(10) is None
+
+
+def test_mps_limit_from_the_environment(tmp_path: Path) -> None:
+    _proc(tmp_path, 10, UID_A, env=f"{MPS_LIMIT_ENV}=0=2G\0")
+    resolver = WorkloadResolver(ProcReader(tmp_path, frozenset({MPS_LIMIT_ENV})))
+    facts = resolver.process(10)
+    assert facts is not None
+    assert resolver.memory_limit(facts, GPU) == 2048 * MIB
+
+
+@pytest.mark.parametrize(("value", "gpus", "expected"), [
+    ("512M", 1, 512 * MIB), ("0=1G,1=2G", 1, 1024 * MIB), ("0=1G,1=2G", 2, None),
+    ("1.5G", 3, 1536 * MIB), ("lots", 1, None),
+])
+def test_mps_limit_formats(value: str, gpus: int, expected: int | None) -> None:
+    assert mps_limit(value, gpus) == expected
