@@ -200,3 +200,71 @@ def test_simulate_flag_serves_the_mixed_example_in_one_process(
         assert agent.terminate() < 5
     finally:
         agent.close()
+
+
+def test_a_process_on_an_amd_gpu_is_attributed_to_its_pod_like_an_nvidia_one(
+    mixed_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path
+) -> None:
+    from agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
+    from tests.integration.cgroups import cgroups, v2_root
+    from tests.integration.test_attribution import _config, _select, _wait_export
+    from tests.receivers.kubelet import FakeKubelet
+
+    v2 = v2_root()
+    if v2 is None:
+        pytest.skip("no cgroup v2 hierarchy on this machine")
+    with cgroups() as groups, FakeKubelet(tmp_path / "kubelet" / "kubelet.sock") as kubelet:
+        amd_pod = groups.pod(v2, "rocm-trainer", "guaranteed", "systemd")
+        nv_pod = groups.pod(v2, "cuda-trainer", "burstable", "cgroupfs")
+        amd_pid = groups.spawn(amd_pod.cgroup)
+        nv_pid = groups.spawn(nv_pod.cgroup)
+        kubelet.set_pods([
+            # AMD's device plugin allocates GPUs by PCI bus id.
+            PodAllocation(amd_pod.namespace, amd_pod.name, (ContainerAllocation(
+                "main", (ContainerDevices("amd.com/gpu", ("0000:0c:00.0",)),)),)),
+            PodAllocation(nv_pod.namespace, nv_pod.name, (ContainerAllocation(
+                "main", (ContainerDevices("nvidia.com/gpu", (UUIDS[0],)),)),)),
+        ])
+        for device, pid, memory, util in ((1, amd_pid, 3000, 40), (0, nv_pid, 2000, 30)):
+            mixed_node.command({"op": "proc_add", "device": device, "pid": pid,
+                                "used_memory_mib": memory, "sm_util": util})
+        agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, mixed_node.env,
+                             _config(tmp_path, kubelet.socket_path))
+        try:
+            store = otlp_grpc_receiver.store
+
+            def complete(points: list[object]) -> bool:
+                return all(_select(points, "gpu.container.utilization",  # type: ignore[arg-type]
+                                   k8s__pod__name=pod.name, hw__gpu__task="general")
+                           for pod in (amd_pod, nv_pod))
+
+            try:
+                points = _wait_export(store, complete, "both pods named, with utilization")
+            except AssertionError:
+                print(agent.log()[-3000:])
+                raise
+            for pod, pid, uuid, memory, util in (
+                (amd_pod, amd_pid, MI300X_UUID, 3000, 0.40),
+                (nv_pod, nv_pid, UUIDS[0], 2000, 0.30),
+            ):
+                (process,) = _select(points, "gpu.process.memory.usage", process__pid=pid)
+                assert process.value == memory * MIB
+                assert process.attributes["hw.id"] == uuid
+                assert process.attributes["process.executable.name"] == "sleep"
+                assert process.attributes["k8s.pod.uid"] == pod.uid
+                assert process.attributes["container.id"] == pod.container_id
+                assert process.attributes["k8s.pod.name"] == pod.name
+                assert process.attributes["k8s.container.name"] == "main"
+                (busy,) = _select(points, "gpu.process.utilization", process__pid=pid,
+                                  hw__gpu__task="general")
+                assert busy.value == pytest.approx(util, abs=0.1)
+                (total,) = _select(points, "gpu.container.memory.usage", k8s__pod__uid=pod.uid)
+                assert total.value == memory * MIB and total.attributes["hw.id"] == uuid
+            # The whole MI300X is allocated to the AMD pod: its limit is the GPU's memory.
+            (limit,) = _select(points, "gpu.container.memory.limit",
+                               k8s__pod__uid=amd_pod.uid)
+            assert limit.value == 196592 * MIB
+            assert _select(points, "gpu.process.memory.usage",
+                           process__pid=amd_pid)[0].attributes["hw.vendor"] == "amd"
+        finally:
+            agent.close()
