@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from agent.model.metrics import (
+    AGENT_METRICS,
     DEVICE_ATTRIBUTES,
     DEVICE_METRICS,
     PROCESS_METRICS,
@@ -49,6 +50,20 @@ def metrics_markdown() -> str:
         *_metric_rows(PROCESS_METRICS),
     ]
     lines.extend(_vendor_sections())
+    lines.extend([
+        "",
+        "## Agent self-telemetry",
+        "",
+        "Exported with the device metrics (OTLP and Prometheus). The per-device ones carry "
+        "only `hw.id` and `gpu.index` of the device attributes.",
+        "",
+        "| name | instrument | unit | attributes | description |",
+        "| --- | --- | --- | --- | --- |",
+    ])
+    for spec in AGENT_METRICS:
+        attributes = ", ".join(f"`{a}`" for a in spec.attributes) or "—"
+        lines.append(f"| `{spec.name}` | {spec.instrument.value} | `{spec.unit}` | "
+                     f"{attributes} | {spec.description} |")
     lines.append("")
     return "\n".join(lines)
 

@@ -44,4 +44,11 @@ DEFAULTS: dict[str, Any] = {
         "timeout": None,
         "certificate": None,
     },
+    "prometheus": {
+        "enabled": False,
+        "listen": "0.0.0.0:9400",
+        "scheme": "otel",
+        "web_config_file": None,
+        "stall_after": None,
+    },
 }

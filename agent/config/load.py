@@ -7,6 +7,7 @@ in /etc/gpu-agent.yaml: must be a positive number" instead of failing somewhere 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,11 +22,13 @@ from agent.config.schema import (
     EXPORTERS,
     LOG_LEVELS,
     OTLP_PROTOCOLS,
+    PROMETHEUS_SCHEMES,
     AgentConfig,
     AttributionConfig,
     GroupConfig,
     KubeletConfig,
     OtlpConfig,
+    PrometheusConfig,
 )
 
 
@@ -54,6 +57,10 @@ ENV_KEYS: Mapping[str, tuple[str, float]] = MappingProxyType(
         "GPU_AGENT_LOG_LEVEL": ("log_level", 1.0),
         "GPU_AGENT_NODE_NAME": ("node_name", 1.0),
         "K8S_NODE_NAME": ("node_name", 1.0),
+        "GPU_AGENT_PROMETHEUS_ENABLED": ("prometheus.enabled", 1.0),
+        "GPU_AGENT_PROMETHEUS_LISTEN": ("prometheus.listen", 1.0),
+        "GPU_AGENT_PROMETHEUS_SCHEME": ("prometheus.scheme", 1.0),
+        "GPU_AGENT_PROMETHEUS_WEB_CONFIG": ("prometheus.web_config_file", 1.0),
         "GPU_AGENT_KUBELET_SOCKET": ("attribution.kubelet.socket", 1.0),
     }
 )
@@ -230,6 +237,7 @@ def _validate(layers: _Layers) -> AgentConfig:
     log_level = str(tree["log_level"]).lower()
     attribution = _attribution(layers, tree["attribution"])
     return AgentConfig(
+        prometheus=_prometheus(layers, tree["prometheus"]),
         exporter=_choice(layers, "exporter", tree["exporter"], EXPORTERS),
         export_interval=_positive(layers, "export_interval", tree["export_interval"]),
         call_timeout=_positive(layers, "call_timeout", tree["call_timeout"]),
@@ -300,6 +308,38 @@ def _attribution(layers: _Layers, raw: dict[str, Any]) -> AttributionConfig:
     )
 
 
+_BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+def _listen_address(layers: _Layers, dotted: str, value: Any) -> str:
+    """``host:port`` (``[::]:9400`` for IPv6); the port must be a number, 0 to 65535."""
+    text = _optional_str(layers, dotted, value)
+    host, sep, port = (text or "").rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535 or " " in host:
+        raise ConfigError(f"{dotted} in {layers.where(dotted)}: expected host:port such as "
+                          f"0.0.0.0:9400 or [::]:9400, got {value!r}")
+    return str(text)
+
+
+def _prometheus(layers: _Layers, raw: Any) -> PrometheusConfig:
+    enabled = raw.get("enabled", False)
+    if isinstance(enabled, str) and enabled.lower() in _BOOL_WORDS:  # from the environment
+        enabled = _BOOL_WORDS[enabled.lower()]
+    if not isinstance(enabled, bool):
+        key = "prometheus.enabled"
+        raise ConfigError(f"{key} in {layers.where(key)}: expected true or false")
+    stall = raw.get("stall_after")
+    return PrometheusConfig(
+        enabled=enabled,
+        listen=_listen_address(layers, "prometheus.listen", raw.get("listen")),
+        scheme=_choice(layers, "prometheus.scheme", raw.get("scheme"), PROMETHEUS_SCHEMES),
+        web_config_file=_optional_str(
+            layers, "prometheus.web_config_file", raw.get("web_config_file")),
+        stall_after=None if stall is None else _positive(
+            layers, "prometheus.stall_after", stall),
+    )
+
+
 def to_tree(config: AgentConfig) -> dict[str, Any]:
     """The effective configuration as plain data, for ``gpu-agent config show``."""
     return {
@@ -323,6 +363,7 @@ def to_tree(config: AgentConfig) -> dict[str, Any]:
             "timeout": config.otlp.timeout,
             "certificate": config.otlp.certificate,
         },
+        "prometheus": dataclasses.asdict(config.prometheus),
         "attribution": {
             "enabled": config.attribution.enabled,
             "max_process_series": config.attribution.max_process_series,

@@ -9,6 +9,7 @@ from types import MappingProxyType
 EXPORTERS = ("otlp", "console")
 OTLP_PROTOCOLS = ("grpc", "http/protobuf")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+PROMETHEUS_SCHEMES = ("otel", "dcgm")
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,17 @@ class OtlpConfig:
     compression: str | None = None
     timeout: float | None = None  # seconds
     certificate: str | None = None
+
+
+@dataclass(frozen=True)
+class PrometheusConfig:
+    """The pull endpoint (/metrics, /healthz, /readyz); off unless enabled."""
+
+    enabled: bool = False
+    listen: str = "0.0.0.0:9400"  # host:port; dcgm-exporter's port, so scrape configs carry over
+    scheme: str = "otel"  # "otel": OTel->Prometheus translation; "dcgm": dcgm-exporter names
+    web_config_file: str | None = None  # exporter-toolkit format: TLS and basic auth
+    stall_after: float | None = None  # seconds without a sample before /healthz fails
 
 
 @dataclass(frozen=True)
@@ -65,4 +77,5 @@ class AgentConfig:
     node_name: str | None
     groups: Mapping[str, GroupConfig]
     otlp: OtlpConfig
+    prometheus: PrometheusConfig = field(default_factory=PrometheusConfig)
     attribution: AttributionConfig = AttributionConfig()

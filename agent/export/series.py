@@ -44,4 +44,10 @@ def series(snapshot: NodeSnapshot) -> dict[str, list[SeriesPoint]]:
                 SeriesPoint((*base, *reading.attributes), device.start_time_ns, time_ns,
                             reading.value)
             )
+    if snapshot.agent is not None:  # self-telemetry: its readings carry their own attributes
+        sample = snapshot.agent
+        for reading in sample.readings:
+            if math.isfinite(reading.value):
+                points[reading.metric].append(SeriesPoint(
+                    reading.attributes, sample.start_time_ns, sample.time_ns, reading.value))
     return dict(sorted(points.items()))

@@ -101,6 +101,32 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("hw.status", U, "1", "1 for the device's current state.", ("hw.state",), ""),
 )
 
+# Self-telemetry: how the agent itself is doing (exported over OTLP and Prometheus alike).
+AGENT_METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("gpu_agent.cycles", C, "{cycle}", "Metric-group reads completed.",
+               ("hw.id", "gpu.index")),
+    MetricSpec("gpu_agent.cycles.missed", C, "{cycle}",
+               "Sampling cycles skipped because the device was slow or hung.",
+               ("hw.id", "gpu.index")),
+    MetricSpec("gpu_agent.cycle.duration", G, "s",
+               "Duration of the latest read of the group: the device library calls of one "
+               "cycle, including the wait for the device thread.",
+               ("hw.id", "gpu.index", "gpu_agent.group")),
+    MetricSpec("gpu_agent.cycle.time", C, "s",
+               "Total time spent reading the device (divide by gpu_agent.cycles for the mean).",
+               ("hw.id", "gpu.index")),
+    MetricSpec("gpu_agent.call.overruns", C, "{call}",
+               "Device calls that exceeded call_timeout (the device was marked unresponsive).",
+               ("hw.id", "gpu.index")),
+    MetricSpec("gpu_agent.read.errors", C, "{error}", "Group reads that failed.",
+               ("hw.id", "gpu.index")),
+    MetricSpec("gpu_agent.exports", C, "{export}", "Metric exports that ended (OTLP push)."),
+    MetricSpec("gpu_agent.export.failures", C, "{export}", "Metric exports that failed."),
+    MetricSpec("gpu_agent.exports.skipped", C, "{export}",
+               "Export intervals skipped while the previous export was still retrying."),
+    MetricSpec("gpu_agent.scrapes", C, "{scrape}", "Prometheus scrapes served."),
+)
+
 _WORKLOAD = ("container.id", "k8s.namespace.name", "k8s.pod.name", "k8s.pod.uid",
              "k8s.container.name", "slurm.job.id")
 _PROCESS = ("process.pid", "process.executable.name", *_WORKLOAD)
@@ -131,7 +157,7 @@ PROCESS_METRICS: tuple[MetricSpec, ...] = (
                "processes"),
 )
 
-_BY_NAME = {spec.name: spec for spec in (*DEVICE_METRICS, *PROCESS_METRICS)}
+_BY_NAME = {spec.name: spec for spec in (*DEVICE_METRICS, *PROCESS_METRICS, *AGENT_METRICS)}
 
 
 def spec_for(name: str) -> MetricSpec:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
@@ -83,9 +83,19 @@ class DeviceSnapshot:
 
 
 @dataclass(frozen=True)
+class AgentSample:
+    """The agent's own counters at one moment (self-telemetry): readings tied to no device."""
+
+    readings: tuple[Reading, ...]
+    start_time_ns: int  # agent start: the start of its cumulative counters
+    time_ns: int
+
+
+@dataclass(frozen=True)
 class NodeSnapshot:
     devices: tuple[DeviceSnapshot, ...]
     taken_ns: int
+    agent: AgentSample | None = None
 
 
 class SnapshotStore:
@@ -94,6 +104,11 @@ class SnapshotStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._devices: dict[str, DeviceSnapshot] = {}
+        self._agent_source: Callable[[int], AgentSample] | None = None
+
+    def set_agent_source(self, source: Callable[[int], AgentSample]) -> None:
+        """Self-telemetry read into every snapshot, so every exporter carries it."""
+        self._agent_source = source
 
     def put(self, device: DeviceSnapshot) -> None:
         with self._lock:
@@ -109,4 +124,6 @@ class SnapshotStore:
     def current(self, now_ns: int) -> NodeSnapshot:
         with self._lock:
             devices = tuple(sorted(self._devices.values(), key=lambda d: d.identity.index))
-            return NodeSnapshot(devices=devices, taken_ns=now_ns)
+        source = self._agent_source
+        agent = source(now_ns) if source is not None else None
+        return NodeSnapshot(devices=devices, taken_ns=now_ns, agent=agent)

@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from pathlib import Path
 
 from opentelemetry.sdk.resources import Resource
@@ -22,11 +23,14 @@ from opentelemetry.sdk.resources import Resource
 from agent.config.load import ConfigError, Overrides, load
 from agent.config.schema import AgentConfig
 from agent.export.exporters import build_snapshot_exporter
+from agent.export.prometheus.health import HealthCheck
+from agent.export.prometheus.server import EndpointError, MetricsEndpoint
 from agent.export.pusher import MetricPusher
-from agent.model.snapshot import SnapshotStore
+from agent.model.snapshot import Reading, SnapshotStore
 from agent.runtime.config_holder import ConfigHolder
 from agent.runtime.discovery import OpenBackend, installed_backends, open_backends
 from agent.runtime.sampler import DeviceSampler
+from agent.runtime.self_telemetry import SelfTelemetry
 from agent.sampling.backend import Backend
 from agent.version import VERSION
 from agent.workloads.attribution import Attribution
@@ -144,6 +148,16 @@ class Agent:
             device_count=len(self.samplers),
         )
         self.pusher = pusher
+        telemetry = SelfTelemetry(time.time_ns())
+        telemetry.watch_samplers(self.samplers)
+        telemetry.add(lambda: _export_readings(pusher))
+        self.store.set_agent_source(telemetry.sample)
+        try:
+            endpoint = self._start_endpoint(resource, telemetry)
+        except EndpointError as error:
+            log.error("%s", error)
+            self._close_backends(opened)
+            return 2
         tasks = [asyncio.create_task(s.run(), name=f"sampler-{i}")
                  for i, s in enumerate(self.samplers)]
         tasks.append(asyncio.create_task(pusher.run(), name="export"))
@@ -164,9 +178,25 @@ class Agent:
             log.warning("%d task(s) did not stop in time: %s", len(pending),
                         ", ".join(t.get_name() for t in pending))
         await pusher.close(budget)
+        if endpoint is not None:
+            endpoint.stop()
         self._close_backends(opened)
         log.info("run summary %s", json.dumps(self.summary(), sort_keys=True))
         return 0
+
+    def _start_endpoint(
+        self, resource: Resource, telemetry: SelfTelemetry
+    ) -> MetricsEndpoint | None:
+        """The Prometheus endpoint if configured. Raises EndpointError if it cannot start."""
+        if not self._initial.prometheus.enabled:
+            return None
+        health = HealthCheck(self.store, len(self.samplers), lambda: self._holder.current)
+        endpoint = MetricsEndpoint(lambda: self._holder.current, self.store,
+                                   dict(resource.attributes), health)
+        endpoint.start()
+        telemetry.add(endpoint.readings)
+        self.endpoint = endpoint
+        return endpoint
 
     def summary(self) -> dict[str, object]:
         """Counters of the whole run, logged as one JSON line at exit (read by the benchmarks)."""
@@ -188,6 +218,15 @@ class Agent:
             return
         for backend in opened:
             backend.backend.close()
+
+
+def _export_readings(pusher: MetricPusher) -> tuple[Reading, ...]:
+    stats = pusher.stats
+    return (
+        Reading("gpu_agent.exports", stats.exports),
+        Reading("gpu_agent.export.failures", stats.failures),
+        Reading("gpu_agent.exports.skipped", stats.skipped),
+    )
 
 
 def _report_crash(task: asyncio.Task[None]) -> None:

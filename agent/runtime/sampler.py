@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from agent.model.snapshot import DeviceSnapshot, GroupSample, HealthState, Reading, SnapshotStore
@@ -33,6 +33,8 @@ class SamplerStats:
     missed_cycles: int = 0
     deadline_overruns: int = 0
     errors: int = 0
+    read_seconds_total: float = 0.0  # time in successful group reads
+    last_read_seconds: dict[str, float] = field(default_factory=dict)  # per group
 
 
 class CallOverrun(Exception):
@@ -221,6 +223,7 @@ class DeviceSampler:
                                           self._memory_total())
 
     async def _sample(self, group: str) -> None:
+        started = time.perf_counter()
         try:
             readings: tuple[Reading, ...] = await self._read(group)
         except CallOverrun:
@@ -233,6 +236,9 @@ class DeviceSampler:
             log.exception("%s: reading group %s failed", self._name, group)
             return
         self.stats.cycles += 1
+        elapsed = time.perf_counter() - started
+        self.stats.read_seconds_total += elapsed
+        self.stats.last_read_seconds[group] = elapsed
         if self._snapshot.health is not HealthState.OK:
             return  # a late answer from a device already marked down must not revive it
         self._publish(self._snapshot.with_sample(GroupSample(group, readings, self._clock_ns())))

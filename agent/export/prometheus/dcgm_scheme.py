@@ -1,0 +1,262 @@
+"""The ``dcgm`` scheme: NVIDIA dcgm-exporter's names, units and labels.
+
+Dashboards (grafana.com 12239) and Prometheus Adapter / HPA rules written for dcgm-exporter
+keep working after a migration: ``DCGM_FI_DEV_GPU_UTIL`` in percent, ``DCGM_FI_DEV_FB_USED``
+in MiB, labels ``gpu``, ``UUID``, ``device``, ``modelName``, ``pci_bus_id``, ``Hostname``; and
+the per-process / per-container names used to autoscale on shared GPUs
+(``DCGM_CUSTOM_PROCESS_SM_UTIL``, ``DCGM_CUSTOM_PROCESS_MEM_USED``,
+``DCGM_CUSTOM_CONTAINER_MEM_ALLOCATED`` with ``NamespaceName``, ``PodName``,
+``ContainerName``, ``NodeName``, ``ProcessId``). Device series carry ``NodeName`` too, since
+the common adapter rules map it to the node resource.
+
+What dcgm-exporter has no name for (``hw.status``, ``gpu.xid.errors`` — dcgm's XID gauge only
+holds the last code, which is the flaw we fix — and the agent's own ``gpu_agent.*``) is served
+under its OpenTelemetry name, so the GPU alerts work in either scheme and nothing is lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from agent.export.prometheus.exposition import Families, Labels
+from agent.export.prometheus.otel_scheme import add_otel_series, label_value
+from agent.export.series import SeriesPoint
+from agent.model.metrics import Instrument, spec_for
+from agent.model.snapshot import Attributes
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class DcgmField:
+    name: str
+    scale: float
+    help: str
+    custom: bool = False  # a DCGM_CUSTOM_* name: Alibaba-style workload labels
+
+
+def _f(name: str, scale: float, help_: str) -> DcgmField:
+    return DcgmField(name, scale, help_)
+
+
+def _c(name: str, scale: float, help_: str) -> DcgmField:
+    return DcgmField(name, scale, help_, custom=True)
+
+
+# (OpenTelemetry name, the one attribute that selects the field or None) -> dcgm field
+FIELDS: Mapping[tuple[str, tuple[str, str] | None], DcgmField] = {
+    ("hw.gpu.utilization", ("hw.gpu.task", "general")):
+        _f("DCGM_FI_DEV_GPU_UTIL", 100, "GPU utilization (in %)."),
+    ("hw.gpu.utilization", ("hw.gpu.task", "encoder")):
+        _f("DCGM_FI_DEV_ENC_UTIL", 100, "Encoder utilization (in %)."),
+    ("hw.gpu.utilization", ("hw.gpu.task", "decoder")):
+        _f("DCGM_FI_DEV_DEC_UTIL", 100, "Decoder utilization (in %)."),
+    ("hw.gpu.memory.utilization", None):
+        _f("DCGM_FI_DEV_MEM_COPY_UTIL", 100, "Memory utilization (in %)."),
+    ("hw.gpu.memory.usage", None): _f("DCGM_FI_DEV_FB_USED", 1 / MIB,
+                                      "Framebuffer memory used (in MiB)."),
+    ("hw.gpu.memory.limit", None): _f("DCGM_FI_DEV_FB_TOTAL", 1 / MIB,
+                                      "Framebuffer memory total (in MiB)."),
+    ("gpu.memory.reserved", None): _f("DCGM_FI_DEV_FB_RESERVED", 1 / MIB,
+                                      "Framebuffer memory reserved (in MiB)."),
+    ("hw.temperature", ("hw.sensor_location", "gpu")):
+        _f("DCGM_FI_DEV_GPU_TEMP", 1, "GPU temperature (in C)."),
+    ("hw.temperature", ("hw.sensor_location", "memory")):
+        _f("DCGM_FI_DEV_MEMORY_TEMP", 1, "Memory temperature (in C)."),
+    ("hw.power", None): _f("DCGM_FI_DEV_POWER_USAGE", 1, "Power draw (in W)."),
+    ("gpu.power.limit", None): _f("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", 1,
+                                  "Enforced power limit (in W)."),
+    ("hw.energy", None): _f("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 1000,
+                            "Total energy consumption since boot (in mJ)."),
+    ("gpu.clock.frequency", ("gpu.clock.domain", "sm")):
+        _f("DCGM_FI_DEV_SM_CLOCK", 1e-6, "SM clock frequency (in MHz)."),
+    ("gpu.clock.frequency", ("gpu.clock.domain", "memory")):
+        _f("DCGM_FI_DEV_MEM_CLOCK", 1e-6, "Memory clock frequency (in MHz)."),
+    ("gpu.clock.frequency", ("gpu.clock.domain", "video")):
+        _f("DCGM_FI_DEV_VIDEO_CLOCK", 1e-6, "Video encoder/decoder clock (in MHz)."),
+    ("gpu.pcie.replay", None): _f("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", 1,
+                                  "Total number of PCIe retries."),
+    ("gpu.fan.speed", None): _f("DCGM_FI_DEV_FAN_SPEED", 100, "Fan speed (in %)."),
+    ("gpu.performance_state", None): _f("DCGM_FI_DEV_PSTATE", 1, "Performance state."),
+    ("hw.errors", ("error.type", "corrected")):
+        _f("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", 1, "Single-bit volatile ECC errors."),
+    ("hw.errors", ("error.type", "uncorrected")):
+        _f("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", 1, "Double-bit volatile ECC errors."),
+    ("gpu.memory.remapped_rows", ("error.type", "corrected")):
+        _f("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", 1,
+           "Number of remapped rows for correctable errors."),
+    ("gpu.memory.remapped_rows", ("error.type", "uncorrected")):
+        _f("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", 1,
+           "Number of remapped rows for uncorrectable errors."),
+    ("gpu.memory.row_remap.failure", None): _f("DCGM_FI_DEV_ROW_REMAP_FAILURE", 1,
+                                               "Whether remapping of rows has failed."),
+    ("gpu.memory.retired_pages", ("gpu.retirement.cause", "single_bit")):
+        _f("DCGM_FI_DEV_RETIRED_SBE", 1, "Pages retired for single-bit errors."),
+    ("gpu.memory.retired_pages", ("gpu.retirement.cause", "double_bit")):
+        _f("DCGM_FI_DEV_RETIRED_DBE", 1, "Pages retired for double-bit errors."),
+    ("gpu.violation.time", ("gpu.violation.policy", "power")):
+        _f("DCGM_FI_DEV_POWER_VIOLATION", 1e6, "Throttling duration due to power (in us)."),
+    ("gpu.violation.time", ("gpu.violation.policy", "thermal")):
+        _f("DCGM_FI_DEV_THERMAL_VIOLATION", 1e6, "Throttling duration due to thermal (in us)."),
+    ("gpu.violation.time", ("gpu.violation.policy", "sync_boost")):
+        _f("DCGM_FI_DEV_SYNC_BOOST_VIOLATION", 1e6,
+           "Throttling duration due to sync boost (in us)."),
+    ("gpu.violation.time", ("gpu.violation.policy", "board_limit")):
+        _f("DCGM_FI_DEV_BOARD_LIMIT_VIOLATION", 1e6,
+           "Throttling duration due to board limit (in us)."),
+    ("gpu.violation.time", ("gpu.violation.policy", "low_utilization")):
+        _f("DCGM_FI_DEV_LOW_UTIL_VIOLATION", 1e6,
+           "Throttling duration due to low utilization (in us)."),
+    ("gpu.violation.time", ("gpu.violation.policy", "reliability")):
+        _f("DCGM_FI_DEV_RELIABILITY_VIOLATION", 1e6,
+           "Throttling duration due to reliability (in us)."),
+    ("gpu.sm.utilization", None): _f("DCGM_FI_PROF_SM_ACTIVE", 1,
+                                     "Ratio of cycles an SM has at least 1 warp assigned."),
+    ("gpu.sm.occupancy", None): _f("DCGM_FI_PROF_SM_OCCUPANCY", 1,
+                                   "Ratio of warps resident on an SM to the maximum."),
+    ("gpu.tensor.utilization", None): _f("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", 1,
+                                         "Ratio of cycles the tensor pipe is active."),
+    ("gpu.dram.utilization", None): _f("DCGM_FI_PROF_DRAM_ACTIVE", 1,
+                                       "Ratio of cycles the memory interface is active."),
+    ("gpu.process.utilization", ("hw.gpu.task", "general")):
+        _c("DCGM_CUSTOM_PROCESS_SM_UTIL", 100, "SM utilization of the process (in %)."),
+    ("gpu.process.utilization", ("hw.gpu.task", "encoder")):
+        _c("DCGM_CUSTOM_PROCESS_ENC_UTIL", 100, "Encoder utilization of the process (in %)."),
+    ("gpu.process.utilization", ("hw.gpu.task", "decoder")):
+        _c("DCGM_CUSTOM_PROCESS_DEC_UTIL", 100, "Decoder utilization of the process (in %)."),
+    ("gpu.process.memory.usage", None):
+        _c("DCGM_CUSTOM_PROCESS_MEM_USED", 1 / MIB, "GPU memory used by the process (in MiB)."),
+    ("gpu.container.memory.limit", None):
+        _c("DCGM_CUSTOM_CONTAINER_MEM_ALLOCATED", 1 / MIB,
+           "GPU memory allocated to the container on a shared GPU (in MiB)."),
+}
+_SELECTORS: Mapping[str, frozenset[str]] = {
+    name: frozenset(sel[0] for (n, sel) in FIELDS if n == name and sel is not None)
+    for name, _ in FIELDS
+}
+
+# NVML clock-event reason bits, so DCGM_FI_DEV_CLOCK_THROTTLE_REASONS keeps its bitmask.
+THROTTLE_BITS: Mapping[str, int] = {
+    "gpu_idle": 0x1,
+    "applications_clocks_setting": 0x2,
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sync_boost": 0x10,
+    "sw_thermal_slowdown": 0x20,
+    "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80,
+    "display_clock_setting": 0x100,
+}
+
+_DEVICE_KEYS = {"hw.id", "hw.type", "hw.vendor", "hw.model", "gpu.index", "gpu.pci.bus_id"}
+_WORKLOAD_DCGM = {"k8s.namespace.name": "namespace", "k8s.pod.name": "pod",
+                  "k8s.container.name": "container"}
+_WORKLOAD_CUSTOM = {"k8s.namespace.name": "NamespaceName", "k8s.pod.name": "PodName",
+                    "k8s.container.name": "ContainerName", "process.pid": "ProcessId"}
+
+
+def _scaled(value: float | int, scale: float) -> float | int:
+    if scale == 1:
+        return value
+    result = round(value * scale, 6)  # 0.37 * 100 is 37.00000000000001
+    return int(result) if result == int(result) else result
+
+
+class DcgmTranslator:
+    def __init__(self, resource: Mapping[str, object]) -> None:
+        node = resource.get("k8s.node.name") or resource.get("host.name") or ""
+        self._host = str(node)
+
+    def labels(self, attributes: Attributes, custom: bool) -> Labels:
+        attrs = dict(attributes)
+        index = attrs.get("gpu.index")
+        labels: list[tuple[str, str]] = []
+        if index is not None:
+            labels += [("gpu", str(index)), ("UUID", str(attrs.get("hw.id", ""))),
+                       ("device", f"nvidia{index}" if attrs.get("hw.vendor") != "amd"
+                        else f"amd{index}"),
+                       ("modelName", str(attrs.get("hw.model", ""))),
+                       ("pci_bus_id", str(attrs.get("gpu.pci.bus_id", "")))]
+        labels += [("Hostname", self._host), ("NodeName", self._host)]
+        workload = _WORKLOAD_CUSTOM if custom else _WORKLOAD_DCGM
+        labels += [(label, label_value(attrs[key])) for key, label in workload.items()
+                   if key in attrs]
+        return tuple(labels)
+
+    def families(self, series: Mapping[str, Sequence[SeriesPoint]]) -> Families:
+        families = Families()
+        passthrough: dict[str, list[SeriesPoint]] = {}
+        throttle: dict[Attributes, int] = {}
+        for name, points in series.items():
+            selectors = _SELECTORS.get(name)
+            for point in points:
+                field = self._field(name, point.attributes, selectors)
+                if field is None:
+                    if name == "gpu.clock.throttle":
+                        self._throttle_bit(throttle, point)
+                    else:
+                        passthrough.setdefault(name, []).append(point)
+                    continue
+                self._add(families, name, field, point)
+        self._add_free_memory(families, series)
+        for device, mask in throttle.items():
+            family = families.family("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge",
+                                     "Current clock throttle reasons (bitmask).")
+            if family is not None:
+                family.add(self.labels(device, custom=False), mask)
+        for name, points in passthrough.items():
+            add_otel_series(families, name, points)
+        return families
+
+    @staticmethod
+    def _field(
+        name: str, attributes: Attributes, selectors: frozenset[str] | None
+    ) -> DcgmField | None:
+        if selectors is None:
+            return None
+        if not selectors:
+            return FIELDS.get((name, None))
+        for key, value in attributes:
+            if key in selectors:
+                return FIELDS.get((name, (key, str(value))))
+        return None
+
+    def _add(self, families: Families, name: str, field: DcgmField,
+             point: SeriesPoint) -> None:
+        try:
+            counter = spec_for(name).instrument is Instrument.COUNTER
+        except KeyError:
+            counter = False
+        type_ = "counter" if counter else "gauge"
+        family = families.family(field.name, type_, field.help)
+        if family is not None:
+            family.add(self.labels(point.attributes, field.custom),
+                       _scaled(point.value, field.scale))
+
+    def _add_free_memory(self, families: Families,
+                         series: Mapping[str, Sequence[SeriesPoint]]) -> None:
+        """DCGM_FI_DEV_FB_FREE = total - reserved - used, as NVML's own free figure."""
+        used = {_uuid(p): p.value for p in series.get("hw.gpu.memory.usage", ())}
+        reserved = {_uuid(p): p.value for p in series.get("gpu.memory.reserved", ())}
+        for point in series.get("hw.gpu.memory.limit", ()):
+            uuid = _uuid(point)
+            if uuid in used:
+                free = point.value - used[uuid] - reserved.get(uuid, 0)
+                family = families.family("DCGM_FI_DEV_FB_FREE", "gauge",
+                                         "Framebuffer memory free (in MiB).")
+                if family is not None:
+                    family.add(self.labels(point.attributes, custom=False),
+                               _scaled(free, 1 / MIB))
+
+    @staticmethod
+    def _throttle_bit(masks: dict[Attributes, int], point: SeriesPoint) -> None:
+        device = tuple((k, v) for k, v in point.attributes if k in _DEVICE_KEYS)
+        reason = dict(point.attributes).get("gpu.clock.throttle.reason")
+        masks.setdefault(device, 0)
+        if point.value and isinstance(reason, str):
+            masks[device] |= THROTTLE_BITS.get(reason, 0)
+
+
+def _uuid(point: SeriesPoint) -> object:
+    return dict(point.attributes).get("hw.id")

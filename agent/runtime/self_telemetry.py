@@ -1,0 +1,59 @@
+"""The agent's own health as metrics (``gpu_agent.*``), read into every snapshot.
+
+The counters live where the work happens (``SamplerStats``, ``ExportStats``, the Prometheus
+server); this module only turns their current values into readings when an exporter takes a
+snapshot, so self-telemetry costs nothing between exports. Other parts of the agent (the
+health events' spool, for instance) add their counters through :meth:`SelfTelemetry.add`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from agent.model.snapshot import AgentSample, Attributes, Reading
+from agent.runtime.sampler import DeviceSampler
+
+
+class StatsSource(Protocol):
+    def __call__(self) -> tuple[Reading, ...]: ...
+
+
+class SelfTelemetry:
+    def __init__(self, start_time_ns: int) -> None:
+        self._start_time_ns = start_time_ns
+        self._samplers: Sequence[DeviceSampler] = ()
+        self._sources: list[StatsSource] = []
+
+    def watch_samplers(self, samplers: Sequence[DeviceSampler]) -> None:
+        self._samplers = samplers
+
+    def add(self, source: StatsSource | Callable[[], tuple[Reading, ...]]) -> None:
+        self._sources.append(source)
+
+    def sample(self, now_ns: int) -> AgentSample:
+        readings: list[Reading] = []
+        for sampler in self._samplers:
+            readings.extend(sampler_readings(sampler))
+        for source in self._sources:
+            readings.extend(source())
+        return AgentSample(tuple(readings), self._start_time_ns, now_ns)
+
+
+def sampler_readings(sampler: DeviceSampler) -> tuple[Reading, ...]:
+    identity = sampler.snapshot.identity
+    device: Attributes = (("hw.id", identity.uuid), ("gpu.index", identity.index))
+    stats = sampler.stats
+    readings = [
+        Reading("gpu_agent.cycles", stats.cycles, device),
+        Reading("gpu_agent.cycles.missed", stats.missed_cycles, device),
+        Reading("gpu_agent.cycle.time", stats.read_seconds_total, device),
+        Reading("gpu_agent.call.overruns", stats.deadline_overruns, device),
+        Reading("gpu_agent.read.errors", stats.errors, device),
+    ]
+    # Copied first: the loop may add a group while an export thread reads this.
+    for group, seconds in sorted(dict(stats.last_read_seconds).items()):
+        readings.append(
+            Reading("gpu_agent.cycle.duration", seconds, (*device, ("gpu_agent.group", group)))
+        )
+    return tuple(readings)

@@ -1,0 +1,191 @@
+"""A real Prometheus, Alertmanager and webhook receiver on loopback, for the scrape tests.
+
+The binaries come from Debian's ``prometheus`` and ``prometheus-alertmanager`` packages
+(``.ci/run`` installs them). Intervals are 1 s so a whole scenario takes seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.receivers.netutil import free_port
+
+PROMETHEUS = "prometheus"
+ALERTMANAGER = "prometheus-alertmanager"
+
+
+def binaries_missing() -> str | None:
+    missing = [b for b in (PROMETHEUS, ALERTMANAGER) if shutil.which(b) is None]
+    if missing:
+        return (f"{', '.join(missing)} not installed "
+                "(apt-get install prometheus prometheus-alertmanager; .ci/run does)")
+    return None
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return json.loads(response.read())
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path, what: str) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited: {log.read_text(errors='replace')[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{what} not ready in 30 s: {log.read_text(errors='replace')[-3000:]}")
+
+
+class Webhook:
+    """Alertmanager's webhook receiver: keeps every notification it is sent."""
+
+    def __init__(self) -> None:
+        self.notifications: list[dict[str, Any]] = []
+        received = self.notifications
+        lock = threading.Lock()
+        self._lock = lock
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # http.server dispatches by name
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with lock:
+                    received.append(json.loads(body))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/alerts"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def alerts(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [alert for n in self.notifications for alert in n["alerts"]]
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class Stack:
+    """Prometheus scraping ``targets`` (job -> host:port), rules, Alertmanager, webhook."""
+
+    def __init__(self, workdir: Path, targets: dict[str, str], rule_files: Sequence[Path]) -> None:
+        self.workdir = workdir
+        self.webhook = Webhook()
+        self._processes: list[subprocess.Popen[bytes]] = []
+        self._logs: list[Any] = []
+        try:
+            self._start_alertmanager()
+            self._start_prometheus(targets, rule_files)
+        except BaseException:
+            self.close()
+            raise
+
+    def _spawn(self, name: str, command: list[str]) -> tuple[subprocess.Popen[bytes], Path]:
+        log = self.workdir / f"{name}.log"
+        handle = log.open("wb")
+        self._logs.append(handle)
+        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT,
+                                   cwd=self.workdir)
+        self._processes.append(process)
+        return process, log
+
+    def _start_alertmanager(self) -> None:
+        port = free_port()
+        config = {
+            "route": {"receiver": "test", "group_by": ["alertname", "hw_id"],
+                      "group_wait": "0s", "group_interval": "1s", "repeat_interval": "1h"},
+            "receivers": [{"name": "test", "webhook_configs": [
+                {"url": self.webhook.url, "send_resolved": False}]}],
+        }
+        path = self.workdir / "alertmanager.yml"
+        path.write_text(yaml.safe_dump(config), encoding="utf-8")
+        process, log = self._spawn("alertmanager", [
+            ALERTMANAGER, f"--config.file={path}", f"--storage.path={self.workdir / 'am'}",
+            f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
+        ])
+        self.alertmanager = f"http://127.0.0.1:{port}"
+        _wait_ready(self.alertmanager + "/-/ready", process, log, "alertmanager")
+
+    def _start_prometheus(self, targets: dict[str, str], rule_files: Sequence[Path]) -> None:
+        port = free_port()
+        config = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s",
+                       "scrape_timeout": "900ms"},
+            "rule_files": [str(p) for p in rule_files],
+            "alerting": {"alertmanagers": [{"static_configs": [
+                {"targets": [self.alertmanager.removeprefix("http://")]}]}]},
+            "scrape_configs": [
+                {"job_name": job, "static_configs": [{"targets": [target]}]}
+                for job, target in targets.items()
+            ],
+        }
+        path = self.workdir / "prometheus.yml"
+        path.write_text(yaml.safe_dump(config), encoding="utf-8")
+        process, log = self._spawn("prometheus", [
+            PROMETHEUS, f"--config.file={path}", f"--storage.tsdb.path={self.workdir / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ])
+        self.prometheus = f"http://127.0.0.1:{port}"
+        self._prometheus_log = log
+        _wait_ready(self.prometheus + "/-/ready", process, log, "prometheus")
+
+    def query(self, promql: str) -> list[dict[str, Any]]:
+        url = f"{self.prometheus}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
+        answer = _get_json(url)
+        assert answer["status"] == "success", answer
+        result: list[dict[str, Any]] = answer["data"]["result"]
+        return result
+
+    def wait_query(self, promql: str, accept: Callable[[list[dict[str, Any]]], bool],
+                   timeout: float = 20) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        result: list[dict[str, Any]] = []
+        while time.monotonic() < deadline:
+            result = self.query(promql)
+            if accept(result):
+                return result
+            time.sleep(0.25)
+        raise AssertionError(f"{promql}: last result {result}\n"
+                             f"prometheus log: {self._prometheus_log.read_text()[-2000:]}")
+
+    def targets_health(self) -> dict[str, str]:
+        answer = _get_json(self.prometheus + "/api/v1/targets")
+        return {t["labels"]["job"]: t["health"] + " " + t.get("lastError", "")
+                for t in answer["data"]["activeTargets"]}
+
+    def close(self) -> None:
+        for process in self._processes:
+            if process.poll() is None:
+                process.terminate()
+        for process in self._processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for handle in self._logs:
+            handle.close()
+        self.webhook.close()

@@ -1,0 +1,224 @@
+"""The HTTP endpoint for real: TLS, bcrypt basic auth, web-config reload, health and ready."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import os
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import bcrypt
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from agent.config.load import load
+from agent.config.schema import AgentConfig, PrometheusConfig
+from agent.export.prometheus.health import HealthCheck
+from agent.export.prometheus.server import EndpointError, MetricsEndpoint
+from agent.export.prometheus.webconfig import WebConfigError, load_web_config
+from agent.model.snapshot import HealthState, SnapshotStore
+from tests.unit.prometheus.snapshots import device, store_with
+
+RESOURCE = {"service.name": "gpu-otel-agent", "host.name": "vm-1"}
+
+
+def config(**prometheus: object) -> AgentConfig:
+    base = load(None, environ={})
+    fields: dict[str, object] = {"enabled": True, "listen": "127.0.0.1:0", **prometheus}
+    settings = dataclasses.replace(base.prometheus, **fields)  # type: ignore[arg-type]
+    return dataclasses.replace(base, prometheus=settings)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = time.time_ns()
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+def start() -> Iterator[Callable[..., MetricsEndpoint]]:
+    started: list[MetricsEndpoint] = []
+
+    def make(store: SnapshotStore, cfg: AgentConfig, devices: int = 2,
+             clock: Callable[[], int] = time.time_ns) -> MetricsEndpoint:
+        health = HealthCheck(store, devices, lambda: cfg, clock)
+        endpoint = MetricsEndpoint(lambda: cfg, store, RESOURCE, health)
+        endpoint.start()
+        started.append(endpoint)
+        return endpoint
+
+    yield make
+    for endpoint in started:
+        endpoint.stop()
+
+
+def get(url: str, auth: tuple[str, str] | None = None,
+        context: ssl.SSLContext | None = None) -> tuple[int, str, dict[str, str]]:
+    request = urllib.request.Request(url)
+    if auth is not None:
+        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=5, context=context) as response:
+            return response.status, response.read().decode(), dict(response.headers)
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode(), dict(error.headers)
+
+
+def base_url(endpoint: MetricsEndpoint, scheme: str = "http") -> str:
+    host, port = endpoint.address
+    return f"{scheme}://{'localhost' if scheme == 'https' else host}:{port}"
+
+
+def test_ready_only_after_every_gpu_is_sampled(start: Callable[..., MetricsEndpoint]) -> None:
+    store = SnapshotStore()
+    endpoint = start(store, config())
+    url = base_url(endpoint)
+    status, body, _ = get(url + "/readyz")
+    assert (status, body) == (503, "waiting for the first sample of every GPU\n")
+    store.put(device(0, 0.3, 100, time.time_ns()))
+    assert get(url + "/readyz")[0] == 503  # one of two GPUs
+    store.put(device(1, 0.3, 100, time.time_ns(), health=HealthState.FAILED))
+    assert get(url + "/readyz")[:2] == (200, "ready\n")
+
+
+def test_unhealthy_when_sampling_stalls_but_not_for_a_lost_gpu(
+    start: Callable[..., MetricsEndpoint],
+) -> None:
+    clock = Clock()
+    store = store_with(device(0, 0.3, 100, clock.now),
+                       device(1, 0.3, 100, clock.now, health=HealthState.FAILED))
+    endpoint = start(store, config(stall_after=5.0), clock=clock)
+    url = base_url(endpoint)
+    assert get(url + "/healthz")[:2] == (200, "ok\n")
+    clock.now += 4_000_000_000
+    assert get(url + "/healthz")[0] == 200
+    clock.now += 2_000_000_000  # GPU 0's newest sample is now 6 s old; GPU 1 is lost anyway
+    status, body, _ = get(url + "/healthz")
+    assert status == 503
+    assert body == "sampling stalled: gpu 0: no sample for 6.0s\n"
+    store.put(device(0, 0.3, 100, clock.now))
+    assert get(url + "/healthz")[0] == 200
+
+
+def test_metrics_over_plain_http_by_default(start: Callable[..., MetricsEndpoint]) -> None:
+    store = store_with(device(0, 0.37, 100, time.time_ns()))
+    endpoint = start(store, config(), devices=1)
+    status, body, headers = get(base_url(endpoint) + "/metrics")
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    names = {f.name for f in text_string_to_metric_families(body)}
+    assert {"hw_gpu_utilization_ratio", "target_info", "hw_status"} <= names
+
+
+def test_dcgm_scheme_from_configuration(start: Callable[..., MetricsEndpoint]) -> None:
+    store = store_with(device(0, 0.37, 100, time.time_ns()))
+    endpoint = start(store, config(scheme="dcgm"), devices=1)
+    body = get(base_url(endpoint) + "/metrics")[1]
+    assert 'DCGM_FI_DEV_GPU_UTIL{gpu="0",' in body
+    assert "hw_gpu_utilization_ratio" not in body
+
+
+def _self_signed(directory: Path) -> None:
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+         "-keyout", str(directory / "key.pem"), "-out", str(directory / "cert.pem")],
+        check=True, capture_output=True,
+    )
+
+
+def _hash(password: str) -> str:
+    return bcrypt.hashpw(password.encode(), bcrypt.gensalt(4)).decode().replace("$2b$", "$2y$")
+
+
+def test_tls_and_bcrypt_basic_auth_as_exporter_toolkit_configures_them(
+    start: Callable[..., MetricsEndpoint], tmp_path: Path,
+) -> None:
+    _self_signed(tmp_path)
+    web = tmp_path / "web.yaml"
+    web.write_text(
+        "tls_server_config: {cert_file: cert.pem, key_file: key.pem}\n"  # relative to the file
+        "http_server_config: {headers: {X-Frame-Options: deny}}\n"
+        f"basic_auth_users: {{prometheus: '{_hash('s3cret')}'}}\n", encoding="utf-8")
+    store = store_with(device(0, 0.37, 100, time.time_ns()))
+    endpoint = start(store, config(web_config_file=str(web)), devices=1)
+    trusted = ssl.create_default_context(cafile=str(tmp_path / "cert.pem"))
+    url = base_url(endpoint, "https")
+
+    status, _, headers = get(url + "/metrics", context=trusted)
+    assert status == 401 and headers["WWW-Authenticate"].startswith("Basic")
+    assert get(url + "/metrics", ("prometheus", "wrong"), trusted)[0] == 401
+    assert get(url + "/metrics", ("nobody", "s3cret"), trusted)[0] == 401
+    status, body, headers = get(url + "/metrics", ("prometheus", "s3cret"), trusted)
+    assert status == 200 and "hw_gpu_utilization_ratio" in body
+    assert headers["X-Frame-Options"] == "deny"
+    assert get(url + "/readyz", context=trusted)[0] == 200  # probes need no credentials
+    with pytest.raises(OSError):  # reset or refused: never served in clear text
+        get(base_url(endpoint) + "/metrics", ("prometheus", "s3cret"))  # plain HTTP refused
+
+    # A changed file applies to the next connection (password rotation without a restart).
+    web.write_text(web.read_text().replace("prometheus:", "scraper:"), encoding="utf-8")
+    future = time.time() + 5
+
+    os.utime(web, (future, future))
+    assert get(url + "/metrics", ("prometheus", "s3cret"), trusted)[0] == 401
+    assert get(url + "/metrics", ("scraper", "s3cret"), trusted)[0] == 200
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("tls_server_config: {cert_file: a.pem}\n", "cert_file and key_file go together"),
+    ("basic_auth_users: {u: plaintext}\n", "basic_auth_users.u: expected a bcrypt hash"),
+    ("tls_server_config: {cert_file: a, key_file: b, client_auth_type: RequireAnyClientCert}\n",
+     "not verified) is not supported"),
+    ("tls_server_config: {cert_file: a, key_file: b, cipher_suites: [x]}\n",
+     "tls_server_config.cipher_suites: not supported"),
+    ("basic_auth: {}\n", "basic_auth: unknown key"),
+    ("tls_server_config: {cert_file: missing.pem, key_file: missing.key}\n",
+     "cannot load certificates"),
+    ("tls_server_config: {cert_file: a, key_file: b, min_version: TLS99}\n",
+     "unknown 'TLS99'"),
+])
+def test_bad_web_config_is_a_clear_error(tmp_path: Path, text: str, message: str) -> None:
+    web = tmp_path / "web.yaml"
+    web.write_text(text, encoding="utf-8")
+    with pytest.raises(WebConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_web_config(web)
+
+
+def test_endpoint_refuses_to_start_with_a_bad_web_config_or_a_taken_port(
+    start: Callable[..., MetricsEndpoint], tmp_path: Path,
+) -> None:
+    web = tmp_path / "web.yaml"
+    web.write_text("basic_auth_users: {u: nothash}\n", encoding="utf-8")
+    with pytest.raises(EndpointError, match=r"prometheus\.web_config_file"):
+        start(SnapshotStore(), config(web_config_file=str(web)))
+    first = start(SnapshotStore(), config())
+    host, port = first.address
+    with pytest.raises(EndpointError, match="cannot listen"):
+        start(SnapshotStore(), config(listen=f"{host}:{port}"))
+
+
+def test_configuration_keys_and_errors(tmp_path: Path) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text("prometheus: {enabled: true, listen: '[::]:9500', scheme: dcgm}\n",
+                    encoding="utf-8")
+    assert load(path, environ={}).prometheus == PrometheusConfig(
+        enabled=True, listen="[::]:9500", scheme="dcgm")
+    env = {"GPU_AGENT_PROMETHEUS_ENABLED": "true", "GPU_AGENT_PROMETHEUS_LISTEN": "0.0.0.0:9999"}
+    assert load(None, environ=env).prometheus.listen == "0.0.0.0:9999"
+    for bad, message in [("{listen: 'nine'}", "expected host:port"),
+                         ("{scheme: prom}", "must be one of otel, dcgm"),
+                         ("{enabled: maybe}", "expected true or false"),
+                         ("{port: 1}", "prometheus.port in .*: unknown key")]:
+        path.write_text(f"prometheus: {bad}\n", encoding="utf-8")
+        with pytest.raises(ValueError, match=message):
+            load(path, environ={})

@@ -1,0 +1,100 @@
+"""Both naming schemes, parsed back by prometheus_client's own exposition parser."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from agent.export.prometheus.dcgm_scheme import DcgmTranslator
+from agent.export.prometheus.exposition import Families, render
+from agent.export.prometheus.otel_scheme import otel_families
+from agent.export.series import series
+from tests.unit.prometheus.snapshots import UUIDS, node
+
+RESOURCE = {"service.name": "gpu-otel-agent", "host.name": "vm-1", "k8s.node.name": "gpu-node-7"}
+
+
+def parsed(families: Families) -> dict[str, list[tuple[dict[str, str], float]]]:
+    text = render(families).decode()
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append((sample.labels, sample.value))
+            if family.type == "counter" and sample.name != family.name:
+                # the parser names a counter's sample X_total even where the text says X
+                # (dcgm-exporter's counters have no _total): keep the name as written too
+                out.setdefault(family.name, []).append((sample.labels, sample.value))
+    return out
+
+
+def one(samples: dict[str, list[tuple[dict[str, str], float]]], name: str,
+        **labels: str) -> float:
+    matches = [v for lab, v in samples[name] if all(lab.get(k) == w for k, w in labels.items())]
+    assert len(matches) == 1, (name, labels, samples.get(name))
+    return matches[0]
+
+
+def test_otel_scheme_names_labels_and_values() -> None:
+    samples = parsed(otel_families(series(node()), RESOURCE))
+    assert one(samples, "hw_gpu_utilization_ratio", hw_id=UUIDS[0],
+               hw_gpu_task="general") == pytest.approx(0.37)
+    assert one(samples, "hw_gpu_memory_usage_bytes", hw_id=UUIDS[0]) == 40000 * 1024 * 1024
+    assert one(samples, "hw_energy_joules_total", hw_id=UUIDS[1]) == pytest.approx(1234.5)
+    status = one(samples, "hw_status", hw_id=UUIDS[0], hw_state="ok", hw_type="gpu")
+    assert status == 1
+    assert one(samples, "gpu_agent_exports_total") == 7
+    info = one(samples, "target_info", k8s_node_name="gpu-node-7")
+    assert info == 1
+    labels = next(lab for lab, _ in samples["hw_power_watts"] if lab["hw_id"] == UUIDS[0])
+    assert labels == {"hw_id": UUIDS[0], "hw_type": "gpu", "hw_vendor": "nvidia",
+                      "hw_model": "NVIDIA H100 80GB HBM3", "gpu_index": "0",
+                      "gpu_pci_bus_id": "00000000:18:00.0"}
+
+
+def test_dcgm_scheme_matches_dcgm_exporter_units_and_labels() -> None:
+    samples = parsed(DcgmTranslator(RESOURCE).families(series(node())))
+    assert one(samples, "DCGM_FI_DEV_GPU_UTIL", gpu="0") == 37  # percent, not 36.99999
+    assert one(samples, "DCGM_FI_DEV_ENC_UTIL", gpu="1") == 5
+    assert one(samples, "DCGM_FI_DEV_FB_USED", gpu="0") == 40000  # MiB
+    assert one(samples, "DCGM_FI_DEV_FB_FREE", gpu="0") == 81559 - 40000 - 520
+    assert one(samples, "DCGM_FI_DEV_SM_CLOCK", gpu="0") == 1980  # MHz
+    assert one(samples, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", gpu="1") == 1234500  # mJ
+    assert one(samples, "DCGM_FI_DEV_POWER_VIOLATION", gpu="0") == 2.5e6  # us
+    assert one(samples, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", gpu="0") == 3
+    assert one(samples, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", gpu="0") == 0x4 | 0x8
+    labels = next(lab for lab, _ in samples["DCGM_FI_DEV_GPU_UTIL"] if lab["gpu"] == "1")
+    assert labels == {"gpu": "1", "UUID": UUIDS[1], "device": "nvidia1",
+                      "modelName": "NVIDIA H100 80GB HBM3", "pci_bus_id": "00000000:19:00.0",
+                      "Hostname": "gpu-node-7", "NodeName": "gpu-node-7"}
+
+
+def test_dcgm_scheme_per_process_and_container_names_for_autoscaling() -> None:
+    samples = parsed(DcgmTranslator(RESOURCE).families(series(node())))
+    assert one(samples, "DCGM_CUSTOM_PROCESS_SM_UTIL", gpu="0", PodName="infer-a",
+               NamespaceName="ml", ContainerName="server", ProcessId="4242",
+               NodeName="gpu-node-7") == 25
+    assert one(samples, "DCGM_CUSTOM_PROCESS_MEM_USED", gpu="1", PodName="infer-a") == 2048
+    assert one(samples, "DCGM_CUSTOM_CONTAINER_MEM_ALLOCATED", gpu="0",
+               PodName="infer-a") == 8192
+
+
+def test_dcgm_scheme_serves_what_dcgm_has_no_name_for_under_otel_names() -> None:
+    samples = parsed(DcgmTranslator(RESOURCE).families(series(node())))
+    assert one(samples, "hw_status", hw_id=UUIDS[1], hw_state="ok") == 1  # alerts use it
+    assert one(samples, "gpu_clock_frequency_hertz", hw_id=UUIDS[0],
+               gpu_clock_domain="graphics") == 1755e6
+    assert one(samples, "gpu_agent_exports_total") == 7
+    assert "hw_gpu_utilization_ratio" not in samples  # mapped: served once, as DCGM
+    assert "gpu_clock_throttle_ratio" not in samples  # folded into the bitmask
+
+
+def test_hostile_label_values_round_trip_and_duplicates_never_fail_a_scrape() -> None:
+    families = Families()
+    family = families.family("x", "gauge", "help with \\ and\nnewline")
+    assert family is not None
+    hostile = 'a"b\\c\nd\u00e9'
+    family.add((("name", hostile),), 1.5)
+    family.add((("name", hostile),), 2.5)  # same series again: dropped, not a broken scrape
+    assert families.family("x", "counter", "other type") is None
+    samples = parsed(families)
+    assert samples["x"] == [({"name": hostile}, 1.5)]
