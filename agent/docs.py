@@ -83,12 +83,13 @@ def _metric_rows(specs: tuple[MetricSpec, ...]) -> list[str]:
 
 def _vendor_sections() -> list[str]:
     """Per vendor: the names it provides, the ones it cannot, and how its sources differ."""
-    vendors = sorted({v for spec in DEVICE_METRICS for v in spec.vendors})
+    specs = (*DEVICE_METRICS, *PROCESS_METRICS)
+    vendors = sorted({v for spec in specs for v in spec.vendors})
     lines: list[str] = []
     for vendor in vendors:
-        provided = [s.name for s in DEVICE_METRICS if vendor in s.vendors]
-        missing = [s.name for s in DEVICE_METRICS if vendor not in s.vendors]
-        notes = [(s.name, note) for s in DEVICE_METRICS for v, note in s.vendor_notes
+        provided = [s.name for s in specs if vendor in s.vendors]
+        missing = [s.name for s in specs if vendor not in s.vendors]
+        notes = [(s.name, note) for s in specs for v, note in s.vendor_notes
                  if v == vendor]
         lines.extend(["", f"## {vendor}", ""])
         lines.append("Provides: " + ", ".join(f"`{n}`" for n in provided) + ".")

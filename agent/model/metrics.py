@@ -135,23 +135,26 @@ _PROCESS = ("process.pid", "process.executable.name", *_WORKLOAD)
 # known, and a series disappears with its process or container.
 PROCESS_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("gpu.process.memory.usage", G, "By", "GPU memory used by the process.",
-               _PROCESS, "processes", vendors=NVIDIA_ONLY),
+               _PROCESS, "processes",
+               vendor_notes=(("amd", "VRAM of the process (GTT not counted)"),)),
     MetricSpec("gpu.process.utilization", G, "1",
                "Fraction of the engine's time used by the process.",
-               (*_PROCESS, "hw.gpu.task"), "processes", vendors=NVIDIA_ONLY),
+               (*_PROCESS, "hw.gpu.task"), "processes",
+               vendor_notes=(("amd", "`general` (GFX) and `encoder` from the growth of the "
+                                     "process's engine-time counters between two reads; "
+                                     "absent at a process's first read"),)),
     MetricSpec("gpu.process.series.overflow", U, "{process}",
                "Processes on the GPU beyond the per-process series limit (not exported one by "
-               "one; still counted in their container's totals).", (), "processes",
-               vendors=NVIDIA_ONLY),
+               "one; still counted in their container's totals).", (), "processes"),
     MetricSpec("gpu.container.memory.usage", G, "By",
                "GPU memory used by the container's (or job's) processes.", _WORKLOAD,
-               "processes", vendors=NVIDIA_ONLY),
+               "processes"),
     MetricSpec("gpu.container.utilization", G, "1",
                "Fraction of the engine's time used by the container's processes.",
-               (*_WORKLOAD, "hw.gpu.task"), "processes", vendors=NVIDIA_ONLY),
+               (*_WORKLOAD, "hw.gpu.task"), "processes"),
     MetricSpec("gpu.container.memory.limit", G, "By",
                "GPU memory allocated to the container on this GPU, where known.", _WORKLOAD,
-               "processes", vendors=NVIDIA_ONLY),
+               "processes"),
 )
 
 _BY_NAME = {spec.name: spec for spec in (*DEVICE_METRICS, *PROCESS_METRICS, *AGENT_METRICS)}

@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from agent.model.process import ProcessUsage
 from agent.model.snapshot import DeviceIdentity, Reading
-from agent.sampling.backend import DeviceLost
+from agent.sampling.backend import PROCESS_GROUP, DeviceLost
+from plugins.amd.processes import LIST_CALL, ProcessSampler
 from plugins.amd.readings import GROUPS, CallReading
 from plugins.amd.smi import Unavailable, classify
 
@@ -20,6 +22,7 @@ class AmdDevice:
         self._identity = identity
         self._plans: dict[str, tuple[CallReading, ...]] = {}
         self._current_call: str | None = None
+        self._processes = ProcessSampler(self._list_processes)
 
     @property
     def identity(self) -> DeviceIdentity:
@@ -34,14 +37,26 @@ class AmdDevice:
         return self._current_call
 
     def _invoke(self, call: CallReading) -> tuple[Reading, ...]:
+        readings: tuple[Reading, ...] = self._call(call.name, call.read, self._smi, self._handle)
+        return readings
+
+    def _call(self, name: str, fn: Any, *args: Any) -> Any:
         """Call amdsmi, remembering the call's name while it runs (it may hang)."""
-        self._current_call = call.name
+        self._current_call = name
         try:
-            return call.read(self._smi, self._handle)
+            return fn(*args)
         except self._smi.AmdSmiException as error:
-            raise classify(error, call.name) from error
+            raise classify(error, name) from error
         finally:
             self._current_call = None
+
+    def _list_processes(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._call(
+            LIST_CALL, self._smi.amdsmi_get_gpu_process_list, self._handle)
+        return result
+
+    def read_processes(self) -> tuple[ProcessUsage, ...]:
+        return self._processes.read()
 
     def probe(self) -> frozenset[str]:
         plans: dict[str, tuple[CallReading, ...]] = {}
@@ -59,7 +74,15 @@ class AmdDevice:
             if working:
                 plans[group] = tuple(working)
         self._plans = plans
-        return frozenset(plans)
+        groups = set(plans)
+        try:
+            self._processes.read()
+            groups.add(PROCESS_GROUP)
+        except Unavailable as reason:
+            log.debug("%s: %s", self._identity.uuid, reason)
+        except self._smi.AmdSmiException:
+            groups.add(PROCESS_GROUP)  # transient: keep it
+        return frozenset(groups)
 
     def read(self, group: str) -> tuple[Reading, ...]:
         readings: list[Reading] = []

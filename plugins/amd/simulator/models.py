@@ -14,7 +14,9 @@ _NO_FAN: dict[str, float | None] = {"fan_percent": None}
 MODELS: Mapping[str, Mapping[str, float | None]] = MappingProxyType(
     {
         "AMD Instinct MI300X": MappingProxyType({
-            **_NO_FAN, "pci_device_id": 0x74A1, "pci_revision": 0, "compute_units": 304,
+            # No edge temperature sensor on MI300.
+            **_NO_FAN, "temperature_c": None, "pci_device_id": 0x74A1, "pci_revision": 0,
+            "compute_units": 304,
             "memory_total_mib": 196592, "power_limit_w": 750, "power_default_limit_w": 750,
             "power_min_limit_w": 0, "power_max_limit_w": 750, "max_gfx_clock_mhz": 2100,
             "max_memory_clock_mhz": 1300, "pcie_max_link_width": 16,

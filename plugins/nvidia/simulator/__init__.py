@@ -55,6 +55,10 @@ class SimulatedNode:
         self.library_path = Path(str(info["library"]))
         self.state_path = Path(str(info["state"]))
         self.socket_path = Path(str(info["socket"]))
+        # Present when the scenario has AMD GPUs (served by the simulated libamd_smi.so).
+        amd_lib, amd_state = info.get("amd_library"), info.get("amd_state")
+        self.amd_library_path = Path(str(amd_lib)) if amd_lib else None
+        self.amd_state_path = Path(str(amd_state)) if amd_state else None
         env = info.get("env")
         self.env: Mapping[str, str] = dict(env) if isinstance(env, dict) else {}
 
@@ -186,3 +190,21 @@ def attach_in_process(node_or_paths: SimulatedNode | Mapping[str, str] | tuple[P
     os.environ["GPU_SIM_NODE"] = str(state)
     ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)
     _attached = (lib, state)
+    _attach_amd(node_or_paths)
+
+
+def _attach_amd(node_or_paths: SimulatedNode | Mapping[str, str] | tuple[Path, Path]) -> None:
+    """The AMD half of a mixed node: amdsmi's wrapper then finds libamd_smi.so by name."""
+    if isinstance(node_or_paths, SimulatedNode):
+        lib, state = node_or_paths.amd_library_path, node_or_paths.amd_state_path
+    elif isinstance(node_or_paths, tuple) or "GPU_SIM_AMD_NODE" not in node_or_paths:
+        return
+    else:
+        state = Path(node_or_paths["GPU_SIM_AMD_NODE"])
+        dirs = node_or_paths.get("LD_LIBRARY_PATH", "").split(os.pathsep)
+        lib = next((Path(d) / "libamd_smi.so" for d in dirs
+                    if d and (Path(d) / "libamd_smi.so").exists()), None)
+    if lib is None or state is None:
+        return
+    os.environ["GPU_SIM_AMD_NODE"] = str(state.resolve())
+    ctypes.CDLL(str(lib.resolve()), mode=ctypes.RTLD_GLOBAL)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from plugins.amd.simulator import _lib as amd_lib
 from plugins.nvidia.simulator.control import default_socket_path, default_state_dir, send
 
 
@@ -59,8 +60,14 @@ def add_sim_commands(subparsers: Any) -> argparse.ArgumentParser:
     padd.add_argument("--type", choices=("compute", "graphics", "mps"), default="compute")
     prm = _sock(psub.add_parser("rm", help="remove a GPU process"))
     prm.add_argument("--pid", type=int, required=True)
-    _sock(sub.add_parser("stats", help="NVML call counts per function and device"))
-    for name in ("xid", "ecc", "lost", "recover", "hang", "set"):
+    ev = _sock(sub.add_parser("event", help="queue an amdsmi event notification (AMD GPU)"))
+    ev.add_argument("--type", required=True, choices=tuple(amd_lib.EVENT_TYPES))
+    ev.add_argument("--message", default="", help="the notification's message text")
+    _sock(sub.add_parser(
+        "reset", help="AMD GPU reset: pre-reset event, calls fail for --ms, post-reset event"
+    )).add_argument("--ms", type=int, default=1000)
+    _sock(sub.add_parser("stats", help="NVML and amdsmi call counts per function and device"))
+    for name in ("xid", "ecc", "lost", "recover", "hang", "set", "event", "reset"):
         sub.choices[name].add_argument("--device", type=int, required=True)
     padd.add_argument("--device", type=int, required=True)
     prm.add_argument("--device", type=int, default=None)
@@ -87,6 +94,10 @@ def _request(args: argparse.Namespace) -> dict[str, object]:
         return {"op": cmd, "device": args.device}
     if cmd == "hang":
         return {"op": "hang", "device": args.device, "ms": args.ms}
+    if cmd == "event":
+        return {"op": "event", "device": args.device, "type": args.type, "message": args.message}
+    if cmd == "reset":
+        return {"op": "reset", "device": args.device, "ms": args.ms}
     if cmd == "set":
         values: dict[str, object] = {}
         for a in args.assignments:

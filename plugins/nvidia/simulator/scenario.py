@@ -272,7 +272,7 @@ def _readings(
     out: dict[str, Value] = {}
     for k, v in raw.items():
         if k not in allowed:
-            raise ctx.fail(f"{key}.{k}", f"unknown reading {k!r} for a {vendor} device")
+            raise ctx.fail(f"{key}.{k}", f"unknown reading {k!r} for vendor {vendor}")
         out[k] = parse_value(ctx, v, f"{key}.{k}")
     return out
 
