@@ -14,8 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent.model.process import ProcessUsage
-from agent.model.snapshot import AttributeValue, DeviceIdentity, Reading
+from agent.model.snapshot import Attributes, AttributeValue, DeviceIdentity, Reading
 from agent.model.workload import GpuProcess, Workload
+from agent.workloads.procfs import ProcessFacts
 from agent.workloads.resolver import GpuDevice, WorkloadResolver
 
 PROCESS_MEMORY = "gpu.process.memory.usage"
@@ -33,12 +34,20 @@ class AttributionSettings:
 
 
 @dataclass(frozen=True)
+class _Identity:
+    """What a process's series carry; computed once per process and GPU, until it changes."""
+
+    facts: ProcessFacts
+    process_attributes: Attributes
+    workload: Workload
+    workload_attributes: Attributes
+    limit: int | None
+
+
+@dataclass(frozen=True)
 class _Attributed:
     usage: ProcessUsage
-    executable: str
-    command_line: str
-    workload: Workload
-    limit: int | None
+    identity: _Identity
 
 
 class Attribution:
@@ -49,6 +58,7 @@ class Attribution:
         self.settings = settings
         self._lists: dict[str, tuple[ProcessUsage, ...]] = {}
         self._refresh: dict[str, Callable[[], None]] = {}
+        self._identities: dict[tuple[str, int], _Identity] = {}
         resolver.subscribe(self._on_change)
 
     def watch_device(self, uuid: str, refresh: Callable[[], None]) -> None:
@@ -56,6 +66,7 @@ class Attribution:
         self._refresh[uuid] = refresh
 
     def _on_change(self) -> None:
+        self._identities.clear()
         for refresh in self._refresh.values():
             refresh()
 
@@ -64,7 +75,9 @@ class Attribution:
         self._retain()
 
     def _retain(self) -> None:
-        self.resolver.retain({u.pid for lst in self._lists.values() for u in lst})
+        live = {(uuid, u.pid) for uuid, lst in self._lists.items() for u in lst}
+        self._identities = {k: v for k, v in self._identities.items() if k in live}
+        self.resolver.retain({pid for _, pid in live})
 
     def readings(self, identity: DeviceIdentity, processes: tuple[ProcessUsage, ...] | None,
                  memory_total: int | None = None) -> tuple[Reading, ...]:
@@ -92,22 +105,29 @@ class Attribution:
             facts = self.resolver.process(usage.pid)
             if facts is None:
                 continue  # exited: its series goes now, not when the GPU stops listing it
-            workload = self.resolver.workload(facts, device)
-            limit = (self.resolver.memory_limit(facts, device)
-                     if facts.cgroup.known else None)
-            found.append(_Attributed(usage, facts.executable, facts.command_line, workload,
-                                     limit))
+            key = (device.uuid, usage.pid)
+            identity = self._identities.get(key)
+            if identity is None or identity.facts is not facts:
+                identity = self._identify(facts, device)
+                self._identities[key] = identity
+            found.append(_Attributed(usage, identity))
         return found
 
-    def _process_readings(self, item: _Attributed) -> list[Reading]:
+    def _identify(self, facts: ProcessFacts, device: GpuDevice) -> _Identity:
+        workload = self.resolver.workload(facts, device)
+        limit = self.resolver.memory_limit(facts, device) if facts.cgroup.known else None
         attrs: list[tuple[str, AttributeValue]] = [
-            ("process.pid", item.usage.pid),
-            ("process.executable.name", item.executable),
+            ("process.pid", facts.pid),
+            ("process.executable.name", facts.executable),
         ]
-        if self.settings.command_line and item.command_line:
-            attrs.append(("process.command_line", item.command_line))
-        attrs.extend(item.workload.attributes())
-        base = tuple(attrs)
+        if self.settings.command_line and facts.command_line:
+            attrs.append(("process.command_line", facts.command_line))
+        workload_attributes = workload.attributes()
+        attrs.extend(workload_attributes)
+        return _Identity(facts, tuple(attrs), workload, workload_attributes, limit)
+
+    def _process_readings(self, item: _Attributed) -> list[Reading]:
+        base = item.identity.process_attributes
         out = []
         if item.usage.memory_bytes is not None:
             out.append(Reading(PROCESS_MEMORY, item.usage.memory_bytes, base))
@@ -117,20 +137,21 @@ class Attribution:
 
     @staticmethod
     def _container_readings(attributed: list[_Attributed]) -> list[Reading]:
-        memory: dict[Workload, int] = defaultdict(int)
-        utilization: dict[Workload, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-        limits: dict[Workload, int] = {}
+        memory: dict[Attributes, int] = defaultdict(int)
+        utilization: dict[Attributes, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        limits: dict[Attributes, int] = {}
         for item in attributed:
-            if not item.workload.attributes():
+            workload = item.identity.workload_attributes
+            if not workload:
                 continue
-            memory[item.workload] += item.usage.memory_bytes or 0
+            memory[workload] += item.usage.memory_bytes or 0
             for task, value in item.usage.utilization:
-                utilization[item.workload][task] += value
-            if item.limit is not None:
-                limits[item.workload] = item.limit
+                utilization[workload][task] += value
+            if item.identity.limit is not None:
+                limits[workload] = item.identity.limit
         out = []
-        for workload in sorted(memory, key=lambda w: w.attributes()):
-            attrs = workload.attributes()
+        for workload in sorted(memory):
+            attrs = workload
             out.append(Reading(CONTAINER_MEMORY, memory[workload], attrs))
             for task, value in sorted(utilization[workload].items()):
                 out.append(Reading(CONTAINER_UTILIZATION, min(value, 1.0),

@@ -16,10 +16,11 @@ import os
 import socket
 from collections.abc import Callable
 
-from pyroute2.netlink import NETLINK_CONNECTOR, NLMSG_DONE
-from pyroute2.netlink.connector.cn_proc import (
+from agent.workloads.cn_proc import (
     CN_IDX_PROC,
     CN_VAL_PROC,
+    NETLINK_CONNECTOR,
+    NLMSG_DONE,
     PROC_CN_MCAST_IGNORE,
     PROC_CN_MCAST_LISTEN,
     PROC_EVENT_EXEC,

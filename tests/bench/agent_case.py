@@ -1,9 +1,9 @@
 """Measures the agent on a simulated node, exporting over OTLP/gRPC to a local receiver.
 
 One agent process per case. After the main window (all groups on their default intervals) the
-agent's configuration file is rewritten to disable the slow and gpm groups and reloaded with
-SIGHUP, and a second window counts the fast group's calls alone: NVML functions such as
-nvmlDeviceGetFieldValues and nvmlDeviceGetClockInfo serve both fast and slow groups, so
+agent's configuration file is rewritten to disable the slow, gpm and processes groups and
+reloaded with SIGHUP, and a second window counts the fast group's calls alone: NVML functions
+such as nvmlDeviceGetFieldValues and nvmlDeviceGetClockInfo serve both fast and slow groups, so
 counting them by name in the main window would charge the fast group with slow-group calls.
 """
 
@@ -101,7 +101,8 @@ def run_agent_case(case: AgentCase, workdir: Path) -> AgentResult:
             config.write_text(
                 yaml.safe_dump({"log_level": "info",
                                 "groups": {"slow": {"enabled": False},
-                                           "gpm": {"enabled": False}}}),
+                                           "gpm": {"enabled": False},
+                                           "processes": {"enabled": False}}}),
                 encoding="utf-8",
             )
             agent.process.send_signal(signal.SIGHUP)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tests.bench import machine, plan, readme, report
 from tests.bench.agent_case import run_agent_case
+from tests.bench.attribution import run_attribution_case
 from tests.bench.encoding import run_encode_case
 from tests.bench.peers import run_gpustat, run_nvitop_exporter
 from tests.bench.results import AgentResult, Report
@@ -47,6 +48,11 @@ def run(suite: plan.Plan, workdir: Path) -> Report:
     for enc in suite.encode:
         log.info("%s: %d repeats", enc.name, enc.repeats)
         encodings.append(run_encode_case(enc, workdir / enc.name))
+    attribution = []
+    for att in suite.attribution:
+        log.info("%s: %d cycles, %d idle host processes", att.name, att.cycles,
+                 att.host_processes)
+        attribution.append(run_attribution_case(att, workdir / att.name))
     return Report(
         smoke=suite.smoke,
         started=started_wall,
@@ -57,6 +63,7 @@ def run(suite: plan.Plan, workdir: Path) -> Report:
         exporter_peers=tuple(exporters),
         one_shot_peers=tuple(one_shots),
         encoding=tuple(encodings),
+        attribution=tuple(attribution),
         notes=report.NOTES,
     )
 

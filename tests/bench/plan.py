@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.bench.agent_case import AgentCase
+from tests.bench.attribution import AttributionCase
 from tests.bench.encoding import EncodeCase
 from tests.bench.peers import PeerCase
 from tests.integration.harness import SCENARIOS
@@ -35,10 +36,12 @@ class Plan:
     nvitop_exporter: tuple[PeerCase, ...]
     gpustat: tuple[PeerCase, ...]
     encode: tuple[EncodeCase, ...]
+    attribution: tuple[AttributionCase, ...] = ()
 
     def case_names(self) -> tuple[str, ...]:
         return (*(c.name for c in self.agent), *(c.name for c in self.nvitop_exporter),
-                *(c.name for c in self.gpustat), *(c.name for c in self.encode))
+                *(c.name for c in self.gpustat), *(c.name for c in self.encode),
+                *(c.name for c in self.attribution))
 
 
 def _agent(gpus: int, scenario: Path, interval: float, cycles: int, fast: int) -> AgentCase:
@@ -62,4 +65,10 @@ def build(smoke: bool) -> Plan:
         gpustat=(PeerCase("gpustat-8gpu", NODE_8, 1.0, 2 if smoke else 10, fast_8.name),),
         encode=(EncodeCase("encode-8gpu", NODE_8, 5 if smoke else 200),
                 EncodeCase("encode-16gpu", NODE_16, 5 if smoke else 200)),
+        # 50 GPU processes; the smoke run keeps the contrast but spawns fewer idle processes.
+        attribution=(
+            AttributionCase("attribution-50idle", 50, 20 if smoke else 500),
+            AttributionCase(f"attribution-{500 if smoke else 5000}idle",
+                            500 if smoke else 5000, 20 if smoke else 500),
+        ),
     )

@@ -90,6 +90,26 @@ class EncodeResult:
 
 
 @dataclass(frozen=True)
+class AttributionResult:
+    """Per-cycle cost of attributing GPU processes, at one count of idle host processes."""
+
+    case: str
+    method: str
+    gpu_processes: int
+    idle_host_processes: int  # started for the case
+    host_processes_seen: int  # every process in /proc during the case
+    in_cgroups: bool  # the GPU processes sat in real kubepods cgroups
+    cycles: int
+    attribute_us_median: float  # CPU of Attribution.readings over all GPUs, one cycle
+    attribute_us_p99: float
+    nvml_ms_median: float  # the NVML process reads of one cycle, for context
+    process_cpu_us_per_cycle: float  # the whole measuring process, event handling included
+    proc_reads_after_warmup: int  # /proc lookups during the measured cycles
+    proc_reads_total: int
+    readings_per_cycle: int
+
+
+@dataclass(frozen=True)
 class Report:
     smoke: bool
     started: str
@@ -100,4 +120,5 @@ class Report:
     exporter_peers: tuple[ExporterPeerResult, ...] = ()
     one_shot_peers: tuple[OneShotPeerResult, ...] = ()
     encoding: tuple[EncodeResult, ...] = ()
+    attribution: tuple[AttributionResult, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)

@@ -113,6 +113,13 @@ class Cgroups:
             child.stdout.readline()
         return child.pid
 
+    def spawn_plain(self) -> int:
+        """A sleeping process left in our own cgroup (a machine without cgroups we can make)."""
+        child = subprocess.Popen(["sleep", "infinity"], stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._processes.append(child)
+        return child.pid
+
     def kill(self, pid: int) -> None:
         for child in self._processes:
             if child.pid == pid:

@@ -16,10 +16,13 @@ from typing import Any
 import pytest
 import yaml
 
+from agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 from plugins.nvidia.simulator import SimulatedNode
+from tests.integration.cgroups import Cgroups, Pod, cgroups, v1_root, v2_root
 from tests.integration.conftest import UUIDS
 from tests.integration.harness import REPO, AgentProcess, h100, write_scenario
 from tests.integration.prometheus_stack import Stack, binaries_missing
+from tests.receivers.kubelet import FakeKubelet
 from tests.receivers.netutil import free_port, wait_for_port
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 
@@ -29,6 +32,12 @@ ADAPTER = REPO / "helm" / "examples" / "prometheus-adapter-values.yaml"
 NODE = "gpu-node-a"
 UTIL = (10, 20, 30, 45)
 USED_MIB = (1000, 2000, 3000, 4500)
+MIB = 1024 * 1024
+
+
+MEMORY_RESOURCE = "example.com/gpu-memory"  # a fractional device plugin: 1 unit = 1 MiB
+# Pods sharing the GPUs: (name, GPU, [(memory MiB, SM %) per process], allocated MiB)
+PODS = (("infer-a", 0, ((1000, 20), (3000, 30)), 8192), ("infer-b", 1, ((2000, 40),), 4096))
 
 
 @dataclass
@@ -36,14 +45,40 @@ class Scenario:
     node: SimulatedNode
     stack: Stack
     agents: dict[str, AgentProcess]
+    pods: dict[str, Pod]
 
 
-def _agent(workdir: Path, node: SimulatedNode, receiver: OtlpGrpcReceiver, scheme: str,
-           port: int) -> AgentProcess:
+def _pods(groups: Cgroups, node: SimulatedNode, kubelet: FakeKubelet) -> dict[str, Pod]:
+    """Pods in real cgroups, their processes registered on the GPUs, names from the kubelet."""
+    base = v2_root() or v1_root("pids")
+    assert base is not None, "no cgroup hierarchy"
+    pods, allocations = {}, []
+    for name, gpu, processes, allocated_mib in PODS:
+        pod = groups.pod(base, name)
+        pods[name] = pod
+        for memory, sm in processes:
+            pid = groups.spawn(pod.cgroup)
+            answer = node.command({"op": "proc_add", "device": gpu, "pid": pid,
+                                   "used_memory_mib": memory, "sm_util": sm})
+            assert answer["ok"], answer
+        devices = (ContainerDevices("nvidia.com/gpu", (f"{UUIDS[gpu]}::1",)),
+                   ContainerDevices(MEMORY_RESOURCE,
+                                    tuple(f"m{i}" for i in range(allocated_mib))))
+        allocations.append(PodAllocation(pod.namespace, name,
+                                         (ContainerAllocation("server", devices),)))
+    kubelet.set_pods(allocations)
+    return pods
+
+
+def _agent(workdir: Path, node: SimulatedNode, receiver: OtlpGrpcReceiver, *, scheme: str,
+           port: int, kubelet: Path) -> AgentProcess:
     config = workdir / f"agent-{scheme}.yaml"
     config.write_text(yaml.safe_dump({
-        "groups": {"slow": {"interval": 1.0}, "gpm": {"enabled": False}},
+        "groups": {"slow": {"interval": 1.0}, "gpm": {"enabled": False},
+                   "processes": {"interval": 0.5}},
         "prometheus": {"enabled": True, "listen": f"127.0.0.1:{port}", "scheme": scheme},
+        "attribution": {"reconcile_interval": 1, "memory_resources": {MEMORY_RESOURCE: MIB},
+                        "kubelet": {"socket": str(kubelet), "refresh_interval": 1}},
     }), encoding="utf-8")
     agent = AgentProcess(workdir, receiver.endpoint, node.env,
                          ["--interval", "0.5", "--export-interval", "30", "--config", str(config),
@@ -66,15 +101,18 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
     scenario_file = write_scenario(workdir, {"driver_version": "580.95.05", "devices": devices})
     agents: dict[str, AgentProcess] = {}
     with SimulatedNode.start(scenario_file, state_dir=workdir / "node") as node, \
-            OtlpGrpcReceiver() as receiver:
+            OtlpGrpcReceiver() as receiver, cgroups() as groups, \
+            FakeKubelet(workdir / "kubelet" / "kubelet.sock") as kubelet:
         try:
+            pods = _pods(groups, node, kubelet)
             ports = {scheme: free_port() for scheme in ("otel", "dcgm")}
             for scheme, port in ports.items():
-                agents[scheme] = _agent(workdir, node, receiver, scheme, port)
+                agents[scheme] = _agent(workdir, node, receiver, scheme=scheme, port=port,
+                                        kubelet=kubelet.socket_path)
             stack = Stack(workdir, {f"gpu-agent-{s}": f"127.0.0.1:{p}" for s, p in ports.items()},
                           [RULES])
             try:
-                yield Scenario(node, stack, agents)
+                yield Scenario(node, stack, agents, pods)
             finally:
                 stack.close()
         finally:
@@ -127,6 +165,30 @@ def test_the_shipped_prometheus_adapter_rules_return_the_simulated_values(
     assert _values(result, "NodeName") == {NODE: sum(UTIL) / 4}
     memory = _adapter_query(rules["DCGM_FI_DEV_FB_USED{}"], f'NodeName="{NODE}"', "NodeName")
     assert _values(stack.query(memory), "NodeName") == {NODE: sum(USED_MIB)}
+
+
+def test_the_shipped_adapter_rules_give_each_pod_on_a_shared_gpu_its_own_share(
+    scenario: Scenario,
+) -> None:
+    """Per-pod queries as Prometheus Adapter expands them for an HPA's pods lookup."""
+    rules = yaml.safe_load(ADAPTER.read_text())["rules"]["custom"]
+    by_series = {r["seriesQuery"]: r for r in rules}
+    stack = scenario.stack
+    matchers = 'NamespaceName="ml",PodName=~"infer-a|infer-b"'
+    util = _adapter_query(by_series["DCGM_CUSTOM_PROCESS_SM_UTIL{}"], matchers, "PodName")
+    result = stack.wait_query(util, lambda r: len(r) == 2, timeout=30)
+    assert _values(result, "PodName") == {"infer-a": (20 + 30) / 2, "infer-b": 40}
+    memory = _adapter_query(by_series["DCGM_CUSTOM_PROCESS_MEM_USED{}"], matchers, "PodName")
+    assert _values(stack.query(memory), "PodName") == {"infer-a": 4000, "infer-b": 2000}
+    ratio_rule = next(r for r in rules if "name" in r)
+    assert ratio_rule["name"]["as"] == "${1}_GPU_MEM_USED_RATIO"
+    ratio = _adapter_query(ratio_rule, matchers, "PodName")
+    assert _values(stack.query(ratio), "PodName") == {"infer-a": 4000 / 8192,
+                                                      "infer-b": 2000 / 4096}
+    # The same pods in the default naming, through the shipped recording rule.
+    recorded = stack.wait_query('k8s_pod:gpu_container_utilization:avg{k8s_pod_name="infer-a"}',
+                                bool)
+    assert _values(recorded, "k8s_pod_name") == {"infer-a": 0.5}
 
 
 def test_a_lost_gpu_fires_an_alert_that_reaches_alertmanager_and_the_webhook(

@@ -38,7 +38,8 @@ def report(smoke: Path) -> dict[str, Any]:
 
 @pytest.mark.timeout(120)
 def test_reports_exist_and_contain_every_case(smoke: Path, report: dict[str, Any]) -> None:
-    names = [c["case"] for key in ("agent", "exporter_peers", "one_shot_peers", "encoding")
+    names = [c["case"] for key in ("agent", "exporter_peers", "one_shot_peers", "encoding",
+                                   "attribution")
              for c in report[key]]
     assert sorted(names) == sorted(plan.build(smoke=True).case_names())
     markdown = (smoke / "report.md").read_text(encoding="utf-8")
@@ -80,3 +81,15 @@ def test_encoding_is_sane(report: dict[str, Any]) -> None:
         assert encoding["points"] > 0
         assert encoding["payload_bytes"] > 0
         assert encoding["total_ms"] > 0
+
+
+def test_attribution_counts_are_sane(report: dict[str, Any]) -> None:
+    cases = report["attribution"]
+    assert [c["idle_host_processes"] for c in cases] == [50, 500]
+    for case in cases:
+        assert case["gpu_processes"] == 50
+        assert case["host_processes_seen"] >= case["idle_host_processes"]
+        assert case["proc_reads_total"] == 50  # each GPU process looked up once
+        assert case["proc_reads_after_warmup"] == 0
+        assert case["readings_per_cycle"] > 50
+        assert case["attribute_us_median"] > 0

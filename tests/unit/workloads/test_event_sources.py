@@ -1,0 +1,84 @@
+"""The event sources against the real kernel: netlink proc connector and inotify."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agent.workloads.build import report_namespaces
+from agent.workloads.inotify import IN_CREATE, IN_DELETE, IN_ISDIR, Inotify
+from agent.workloads.netlink import ProcConnector
+from agent.workloads.procfs import ProcReader
+from agent.workloads.resolver import WorkloadResolver
+
+
+async def _until(condition: object, timeout: float = 5.0) -> None:
+    assert callable(condition)
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "event did not arrive"
+        await asyncio.sleep(0.01)
+
+
+def test_exec_and_exit_of_a_real_process_arrive() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the proc connector needs CAP_NET_ADMIN")
+    execs: list[int] = []
+    exits: list[int] = []
+
+    async def scenario() -> None:
+        connector = ProcConnector(execs.append, exits.append, lambda: None)
+        assert connector.start(asyncio.get_running_loop())
+        try:
+            child = subprocess.Popen(["true"])
+            child.wait()
+            await _until(lambda: child.pid in exits)
+            assert child.pid in execs
+        finally:
+            connector.stop()
+
+    asyncio.run(scenario())
+
+
+def test_directories_appearing_and_vanishing(tmp_path: Path) -> None:
+    seen: list[tuple[str, int]] = []
+
+    async def scenario() -> None:
+        watcher = Inotify(lambda d, name, mask: seen.append((name, mask)), lambda: None)
+        assert watcher.start(asyncio.get_running_loop())
+        try:
+            assert watcher.watch(tmp_path)
+            (tmp_path / "pod-x").mkdir()
+            await _until(lambda: any(n == "pod-x" and m & IN_CREATE for n, m in seen))
+            (tmp_path / "pod-x").rmdir()
+            await _until(lambda: any(n == "pod-x" and m & IN_DELETE for n, m in seen))
+            assert all(m & IN_ISDIR for _, m in seen)
+        finally:
+            watcher.stop()
+
+    asyncio.run(scenario())
+
+
+def test_private_cgroup_namespace_is_reported_once(tmp_path: Path,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    for who in ("self", "1"):
+        (tmp_path / who / "ns").mkdir(parents=True)
+        (tmp_path / who / "ns" / "cgroup").write_text(who)  # two files: two inodes
+    with caplog.at_level(logging.WARNING):
+        report_namespaces(tmp_path)
+    assert "private cgroup namespace" in caplog.text
+
+
+def test_missing_host_pid_namespace_is_reported_once(tmp_path: Path,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    resolver = WorkloadResolver(ProcReader(tmp_path))  # an empty /proc: no GPU PID visible
+    with caplog.at_level(logging.WARNING):
+        for pid in (100, 101, 102):
+            facts = resolver.process(pid)
+            assert facts is not None and not facts.exists
+    assert caplog.text.count("hostPID") == 1
