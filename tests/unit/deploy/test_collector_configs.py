@@ -72,3 +72,12 @@ def test_the_loki_filter_keeps_exactly_the_health_events() -> None:
         assert pattern.search(event), event
     for other in ("gpu.xid.storm", "gpu.xidx", "gpu", "app.log", "gpu_xid", ""):
         assert not pattern.search(other), other
+
+
+def test_every_variable_the_gateway_needs_is_documented() -> None:
+    text = (CONFIGS / "gateway.yaml").read_text(encoding="utf-8")
+    needed = set(re.findall(r"\$\{env:([A-Z_]+)\}", text))  # those without a default
+    assert needed == {"MIMIR_OTLP_ENDPOINT", "LOKI_OTLP_ENDPOINT", "TEMPO_OTLP_ENDPOINT",
+                      "TENANT", "CLUSTER_NAME"}
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert all(f"`{name}`" in readme for name in needed)
