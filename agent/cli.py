@@ -15,7 +15,7 @@ import yaml
 
 from agent.config.load import ConfigError, Overrides, load, to_tree
 from agent.config.schema import EXPORTERS, LOG_LEVELS
-from agent.docs import cli_markdown, metrics_markdown
+from agent.docs import cli_markdown, events_markdown, metrics_markdown
 from agent.export.exporters import ExporterConfigError
 from agent.logs import setup_logging
 
@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     metrics.add_argument("--output", type=Path, help="write to this file instead of stdout")
     cli = docs_commands.add_parser("cli", help="the command-line reference (docs/cli.md)")
     cli.add_argument("--output", type=Path, help="write to this file instead of stdout")
+    events = docs_commands.add_parser("events", help="the health events and the XID catalog "
+                                      "(docs/events.md)")
+    events.add_argument("--output", type=Path, help="write to this file instead of stdout")
 
     from plugins.nvidia.simulator.cli import add_sim_commands
 
@@ -127,7 +130,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             yaml.safe_dump(to_tree(config), sys.stdout, sort_keys=False)
             return 0
         if args.command == "docs":
-            text = metrics_markdown() if args.docs_command == "metrics" else cli_markdown(parser)
+            if args.docs_command == "cli":
+                text = cli_markdown(parser)
+            else:
+                text = metrics_markdown() if args.docs_command == "metrics" else events_markdown()
             if args.output:
                 args.output.write_text(text, encoding="utf-8")
             else:

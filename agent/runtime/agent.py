@@ -27,8 +27,10 @@ from agent.export.prometheus.health import HealthCheck
 from agent.export.prometheus.server import EndpointError, MetricsEndpoint
 from agent.export.pusher import MetricPusher
 from agent.model.snapshot import Reading, SnapshotStore
+from agent.model.workload import WorkloadLookup
 from agent.runtime.config_holder import ConfigHolder
 from agent.runtime.discovery import OpenBackend, installed_backends, open_backends
+from agent.runtime.health import HealthRuntime
 from agent.runtime.sampler import DeviceSampler
 from agent.runtime.self_telemetry import SelfTelemetry
 from agent.sampling.backend import Backend
@@ -77,8 +79,11 @@ class Agent:
         config_path: Path | None = None,
         overrides: Overrides | None = None,
         backends: list[Backend] | None = None,
+        workloads: WorkloadLookup | None = None,
     ) -> None:
         self._initial = config
+        self._workloads = workloads
+        self.health: HealthRuntime | None = None
         self._config_path = config_path
         self._overrides = overrides or Overrides()
         self._backends = backends
@@ -102,6 +107,8 @@ class Agent:
             return
         if (new.exporter, new.otlp) != (old.exporter, old.otlp):
             log.warning("exporter settings changed; they take effect at the next restart")
+        if new.health != old.health:
+            log.warning("health settings changed; they take effect at the next restart")
         logging.getLogger().setLevel(new.log_level.upper())
         self._holder.replace(new)
         log.info("configuration reloaded")
@@ -138,8 +145,14 @@ class Agent:
         workload_service = None
         if self._initial.attribution.enabled:
             self.attribution, workload_service = build_attribution(self._initial.attribution)
+        if self._initial.health.enabled:
+            # Attribution's lookup knows containers and pods; the backend's only PIDs.
+            self.health = HealthRuntime(self._initial, resource, opened, self.store,
+                                        self._workloads or self.attribution)
+        observer = self.health.engine if self.health is not None else None
         self.samplers = [
-            DeviceSampler(device, self.store, self._holder, attribution=self.attribution)
+            DeviceSampler(device, self.store, self._holder, attribution=self.attribution,
+                          observer=observer)
             for backend in opened
             for device in backend.devices
         ]
@@ -151,6 +164,8 @@ class Agent:
         telemetry = SelfTelemetry(time.time_ns())
         telemetry.watch_samplers(self.samplers)
         telemetry.add(lambda: _export_readings(pusher))
+        if self.health is not None:
+            telemetry.add(self.health.readings)
         self.store.set_agent_source(telemetry.sample)
         try:
             endpoint = self._start_endpoint(resource, telemetry)
@@ -164,6 +179,8 @@ class Agent:
         tasks.append(asyncio.create_task(self._watch_file(), name="config-watch"))
         if workload_service is not None:
             tasks.append(asyncio.create_task(workload_service.run(), name="workloads"))
+        if self.health is not None:
+            tasks.extend(self.health.start())
         for task in tasks:
             task.add_done_callback(_report_crash)
         await self._stop.wait()
@@ -177,7 +194,10 @@ class Agent:
         if pending:
             log.warning("%d task(s) did not stop in time: %s", len(pending),
                         ", ".join(t.get_name() for t in pending))
-        await pusher.close(budget)
+        if self.health is not None:
+            # Events first: they are few, and what is not sent must reach the spool.
+            self.health.close(budget * 0.3)
+        await pusher.close(budget * (0.7 if self.health is not None else 1.0))
         if endpoint is not None:
             endpoint.stop()
         self._close_backends(opened)
@@ -207,6 +227,8 @@ class Agent:
             "exports": self.pusher.stats.exports,
             "export_failures": self.pusher.stats.failures,
             "exports_skipped": self.pusher.stats.skipped,
+            "health": (dataclasses.asdict(self.health.telemetry())
+                       if self.health is not None else None),
         }
 
     def _close_backends(self, opened: list[OpenBackend]) -> None:
