@@ -8,6 +8,8 @@ scrape and evaluation intervals are 1 s, so the whole module takes well under a 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -250,6 +252,27 @@ def test_a_lost_gpu_fires_an_alert_that_reaches_alertmanager_and_the_webhook(
         assert not [a for a in alerts if a["labels"]["hw_id"] != UUIDS[3]]
     finally:
         scenario.node.command({"op": "recover", "device": 3})
+
+
+def test_an_injected_xid_fires_an_alert_that_reaches_alertmanager_and_the_webhook(
+    scenario: Scenario,
+) -> None:
+    """``gpu-agent sim xid`` -> NVML event -> gpu.xid.errors -> Prometheus -> Alertmanager."""
+    stack = scenario.stack
+    command = [sys.executable, "-m", "agent.cli", "sim", "xid", "--device", "1", "--code", "48",
+               "--socket", str(scenario.node.socket_path)]
+    subprocess.run(command, check=True, capture_output=True, timeout=30)
+    counted = stack.wait_query(
+        f'gpu_xid_errors_total{{job="gpu-agent-otel",hw_id="{UUIDS[1]}"}}', bool)
+    assert [(r["metric"]["gpu_xid_code"], r["value"][1]) for r in counted] == [("48", "1")]
+    alerts = _wait_for_alert(stack, "GpuXidCritical")
+    assert {(a["labels"]["hw_id"], a["labels"]["gpu_xid_code"]) for a in alerts} == {
+        (UUIDS[1], "48")}
+    alert = alerts[0]
+    assert alert["labels"]["severity"] == "critical"
+    assert alert["status"] == "firing"
+    assert alert["annotations"]["summary"] == \
+        f"GPU 1 ({UUIDS[1]}) reported critical XID 48"
 
 
 def _wait_for_alert(stack: Stack, name: str, timeout: float = 30) -> list[dict[str, Any]]:

@@ -11,10 +11,16 @@ from typing import Any
 import pytest
 import yaml
 
+from agent.health.events import EVENTS
+
 REPO = Path(__file__).resolve().parents[3]
 CONFIGS = REPO / "otel-config"
 HEALTH_EVENTS = ("gpu.xid", "gpu.ecc", "gpu.lost", "gpu.recovered", "gpu.unresponsive",
                  "gpu.throttle", "gpu.health")
+
+
+def test_the_event_list_is_the_agents() -> None:
+    assert tuple(spec.name for spec in EVENTS) == HEALTH_EVENTS
 
 
 def _load(name: str) -> dict[str, Any]:
