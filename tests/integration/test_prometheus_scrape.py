@@ -7,6 +7,9 @@ scrape and evaluation intervals are 1 s, so the whole module takes well under a 
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,6 +32,13 @@ from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 pytestmark = pytest.mark.integration
 RULES = REPO / "otel-config" / "alerts" / "gpu-alerts.rules.yaml"
 ADAPTER = REPO / "helm" / "examples" / "prometheus-adapter-values.yaml"
+DASHBOARDS = REPO / "otel-config" / "dashboards"
+# Grafana's variables as a user on this node would pick them.
+VARIABLES = {"$node": "gpu-node-a", "$gpu": ".*", "$namespace": "ml", "$pod": ".*",
+             "$__rate_interval": "5s", "$__interval": "5s", "$__range": "1m"}
+# Panels that are empty while nothing is wrong (no XID, no failed GPU, no idle pod, no throttle).
+EMPTY_WHEN_HEALTHY = {"GPUs not ok", "XIDs by code (24 h)", "XIDs", "Idle pods holding GPU memory",
+                      "Throttle reasons active", "ECC errors"}
 NODE = "gpu-node-a"
 UTIL = (10, 20, 30, 45)
 USED_MIB = (1000, 2000, 3000, 4500)
@@ -74,7 +84,7 @@ def _agent(workdir: Path, node: SimulatedNode, receiver: OtlpGrpcReceiver, *, sc
            port: int, kubelet: Path) -> AgentProcess:
     config = workdir / f"agent-{scheme}.yaml"
     config.write_text(yaml.safe_dump({
-        "groups": {"slow": {"interval": 1.0}, "gpm": {"enabled": False},
+        "groups": {"slow": {"interval": 1.0}, "gpm": {"interval": 1.0},
                    "processes": {"interval": 0.5}},
         "prometheus": {"enabled": True, "listen": f"127.0.0.1:{port}", "scheme": scheme},
         "attribution": {"reconcile_interval": 1, "memory_resources": {MEMORY_RESOURCE: MIB},
@@ -191,6 +201,39 @@ def test_the_shipped_adapter_rules_give_each_pod_on_a_shared_gpu_its_own_share(
     assert _values(recorded, "k8s_pod_name") == {"infer-a": 0.5}
 
 
+def _dashboard_queries() -> list[tuple[str, str, str]]:
+    """(dashboard, panel, PromQL) of every Prometheus query the dashboards run."""
+    queries = []
+    for path in sorted(DASHBOARDS.glob("*.json")):
+        board = json.loads(path.read_text(encoding="utf-8"))
+        for variable in board["templating"]["list"]:
+            query = variable.get("query")
+            if isinstance(query, dict) and query["query"].startswith("label_values("):
+                inner = query["query"].removeprefix("label_values(").rsplit(",", 1)[0]
+                queries.append((path.name, f"variable {variable['name']}", inner))
+        for panel in board["panels"]:
+            for target in panel.get("targets", []):
+                if target["datasource"]["type"] == "prometheus":
+                    queries.append((path.name, panel["title"], target["expr"]))
+    return queries
+
+
+def test_every_dashboard_query_runs_on_the_scraped_data(scenario: Scenario) -> None:
+    stack = scenario.stack
+    stack.wait_query("gpu_sm_utilization_ratio", bool)  # the slowest group has arrived
+    queries = _dashboard_queries()
+    assert len(queries) > 30
+    empty = []
+    for board, panel, template in queries:
+        expr = template
+        for name, value in sorted(VARIABLES.items(), key=lambda kv: -len(kv[0])):
+            expr = expr.replace(name, value)
+        result = stack.query(expr)  # asserts the query is valid PromQL
+        if not result and panel not in EMPTY_WHEN_HEALTHY:
+            empty.append(f"{board} / {panel}: {expr}")
+    assert empty == []
+
+
 def test_a_lost_gpu_fires_an_alert_that_reaches_alertmanager_and_the_webhook(
     scenario: Scenario,
 ) -> None:
@@ -209,6 +252,27 @@ def test_a_lost_gpu_fires_an_alert_that_reaches_alertmanager_and_the_webhook(
         assert not [a for a in alerts if a["labels"]["hw_id"] != UUIDS[3]]
     finally:
         scenario.node.command({"op": "recover", "device": 3})
+
+
+def test_an_injected_xid_fires_an_alert_that_reaches_alertmanager_and_the_webhook(
+    scenario: Scenario,
+) -> None:
+    """``gpu-agent sim xid`` -> NVML event -> gpu.xid.errors -> Prometheus -> Alertmanager."""
+    stack = scenario.stack
+    command = [sys.executable, "-m", "agent.cli", "sim", "xid", "--device", "1", "--code", "48",
+               "--socket", str(scenario.node.socket_path)]
+    subprocess.run(command, check=True, capture_output=True, timeout=30)
+    counted = stack.wait_query(
+        f'gpu_xid_errors_total{{job="gpu-agent-otel",hw_id="{UUIDS[1]}"}}', bool)
+    assert [(r["metric"]["gpu_xid_code"], r["value"][1]) for r in counted] == [("48", "1")]
+    alerts = _wait_for_alert(stack, "GpuXidCritical")
+    assert {(a["labels"]["hw_id"], a["labels"]["gpu_xid_code"]) for a in alerts} == {
+        (UUIDS[1], "48")}
+    alert = alerts[0]
+    assert alert["labels"]["severity"] == "critical"
+    assert alert["status"] == "firing"
+    assert alert["annotations"]["summary"] == \
+        f"GPU 1 ({UUIDS[1]}) reported critical XID 48"
 
 
 def _wait_for_alert(stack: Stack, name: str, timeout: float = 30) -> list[dict[str, Any]]:

@@ -11,10 +11,16 @@ from typing import Any
 import pytest
 import yaml
 
+from agent.health.events import EVENTS
+
 REPO = Path(__file__).resolve().parents[3]
 CONFIGS = REPO / "otel-config"
 HEALTH_EVENTS = ("gpu.xid", "gpu.ecc", "gpu.lost", "gpu.recovered", "gpu.unresponsive",
                  "gpu.throttle", "gpu.health")
+
+
+def test_the_event_list_is_the_agents() -> None:
+    assert tuple(spec.name for spec in EVENTS) == HEALTH_EVENTS
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -72,3 +78,12 @@ def test_the_loki_filter_keeps_exactly_the_health_events() -> None:
         assert pattern.search(event), event
     for other in ("gpu.xid.storm", "gpu.xidx", "gpu", "app.log", "gpu_xid", ""):
         assert not pattern.search(other), other
+
+
+def test_every_variable_the_gateway_needs_is_documented() -> None:
+    text = (CONFIGS / "gateway.yaml").read_text(encoding="utf-8")
+    needed = set(re.findall(r"\$\{env:([A-Z_]+)\}", text))  # those without a default
+    assert needed == {"MIMIR_OTLP_ENDPOINT", "LOKI_OTLP_ENDPOINT", "TEMPO_OTLP_ENDPOINT",
+                      "TENANT", "CLUSTER_NAME"}
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert all(f"`{name}`" in readme for name in needed)
