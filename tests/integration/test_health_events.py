@@ -133,6 +133,8 @@ def test_events_fired_while_the_collector_is_down_all_arrive_after(
         if restart:
             assert agent.terminate() < 5
             agent.close()
+            # Damage beside the good segments must not stop the next start or cost them.
+            (spool / "seg-999999999999.jsonl").write_bytes(b"\x00not json\n" * 3)
             agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env, FAST,
                                  env=env)
             time.sleep(2)  # the new agent starts while the collector is still away
@@ -147,8 +149,11 @@ def test_events_fired_while_the_collector_is_down_all_arrive_after(
         agent.close()
     assert _spooled_lines(spool) == 0  # the spool drained
     if restart:
-        # The five XIDs and the health change XID 63 caused came back from the disk.
-        assert "holds 6 event(s) from before" in agent.log()
+        # The five XIDs and the health change XID 63 caused came back from the disk (and the
+        # three damaged lines were skipped).
+        assert "holds 9 event(s) from before" in agent.log()
+        summary = agent.log().rsplit("run summary ", 1)[1]
+        assert '"spool_corrupt": 3' in summary and '"resent": 6' in summary
 
 
 def _spooled_lines(spool: Path) -> int:
@@ -270,3 +275,32 @@ def test_xid_storm_is_bounded_first_occurrence_out_and_sampling_stays_on_time(
         agent.close()
     print(f"storm: {len(storm)} event(s) for {counter.value} XIDs counted "
           f"(10000 injected in {took:.2f}s)")
+
+
+def test_polled_health_becomes_transitions(
+    four_gpu_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path,
+) -> None:
+    node = four_gpu_node
+    args = config_args(tmp_path, "groups: {slow: {interval: 0.25}}\n") + FAST
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env, args)
+    store = otlp_grpc_receiver.store
+    try:
+        store.wait_for(lambda s: s.points("gpu.performance_state", {"hw.id": UUIDS[0]}),
+                       timeout=20)
+        node.command({"op": "set", "device": 0, "values": {"clocks_event_reasons": 0x40}})
+        start = one(store, "gpu.throttle", **{"hw.id": UUIDS[0], "gpu.throttle.state": "start"})
+        assert start.attributes["gpu.clock.throttle.reason"] == "hw_thermal_slowdown"
+        node.command({"op": "set", "device": 0, "values": {"clocks_event_reasons": 0}})
+        one(store, "gpu.throttle", **{"hw.id": UUIDS[0], "gpu.throttle.state": "end"})
+
+        node.command({"op": "set", "device": 1, "values": {"retired_pages_pending": 1}})
+        degraded = one(store, "gpu.health", **{"hw.id": UUIDS[1], "hw.state": "degraded"})
+        assert "retired pages pending" in str(degraded.attributes["gpu.health.reason"])
+        store.wait_for(lambda s: (p := s.latest("hw.status", {"hw.id": UUIDS[1],
+                                                              "hw.state": "degraded"}))
+                       and p.value == 1, timeout=5, what="hw.status degraded")
+        node.command({"op": "set", "device": 1, "values": {"retired_pages_pending": 0}})
+        one(store, "gpu.health", **{"hw.id": UUIDS[1], "hw.state": "ok"})
+    finally:
+        assert agent.terminate() < 5
+        agent.close()

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from plugins.nvidia.kmsg import parse_line, pci_key
+import logging
+import threading
+
+import pytest
+
+from plugins.nvidia.kmsg import KmsgXidReader, parse_line, pci_key
 
 GPUS = {(0, 0x3B, 0): "GPU-a", (1, 0x86, 0): "GPU-b"}
 
@@ -33,3 +38,16 @@ def test_other_lines_and_other_gpus_are_ignored() -> None:
     assert parse_line("6,1,2,-;NVRM: loading NVIDIA UNIX x86_64 Kernel Module", GPUS) is None
     assert parse_line("NVRM: Xid (PCI:0000:99:00): 79, other GPU", GPUS) is None
     assert pci_key("not a bus id") is None
+
+
+def test_without_access_to_the_kernel_log_one_clear_line_and_no_thread(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    reader = KmsgXidReader({"00000000:3B:00.0": "GPU-a"}, path="/nonexistent/kmsg")
+    threads = threading.active_count()
+    with caplog.at_level(logging.WARNING):
+        reader.start(lambda batch: None)
+    assert threading.active_count() == threads
+    (record,) = caplog.records
+    assert "cannot read /nonexistent/kmsg" in record.getMessage()
+    assert "NVML events only" in record.getMessage()
