@@ -58,7 +58,9 @@ class EventPusher:
         self._wake.set()
 
     async def _on_thread(self, fn: Callable[[], T]) -> T:
-        return await asyncio.wrap_future(self._thread.submit(fn))
+        # Shielded: a job handed over (a spool write, a send) runs to its end even if this
+        # task is cancelled at shutdown; cancelling it would drop the events it holds.
+        return await asyncio.shield(asyncio.wrap_future(self._thread.submit(fn)))
 
     async def run(self) -> None:
         await self._on_thread(self._spool.open)

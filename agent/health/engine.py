@@ -36,6 +36,9 @@ from agent.runtime.worker import DeviceWorker
 from agent.sampling.backend import (
     EVENT_ECC_CORRECTED,
     EVENT_ECC_UNCORRECTED,
+    EVENT_FATAL_POISON,
+    EVENT_MEMORY_RETIREMENT,
+    EVENT_MEMORY_RETIREMENT_FAILURE,
     EVENT_RECOVERY_ACTION,
     EVENT_UNAVAILABLE,
     EVENT_XID,
@@ -44,6 +47,12 @@ from agent.sampling.backend import (
 
 log = logging.getLogger(__name__)
 LOOKUP_TIMEOUT_S = 0.25  # a GPU that hangs the process query must not hold its event back
+_MEMORY_FAULTS = {
+    EVENT_MEMORY_RETIREMENT: (HealthState.DEGRADED,
+                              "memory page/row retirement pending (reset the GPU to apply)"),
+    EVENT_MEMORY_RETIREMENT_FAILURE: (HealthState.DEGRADED, "memory retirement failed"),
+    EVENT_FATAL_POISON: (HealthState.FAILED, "fatal poisoned-memory error"),
+}
 _RECOVERY_ACTIONS = {1: "GPU reset", 2: "node reboot", 3: "drain peer-to-peer",
                      4: "drain and reset"}
 
@@ -104,6 +113,7 @@ class HealthEngine:
         self._storm = StormControl(settings.storm_window)
         self._dedup = CrossSourceDedup(settings.dedup_window)
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
+        self._current: _Pending | None = None
         # One daemon thread per GPU for process queries: a hung GPU blocks only its own, and
         # never holds up the interpreter's exit (a ThreadPoolExecutor's threads would).
         self._lookups: dict[str, DeviceWorker] = {}
@@ -125,6 +135,10 @@ class HealthEngine:
                 self._ecc(gpu, event)
             elif event.kind == EVENT_RECOVERY_ACTION:
                 self._recovery_action(gpu, event)
+            elif event.kind in _MEMORY_FAULTS:
+                state, reason = _MEMORY_FAULTS[event.kind]
+                self._transition(gpu, gpu.machine.set(f"mem:{event.kind}", state, reason),
+                                 event.time_ns)
             elif event.kind == EVENT_UNAVAILABLE:
                 log.warning("gpu %d: NVML reports the GPU unavailable", gpu.identity.index)
                 self.stats.ignored += 1
@@ -139,32 +153,39 @@ class HealthEngine:
         gpu.xids[event.code] = gpu.xids.get(event.code, 0) + 1
         info = lookup(event.code)
         self._publish(gpu)
+        change = None
         if info.state is not HealthState.OK:
-            self._transition(gpu, gpu.machine.set(
-                f"xid:{event.code}", info.state, f"XID {event.code} {info.name}"), event.time_ns)
-        if not self._storm.admit((gpu.identity.uuid, ev.XID, event.code), now):
+            change = gpu.machine.set(f"xid:{event.code}", info.state,
+                                     f"XID {event.code} {info.name}")
+        if self._storm.admit((gpu.identity.uuid, ev.XID, event.code), now):
+            detail = f" ({event.detail})" if event.detail else ""
+            self._emit(gpu, ev.XID, info.severity,
+                       f"XID {event.code} {info.name} on GPU {gpu.identity.index}: "
+                       f"{info.meaning}{detail}. Action: {info.action} - "
+                       f"{ACTIONS.get(info.action, '')}",
+                       (("gpu.xid.code", event.code), ("gpu.xid.name", info.name),
+                        ("gpu.xid.action", info.action), ("gpu.event.source", event.source)),
+                       time_ns=event.time_ns)
+        else:
             self.stats.suppressed += 1
-            return
-        detail = f" ({event.detail})" if event.detail else ""
-        self._emit(gpu, ev.XID, info.severity,
-                   f"XID {event.code} {info.name} on GPU {gpu.identity.index}: {info.meaning}"
-                   f"{detail}. Action: {info.action} - {ACTIONS.get(info.action, '')}",
-                   (("gpu.xid.code", event.code), ("gpu.xid.name", info.name),
-                    ("gpu.xid.action", info.action), ("gpu.event.source", event.source)),
-                   time_ns=event.time_ns)
+        self._transition(gpu, change, event.time_ns)  # after the event that caused it
 
     def _ecc(self, gpu: _Gpu, event: DeviceEvent) -> None:
         uncorrected = event.kind == EVENT_ECC_UNCORRECTED
         kind = "uncorrected" if uncorrected else "corrected"
+        change = None
         if uncorrected:
-            self._transition(gpu, gpu.machine.set(
-                "ecc:uncorrected", HealthState.DEGRADED, "uncorrected ECC error"), event.time_ns)
-        if not self._storm.admit((gpu.identity.uuid, ev.ECC, kind), self._clock()):
+            change = gpu.machine.set("ecc:uncorrected", HealthState.DEGRADED,
+                                     "uncorrected ECC error")
+        if self._storm.admit((gpu.identity.uuid, ev.ECC, kind), self._clock()):
+            detail = f" ({event.detail})" if event.detail else ""
+            self._emit(gpu, ev.ECC, Severity.ERROR if uncorrected else Severity.WARN,
+                       f"{'Double' if uncorrected else 'Single'}-bit ({kind}) ECC error on GPU "
+                       f"{gpu.identity.index}{detail}", (("error.type", kind),),
+                       time_ns=event.time_ns)
+        else:
             self.stats.suppressed += 1
-            return
-        self._emit(gpu, ev.ECC, Severity.ERROR if uncorrected else Severity.WARN,
-                   f"{'Double' if uncorrected else 'Single'}-bit ({kind}) ECC error on GPU "
-                   f"{gpu.identity.index}", (("error.type", kind),), time_ns=event.time_ns)
+        self._transition(gpu, change, event.time_ns)
 
     def _recovery_action(self, gpu: _Gpu, event: DeviceEvent) -> None:
         action = _RECOVERY_ACTIONS.get(event.code)
@@ -343,11 +364,13 @@ class HealthEngine:
     async def _deliver(self) -> None:
         while True:
             pending = await self._queue.get()
+            self._current = pending  # cancelled while looking up workloads: drain() keeps it
             event = pending.event
             processes = await self._processes(pending.uuid, pending.live_lookup)
             if processes:
                 event = HealthEvent(event.name, event.time_ns, event.severity, event.body,
                                     (*event.attributes, *_workload_attributes(processes)))
+            self._current = None
             self.stats.events += 1
             self._sink(event)
 
@@ -379,7 +402,8 @@ class HealthEngine:
     def drain(self) -> list[HealthEvent]:
         """At shutdown: storm counts not yet summarised and events not yet delivered."""
         self._summaries(self._storm.pending())
-        out = []
+        out = [] if self._current is None else [self._current.event]
+        self._current = None
         while not self._queue.empty():
             out.append(self._queue.get_nowait().event)
         self.stats.events += len(out)

@@ -16,7 +16,7 @@ from agent.model.snapshot import HealthState
 _RANK = {HealthState.OK: 0, HealthState.DEGRADED: 1, HealthState.FAILED: 2}
 
 # Causes a GPU reset (lost -> back) clears.
-STICKY_PREFIXES = ("xid:", "ecc:", "recovery_action")
+STICKY_PREFIXES = ("xid:", "ecc:", "mem:", "recovery_action")
 
 
 def worst(*states: HealthState) -> HealthState:

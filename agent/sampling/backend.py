@@ -99,6 +99,10 @@ EVENT_ECC_CORRECTED = "ecc_corrected"
 EVENT_ECC_UNCORRECTED = "ecc_uncorrected"
 EVENT_UNAVAILABLE = "unavailable"
 EVENT_RECOVERY_ACTION = "recovery_action"
+# Memory faults with no event of their own in the contract: they change the GPU's health.
+EVENT_MEMORY_RETIREMENT = "memory_retirement"  # a page/row will be retired at the next reset
+EVENT_MEMORY_RETIREMENT_FAILURE = "memory_retirement_failure"
+EVENT_FATAL_POISON = "fatal_poison"  # poisoned memory consumed: the work on the GPU is lost
 EVENT_OTHER = "other"  # clock / power-source / P-state changes: counted, not reported
 
 

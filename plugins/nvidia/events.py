@@ -21,6 +21,9 @@ import pynvml
 from agent.sampling.backend import (
     EVENT_ECC_CORRECTED,
     EVENT_ECC_UNCORRECTED,
+    EVENT_FATAL_POISON,
+    EVENT_MEMORY_RETIREMENT,
+    EVENT_MEMORY_RETIREMENT_FAILURE,
     EVENT_OTHER,
     EVENT_RECOVERY_ACTION,
     EVENT_UNAVAILABLE,
@@ -40,10 +43,16 @@ _KINDS: dict[int, str] = {
     pynvml.nvmlEventTypeDoubleBitEccError: EVENT_ECC_UNCORRECTED,
     getattr(pynvml, "nvmlEventTypeGpuUnavailableError", 0x4000): EVENT_UNAVAILABLE,
     getattr(pynvml, "nvmlEventTypeGpuRecoveryAction", 0x8000): EVENT_RECOVERY_ACTION,
+    getattr(pynvml, "nvmlEventTypeSingleBitEccErrorStorm", 0x200): EVENT_ECC_CORRECTED,
+    getattr(pynvml, "nvmlEventTypeDramRetirementEvent", 0x400): EVENT_MEMORY_RETIREMENT,
+    getattr(pynvml, "nvmlEventTypeDramRetirementFailure", 0x800):
+        EVENT_MEMORY_RETIREMENT_FAILURE,
+    getattr(pynvml, "nvmlEventTypeFatalPoisonError", 0x2000): EVENT_FATAL_POISON,
     pynvml.nvmlEventTypeClock: EVENT_OTHER,
     pynvml.nvmlEventTypePowerSourceChange: EVENT_OTHER,
 }
 WANTED = sum(_KINDS)
+_SBE_STORM = getattr(pynvml, "nvmlEventTypeSingleBitEccErrorStorm", 0x200)
 
 
 class NvmlEventWatcher:
@@ -131,4 +140,6 @@ class NvmlEventWatcher:
     def _event(self, data: Any) -> DeviceEvent:
         kind = _KINDS.get(int(data.eventType), EVENT_OTHER)
         code = int(data.eventData) if kind in (EVENT_XID, EVENT_RECOVERY_ACTION) else 0
-        return DeviceEvent(self._uuid, kind, time.time_ns(), code=code, source="nvml")
+        storm = int(data.eventType) == _SBE_STORM
+        return DeviceEvent(self._uuid, kind, time.time_ns(), code=code, source="nvml",
+                           detail="single-bit ECC error storm" if storm else "")
