@@ -167,6 +167,7 @@ class Agent:
         self.pusher = pusher
         telemetry = SelfTelemetry(time.time_ns())
         telemetry.watch_samplers(self.samplers)
+        telemetry.watch_devices(device for backend in opened for device in backend.devices)
         telemetry.add(lambda: _export_readings(pusher))
         if self.health is not None:
             telemetry.add(self.health.readings)
