@@ -157,6 +157,10 @@ class Agent:
             for backend in opened
             for device in backend.devices
         ]
+        if self.health is not None:
+            by_uuid = {s.snapshot.identity.uuid: s for s in self.samplers}
+            self.health.engine.reprobe = lambda uuid: (
+                by_uuid[uuid].reprobe_now() if uuid in by_uuid else None)
         tracer = build_tracer(self._initial, resource)
         exporter = build_snapshot_exporter(self._initial, resource)
         pusher = MetricPusher(
