@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     metrics.add_argument("--output", type=Path, help="write to this file instead of stdout")
     cli = docs_commands.add_parser("cli", help="the command-line reference (docs/cli.md)")
     cli.add_argument("--output", type=Path, help="write to this file instead of stdout")
+    config_doc = docs_commands.add_parser("config",
+                                          help="the configuration keys (docs/config.md)")
+    config_doc.add_argument("--output", type=Path, help="write to this file instead of stdout")
 
     from plugins.nvidia.simulator.cli import add_sim_commands
 
@@ -127,7 +130,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             yaml.safe_dump(to_tree(config), sys.stdout, sort_keys=False)
             return 0
         if args.command == "docs":
-            text = metrics_markdown() if args.docs_command == "metrics" else cli_markdown(parser)
+            if args.docs_command == "config":
+                from agent.config.keys import config_markdown
+
+                text = config_markdown()
+            else:
+                text = (metrics_markdown() if args.docs_command == "metrics"
+                        else cli_markdown(parser))
             if args.output:
                 args.output.write_text(text, encoding="utf-8")
             else:

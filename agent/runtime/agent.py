@@ -27,13 +27,14 @@ from agent.export.prometheus.health import HealthCheck
 from agent.export.prometheus.server import EndpointError, MetricsEndpoint
 from agent.export.pusher import MetricPusher
 from agent.model.snapshot import Reading, SnapshotStore
+from agent.model.workload import WorkloadLookup
 from agent.runtime.config_holder import ConfigHolder
 from agent.runtime.discovery import OpenBackend, installed_backends, open_backends
 from agent.runtime.sampler import DeviceSampler
 from agent.runtime.self_telemetry import SelfTelemetry
 from agent.sampling.backend import Backend
 from agent.version import VERSION
-from agent.workloads.attribution import Attribution
+from agent.workloads.attribution import Attribution, NoWorkloads
 from agent.workloads.build import build as build_attribution
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,12 @@ class Agent:
         self._stop = asyncio.Event()
         self.store = SnapshotStore()
         self.samplers: list[DeviceSampler] = []
-        self.attribution: Attribution | None = None  # also the WorkloadLookup of events
+        self.attribution: Attribution | None = None
+
+    @property
+    def workloads(self) -> WorkloadLookup:
+        """Who is on each GPU now, for health events (empty when attribution is off)."""
+        return self.attribution if self.attribution is not None else NoWorkloads()
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -102,6 +108,8 @@ class Agent:
             return
         if (new.exporter, new.otlp) != (old.exporter, old.otlp):
             log.warning("exporter settings changed; they take effect at the next restart")
+        if new.attribution != old.attribution:
+            log.warning("attribution settings changed; they take effect at the next restart")
         logging.getLogger().setLevel(new.log_level.upper())
         self._holder.replace(new)
         log.info("configuration reloaded")

@@ -70,10 +70,6 @@ class Attribution:
         for refresh in self._refresh.values():
             refresh()
 
-    def forget(self, uuid: str) -> None:
-        self._lists.pop(uuid, None)
-        self._retain()
-
     def _retain(self) -> None:
         live = {(uuid, u.pid) for uuid, lst in self._lists.items() for u in lst}
         self._identities = {k: v for k, v in self._identities.items() if k in live}
@@ -163,6 +159,8 @@ class Attribution:
     # -- WorkloadLookup -------------------------------------------------------------------
 
     def processes_on(self, uuid: str) -> tuple[GpuProcess, ...]:
+        """The GPU's last listed processes that are still alive. A GPU that was lost keeps its
+        last list, so its events name the pods that were on it when it went."""
         found = []
         for usage in self._lists.get(uuid, ()):
             facts = self.resolver.process(usage.pid)
@@ -171,3 +169,10 @@ class Attribution:
             workload = self.resolver.workload(facts, GpuDevice(uuid))
             found.append(GpuProcess(usage.pid, facts.executable, workload))
         return tuple(found)
+
+
+class NoWorkloads:
+    """The lookup when attribution is off: no process is ever known."""
+
+    def processes_on(self, uuid: str) -> tuple[GpuProcess, ...]:
+        return ()

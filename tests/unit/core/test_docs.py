@@ -31,3 +31,14 @@ def test_docs_cli_is_generated_from_the_parser() -> None:
     for flag in ("--simulate SCENARIO", "--config FILE", "--interval SECONDS",
                  "--export-interval SECONDS", "--exporter otlp\\|console"):
         assert f"`{flag}`" in generated
+
+
+def test_docs_config_is_generated_from_the_defaults() -> None:
+    from agent.config.keys import config_markdown, leaves
+
+    generated = config_markdown()
+    assert (DOC.parent / "config.md").read_text(encoding="utf-8") == generated, (
+        "docs/config.md is stale: run gpu-agent docs config --output docs/config.md"
+    )
+    for dotted, _ in leaves():
+        assert f"`{dotted}`" in generated
