@@ -15,7 +15,7 @@ import yaml
 
 from agent.config.load import ConfigError, Overrides, load, to_tree
 from agent.config.schema import EXPORTERS, LOG_LEVELS
-from agent.docs import cli_markdown, metrics_markdown
+from agent.docs import cli_markdown, events_markdown, metrics_markdown
 from agent.export.exporters import ExporterConfigError
 from agent.logs import setup_logging
 
@@ -77,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     config_doc = docs_commands.add_parser("config",
                                           help="the configuration keys (docs/config.md)")
     config_doc.add_argument("--output", type=Path, help="write to this file instead of stdout")
+    events = docs_commands.add_parser("events", help="the health events and the XID catalog "
+                                      "(docs/events.md)")
+    events.add_argument("--output", type=Path, help="write to this file instead of stdout")
 
     from plugins.nvidia.simulator.cli import add_sim_commands
 
@@ -134,9 +137,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from agent.config.keys import config_markdown
 
                 text = config_markdown()
+            elif args.docs_command == "cli":
+                text = cli_markdown(parser)
             else:
-                text = (metrics_markdown() if args.docs_command == "metrics"
-                        else cli_markdown(parser))
+                text = metrics_markdown() if args.docs_command == "metrics" else events_markdown()
             if args.output:
                 args.output.write_text(text, encoding="utf-8")
             else:

@@ -35,6 +35,15 @@ DEFAULTS: dict[str, Any] = {
             "timeout": 5.0,
         },
     },
+    # Health events: XID / ECC / lost / unresponsive / throttle, pushed as OTLP log records.
+    "health": {
+        "enabled": True,
+        "kmsg": True,  # also read NVRM Xid lines from /dev/kmsg
+        "storm_window": 10.0,  # seconds: repeats of one event per GPU are summarised per window
+        "dedup_window": 2.0,  # seconds: an XID seen by NVML and kmsg within it is sent once
+        "spool_path": "/var/lib/gpu-otel-agent/events",  # events the collector did not take
+        "spool_max_mib": 16.0,
+    },
     "otlp": {
         "protocol": None,
         "endpoint": None,

@@ -55,6 +55,13 @@ DESCRIPTIONS: dict[str, str] = {
     "otlp.compression": "`gzip` or `none` (OTEL_EXPORTER_OTLP_COMPRESSION wins).",
     "otlp.timeout": "Seconds per export (OTEL_EXPORTER_OTLP_TIMEOUT wins).",
     "otlp.certificate": "CA certificate file (OTEL_EXPORTER_OTLP_CERTIFICATE wins).",
+    "health.enabled": "Health events (XID, ECC, lost, unresponsive, throttling) as OTLP logs.",
+    "health.kmsg": "Read XIDs from the kernel log (/dev/kmsg) as well as from NVML.",
+    "health.storm_window": "Seconds over which a repeating event is summarised with a count.",
+    "health.dedup_window": "Seconds within which the same XID from NVML and kmsg is one event.",
+    "health.spool_path": "Directory of the on-disk spool for events the collector did not "
+                         "accept.",
+    "health.spool_max_mib": "Spool size limit (MiB); overflow is counted.",
     "prometheus.enabled": "Serve the snapshot for Prometheus to scrape.",
     "prometheus.listen": "Address and port of the endpoint.",
     "prometheus.scheme": "`otel` (OpenTelemetry names translated) or `dcgm` (dcgm-exporter "

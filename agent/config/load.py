@@ -26,6 +26,7 @@ from agent.config.schema import (
     AgentConfig,
     AttributionConfig,
     GroupConfig,
+    HealthConfig,
     KubeletConfig,
     OtlpConfig,
     PrometheusConfig,
@@ -57,6 +58,7 @@ ENV_KEYS: Mapping[str, tuple[str, float]] = MappingProxyType(
         "GPU_AGENT_LOG_LEVEL": ("log_level", 1.0),
         "GPU_AGENT_NODE_NAME": ("node_name", 1.0),
         "K8S_NODE_NAME": ("node_name", 1.0),
+        "GPU_AGENT_EVENT_SPOOL": ("health.spool_path", 1.0),
         "GPU_AGENT_PROMETHEUS_ENABLED": ("prometheus.enabled", 1.0),
         "GPU_AGENT_PROMETHEUS_LISTEN": ("prometheus.listen", 1.0),
         "GPU_AGENT_PROMETHEUS_SCHEME": ("prometheus.scheme", 1.0),
@@ -65,7 +67,8 @@ ENV_KEYS: Mapping[str, tuple[str, float]] = MappingProxyType(
     }
 )
 NUMERIC_KEYS = frozenset(
-    {"export_interval", "call_timeout", "lost_reprobe_interval", "shutdown_timeout"}
+    {"export_interval", "call_timeout", "lost_reprobe_interval", "shutdown_timeout",
+     "health.storm_window", "health.dedup_window", "health.spool_max_mib"}
 )
 
 
@@ -236,6 +239,7 @@ def _validate(layers: _Layers) -> AgentConfig:
     )
     log_level = str(tree["log_level"]).lower()
     attribution = _attribution(layers, tree["attribution"])
+    health = _health(layers, tree["health"])
     return AgentConfig(
         prometheus=_prometheus(layers, tree["prometheus"]),
         exporter=_choice(layers, "exporter", tree["exporter"], EXPORTERS),
@@ -248,6 +252,7 @@ def _validate(layers: _Layers) -> AgentConfig:
         node_name=_optional_str(layers, "node_name", tree["node_name"]),
         groups=MappingProxyType(groups),
         otlp=otlp_config,
+        health=health,
         attribution=attribution,
     )
 
@@ -340,6 +345,28 @@ def _prometheus(layers: _Layers, raw: Any) -> PrometheusConfig:
     )
 
 
+def _health(layers: _Layers, raw: dict[str, Any]) -> HealthConfig:
+    spool_path = raw["spool_path"]
+    if spool_path is not None and (not isinstance(spool_path, str) or not spool_path.strip()):
+        raise ConfigError(
+            f"health.spool_path in {layers.where('health.spool_path')}: expected a directory "
+            f"path, or null for no spool, got {spool_path!r}")
+    max_mib = _number(raw["spool_max_mib"], "health.spool_max_mib",
+                      layers.where("health.spool_max_mib"))
+    if not 0.01 <= max_mib <= 1_048_576:
+        raise ConfigError(
+            f"health.spool_max_mib in {layers.where('health.spool_max_mib')}: must be between "
+            f"0.01 and 1048576 (MiB), got {raw['spool_max_mib']!r}")
+    return HealthConfig(
+        enabled=_bool(layers, "health.enabled", raw["enabled"]),
+        kmsg=_bool(layers, "health.kmsg", raw["kmsg"]),
+        storm_window=_positive(layers, "health.storm_window", raw["storm_window"]),
+        dedup_window=_positive(layers, "health.dedup_window", raw["dedup_window"]),
+        spool_path=spool_path,
+        spool_max_mib=max_mib,
+    )
+
+
 def to_tree(config: AgentConfig) -> dict[str, Any]:
     """The effective configuration as plain data, for ``gpu-agent config show``."""
     return {
@@ -353,6 +380,14 @@ def to_tree(config: AgentConfig) -> dict[str, Any]:
         "groups": {
             name: {"enabled": g.enabled, "interval": g.interval}
             for name, g in config.groups.items()
+        },
+        "health": {
+            "enabled": config.health.enabled,
+            "kmsg": config.health.kmsg,
+            "storm_window": config.health.storm_window,
+            "dedup_window": config.health.dedup_window,
+            "spool_path": config.health.spool_path,
+            "spool_max_mib": config.health.spool_max_mib,
         },
         "otlp": {
             "protocol": config.otlp.protocol,

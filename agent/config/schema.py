@@ -34,6 +34,18 @@ class OtlpConfig:
 
 
 @dataclass(frozen=True)
+class HealthConfig:
+    """Health events; changes take effect at the next restart."""
+
+    enabled: bool = True
+    kmsg: bool = True
+    storm_window: float = 10.0  # seconds
+    dedup_window: float = 2.0  # seconds
+    spool_path: str | None = "/var/lib/gpu-otel-agent/events"
+    spool_max_mib: float = 16.0
+
+
+@dataclass(frozen=True)
 class PrometheusConfig:
     """The pull endpoint (/metrics, /healthz, /readyz); off unless enabled."""
 
@@ -79,3 +91,4 @@ class AgentConfig:
     otlp: OtlpConfig
     prometheus: PrometheusConfig = field(default_factory=PrometheusConfig)
     attribution: AttributionConfig = AttributionConfig()
+    health: HealthConfig = HealthConfig()

@@ -23,15 +23,15 @@ from agent.export.snapshot_exporters import (
     SnapshotExporter,
 )
 
-_PROTOCOL_VARS = ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
-
 
 class ExporterConfigError(ValueError):
     pass
 
 
-def otlp_protocol(config: AgentConfig, environ: Mapping[str, str]) -> str:
-    for name in _PROTOCOL_VARS:
+def otlp_protocol(
+    config: AgentConfig, environ: Mapping[str, str], signal: str = "METRICS"
+) -> str:
+    for name in (f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
         value = environ.get(name)
         if value:
             if value not in ("grpc", "http/protobuf"):
@@ -47,52 +47,65 @@ def _unset(environ: Mapping[str, str], *names: str) -> bool:
     return not any(environ.get(f"OTEL_EXPORTER_OTLP_{n}") for n in names)
 
 
-def _file_settings(config: AgentConfig, environ: Mapping[str, str]) -> dict[str, Any]:
+def otlp_settings(
+    config: AgentConfig, env: Mapping[str, str], signal: str = "METRICS"
+) -> tuple[str, dict[str, Any]]:
+    """The protocol and the exporter keyword arguments for one signal (METRICS, LOGS).
+
+    Values from the file only where neither the generic nor the signal's variable is set;
+    the SDK exporter reads the variables itself. An HTTP endpoint from the file is the
+    collector's base URL (as OTEL_EXPORTER_OTLP_ENDPOINT): the signal's path is appended.
+    """
     otlp = config.otlp
+    protocol = otlp_protocol(config, env, signal)
     kwargs: dict[str, Any] = {}
-    if otlp.endpoint and _unset(environ, "ENDPOINT", "METRICS_ENDPOINT"):
+    if otlp.endpoint and _unset(env, "ENDPOINT", f"{signal}_ENDPOINT"):
         kwargs["endpoint"] = otlp.endpoint
-    if otlp.headers and _unset(environ, "HEADERS", "METRICS_HEADERS"):
+    if otlp.headers and _unset(env, "HEADERS", f"{signal}_HEADERS"):
         kwargs["headers"] = dict(otlp.headers)
-    if otlp.timeout is not None and _unset(environ, "TIMEOUT", "METRICS_TIMEOUT"):
+    if otlp.timeout is not None and _unset(env, "TIMEOUT", f"{signal}_TIMEOUT"):
         kwargs["timeout"] = otlp.timeout
-    return kwargs
-
-
-def _build_otlp_exporter(config: AgentConfig, env: Mapping[str, str]) -> MetricExporter:
-    kwargs = _file_settings(config, env)
-    otlp = config.otlp
-    if otlp_protocol(config, env) == "grpc":
+    compression = otlp.compression and _unset(env, "COMPRESSION", f"{signal}_COMPRESSION")
+    certificate = otlp.certificate and _unset(env, "CERTIFICATE", f"{signal}_CERTIFICATE")
+    if protocol == "grpc":
         from grpc import Compression
 
-        from agent.export.senders import GrpcRequestExporter
-
-        if otlp.insecure is not None and _unset(env, "INSECURE", "METRICS_INSECURE"):
+        if otlp.insecure is not None and _unset(env, "INSECURE", f"{signal}_INSECURE"):
             kwargs["insecure"] = otlp.insecure
-        if otlp.compression and _unset(env, "COMPRESSION", "METRICS_COMPRESSION"):
+        if compression:
             kwargs["compression"] = (
                 Compression.Gzip if otlp.compression == "gzip" else Compression.NoCompression
             )
-        if otlp.certificate and _unset(env, "CERTIFICATE", "METRICS_CERTIFICATE"):
+        if certificate:
             from grpc import ssl_channel_credentials
 
-            with open(otlp.certificate, "rb") as pem:
+            with open(str(otlp.certificate), "rb") as pem:
                 kwargs["credentials"] = ssl_channel_credentials(pem.read())
-        return GrpcRequestExporter(**kwargs)
+        return protocol, kwargs
 
     from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
 
-    from agent.export.senders import HttpRequestExporter
-
-    if otlp.compression and _unset(env, "COMPRESSION", "METRICS_COMPRESSION"):
+    if compression:
         kwargs["compression"] = (
             HttpCompression.Gzip if otlp.compression == "gzip" else HttpCompression.NoCompression
         )
-    if otlp.certificate and _unset(env, "CERTIFICATE", "METRICS_CERTIFICATE"):
+    if certificate:
         kwargs["certificate_file"] = otlp.certificate
-    if "endpoint" in kwargs and not str(kwargs["endpoint"]).rstrip("/").endswith("/v1/metrics"):
-        # The file gives the collector's base URL, as OTEL_EXPORTER_OTLP_ENDPOINT does.
-        kwargs["endpoint"] = str(kwargs["endpoint"]).rstrip("/") + "/v1/metrics"
+    path = f"/v1/{signal.lower()}"
+    if "endpoint" in kwargs and not str(kwargs["endpoint"]).rstrip("/").endswith(path):
+        kwargs["endpoint"] = str(kwargs["endpoint"]).rstrip("/") + path
+    return protocol, kwargs
+
+
+def _build_otlp_exporter(config: AgentConfig, env: Mapping[str, str]) -> MetricExporter:
+    protocol, kwargs = otlp_settings(config, env, "METRICS")
+    if protocol == "grpc":
+        from agent.export.senders import GrpcRequestExporter
+
+        return GrpcRequestExporter(**kwargs)
+
+    from agent.export.senders import HttpRequestExporter
+
     return HttpRequestExporter(**kwargs)
 
 

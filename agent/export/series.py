@@ -10,7 +10,14 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from agent.model.snapshot import Attributes, DeviceSnapshot, HealthState, NodeSnapshot, Reading
+from agent.model.snapshot import (
+    Attributes,
+    DeviceOverlay,
+    DeviceSnapshot,
+    HealthState,
+    NodeSnapshot,
+    Reading,
+)
 
 
 @dataclass(frozen=True)
@@ -21,9 +28,18 @@ class SeriesPoint:
     value: float | int
 
 
-def status_readings(device: DeviceSnapshot) -> tuple[Reading, ...]:
+_RANK = {HealthState.OK: 0, HealthState.DEGRADED: 1, HealthState.FAILED: 2}
+
+
+def status_readings(
+    device: DeviceSnapshot, overlay: DeviceOverlay | None = None
+) -> tuple[Reading, ...]:
+    """``hw.status``: the worse of the sampler's view and the health engine's."""
+    health = device.health
+    if overlay is not None and _RANK[overlay.health] > _RANK[health]:
+        health = overlay.health
     return tuple(
-        Reading("hw.status", int(state is device.health), (("hw.state", state.value),))
+        Reading("hw.status", int(state is health), (("hw.state", state.value),))
         for state in HealthState
     )
 
@@ -35,7 +51,10 @@ def series(snapshot: NodeSnapshot) -> dict[str, list[SeriesPoint]]:
         identity = device.identity.attributes()
         with_type = (*identity[:1], ("hw.type", "gpu"), *identity[1:])
         timed = [(r, s.time_ns) for s in device.samples.values() for r in s.readings]
-        timed.extend((r, snapshot.taken_ns) for r in status_readings(device))
+        overlay = snapshot.overlays.get(device.identity.uuid)
+        timed.extend((r, snapshot.taken_ns) for r in status_readings(device, overlay))
+        if overlay is not None:
+            timed.extend((r, snapshot.taken_ns) for r in overlay.readings)
         for reading, time_ns in timed:
             if not math.isfinite(reading.value):
                 continue  # a value that cannot be read is absent, never NaN

@@ -99,6 +99,12 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
           ("network.io.direction",), "slow", vendors=AMD_ONLY,
           vendor_notes=(("amd", "receive = data read, transmit = data written"),)),
     MetricSpec("hw.status", U, "1", "1 for the device's current state.", ("hw.state",), ""),
+    MetricSpec("gpu.xid.errors", C, "{error}", "XID errors reported by the GPU since the agent "
+          "started (each occurrence, storms included).", ("gpu.xid.code",), "events",
+          vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.memory.retired_pages.pending", G, "1",
+          "1 while retired pages wait for a GPU reset to take effect.", (), "slow",
+          vendors=NVIDIA_ONLY),
 )
 
 # Self-telemetry: how the agent itself is doing (exported over OTLP and Prometheus alike).
@@ -125,6 +131,20 @@ AGENT_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("gpu_agent.exports.skipped", C, "{export}",
                "Export intervals skipped while the previous export was still retrying."),
     MetricSpec("gpu_agent.scrapes", C, "{scrape}", "Prometheus scrapes served."),
+    MetricSpec("gpu_agent.events", C, "{event}",
+               "Health events produced (after de-duplication and storm control)."),
+    MetricSpec("gpu_agent.events.sent", C, "{event}", "Health events the collector accepted."),
+    MetricSpec("gpu_agent.events.suppressed", C, "{event}",
+               "Repeats folded into storm summaries (their count is in gpu.event.count)."),
+    MetricSpec("gpu_agent.events.duplicates", C, "{event}",
+               "XIDs seen by both NVML and the kernel log, reported once."),
+    MetricSpec("gpu_agent.events.dropped", C, "{event}",
+               "Health events lost: the spool was full or unusable."),
+    MetricSpec("gpu_agent.events.spooled", C, "{event}",
+               "Health events written to the on-disk spool while the collector was away."),
+    MetricSpec("gpu_agent.events.spool.size", U, "By", "Size of the event spool on disk."),
+    MetricSpec("gpu_agent.events.spool.records", U, "{event}",
+               "Health events waiting in the spool."),
 )
 
 _WORKLOAD = ("container.id", "k8s.namespace.name", "k8s.pod.name", "k8s.pod.uid",

@@ -83,6 +83,15 @@ class DeviceSnapshot:
 
 
 @dataclass(frozen=True)
+class DeviceOverlay:
+    """What the health engine adds to a device's series: its view of the health state (from
+    events the sampler cannot see, like an XID) and its event counters."""
+
+    health: HealthState
+    readings: tuple[Reading, ...]
+
+
+@dataclass(frozen=True)
 class AgentSample:
     """The agent's own counters at one moment (self-telemetry): readings tied to no device."""
 
@@ -96,6 +105,7 @@ class NodeSnapshot:
     devices: tuple[DeviceSnapshot, ...]
     taken_ns: int
     agent: AgentSample | None = None
+    overlays: Mapping[str, DeviceOverlay] = field(default_factory=lambda: MappingProxyType({}))
 
 
 class SnapshotStore:
@@ -104,7 +114,12 @@ class SnapshotStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._devices: dict[str, DeviceSnapshot] = {}
+        self._overlays: dict[str, DeviceOverlay] = {}
         self._agent_source: Callable[[int], AgentSample] | None = None
+
+    def put_overlay(self, uuid: str, overlay: DeviceOverlay) -> None:
+        with self._lock:
+            self._overlays[uuid] = overlay
 
     def set_agent_source(self, source: Callable[[int], AgentSample]) -> None:
         """Self-telemetry read into every snapshot, so every exporter carries it."""
@@ -124,6 +139,7 @@ class SnapshotStore:
     def current(self, now_ns: int) -> NodeSnapshot:
         with self._lock:
             devices = tuple(sorted(self._devices.values(), key=lambda d: d.identity.index))
+            overlays = MappingProxyType(dict(self._overlays))
         source = self._agent_source
         agent = source(now_ns) if source is not None else None
-        return NodeSnapshot(devices=devices, taken_ns=now_ns, agent=agent)
+        return NodeSnapshot(devices=devices, taken_ns=now_ns, agent=agent, overlays=overlays)

@@ -30,11 +30,12 @@ from agent.model.snapshot import Reading, SnapshotStore
 from agent.model.workload import WorkloadLookup
 from agent.runtime.config_holder import ConfigHolder
 from agent.runtime.discovery import OpenBackend, installed_backends, open_backends
+from agent.runtime.health import HealthRuntime
 from agent.runtime.sampler import DeviceSampler
 from agent.runtime.self_telemetry import SelfTelemetry
 from agent.sampling.backend import Backend
 from agent.version import VERSION
-from agent.workloads.attribution import Attribution, NoWorkloads
+from agent.workloads.attribution import Attribution
 from agent.workloads.build import build as build_attribution
 
 log = logging.getLogger(__name__)
@@ -78,8 +79,11 @@ class Agent:
         config_path: Path | None = None,
         overrides: Overrides | None = None,
         backends: list[Backend] | None = None,
+        workloads: WorkloadLookup | None = None,
     ) -> None:
         self._initial = config
+        self._workloads = workloads
+        self.health: HealthRuntime | None = None
         self._config_path = config_path
         self._overrides = overrides or Overrides()
         self._backends = backends
@@ -87,11 +91,6 @@ class Agent:
         self.store = SnapshotStore()
         self.samplers: list[DeviceSampler] = []
         self.attribution: Attribution | None = None
-
-    @property
-    def workloads(self) -> WorkloadLookup:
-        """Who is on each GPU now, for health events (empty when attribution is off)."""
-        return self.attribution if self.attribution is not None else NoWorkloads()
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -110,6 +109,8 @@ class Agent:
             log.warning("exporter settings changed; they take effect at the next restart")
         if new.attribution != old.attribution:
             log.warning("attribution settings changed; they take effect at the next restart")
+        if new.health != old.health:
+            log.warning("health settings changed; they take effect at the next restart")
         logging.getLogger().setLevel(new.log_level.upper())
         self._holder.replace(new)
         log.info("configuration reloaded")
@@ -146,8 +147,14 @@ class Agent:
         workload_service = None
         if self._initial.attribution.enabled:
             self.attribution, workload_service = build_attribution(self._initial.attribution)
+        if self._initial.health.enabled:
+            # Attribution's lookup knows containers and pods; the backend's only PIDs.
+            self.health = HealthRuntime(self._initial, resource, opened, self.store,
+                                        self._workloads or self.attribution)
+        observer = self.health.engine if self.health is not None else None
         self.samplers = [
-            DeviceSampler(device, self.store, self._holder, attribution=self.attribution)
+            DeviceSampler(device, self.store, self._holder, attribution=self.attribution,
+                          observer=observer)
             for backend in opened
             for device in backend.devices
         ]
@@ -159,6 +166,8 @@ class Agent:
         telemetry = SelfTelemetry(time.time_ns())
         telemetry.watch_samplers(self.samplers)
         telemetry.add(lambda: _export_readings(pusher))
+        if self.health is not None:
+            telemetry.add(self.health.readings)
         self.store.set_agent_source(telemetry.sample)
         try:
             endpoint = self._start_endpoint(resource, telemetry)
@@ -172,6 +181,8 @@ class Agent:
         tasks.append(asyncio.create_task(self._watch_file(), name="config-watch"))
         if workload_service is not None:
             tasks.append(asyncio.create_task(workload_service.run(), name="workloads"))
+        if self.health is not None:
+            tasks.extend(self.health.start())
         for task in tasks:
             task.add_done_callback(_report_crash)
         await self._stop.wait()
@@ -185,7 +196,10 @@ class Agent:
         if pending:
             log.warning("%d task(s) did not stop in time: %s", len(pending),
                         ", ".join(t.get_name() for t in pending))
-        await pusher.close(budget)
+        if self.health is not None:
+            # Events first: they are few, and what is not sent must reach the spool.
+            self.health.close(budget * 0.3)
+        await pusher.close(budget * (0.7 if self.health is not None else 1.0))
         if endpoint is not None:
             endpoint.stop()
         self._close_backends(opened)
@@ -215,6 +229,8 @@ class Agent:
             "exports": self.pusher.stats.exports,
             "export_failures": self.pusher.stats.failures,
             "exports_skipped": self.pusher.stats.skipped,
+            "health": (dataclasses.asdict(self.health.telemetry())
+                       if self.health is not None else None),
         }
 
     def _close_backends(self, opened: list[OpenBackend]) -> None:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from agent.model.snapshot import DeviceSnapshot, GroupSample, HealthState, Reading, SnapshotStore
 from agent.runtime.config_holder import ConfigHolder
@@ -37,6 +37,23 @@ class SamplerStats:
     last_read_seconds: dict[str, float] = field(default_factory=dict)  # per group
 
 
+class DeviceObserver(Protocol):
+    """Told what the sampler sees happen to its device (the health engine implements it).
+
+    Called on the event loop; must not block.
+    """
+
+    def unresponsive(self, uuid: str, call: str | None, seconds: float) -> None: ...
+
+    def responsive(self, uuid: str) -> None: ...
+
+    def lost(self, uuid: str, reason: str) -> None: ...
+
+    def available(self, uuid: str) -> None: ...
+
+    def sampled(self, uuid: str, group: str, readings: tuple[Reading, ...]) -> None: ...
+
+
 class CallOverrun(Exception):
     def __init__(self, call: str | None, seconds: float) -> None:
         super().__init__(f"{call or 'device call'} did not return within {seconds:g}s")
@@ -51,8 +68,11 @@ class DeviceSampler:
         config: ConfigHolder,
         clock_ns: Callable[[], int] = time.time_ns,
         attribution: Attribution | None = None,
+        *,
+        observer: DeviceObserver | None = None,
     ) -> None:
         self._device = device
+        self._observer = observer
         self._store = store
         self._config = config
         self._clock_ns = clock_ns
@@ -87,6 +107,10 @@ class DeviceSampler:
         self._worker.stop()
 
     @property
+    def _uuid(self) -> str:
+        return self._device.identity.uuid
+
+    @property
     def _name(self) -> str:
         return f"gpu {self._device.identity.index} ({self._device.identity.uuid})"
 
@@ -108,6 +132,8 @@ class DeviceSampler:
             self.stats.deadline_overruns += 1
             self._hung = True
             future.add_done_callback(self._on_call_done)  # tells us when it finally returns
+            if self._observer is not None:
+                self._observer.unresponsive(self._uuid, call, timeout)
             self._set_health(HealthState.DEGRADED, f"unresponsive: {call} exceeded {timeout:g}s")
             raise CallOverrun(call, timeout) from None
 
@@ -124,7 +150,10 @@ class DeviceSampler:
         error = future.exception()
         if isinstance(error, DeviceLost):
             self._lost(str(error))
-        elif self._snapshot.health is HealthState.DEGRADED:
+            return
+        if self._observer is not None:
+            self._observer.responsive(self._uuid)
+        if self._snapshot.health is HealthState.DEGRADED:
             self._set_health(HealthState.OK, "")
 
     def _set_health(self, health: HealthState, reason: str) -> None:
@@ -139,6 +168,8 @@ class DeviceSampler:
 
     def _mark_lost(self, reason: str) -> None:
         self._available.clear()
+        if self._observer is not None:
+            self._observer.lost(self._uuid, reason)
         self._set_health(HealthState.FAILED, f"lost: {reason}")
 
     def _lost(self, reason: str) -> None:
@@ -161,6 +192,8 @@ class DeviceSampler:
                 await asyncio.sleep(self._config.current.lost_reprobe_interval)
                 continue
             log.info("%s: serving groups %s", self._name, ", ".join(sorted(self._groups)))
+            if self._observer is not None:
+                self._observer.available(self._uuid)
             self._set_health(HealthState.OK, "")
             self._available.set()
             return
@@ -239,6 +272,8 @@ class DeviceSampler:
         elapsed = time.perf_counter() - started
         self.stats.read_seconds_total += elapsed
         self.stats.last_read_seconds[group] = elapsed
+        if self._observer is not None:
+            self._observer.sampled(self._uuid, group, readings)
         if self._snapshot.health is not HealthState.OK:
             return  # a late answer from a device already marked down must not revive it
         self._publish(self._snapshot.with_sample(GroupSample(group, readings, self._clock_ns())))

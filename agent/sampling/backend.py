@@ -6,11 +6,13 @@ device's own worker thread, never on the event loop.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from agent.model.process import ProcessUsage
 from agent.model.snapshot import DeviceIdentity, Reading
+from agent.model.workload import WorkloadLookup
 
 
 class BackendUnavailable(Exception):
@@ -68,3 +70,74 @@ class Backend(Protocol):
     def devices(self) -> list[Device]: ...
 
     def close(self) -> None: ...
+
+
+# -- optional capabilities ------------------------------------------------------------------
+# A backend implements these only if its vendor library can do it; the core checks with
+# isinstance (runtime_checkable), so a backend without them (AMD today) still works.
+
+
+@dataclass(frozen=True)
+class DeviceEvent:
+    """Something a GPU reported on its own (not polled): an XID, an ECC error, ...
+
+    ``kind`` is one of the ``EVENT_*`` names below. ``code`` is the XID number, or the
+    recovery action for ``recovery_action``. ``source`` says which channel saw it (``nvml``,
+    ``kmsg``), so one fault seen by two channels can be reported once.
+    """
+
+    uuid: str
+    kind: str
+    time_ns: int
+    code: int = 0
+    source: str = "nvml"
+    detail: str = ""
+
+
+EVENT_XID = "xid"
+EVENT_ECC_CORRECTED = "ecc_corrected"
+EVENT_ECC_UNCORRECTED = "ecc_uncorrected"
+EVENT_UNAVAILABLE = "unavailable"
+EVENT_RECOVERY_ACTION = "recovery_action"
+# Memory faults with no event of their own in the contract: they change the GPU's health.
+EVENT_MEMORY_RETIREMENT = "memory_retirement"  # a page/row will be retired at the next reset
+EVENT_MEMORY_RETIREMENT_FAILURE = "memory_retirement_failure"
+EVENT_FATAL_POISON = "fatal_poison"  # poisoned memory consumed: the work on the GPU is lost
+EVENT_OTHER = "other"  # clock / power-source / P-state changes: counted, not reported
+
+
+EventBatch = Callable[[Sequence[DeviceEvent]], None]
+
+
+@dataclass(frozen=True)
+class EventSourceOptions:
+    kmsg: bool = True  # also read the kernel log (NVIDIA: NVRM Xid lines)
+
+
+class EventSource(Protocol):
+    """A thread (or more) that hands device events to ``emit`` as they happen.
+
+    ``emit`` is called from the source's own thread and must not block; ``stop`` returns
+    promptly (sources wait with short timeouts so shutdown never waits on them).
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    def start(self, emit: EventBatch) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+@runtime_checkable
+class EventCapable(Protocol):
+    def event_sources(
+        self, devices: Sequence[Device], options: EventSourceOptions
+    ) -> list[EventSource]: ...
+
+
+@runtime_checkable
+class WorkloadCapable(Protocol):
+    """The backend can list the processes on a GPU (PIDs), cheaply, for health events."""
+
+    def workload_lookup(self) -> WorkloadLookup: ...

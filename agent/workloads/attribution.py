@@ -170,9 +170,3 @@ class Attribution:
             found.append(GpuProcess(usage.pid, facts.executable, workload))
         return tuple(found)
 
-
-class NoWorkloads:
-    """The lookup when attribution is off: no process is ever known."""
-
-    def processes_on(self, uuid: str) -> tuple[GpuProcess, ...]:
-        return ()

@@ -6,7 +6,6 @@ number of GPU processes, never the number of processes on the host.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 

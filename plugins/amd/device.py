@@ -6,10 +6,10 @@ import logging
 from typing import Any
 
 from agent.model.process import ProcessUsage
-from agent.model.snapshot import DeviceIdentity, Reading
+from agent.model.snapshot import Attributes, DeviceIdentity, Reading
 from agent.sampling.backend import PROCESS_GROUP, DeviceLost
 from plugins.amd.processes import LIST_CALL, ProcessSampler
-from plugins.amd.readings import GROUPS, CallReading
+from plugins.amd.readings import GROUPS, CallReading, reading_key
 from plugins.amd.smi import Unavailable, classify
 
 log = logging.getLogger(__name__)
@@ -62,14 +62,18 @@ class AmdDevice:
         plans: dict[str, tuple[CallReading, ...]] = {}
         for group, calls in GROUPS.items():
             working = []
+            served: set[tuple[str, Attributes]] = set()
             for call in calls:
                 try:
-                    self._invoke(call)
+                    keys = {reading_key(r) for r in self._invoke(call)}
                 except Unavailable as reason:
                     log.debug("%s: %s", self._identity.uuid, reason)
                     continue
                 except self._smi.AmdSmiException:
-                    pass  # transient: keep the call, the value is absent when it fails
+                    keys = set()  # transient: keep the call, the value is absent when it fails
+                if call.fallback and keys and keys <= served:
+                    continue  # the metrics table already serves all of it
+                served |= keys
                 working.append(call)
             if working:
                 plans[group] = tuple(working)

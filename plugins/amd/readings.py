@@ -1,5 +1,12 @@
 """What each metric group reads through ``amdsmi``, and how a value becomes a contract metric.
 
+Most readings come from the firmware's metrics table (``amdsmi_get_gpu_metrics_info``): one
+call, one sysfs read, where the individual amdsmi functions would each read that same table
+again. It is read through the package's ctypes wrapper directly, because the package's
+``amdsmi_get_gpu_metrics_info`` builds a dict of ~90 entries and ~800 per-partition values in
+Python on every call. The individual calls follow as fallbacks (``fallback=True``): probing
+keeps one only where it serves a value the table did not.
+
 The names are NVIDIA's (``shared/specs/telemetry.md``); where AMD measures something else
 the difference is in the attribute value (``hw.sensor_location=edge``, AMD throttle reasons,
 ``error.type=deferred``) or in an AMD-only name (``gpu.xgmi.io``), never in a reused name.
@@ -8,6 +15,7 @@ Every function takes the imported ``amdsmi`` module and a processor handle.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +33,81 @@ Read = Callable[[Any, Any], tuple[Reading, ...]]
 class CallReading:
     name: str  # the amdsmi function, for logs and for naming a call that hung
     read: Read
+    fallback: bool = False  # dropped at probe when earlier calls already serve its values
+
+
+def reading_key(reading: Reading) -> tuple[str, Attributes]:
+    return reading.metric, reading.attributes
+
+
+_NA16, _NA32, _NA64 = 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF
+
+
+def _v16(value: int) -> int | None:
+    return None if value == _NA16 else int(value)
+
+
+def _metrics_table(smi: Any, h: Any) -> Any:
+    """The raw ``amdsmi_gpu_metrics_t``; a failed call raises like the package's functions."""
+    wrapper = smi.amdsmi_wrapper
+    table = wrapper.amdsmi_gpu_metrics_t()
+    status = wrapper.amdsmi_get_gpu_metrics_info(h, ctypes.byref(table))
+    if status != wrapper.AMDSMI_STATUS_SUCCESS:
+        raise smi.AmdSmiLibraryException(status)
+    return table
+
+
+def _table_pct(value: int) -> float | None:
+    return None if value == _NA16 or value > 100 else value / 100
+
+
+def _table_fast(smi: Any, h: Any) -> tuple[Reading, ...]:
+    t = _metrics_table(smi, h)
+    out: list[Reading] = []
+    for value, metric, attributes in (
+        (t.average_gfx_activity, "hw.gpu.utilization", (("hw.gpu.task", "general"),)),
+        (t.average_umc_activity, "hw.gpu.memory.utilization", ()),
+        (t.average_mm_activity, "hw.gpu.utilization", (("hw.gpu.task", "decoder"),)),
+    ):
+        if (fraction := _table_pct(value)) is not None:
+            out.append(Reading(metric, fraction, attributes))
+    for value, location in ((t.temperature_hotspot, "gpu"), (t.temperature_edge, "edge"),
+                            (t.temperature_mem, "memory")):
+        if (celsius := _v16(value)) is not None:
+            out.append(Reading("hw.temperature", celsius, (("hw.sensor_location", location),)))
+    watts = _v16(t.current_socket_power)
+    if watts is None:
+        watts = _v16(t.average_socket_power)
+    if watts is not None:
+        out.append(Reading("hw.power", watts))
+    # MI300 reports a clock per XCC and leaves the single GFX clock N/A.
+    clocks = [c for c in (t.current_gfxclk, *t.current_gfxclks) if c != _NA16]
+    if clocks:
+        out.append(Reading("gpu.clock.frequency", max(clocks) * 1_000_000,
+                           (("gpu.clock.domain", "graphics"),)))
+    return tuple(out)
+
+
+def _table_slow(smi: Any, h: Any) -> tuple[Reading, ...]:
+    t = _metrics_table(smi, h)
+    out: list[Reading] = []
+    memory = _v16(t.current_uclk)
+    if memory is None:
+        memory = _v16(t.average_uclk_frequency)
+    video = next((c for c in (t.current_vclk0, *t.current_vclk0s) if c != _NA16), None)
+    for mhz, domain in ((memory, "memory"), (video, "video")):
+        if mhz is not None:
+            out.append(Reading("gpu.clock.frequency", mhz * 1_000_000,
+                               (("gpu.clock.domain", domain),)))
+    if t.pcie_replay_count_acc != _NA64:
+        out.append(Reading("gpu.pcie.replay", int(t.pcie_replay_count_acc)))
+    reads = [int(v) for v in t.xgmi_read_data_acc if v != _NA64]
+    writes = [int(v) for v in t.xgmi_write_data_acc if v != _NA64]
+    if reads and writes:  # KB per link, summed over the links
+        out.append(Reading("gpu.xgmi.io", sum(reads) * KIB, (("network.io.direction", "receive"),)))
+        out.append(Reading("gpu.xgmi.io", sum(writes) * KIB,
+                           (("network.io.direction", "transmit"),)))
+    return tuple(out)
 
 
 def _pct(value: Any) -> float | None:
@@ -152,25 +235,27 @@ def _xgmi(smi: Any, h: Any) -> tuple[Reading, ...]:
 
 
 FAST: tuple[CallReading, ...] = (
-    CallReading("amdsmi_get_gpu_activity", _activity),
+    CallReading("amdsmi_get_gpu_metrics_info", _table_fast),
     CallReading("amdsmi_get_gpu_vram_usage", _vram),
-    CallReading("amdsmi_get_temp_metric", _temperature("HOTSPOT", "gpu")),
-    CallReading("amdsmi_get_temp_metric", _temperature("EDGE", "edge")),
-    CallReading("amdsmi_get_temp_metric", _temperature("VRAM", "memory")),
-    CallReading("amdsmi_get_power_info", _power),
-    CallReading("amdsmi_get_energy_count", _energy),
-    CallReading("amdsmi_get_clock_info", _clock("GFX", "graphics")),
+    CallReading("amdsmi_get_energy_count", _energy),  # the table's count has no resolution
+    CallReading("amdsmi_get_gpu_activity", _activity, fallback=True),
+    CallReading("amdsmi_get_temp_metric", _temperature("HOTSPOT", "gpu"), fallback=True),
+    CallReading("amdsmi_get_temp_metric", _temperature("EDGE", "edge"), fallback=True),
+    CallReading("amdsmi_get_temp_metric", _temperature("VRAM", "memory"), fallback=True),
+    CallReading("amdsmi_get_power_info", _power, fallback=True),
+    CallReading("amdsmi_get_clock_info", _clock("GFX", "graphics"), fallback=True),
 )
 
 SLOW: tuple[CallReading, ...] = (
+    CallReading("amdsmi_get_gpu_metrics_info", _table_slow),
     CallReading("amdsmi_get_power_cap_info", _power_cap),
-    CallReading("amdsmi_get_clock_info", _clock("MEM", "memory")),
-    CallReading("amdsmi_get_clock_info", _clock("VCLK0", "video")),
     CallReading("amdsmi_get_gpu_total_ecc_count", _ecc),
-    CallReading("amdsmi_get_pcie_info", _pcie_replay),
     CallReading("amdsmi_get_violation_status", _throttle),
     CallReading("amdsmi_get_gpu_fan_speed", _fan),
-    CallReading("amdsmi_get_link_metrics", _xgmi),
+    CallReading("amdsmi_get_clock_info", _clock("MEM", "memory"), fallback=True),
+    CallReading("amdsmi_get_clock_info", _clock("VCLK0", "video"), fallback=True),
+    CallReading("amdsmi_get_pcie_info", _pcie_replay, fallback=True),
+    CallReading("amdsmi_get_link_metrics", _xgmi, fallback=True),
 )
 
 GROUPS: dict[str, tuple[CallReading, ...]] = {"fast": FAST, "slow": SLOW}

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import pynvml
 
 from agent.model.snapshot import DeviceIdentity
-from agent.sampling.backend import BackendInfo, BackendUnavailable, Device
+from agent.model.workload import WorkloadLookup
+from agent.sampling.backend import (
+    BackendInfo,
+    BackendUnavailable,
+    Device,
+    EventSource,
+    EventSourceOptions,
+)
 from plugins.nvidia.device import NvidiaDevice
 
 log = logging.getLogger(__name__)
@@ -23,6 +31,7 @@ class NvidiaBackend:
 
     def __init__(self) -> None:
         self._open = False
+        self._handles: dict[str, Any] = {}
 
     def open(self) -> BackendInfo:
         try:
@@ -52,8 +61,32 @@ class NvidiaBackend:
                 # Without its UUID a device cannot be named in any series; say so loudly.
                 log.error("GPU %d cannot be identified and is not monitored: %s", index, error)
                 continue
+            self._handles[identity.uuid] = handle
             found.append(NvidiaDevice(handle, identity))
         return found
+
+    def event_sources(
+        self, devices: Sequence[Device], options: EventSourceOptions
+    ) -> list[EventSource]:
+        """An NVML event thread per GPU, and the kernel log reader if enabled."""
+        from plugins.nvidia.events import NvmlEventWatcher
+        from plugins.nvidia.kmsg import KmsgXidReader
+
+        sources: list[EventSource] = []
+        for device in devices:
+            handle = self._handles.get(device.identity.uuid)
+            if handle is not None:
+                sources.append(NvmlEventWatcher(handle, device.identity.uuid,
+                                                device.identity.index))
+        if options.kmsg:
+            sources.append(KmsgXidReader({d.identity.pci_bus_id: d.identity.uuid
+                                          for d in devices}))
+        return sources
+
+    def workload_lookup(self) -> WorkloadLookup:
+        from plugins.nvidia.event_processes import NvmlProcessLookup
+
+        return NvmlProcessLookup(self._handles)
 
     def close(self) -> None:
         if self._open:

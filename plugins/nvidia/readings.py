@@ -165,6 +165,7 @@ SLOW_FIELDS: tuple[FieldReading, ...] = (
                  (("gpu.retirement.cause", "single_bit"),)),
     FieldReading(pynvml.NVML_FI_DEV_RETIRED_DBE, "gpu.memory.retired_pages", 1.0,
                  (("gpu.retirement.cause", "double_bit"),)),
+    FieldReading(pynvml.NVML_FI_DEV_RETIRED_PENDING, "gpu.memory.retired_pages.pending", 1.0),
     FieldReading(pynvml.NVML_FI_DEV_REMAPPED_COR, "gpu.memory.remapped_rows", 1.0,
                  _error_type("corrected")),
     FieldReading(pynvml.NVML_FI_DEV_REMAPPED_UNC, "gpu.memory.remapped_rows", 1.0,

@@ -15,6 +15,7 @@ from tests.bench import machine, plan, readme, report
 from tests.bench.agent_case import run_agent_case
 from tests.bench.attribution import run_attribution_case
 from tests.bench.encoding import run_encode_case
+from tests.bench.events_case import run_event_case
 from tests.bench.peers import run_gpustat, run_nvitop_exporter
 from tests.bench.results import AgentResult, Report
 from tests.integration.harness import REPO
@@ -53,6 +54,10 @@ def run(suite: plan.Plan, workdir: Path) -> Report:
         log.info("%s: %d cycles, %d idle host processes", att.name, att.cycles,
                  att.host_processes)
         attribution.append(run_attribution_case(att, workdir / att.name))
+    events = []
+    for ev in suite.events:
+        log.info("%s: %d events, one at a time", ev.name, ev.events)
+        events.append(run_event_case(ev, workdir / ev.name))
     return Report(
         smoke=suite.smoke,
         started=started_wall,
@@ -64,6 +69,7 @@ def run(suite: plan.Plan, workdir: Path) -> Report:
         one_shot_peers=tuple(one_shots),
         encoding=tuple(encodings),
         attribution=tuple(attribution),
+        events=tuple(events),
         notes=report.NOTES,
     )
 

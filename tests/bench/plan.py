@@ -14,6 +14,7 @@ from pathlib import Path
 from tests.bench.agent_case import AgentCase
 from tests.bench.attribution import AttributionCase
 from tests.bench.encoding import EncodeCase
+from tests.bench.events_case import EventCase
 from tests.bench.peers import PeerCase
 from tests.integration.harness import SCENARIOS
 
@@ -37,11 +38,12 @@ class Plan:
     gpustat: tuple[PeerCase, ...]
     encode: tuple[EncodeCase, ...]
     attribution: tuple[AttributionCase, ...] = ()
+    events: tuple[EventCase, ...] = ()
 
     def case_names(self) -> tuple[str, ...]:
         return (*(c.name for c in self.agent), *(c.name for c in self.nvitop_exporter),
                 *(c.name for c in self.gpustat), *(c.name for c in self.encode),
-                *(c.name for c in self.attribution))
+                *(c.name for c in self.attribution), *(c.name for c in self.events))
 
 
 def _agent(gpus: int, scenario: Path, interval: float, cycles: int, fast: int) -> AgentCase:
@@ -71,4 +73,6 @@ def build(smoke: bool) -> Plan:
             AttributionCase(f"attribution-{500 if smoke else 5000}idle",
                             500 if smoke else 5000, 20 if smoke else 500),
         ),
+        # XID -> receiver latency, one event at a time (the smoke run only proves it works).
+        events=(EventCase("events-8gpu", NODE_8, 20 if smoke else 200),),
     )

@@ -25,6 +25,11 @@ NOTES = (
     "and with thousands of idle host processes; only GPU PIDs are ever looked up (once: the "
     "/proc reads after warm-up column), so the cost per cycle must not follow the host's "
     "process count. The whole-process column also holds the netlink/inotify handling.",
+    "Event latency runs from just before the XID is pushed into the simulated node's event "
+    "ring to the OTLP receiver's handler, on the same clock; each XID waits for the previous "
+    "one, on a different (GPU, code), so no queue or storm window is in the figure. The "
+    "health events' waiting threads (nvmlEventSetWait_v2, 200 ms timeout) are left out of "
+    "the NVML call counts above: a wait is not a reading.",
     "NVML calls are counted by the simulated node for all clients together; each client runs "
     "alone on its own node. Windows start and end just after a burst of calls, so they hold an "
     "exact number of cycles.",
@@ -166,6 +171,15 @@ def _attribution(report: Report) -> list[str]:
     return _table(header, rows)
 
 
+def _events(report: Report) -> list[str]:
+    rows = [[e.case, _fmt(e.gpus), _fmt(e.events), _fmt(e.p50_ms, 2), _fmt(e.p99_ms, 2),
+             _fmt(e.max_ms, 2), _fmt(e.mean_ms, 2), _fmt(e.suppressed)]
+            for e in report.events]
+    header = ["event case", "GPUs", "XIDs (one at a time)", "p50 (ms)", "p99 (ms)", "max (ms)",
+              "mean (ms)", "held back by storm control"]
+    return _table(header, rows)
+
+
 def _machine(report: Report) -> str:
     m = report.machine
     packages = m.get("packages", {})
@@ -199,6 +213,10 @@ def markdown(report: Report, heading: str = "###") -> str:
         f"{heading} Attribution cost per cycle",
         "",
         *_attribution(report),
+        "",
+        f"{heading} Health events: XID injected → log record at the receiver",
+        "",
+        *_events(report),
         "",
         f"{heading} How to read these",
         "",

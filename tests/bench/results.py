@@ -110,6 +110,22 @@ class AttributionResult:
 
 
 @dataclass(frozen=True)
+class EventLatencyResult:
+    """Health events: XID injected into the node -> log record at the receiver."""
+
+    case: str
+    scenario: str
+    gpus: int
+    events: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+    mean_ms: float
+    sent: int  # events the agent's exporter had accepted at exit
+    suppressed: int  # storm control must hold none of them back
+
+
+@dataclass(frozen=True)
 class Report:
     smoke: bool
     started: str
@@ -121,4 +137,5 @@ class Report:
     one_shot_peers: tuple[OneShotPeerResult, ...] = ()
     encoding: tuple[EncodeResult, ...] = ()
     attribution: tuple[AttributionResult, ...] = ()
+    events: tuple[EventLatencyResult, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)

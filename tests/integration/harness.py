@@ -60,6 +60,8 @@ class AgentProcess:
                 "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
                 "OTEL_EXPORTER_OTLP_INSECURE": "true",
                 "PYTHONUNBUFFERED": "1",
+                # Each test's own event spool: never another test's (or a real agent's).
+                "GPU_AGENT_EVENT_SPOOL": str(workdir / "event-spool"),
             }
         )
         full_env.update(env or {})

@@ -31,7 +31,9 @@ def mixed_node(tmp_path: Path) -> Iterator[SimulatedNode]:
             {"vendor": "amd", "model": "AMD Instinct MI300X", "uuid": MI300X_UUID,
              "pci_bus_id": "0000:0c:00.0", "utilization_gpu": 10},
             {"vendor": "amd", "model": "AMD Instinct MI210", "uuid": MI210_UUID,
-             "pci_bus_id": "0000:2c:00.0", "fan_percent": 40, "utilization_mm": 12},
+             "pci_bus_id": "0000:2c:00.0", "fan_percent": 40, "utilization_mm": 12,
+             # No metrics table here: every value comes from the individual amdsmi calls.
+             "unsupported": ["amdsmi_get_gpu_metrics_info"]},
         ],
     })
     with SimulatedNode.start(scenario, state_dir=tmp_path / "node") as node:
@@ -124,6 +126,13 @@ def test_amd_values_arrive_under_the_shared_names_next_to_nvidia(
         allowed = {spec.name for spec in (*DEVICE_METRICS, *PROCESS_METRICS)
                    if "amd" in spec.vendors}
         assert amd_names(store) <= allowed
+        # The MI300X is read from its metrics table: the individual calls it serves were made
+        # once, at probe; the MI210 without a table uses them every cycle.
+        per_device = mixed_node.stats()["per_device"]
+        assert isinstance(per_device, dict)
+        activity = per_device["amdsmi_get_gpu_activity"]
+        assert activity["1"] == 1 and activity["2"] >= 3
+        assert per_device["amdsmi_get_gpu_metrics_info"]["1"] >= 3
         assert "AMD SMI" not in agent.log() and "Traceback" not in agent.log()
     finally:
         agent.close()

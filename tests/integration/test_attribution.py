@@ -75,7 +75,7 @@ def _allocation(pod: Pod, container: str, *device_ids: str, memory_mib: int = 0,
                                                                         tuple(devices)),))
 
 
-def _gpu_process(node: SimulatedNode, device: int, pid: int, memory_mib: int, sm: int,
+def _gpu_process(node: SimulatedNode, device: int, pid: int, memory_mib: int, sm: int, *,
                  kind: str = "compute") -> None:
     answer = node.command({"op": "proc_add", "device": device, "pid": pid, "type": kind,
                            "used_memory_mib": memory_mib, "sm_util": sm})
@@ -128,7 +128,7 @@ def test_per_pod_values_are_the_sum_of_their_processes(
         ])
         _gpu_process(node, 0, a1, 1000, 20)
         _gpu_process(node, 0, a2, 3000, 15)
-        _gpu_process(node, 0, b1, 500, 30, "mps")  # an MPS client: only in the MPS list
+        _gpu_process(node, 0, b1, 500, 30, kind="mps")  # an MPS client: only in the MPS list
         _gpu_process(node, 1, c1, 7000, 60)
         _gpu_process(node, 0, host, 100, 5)
         agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env,

@@ -7,6 +7,9 @@ scrape and evaluation intervals are 1 s, so the whole module takes well under a 
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,19 +19,35 @@ from typing import Any
 import pytest
 import yaml
 
+from agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 from plugins.nvidia.simulator import SimulatedNode
+from tests.integration.cgroups import Cgroups, Pod, cgroups, v1_root, v2_root
 from tests.integration.conftest import UUIDS
 from tests.integration.harness import REPO, AgentProcess, h100, write_scenario
 from tests.integration.prometheus_stack import Stack, binaries_missing
+from tests.receivers.kubelet import FakeKubelet
 from tests.receivers.netutil import free_port, wait_for_port
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 
 pytestmark = pytest.mark.integration
 RULES = REPO / "otel-config" / "alerts" / "gpu-alerts.rules.yaml"
 ADAPTER = REPO / "helm" / "examples" / "prometheus-adapter-values.yaml"
+DASHBOARDS = REPO / "otel-config" / "dashboards"
+# Grafana's variables as a user on this node would pick them.
+VARIABLES = {"$node": "gpu-node-a", "$gpu": ".*", "$namespace": "ml", "$pod": ".*",
+             "$__rate_interval": "5s", "$__interval": "5s", "$__range": "1m"}
+# Panels that are empty while nothing is wrong (no XID, no failed GPU, no idle pod, no throttle).
+EMPTY_WHEN_HEALTHY = {"GPUs not ok", "XIDs by code (24 h)", "XIDs", "Idle pods holding GPU memory",
+                      "Throttle reasons active", "ECC errors"}
 NODE = "gpu-node-a"
 UTIL = (10, 20, 30, 45)
 USED_MIB = (1000, 2000, 3000, 4500)
+MIB = 1024 * 1024
+
+
+MEMORY_RESOURCE = "example.com/gpu-memory"  # a fractional device plugin: 1 unit = 1 MiB
+# Pods sharing the GPUs: (name, GPU, [(memory MiB, SM %) per process], allocated MiB)
+PODS = (("infer-a", 0, ((1000, 20), (3000, 30)), 8192), ("infer-b", 1, ((2000, 40),), 4096))
 
 
 @dataclass
@@ -36,14 +55,40 @@ class Scenario:
     node: SimulatedNode
     stack: Stack
     agents: dict[str, AgentProcess]
+    pods: dict[str, Pod]
 
 
-def _agent(workdir: Path, node: SimulatedNode, receiver: OtlpGrpcReceiver, scheme: str,
-           port: int) -> AgentProcess:
+def _pods(groups: Cgroups, node: SimulatedNode, kubelet: FakeKubelet) -> dict[str, Pod]:
+    """Pods in real cgroups, their processes registered on the GPUs, names from the kubelet."""
+    base = v2_root() or v1_root("pids")
+    assert base is not None, "no cgroup hierarchy"
+    pods, allocations = {}, []
+    for name, gpu, processes, allocated_mib in PODS:
+        pod = groups.pod(base, name)
+        pods[name] = pod
+        for memory, sm in processes:
+            pid = groups.spawn(pod.cgroup)
+            answer = node.command({"op": "proc_add", "device": gpu, "pid": pid,
+                                   "used_memory_mib": memory, "sm_util": sm})
+            assert answer["ok"], answer
+        devices = (ContainerDevices("nvidia.com/gpu", (f"{UUIDS[gpu]}::1",)),
+                   ContainerDevices(MEMORY_RESOURCE,
+                                    tuple(f"m{i}" for i in range(allocated_mib))))
+        allocations.append(PodAllocation(pod.namespace, name,
+                                         (ContainerAllocation("server", devices),)))
+    kubelet.set_pods(allocations)
+    return pods
+
+
+def _agent(workdir: Path, node: SimulatedNode, receiver: OtlpGrpcReceiver, *, scheme: str,
+           port: int, kubelet: Path) -> AgentProcess:
     config = workdir / f"agent-{scheme}.yaml"
     config.write_text(yaml.safe_dump({
-        "groups": {"slow": {"interval": 1.0}, "gpm": {"enabled": False}},
+        "groups": {"slow": {"interval": 1.0}, "gpm": {"interval": 1.0},
+                   "processes": {"interval": 0.5}},
         "prometheus": {"enabled": True, "listen": f"127.0.0.1:{port}", "scheme": scheme},
+        "attribution": {"reconcile_interval": 1, "memory_resources": {MEMORY_RESOURCE: MIB},
+                        "kubelet": {"socket": str(kubelet), "refresh_interval": 1}},
     }), encoding="utf-8")
     agent = AgentProcess(workdir, receiver.endpoint, node.env,
                          ["--interval", "0.5", "--export-interval", "30", "--config", str(config),
@@ -66,15 +111,18 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
     scenario_file = write_scenario(workdir, {"driver_version": "580.95.05", "devices": devices})
     agents: dict[str, AgentProcess] = {}
     with SimulatedNode.start(scenario_file, state_dir=workdir / "node") as node, \
-            OtlpGrpcReceiver() as receiver:
+            OtlpGrpcReceiver() as receiver, cgroups() as groups, \
+            FakeKubelet(workdir / "kubelet" / "kubelet.sock") as kubelet:
         try:
+            pods = _pods(groups, node, kubelet)
             ports = {scheme: free_port() for scheme in ("otel", "dcgm")}
             for scheme, port in ports.items():
-                agents[scheme] = _agent(workdir, node, receiver, scheme, port)
+                agents[scheme] = _agent(workdir, node, receiver, scheme=scheme, port=port,
+                                        kubelet=kubelet.socket_path)
             stack = Stack(workdir, {f"gpu-agent-{s}": f"127.0.0.1:{p}" for s, p in ports.items()},
                           [RULES])
             try:
-                yield Scenario(node, stack, agents)
+                yield Scenario(node, stack, agents, pods)
             finally:
                 stack.close()
         finally:
@@ -129,6 +177,63 @@ def test_the_shipped_prometheus_adapter_rules_return_the_simulated_values(
     assert _values(stack.query(memory), "NodeName") == {NODE: sum(USED_MIB)}
 
 
+def test_the_shipped_adapter_rules_give_each_pod_on_a_shared_gpu_its_own_share(
+    scenario: Scenario,
+) -> None:
+    """Per-pod queries as Prometheus Adapter expands them for an HPA's pods lookup."""
+    rules = yaml.safe_load(ADAPTER.read_text())["rules"]["custom"]
+    by_series = {r["seriesQuery"]: r for r in rules}
+    stack = scenario.stack
+    matchers = 'NamespaceName="ml",PodName=~"infer-a|infer-b"'
+    util = _adapter_query(by_series["DCGM_CUSTOM_PROCESS_SM_UTIL{}"], matchers, "PodName")
+    result = stack.wait_query(util, lambda r: len(r) == 2, timeout=30)
+    assert _values(result, "PodName") == {"infer-a": (20 + 30) / 2, "infer-b": 40}
+    memory = _adapter_query(by_series["DCGM_CUSTOM_PROCESS_MEM_USED{}"], matchers, "PodName")
+    assert _values(stack.query(memory), "PodName") == {"infer-a": 4000, "infer-b": 2000}
+    ratio_rule = next(r for r in rules if "name" in r)
+    assert ratio_rule["name"]["as"] == "${1}_GPU_MEM_USED_RATIO"
+    ratio = _adapter_query(ratio_rule, matchers, "PodName")
+    assert _values(stack.query(ratio), "PodName") == {"infer-a": 4000 / 8192,
+                                                      "infer-b": 2000 / 4096}
+    # The same pods in the default naming, through the shipped recording rule.
+    recorded = stack.wait_query('k8s_pod:gpu_container_utilization:avg{k8s_pod_name="infer-a"}',
+                                bool)
+    assert _values(recorded, "k8s_pod_name") == {"infer-a": 0.5}
+
+
+def _dashboard_queries() -> list[tuple[str, str, str]]:
+    """(dashboard, panel, PromQL) of every Prometheus query the dashboards run."""
+    queries = []
+    for path in sorted(DASHBOARDS.glob("*.json")):
+        board = json.loads(path.read_text(encoding="utf-8"))
+        for variable in board["templating"]["list"]:
+            query = variable.get("query")
+            if isinstance(query, dict) and query["query"].startswith("label_values("):
+                inner = query["query"].removeprefix("label_values(").rsplit(",", 1)[0]
+                queries.append((path.name, f"variable {variable['name']}", inner))
+        for panel in board["panels"]:
+            for target in panel.get("targets", []):
+                if target["datasource"]["type"] == "prometheus":
+                    queries.append((path.name, panel["title"], target["expr"]))
+    return queries
+
+
+def test_every_dashboard_query_runs_on_the_scraped_data(scenario: Scenario) -> None:
+    stack = scenario.stack
+    stack.wait_query("gpu_sm_utilization_ratio", bool)  # the slowest group has arrived
+    queries = _dashboard_queries()
+    assert len(queries) > 30
+    empty = []
+    for board, panel, template in queries:
+        expr = template
+        for name, value in sorted(VARIABLES.items(), key=lambda kv: -len(kv[0])):
+            expr = expr.replace(name, value)
+        result = stack.query(expr)  # asserts the query is valid PromQL
+        if not result and panel not in EMPTY_WHEN_HEALTHY:
+            empty.append(f"{board} / {panel}: {expr}")
+    assert empty == []
+
+
 def test_a_lost_gpu_fires_an_alert_that_reaches_alertmanager_and_the_webhook(
     scenario: Scenario,
 ) -> None:
@@ -147,6 +252,27 @@ def test_a_lost_gpu_fires_an_alert_that_reaches_alertmanager_and_the_webhook(
         assert not [a for a in alerts if a["labels"]["hw_id"] != UUIDS[3]]
     finally:
         scenario.node.command({"op": "recover", "device": 3})
+
+
+def test_an_injected_xid_fires_an_alert_that_reaches_alertmanager_and_the_webhook(
+    scenario: Scenario,
+) -> None:
+    """``gpu-agent sim xid`` -> NVML event -> gpu.xid.errors -> Prometheus -> Alertmanager."""
+    stack = scenario.stack
+    command = [sys.executable, "-m", "agent.cli", "sim", "xid", "--device", "1", "--code", "48",
+               "--socket", str(scenario.node.socket_path)]
+    subprocess.run(command, check=True, capture_output=True, timeout=30)
+    counted = stack.wait_query(
+        f'gpu_xid_errors_total{{job="gpu-agent-otel",hw_id="{UUIDS[1]}"}}', bool)
+    assert [(r["metric"]["gpu_xid_code"], r["value"][1]) for r in counted] == [("48", "1")]
+    alerts = _wait_for_alert(stack, "GpuXidCritical")
+    assert {(a["labels"]["hw_id"], a["labels"]["gpu_xid_code"]) for a in alerts} == {
+        (UUIDS[1], "48")}
+    alert = alerts[0]
+    assert alert["labels"]["severity"] == "critical"
+    assert alert["status"] == "firing"
+    assert alert["annotations"]["summary"] == \
+        f"GPU 1 ({UUIDS[1]}) reported critical XID 48"
 
 
 def _wait_for_alert(stack: Stack, name: str, timeout: float = 30) -> list[dict[str, Any]]:

@@ -136,6 +136,46 @@ typedef struct {
     uint8_t xgmi_lanes; uint8_t pad0[7]; uint64_t xgmi_hive_id, xgmi_node_id; uint32_t index; uint32_t reserved[9];
 } amdsmi_xgmi_info_t;
 typedef struct { uint32_t major, minor, release; uint8_t pad0[4]; const char *build; } amdsmi_version_t;
+typedef struct {
+    uint32_t gfx_busy_inst[8]; uint16_t jpeg_busy[40]; uint16_t vcn_busy[4];
+    uint64_t gfx_busy_acc[8], gfx_below_host_limit_acc[8], gfx_below_host_limit_ppt_acc[8];
+    uint64_t gfx_below_host_limit_thm_acc[8], gfx_low_utilization_acc[8];
+    uint64_t gfx_below_host_limit_total_acc[8];
+} amdsmi_gpu_xcp_metrics_t;
+typedef struct {
+    struct { uint16_t structure_size; uint8_t format_revision, content_revision; } common_header;
+    uint16_t temperature_edge, temperature_hotspot, temperature_mem, temperature_vrgfx;
+    uint16_t temperature_vrsoc, temperature_vrmem, average_gfx_activity, average_umc_activity;
+    uint16_t average_mm_activity, average_socket_power;
+    uint64_t energy_accumulator, system_clock_counter;
+    uint16_t average_gfxclk_frequency, average_socclk_frequency, average_uclk_frequency;
+    uint16_t average_vclk0_frequency, average_dclk0_frequency, average_vclk1_frequency;
+    uint16_t average_dclk1_frequency, current_gfxclk, current_socclk, current_uclk;
+    uint16_t current_vclk0, current_dclk0, current_vclk1, current_dclk1;
+    uint32_t throttle_status;
+    uint16_t current_fan_speed, pcie_link_width, pcie_link_speed; uint8_t pad0[2];
+    uint32_t gfx_activity_acc, mem_activity_acc;
+    uint16_t temperature_hbm[4];
+    uint64_t firmware_timestamp;
+    uint16_t voltage_soc, voltage_gfx, voltage_mem; uint8_t pad1[2];
+    uint64_t indep_throttle_status;
+    uint16_t current_socket_power; uint16_t vcn_activity[4]; uint8_t pad2[2];
+    uint32_t gfxclk_lock_status;
+    uint16_t xgmi_link_width, xgmi_link_speed; uint8_t pad3[4];
+    uint64_t pcie_bandwidth_acc, pcie_bandwidth_inst, pcie_l0_to_recov_count_acc;
+    uint64_t pcie_replay_count_acc, pcie_replay_rover_count_acc;
+    uint64_t xgmi_read_data_acc[8], xgmi_write_data_acc[8];
+    uint16_t current_gfxclks[8], current_socclks[4], current_vclk0s[4], current_dclk0s[4];
+    uint16_t jpeg_activity[32];
+    uint32_t pcie_nak_sent_count_acc, pcie_nak_rcvd_count_acc;
+    uint64_t accumulation_counter, prochot_residency_acc, ppt_residency_acc;
+    uint64_t socket_thm_residency_acc, vr_thm_residency_acc, hbm_thm_residency_acc;
+    uint16_t num_partition; uint8_t pad4[6];
+    amdsmi_gpu_xcp_metrics_t xcp_stats[8];
+    uint32_t pcie_lc_perf_other_end_recovery; uint8_t pad5[4];
+    uint64_t vram_max_bandwidth;
+    uint16_t xgmi_link_status[8];
+} amdsmi_gpu_metrics_t;
 #pragma pack(pop)
 
 /* Sizes and offsets for the layout test (compared with the wrapper's ctypes classes). */
@@ -149,7 +189,13 @@ typedef struct { uint32_t major, minor, release; uint8_t pad0[4]; const char *bu
     X(amdsmi_violation_status_t, active_hbm_thrm) X(amdsmi_violation_status_t, reserved) \
     X(amdsmi_link_metrics_t, links) X(amdsmi_proc_info_t, memory_usage)                  \
     X(amdsmi_proc_info_t, cu_occupancy) X(amdsmi_evt_notification_data_t, message)       \
-    X(amdsmi_xgmi_info_t, index) X(amdsmi_version_t, build)
+    X(amdsmi_xgmi_info_t, index) X(amdsmi_version_t, build)                             \
+    X(amdsmi_gpu_xcp_metrics_t, gfx_below_host_limit_total_acc)                          \
+    X(amdsmi_gpu_metrics_t, energy_accumulator) X(amdsmi_gpu_metrics_t, throttle_status)   \
+    X(amdsmi_gpu_metrics_t, indep_throttle_status) X(amdsmi_gpu_metrics_t, current_socket_power) \
+    X(amdsmi_gpu_metrics_t, xgmi_read_data_acc) X(amdsmi_gpu_metrics_t, current_gfxclks)   \
+    X(amdsmi_gpu_metrics_t, accumulation_counter) X(amdsmi_gpu_metrics_t, xcp_stats)       \
+    X(amdsmi_gpu_metrics_t, xgmi_link_status)
 
 #define X_LNAME(t, f) #t "." #f,
 #define X_LSIZE(t, f) sizeof(t),
@@ -205,7 +251,8 @@ static const char *const g_reading_names[] = {AMD_READINGS(X_STR)};
     X(amdsmi_init_gpu_event_notification) X(amdsmi_set_gpu_event_notification_mask)   \
     X(amdsmi_get_gpu_event_notification) X(amdsmi_stop_gpu_event_notification)       \
     X(amdsmi_status_code_to_string) X(amdsmi_get_lib_version)                         \
-    X(amdsmi_get_processor_handle_from_bdf) X(amdsmi_free_name_value_pairs)
+    X(amdsmi_get_processor_handle_from_bdf) X(amdsmi_free_name_value_pairs)         \
+    X(amdsmi_get_gpu_metrics_info)
 
 #define X_FENUM(n) FN_##n,
 enum { AMD_FUNCS(X_FENUM) FN_IMPLEMENTED };
@@ -714,6 +761,54 @@ SIM_EXPORT amdsmi_status_t amdsmi_get_xgmi_info(void *h, amdsmi_xgmi_info_t *x) 
     x->xgmi_hive_id = 0x5a11ab1e;
     x->xgmi_node_id = (uint64_t)(d - g_st->dev);
     x->index = (uint32_t)(d - g_st->dev);
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+/* The firmware's metrics table (gpu_metrics v1.8 as amdsmi returns it): what MI300 reports,
+ * the rest all ones (N/A).  Energy counts 15.259 uJ; XGMI data in KB; clocks in MHz. */
+static uint16_t m16(amd_dev_t *d, int r) { return d->na[r] ? 0xFFFF : (uint16_t)(u32(d->val[r]) > 0xFFFE ? 0xFFFE : u32(d->val[r])); }
+SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_metrics_info(void *h, amdsmi_gpu_metrics_t *m) {
+    DEV_ENTER(amdsmi_get_gpu_metrics_info); NEED(m);
+    memset(m, 0xFF, sizeof *m);
+    m->common_header.structure_size = (uint16_t)sizeof *m;
+    m->common_header.format_revision = 1;
+    m->common_header.content_revision = 8;
+    m->temperature_edge = m16(d, R_temperature_c);
+    m->temperature_hotspot = m16(d, R_hotspot_temperature_c);
+    m->temperature_mem = m16(d, R_memory_temperature_c);
+    m->average_gfx_activity = m16(d, R_utilization_gpu);
+    m->average_umc_activity = m16(d, R_utilization_memory);
+    m->average_mm_activity = m16(d, R_utilization_mm);
+    m->current_socket_power = m16(d, R_power_w);
+    m->energy_accumulator = NA(energy_uj) ? AMD_NA64 : (uint64_t)(RV(energy_uj) / (double)ENERGY_RESOLUTION_UJ);
+    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
+    m->system_clock_counter = (uint64_t)t.tv_sec * 100000000ULL + (uint64_t)t.tv_nsec / 10ULL;
+    m->firmware_timestamp = m->system_clock_counter;
+    /* MI300 reports per-XCC GFX clocks (current_gfxclks) and leaves current_gfxclk N/A. */
+    for (int i = 0; i < 8; i++) m->current_gfxclks[i] = m16(d, R_gfx_clock_mhz);
+    m->current_uclk = m16(d, R_memory_clock_mhz);
+    m->current_socclks[0] = m16(d, R_soc_clock_mhz);
+    m->current_vclk0s[0] = m16(d, R_video_clock_mhz);
+    m->current_dclk0s[0] = m16(d, R_decoder_clock_mhz);
+    m->pcie_link_width = m16(d, R_pcie_link_width);
+    m->pcie_link_speed = NA(pcie_link_speed_mts) ? 0xFFFF : (uint16_t)(RV(pcie_link_speed_mts) / 100); /* 0.1 GT/s */
+    m->pcie_replay_count_acc = v64(d, R_pcie_replay_counter);
+    unsigned links = NA(xgmi_links) ? 0 : u32(RV(xgmi_links));
+    if (links > 8) links = 8;
+    uint64_t rd = u64(RV(xgmi_read_kb)), wr = u64(RV(xgmi_write_kb));
+    for (unsigned i = 0; i < links; i++) {
+        m->xgmi_read_data_acc[i] = rd / links + (i < rd % links);
+        m->xgmi_write_data_acc[i] = wr / links + (i < wr % links);
+        m->xgmi_link_status[i] = 1;
+    }
+    m->accumulation_counter = u64(RV(violation_acc_counter));
+    m->ppt_residency_acc = u64(RV(violation_ppt_acc));
+    m->socket_thm_residency_acc = u64(RV(violation_socket_thermal_acc));
+    m->vr_thm_residency_acc = u64(RV(violation_vr_thermal_acc));
+    m->hbm_thm_residency_acc = u64(RV(violation_hbm_thermal_acc));
+    m->prochot_residency_acc = u64(RV(violation_prochot_acc));
+    m->num_partition = 1;
+    m->xcp_stats[0].gfx_busy_inst[0] = NA(utilization_gpu) ? AMD_NA32 : u32(RV(utilization_gpu));
     return AMDSMI_STATUS_SUCCESS;
 }
 

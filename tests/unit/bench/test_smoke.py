@@ -39,7 +39,7 @@ def report(smoke: Path) -> dict[str, Any]:
 @pytest.mark.timeout(120)
 def test_reports_exist_and_contain_every_case(smoke: Path, report: dict[str, Any]) -> None:
     names = [c["case"] for key in ("agent", "exporter_peers", "one_shot_peers", "encoding",
-                                   "attribution")
+                                   "attribution", "events")
              for c in report[key]]
     assert sorted(names) == sorted(plan.build(smoke=True).case_names())
     markdown = (smoke / "report.md").read_text(encoding="utf-8")
@@ -93,3 +93,11 @@ def test_attribution_counts_are_sane(report: dict[str, Any]) -> None:
         assert case["proc_reads_after_warmup"] == 0
         assert case["readings_per_cycle"] > 50
         assert case["attribute_us_median"] > 0
+
+
+def test_event_latency_is_sane(report: dict[str, Any]) -> None:
+    (case,) = report["events"]
+    assert case["events"] == 20
+    assert 0 < case["p50_ms"] <= case["p99_ms"] <= case["max_ms"]
+    assert case["suppressed"] == 0  # every injected XID went out as its own event
+    assert case["sent"] >= 20

@@ -63,3 +63,27 @@ def test_group_can_be_disabled(tmp_path: Path) -> None:
     config = load(write(tmp_path, "groups:\n  slow: {enabled: false}\n"), environ={})
     assert not config.groups["slow"].enabled
     assert config.groups["slow"].interval == 30.0
+
+
+def test_health_keys_defaults_file_and_environment(tmp_path: Path) -> None:
+    default = load(None, environ={}).health
+    assert (default.enabled, default.kmsg, default.storm_window) == (True, True, 10.0)
+    path = write(tmp_path, "health: {kmsg: false, storm_window: 2, dedup_window: 0.5, "
+                           "spool_path: /tmp/x, spool_max_mib: 1}\n")
+    health = load(path, environ={"GPU_AGENT_EVENT_SPOOL": "/tmp/y"}).health
+    assert (health.kmsg, health.storm_window, health.dedup_window) == (False, 2.0, 0.5)
+    assert (health.spool_path, health.spool_max_mib) == ("/tmp/y", 1.0)
+    assert load(write(tmp_path, "health: {spool_path: null}\n"), environ={}).health.spool_path \
+        is None
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("health: {kmsg: 'yes'}", r"health\.kmsg in .*agent\.yaml: expected true or false"),
+    ("health: {storm_window: 0}", r"health\.storm_window in .*: must be a positive number"),
+    ("health: {spool_max_mib: -3}", r"health\.spool_max_mib in .*: must be between"),
+    ("health: {spool_path: ''}", r"health\.spool_path in .*: expected a directory path"),
+    ("health: {spool: 1}", r"health\.spool in .*: unknown key \(known: dedup_window, enabled"),
+])
+def test_bad_health_keys_name_key_and_file(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load(write(tmp_path, text + "\n"), environ={})

@@ -42,3 +42,18 @@ def test_docs_config_is_generated_from_the_defaults() -> None:
     )
     for dotted, _ in leaves():
         assert f"`{dotted}`" in generated
+
+
+def test_docs_events_is_generated_from_the_event_and_xid_catalogs() -> None:
+    from agent.docs import events_markdown
+    from agent.health.events import EVENTS
+    from agent.health.xid import CATALOG
+
+    generated = events_markdown()
+    assert (DOC.parent / "events.md").read_text(encoding="utf-8") == generated, (
+        "docs/events.md is stale: run gpu-agent docs events --output docs/events.md"
+    )
+    for spec in EVENTS:
+        assert f"| `{spec.name}` |" in generated
+    for info in CATALOG.values():
+        assert f"| {info.code} | `{info.name}` |" in generated

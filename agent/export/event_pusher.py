@@ -1,0 +1,157 @@
+"""Pushes health events to the collector as soon as they happen; never loses one it can keep.
+
+Events are sent the moment they arrive (batched only with what arrived meanwhile). A batch
+the collector does not accept goes to the on-disk spool, and while the collector is away new
+events go straight there; every ``retry`` seconds (backing off to ``MAX_RETRY_S``) the oldest
+spooled segment is offered again, and once accepted the spool drains, oldest first, before
+anything newer is sent. On shutdown whatever is not yet accepted is spooled, so a restart
+re-sends it. Sending and disk I/O run on the pusher's own thread, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from agent.export.event_senders import EventSender
+from agent.health.events import HealthEvent
+from agent.health.spool import Spool
+from agent.runtime.worker import DeviceWorker
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+MAX_BATCH = 512
+MAX_PENDING = 100_000  # events waiting in memory; storm control keeps far below this
+MAX_RETRY_S = 5.0
+
+
+@dataclass
+class EventExportStats:
+    sent: int = 0  # events the collector accepted (spooled ones included once re-sent)
+    send_failures: int = 0  # batches it did not accept
+    dropped: int = 0  # events lost in memory (pending overflow); spool drops are in Spool
+
+
+class EventPusher:
+    def __init__(self, sender: EventSender, spool: Spool, retry: float = 1.0) -> None:
+        self._sender = sender
+        self._spool = spool
+        self._retry = retry
+        self._pending: deque[HealthEvent] = deque()
+        self._wake = asyncio.Event()
+        # A daemon thread: a send stuck on the network must not hold up the process's exit.
+        self._thread = DeviceWorker("otlp-events")
+        self._failing = False
+        self._in_flight: list[HealthEvent] = []
+        self.stats = EventExportStats()
+
+    def submit(self, event: HealthEvent) -> None:
+        if len(self._pending) >= MAX_PENDING:
+            self.stats.dropped += 1
+            return
+        self._pending.append(event)
+        self._wake.set()
+
+    async def _on_thread(self, fn: Callable[[], T]) -> T:
+        # Shielded: a job handed over (a spool write, a send) runs to its end even if this
+        # task is cancelled at shutdown; cancelling it would drop the events it holds.
+        return await asyncio.shield(asyncio.wrap_future(self._thread.submit(fn)))
+
+    async def run(self) -> None:
+        await self._on_thread(self._spool.open)
+        backoff = self._retry
+        while True:
+            if not self._pending and not self._spool.stats.records:
+                self._wake.clear()
+                await self._wake.wait()
+            if self._failing:
+                await self._spill()
+                await asyncio.sleep(backoff)
+                if await self._send_spooled():
+                    backoff = self._retry
+                else:
+                    backoff = min(backoff * 2, MAX_RETRY_S)
+                continue
+            if self._spool.stats.records:
+                await self._send_spooled()
+                continue
+            batch = [self._pending.popleft()
+                     for _ in range(min(MAX_BATCH, len(self._pending)))]
+            self._in_flight = batch
+            ok = await self._on_thread(functools.partial(self._send, batch))
+            self._in_flight = []
+            if not ok:
+                await self._on_thread(functools.partial(self._spool.append, batch))
+                self._set_failing(True)
+
+    def _send(self, batch: list[HealthEvent]) -> bool:
+        try:
+            ok = self._sender.send(batch)
+        except Exception:  # a bug in encoding must cost a retry, not the events
+            log.exception("event export raised")
+            ok = False
+        if ok:
+            self.stats.sent += len(batch)
+        else:
+            self.stats.send_failures += 1
+        return ok
+
+    async def _spill(self) -> None:
+        while self._pending:
+            batch = [self._pending.popleft()
+                     for _ in range(min(MAX_BATCH, len(self._pending)))]
+            await self._on_thread(functools.partial(self._spool.append, batch))
+
+    async def _send_spooled(self) -> bool:
+        def attempt() -> bool:
+            oldest = self._spool.oldest()
+            if oldest is None:
+                return True
+            number, events = oldest
+            if not self._send(events):
+                return False
+            self._spool.remove(number)
+            return True
+
+        ok = await self._on_thread(attempt)
+        self._set_failing(not ok)
+        return ok
+
+    def _set_failing(self, failing: bool) -> None:
+        if failing and not self._failing:
+            log.warning("event export failed; spooling events to disk until the collector "
+                        "accepts them again")
+        elif not failing and self._failing:
+            log.info("event export recovered; re-sending spooled events")
+        self._failing = failing
+
+    def close(self, leftovers: list[HealthEvent], timeout: float) -> None:
+        """After ``run`` was cancelled: keep on disk what the collector has not accepted.
+
+        One quick attempt to send when the collector is healthy; otherwise (or if that fails
+        within ``timeout``) everything pending goes to the spool. A batch still in flight is
+        spooled too: a duplicate is better than a loss.
+        """
+        pending = [*self._in_flight, *self._pending, *leftovers]
+        self._pending.clear()
+        if pending and not self._failing and not self._in_flight:
+            future = self._thread.submit(functools.partial(self._send, pending))
+            try:
+                if future.result(timeout=timeout):
+                    pending = []
+            except Exception:  # timeout or failure: keep them on disk
+                log.warning("final event export did not finish; spooling %d event(s)",
+                            len(pending))
+        if pending:
+            self._spool.append(pending)
+        self._thread.stop()
+        self._spool.close()
+        try:
+            self._sender.shutdown()
+        except Exception:
+            log.debug("event sender shutdown failed", exc_info=True)

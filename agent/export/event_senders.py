@@ -1,0 +1,94 @@
+"""Where health events go: OTLP logs (gRPC or HTTP, same settings as the metrics) or stdout.
+
+The OTLP senders subclass the SDK's log exporters, as ``senders.py`` does for metrics, so
+the standard ``OTEL_EXPORTER_OTLP_*`` / ``OTEL_EXPORTER_OTLP_LOGS_*`` variables, TLS, headers,
+compression and retries behave as in every OpenTelemetry SDK. They block; the event pusher
+calls them on its own thread.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
+from opentelemetry.exporter.otlp.proto.http._log_exporter import (
+    OTLPLogExporter as HttpOTLPLogExporter,
+)
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.sdk._logs.export import LogRecordExportResult
+from opentelemetry.sdk.resources import Resource
+
+from agent.config.schema import AgentConfig
+from agent.export.exporters import otlp_settings
+from agent.export.log_encode import LogEncoder
+from agent.health.events import HealthEvent
+
+
+class EventSender(Protocol):
+    def send(self, events: Sequence[HealthEvent]) -> bool:
+        """True when the collector accepted every event."""
+
+    def shutdown(self) -> None: ...
+
+
+class _GrpcLogs(OTLPLogExporter):
+    def _translate_data(self, data: Any) -> ExportLogsServiceRequest:
+        if isinstance(data, ExportLogsServiceRequest):
+            return data  # encoded by agent.export.log_encode
+        result: ExportLogsServiceRequest = super()._translate_data(data)
+        return result
+
+    def _count_data(self, data: Any) -> int:
+        if isinstance(data, ExportLogsServiceRequest):
+            return sum(len(s.log_records) for r in data.resource_logs for s in r.scope_logs)
+        return len(data)
+
+    def send(self, request: ExportLogsServiceRequest) -> bool:
+        return self._export(request) is LogRecordExportResult.SUCCESS  # type: ignore[arg-type]
+
+
+class _HttpLogs(HttpOTLPLogExporter):
+    def send(self, request: ExportLogsServiceRequest) -> bool:
+        if self._shutdown:
+            return False
+        return bool(self._client.export(request.SerializeToString()).success)
+
+
+class OtlpEventSender:
+    def __init__(self, transport: _GrpcLogs | _HttpLogs, encoder: LogEncoder) -> None:
+        self._transport = transport
+        self._encoder = encoder
+
+    def send(self, events: Sequence[HealthEvent]) -> bool:
+        return self._transport.send(self._encoder.encode(events))
+
+    def shutdown(self) -> None:
+        self._transport.shutdown()
+
+
+class ConsoleEventSender:
+    """``exporter: console``: one JSON line per event on stdout."""
+
+    def send(self, events: Sequence[HealthEvent]) -> bool:
+        for event in events:
+            sys.stdout.write(event.to_json() + "\n")
+        sys.stdout.flush()
+        return True
+
+    def shutdown(self) -> None:
+        return None
+
+
+def build_event_sender(
+    config: AgentConfig, resource: Resource, environ: Mapping[str, str] | None = None
+) -> EventSender:
+    env = os.environ if environ is None else environ
+    if config.exporter == "console":
+        return ConsoleEventSender()
+    protocol, kwargs = otlp_settings(config, env, "LOGS")
+    transport: _GrpcLogs | _HttpLogs = (
+        _GrpcLogs(**kwargs) if protocol == "grpc" else _HttpLogs(**kwargs))
+    return OtlpEventSender(transport, LogEncoder(resource))

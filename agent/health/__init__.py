@@ -1,0 +1,1 @@
+"""Event-driven GPU health: XID catalog, state machine, storm control, spool and the engine."""

@@ -1,0 +1,434 @@
+"""The health engine: device events and sampler observations in, health events out.
+
+Inputs arrive on the event loop: event batches from the vendor sources (handed over from their
+threads), and the sampler's observations (a call overran its deadline, the GPU is lost, it
+answers again, a slow-group reading). The engine keeps one state machine per GPU, counts XIDs,
+drops the second sighting of one fault, summarises storms, attaches the workloads on the GPU
+and hands finished events to the sink (the event exporter) in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from agent.health import events as ev
+from agent.health.dedup import CrossSourceDedup
+from agent.health.events import EventAttributes, EventValue, HealthEvent
+from agent.health.polled import PolledWatcher
+from agent.health.severity import Severity
+from agent.health.state import HealthMachine, Transition
+from agent.health.storm import StormControl, Summary
+from agent.health.xid import ACTIONS, lookup
+from agent.model.snapshot import (
+    DeviceIdentity,
+    DeviceOverlay,
+    HealthState,
+    Reading,
+    SnapshotStore,
+)
+from agent.model.workload import GpuProcess, WorkloadLookup
+from agent.runtime.worker import DeviceWorker
+from agent.sampling.backend import (
+    EVENT_ECC_CORRECTED,
+    EVENT_ECC_UNCORRECTED,
+    EVENT_FATAL_POISON,
+    EVENT_MEMORY_RETIREMENT,
+    EVENT_MEMORY_RETIREMENT_FAILURE,
+    EVENT_RECOVERY_ACTION,
+    EVENT_UNAVAILABLE,
+    EVENT_XID,
+    DeviceEvent,
+)
+
+log = logging.getLogger(__name__)
+LOOKUP_TIMEOUT_S = 0.25  # a GPU that hangs the process query must not hold its event back
+_MEMORY_FAULTS = {
+    EVENT_MEMORY_RETIREMENT: (HealthState.DEGRADED,
+                              "memory page/row retirement pending (reset the GPU to apply)"),
+    EVENT_MEMORY_RETIREMENT_FAILURE: (HealthState.DEGRADED, "memory retirement failed"),
+    EVENT_FATAL_POISON: (HealthState.FAILED, "fatal poisoned-memory error"),
+}
+_RECOVERY_ACTIONS = {1: "GPU reset", 2: "node reboot", 3: "drain peer-to-peer",
+                     4: "drain and reset"}
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    storm_window: float = 10.0  # seconds
+    dedup_window: float = 2.0  # seconds
+
+
+@dataclass
+class HealthStats:
+    """Self-telemetry of the engine (read by the deploy helper's metrics endpoint)."""
+
+    device_events: int = 0  # raw events from the sources
+    events: int = 0  # health events handed to the exporter
+    suppressed: int = 0  # occurrences folded into storm summaries
+    duplicates: int = 0  # second sightings of one fault (NVML + kmsg)
+    ignored: int = 0  # clock / P-state / power-source changes
+
+
+@dataclass
+class _Gpu:
+    identity: DeviceIdentity
+    machine: HealthMachine
+    polled: PolledWatcher
+    xids: dict[int, int]
+    known: tuple[GpuProcess, ...] = ()
+    lookup_busy: bool = False
+
+
+@dataclass(frozen=True)
+class _Pending:
+    event: HealthEvent
+    uuid: str
+    live_lookup: bool  # False when the GPU cannot answer (lost, hung): last known processes
+
+
+class HealthEngine:
+    def __init__(
+        self,
+        devices: Sequence[DeviceIdentity],
+        sink: Callable[[HealthEvent], None],
+        store: SnapshotStore,
+        settings: EngineSettings,
+        workloads: WorkloadLookup | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall_ns: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self._gpus = {d.uuid: _Gpu(d, HealthMachine(), PolledWatcher(), {}) for d in devices}
+        self._sink = sink
+        self._store = store
+        self._settings = settings
+        self._workloads = workloads
+        self._clock = clock
+        self._wall_ns = wall_ns
+        self._storm = StormControl(settings.storm_window)
+        self._dedup = CrossSourceDedup(settings.dedup_window)
+        self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
+        self._current: _Pending | None = None
+        # One daemon thread per GPU for process queries: a hung GPU blocks only its own, and
+        # never holds up the interpreter's exit (a ThreadPoolExecutor's threads would).
+        self._lookups: dict[str, DeviceWorker] = {}
+        self.stats = HealthStats()
+        for gpu in self._gpus.values():
+            self._publish(gpu)
+
+    # -- inputs from the sources ---------------------------------------------------------
+
+    def on_events(self, batch: Sequence[DeviceEvent]) -> None:
+        for event in batch:
+            self.stats.device_events += 1
+            gpu = self._gpus.get(event.uuid)
+            if gpu is None:
+                continue
+            if event.kind == EVENT_XID:
+                self._xid(gpu, event)
+            elif event.kind in (EVENT_ECC_CORRECTED, EVENT_ECC_UNCORRECTED):
+                self._ecc(gpu, event)
+            elif event.kind == EVENT_RECOVERY_ACTION:
+                self._recovery_action(gpu, event)
+            elif event.kind in _MEMORY_FAULTS:
+                state, reason = _MEMORY_FAULTS[event.kind]
+                self._transition(gpu, gpu.machine.set(f"mem:{event.kind}", state, reason),
+                                 event.time_ns)
+            elif event.kind == EVENT_UNAVAILABLE:
+                log.warning("gpu %d: NVML reports the GPU unavailable", gpu.identity.index)
+                self.stats.ignored += 1
+            else:
+                self.stats.ignored += 1
+
+    def _xid(self, gpu: _Gpu, event: DeviceEvent) -> None:
+        now = self._clock()
+        if self._dedup.is_duplicate(gpu.identity.uuid, event.code, event.source, now):
+            self.stats.duplicates += 1
+            return
+        gpu.xids[event.code] = gpu.xids.get(event.code, 0) + 1
+        info = lookup(event.code)
+        self._publish(gpu)
+        change = None
+        if info.state is not HealthState.OK:
+            change = gpu.machine.set(f"xid:{event.code}", info.state,
+                                     f"XID {event.code} {info.name}")
+        if self._storm.admit((gpu.identity.uuid, ev.XID, event.code), now):
+            detail = f" ({event.detail})" if event.detail else ""
+            self._emit(gpu, ev.XID, info.severity,
+                       f"XID {event.code} {info.name} on GPU {gpu.identity.index}: "
+                       f"{info.meaning}{detail}. Action: {info.action} - "
+                       f"{ACTIONS.get(info.action, '')}",
+                       (("gpu.xid.code", event.code), ("gpu.xid.name", info.name),
+                        ("gpu.xid.action", info.action), ("gpu.event.source", event.source)),
+                       time_ns=event.time_ns)
+        else:
+            self.stats.suppressed += 1
+        self._transition(gpu, change, event.time_ns)  # after the event that caused it
+
+    def _ecc(self, gpu: _Gpu, event: DeviceEvent) -> None:
+        uncorrected = event.kind == EVENT_ECC_UNCORRECTED
+        kind = "uncorrected" if uncorrected else "corrected"
+        change = None
+        if uncorrected:
+            change = gpu.machine.set("ecc:uncorrected", HealthState.DEGRADED,
+                                     "uncorrected ECC error")
+        if self._storm.admit((gpu.identity.uuid, ev.ECC, kind), self._clock()):
+            detail = f" ({event.detail})" if event.detail else ""
+            self._emit(gpu, ev.ECC, Severity.ERROR if uncorrected else Severity.WARN,
+                       f"{'Double' if uncorrected else 'Single'}-bit ({kind}) ECC error on GPU "
+                       f"{gpu.identity.index}{detail}", (("error.type", kind),),
+                       time_ns=event.time_ns)
+        else:
+            self.stats.suppressed += 1
+        self._transition(gpu, change, event.time_ns)
+
+    def _recovery_action(self, gpu: _Gpu, event: DeviceEvent) -> None:
+        action = _RECOVERY_ACTIONS.get(event.code)
+        if action is None:
+            change = gpu.machine.clear("recovery_action", "the driver needs no recovery action")
+        else:
+            change = gpu.machine.set("recovery_action", HealthState.DEGRADED,
+                                     f"the driver asks for a {action}")
+        self._transition(gpu, change, event.time_ns)
+
+    # -- inputs from the sampler (agent.runtime.sampler.DeviceObserver) -------------------
+
+    def unresponsive(self, uuid: str, call: str | None, seconds: float) -> None:
+        gpu = self._gpus.get(uuid)
+        if gpu is None or gpu.machine.holds("unresponsive"):
+            return
+        name = call or "device call"
+        now = self._wall_ns()
+        change = gpu.machine.set("unresponsive", HealthState.DEGRADED,
+                                 f"unresponsive: {name} exceeded {seconds:g}s")
+        self._emit_admitted(gpu, ev.UNRESPONSIVE, Severity.ERROR,
+                            f"GPU {gpu.identity.index} is unresponsive: {name} did not return "
+                            f"within {seconds:g}s",
+                            (("gpu.call", name), ("gpu.call.duration", float(seconds))),
+                            time_ns=now, live_lookup=False)
+        self._transition(gpu, change, now)
+
+    def responsive(self, uuid: str) -> None:
+        gpu = self._gpus.get(uuid)
+        if gpu is None or not gpu.machine.holds("unresponsive"):
+            return
+        now = self._wall_ns()
+        change = gpu.machine.clear("unresponsive", "responding again")
+        self._emit_admitted(gpu, ev.RECOVERED, Severity.INFO,
+                            f"GPU {gpu.identity.index} answers again (it was unresponsive)",
+                            (), time_ns=now)
+        self._transition(gpu, change, now)
+
+    def lost(self, uuid: str, reason: str) -> None:
+        gpu = self._gpus.get(uuid)
+        if gpu is None or gpu.machine.holds("lost"):
+            return
+        now = self._wall_ns()
+        change = gpu.machine.set("lost", HealthState.FAILED, f"lost: {reason}")
+        gpu.machine.clear("unresponsive", "lost")
+        self._emit_admitted(gpu, ev.LOST, Severity.FATAL,
+                            f"GPU {gpu.identity.index} is lost (fell off the bus): {reason}",
+                            (), time_ns=now, live_lookup=False)
+        self._transition(gpu, change, now)
+
+    def available(self, uuid: str) -> None:
+        gpu = self._gpus.get(uuid)
+        if gpu is None:
+            return
+        if not gpu.machine.holds("lost"):
+            return
+        now = self._wall_ns()
+        before = gpu.machine.state
+        gpu.machine.clear("lost", "answers again")
+        gpu.machine.reset("answers again")  # a GPU back from loss was reset
+        self._emit_admitted(gpu, ev.RECOVERED, Severity.INFO,
+                            f"GPU {gpu.identity.index} answers again (it was lost)", (),
+                            time_ns=now)
+        self._transition(gpu, Transition(before, gpu.machine.state, "answers again after "
+                                         "being lost"), now)
+
+    def sampled(self, uuid: str, group: str, readings: tuple[Reading, ...]) -> None:
+        gpu = self._gpus.get(uuid)
+        if gpu is None or group != "slow":
+            return
+        throttles, conditions = gpu.polled.update(readings)
+        now = self._wall_ns()
+        for throttle in throttles:
+            attributes: list[tuple[str, EventValue]] = [
+                ("gpu.clock.throttle.reason", throttle.reason),
+                ("gpu.throttle.state", throttle.state)]
+            if throttle.state == "transient":
+                attributes.append(("gpu.violation.policy", throttle.reason.split("_")[0]))
+                attributes.append(("gpu.throttle.duration", throttle.seconds))
+            verb = {"start": "started", "end": "ended", "transient": "happened"}[throttle.state]
+            self._emit_admitted(gpu, ev.THROTTLE, Severity.WARN if throttle.state != "end"
+                                else Severity.INFO,
+                                f"GPU {gpu.identity.index} clock slowdown {throttle.reason} "
+                                f"{verb}", tuple(attributes), time_ns=now,
+                                storm_key=(throttle.reason, throttle.state))
+        for condition in conditions:
+            if condition.active:
+                change = gpu.machine.set(condition.cause, HealthState.DEGRADED, condition.reason)
+            else:
+                change = gpu.machine.clear(condition.cause, f"no longer: {condition.reason}")
+            self._transition(gpu, change, now)
+
+    # -- output --------------------------------------------------------------------------
+
+    def _transition(self, gpu: _Gpu, change: Transition | None, time_ns: int) -> None:
+        if change is None or change.previous is change.current:
+            return
+        before = change.previous
+        self._publish(gpu)
+        severity = {HealthState.OK: Severity.INFO, HealthState.DEGRADED: Severity.WARN,
+                    HealthState.FAILED: Severity.ERROR}[change.current]
+        self._emit_admitted(
+            gpu, ev.HEALTH, severity,
+            f"GPU {gpu.identity.index} health {before.value} -> {change.current.value}: "
+            f"{change.reason}",
+            (("hw.state", change.current.value), ("gpu.health.previous_state", before.value),
+             ("gpu.health.reason", change.reason)),
+            time_ns=time_ns, storm_key=(change.current.value,))
+
+    def _emit_admitted(
+        self, gpu: _Gpu, name: str, severity: Severity, body: str,
+        attributes: EventAttributes, *, time_ns: int, live_lookup: bool = True,
+        storm_key: tuple[object, ...] = (),
+    ) -> None:
+        """Through storm control, so a flapping GPU cannot flood the collector."""
+        if not self._storm.admit((gpu.identity.uuid, name, *storm_key), self._clock()):
+            self.stats.suppressed += 1
+            return
+        self._emit(gpu, name, severity, body, attributes, time_ns=time_ns,
+                   live_lookup=live_lookup)
+
+    def _emit(
+        self, gpu: _Gpu, name: str, severity: Severity, body: str,
+        attributes: EventAttributes, *, time_ns: int, live_lookup: bool = True,
+    ) -> None:
+        event = HealthEvent(name, time_ns, severity, body,
+                            (*_device_attributes(gpu.identity), *attributes))
+        self._queue.put_nowait(_Pending(event, gpu.identity.uuid, live_lookup))
+
+    def _summaries(self, summaries: list[Summary]) -> None:
+        for summary in summaries:
+            key = summary.key
+            if not isinstance(key, tuple) or len(key) < 2:
+                continue
+            gpu = self._gpus.get(str(key[0]))
+            if gpu is None:
+                continue
+            name = str(key[1])
+            window = self._settings.storm_window
+            attributes: list[tuple[str, EventValue]] = [("gpu.event.count", summary.count)]
+            severity = Severity.WARN
+            what = name
+            if name == ev.XID and len(key) > 2 and isinstance(key[2], int):
+                info = lookup(key[2])
+                severity = info.severity
+                what = f"XID {key[2]} {info.name}"
+                attributes += [("gpu.xid.code", key[2]), ("gpu.xid.name", info.name),
+                               ("gpu.xid.action", info.action),
+                               ("gpu.event.source", "summary")]
+            elif name == ev.ECC and len(key) > 2:
+                attributes.append(("error.type", str(key[2])))
+            self._emit(gpu, name, severity,
+                       f"{what} repeated {summary.count} more time(s) on GPU "
+                       f"{gpu.identity.index} within {window:g}s (storm summary)",
+                       tuple(attributes), time_ns=self._wall_ns())
+
+    def _publish(self, gpu: _Gpu) -> None:
+        readings = tuple(Reading("gpu.xid.errors", count, (("gpu.xid.code", code),))
+                         for code, count in sorted(gpu.xids.items()))
+        self._store.put_overlay(gpu.identity.uuid, DeviceOverlay(gpu.machine.state, readings))
+
+    # -- tasks ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Deliver events in order (with their workloads) and summarise storms."""
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(self._deliver(), name="health-deliver")
+            tasks.create_task(self._summarise(), name="health-storms")
+
+    async def _summarise(self) -> None:
+        tick = min(max(self._settings.storm_window / 4, 0.05), 1.0)
+        while True:
+            await asyncio.sleep(tick)
+            self._summaries(self._storm.due(self._clock()))
+
+    async def _deliver(self) -> None:
+        while True:
+            pending = await self._queue.get()
+            self._current = pending  # cancelled while looking up workloads: drain() keeps it
+            event = pending.event
+            processes = await self._processes(pending.uuid, pending.live_lookup)
+            if processes:
+                event = HealthEvent(event.name, event.time_ns, event.severity, event.body,
+                                    (*event.attributes, *_workload_attributes(processes)))
+            self._current = None
+            self.stats.events += 1
+            self._sink(event)
+
+    async def _processes(self, uuid: str, live: bool) -> tuple[GpuProcess, ...]:
+        gpu = self._gpus[uuid]
+        lookup_ = self._workloads
+        if lookup_ is None:
+            return ()
+        down = gpu.machine.holds("unresponsive") or gpu.machine.holds("lost")
+        if not live or down or gpu.lookup_busy:
+            return gpu.known  # the GPU cannot answer now (or its last query still hangs)
+        gpu.lookup_busy = True
+        worker = self._lookups.get(uuid)
+        if worker is None:
+            worker = self._lookups[uuid] = DeviceWorker(f"workloads-{gpu.identity.index}")
+        future = asyncio.wrap_future(worker.submit(lambda: lookup_.processes_on(uuid)))
+
+        def done(f: asyncio.Future[tuple[GpuProcess, ...]]) -> None:
+            gpu.lookup_busy = False
+            if not f.cancelled() and f.exception() is None:
+                gpu.known = f.result()
+
+        future.add_done_callback(done)
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(LOOKUP_TIMEOUT_S):
+                return await asyncio.shield(future)
+        return gpu.known
+
+    def drain(self) -> list[HealthEvent]:
+        """At shutdown: storm counts not yet summarised and events not yet delivered."""
+        self._summaries(self._storm.pending())
+        out = [] if self._current is None else [self._current.event]
+        self._current = None
+        while not self._queue.empty():
+            out.append(self._queue.get_nowait().event)
+        self.stats.events += len(out)
+        return out
+
+    def close(self) -> None:
+        for worker in self._lookups.values():
+            worker.stop()
+
+
+def _device_attributes(identity: DeviceIdentity) -> EventAttributes:
+    return (*identity.attributes()[:1], ("hw.type", "gpu"), *identity.attributes()[1:])
+
+
+def _workload_attributes(processes: tuple[GpuProcess, ...]) -> EventAttributes:
+    """PIDs and executables in one order; each workload attribute's distinct known values."""
+    out: list[tuple[str, EventValue]] = [
+        ("process.pid", tuple(p.pid for p in processes)),
+        ("process.executable.name", tuple(p.executable for p in processes)),
+    ]
+    values: dict[str, list[str]] = {}
+    for process in processes:
+        for key, value in process.workload.attributes():
+            seen = values.setdefault(key, [])
+            if str(value) not in seen:
+                seen.append(str(value))
+    out.extend((key, tuple(v)) for key, v in values.items())
+    return tuple(out)

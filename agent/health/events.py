@@ -1,0 +1,103 @@
+"""Health events: the immutable record every source, the spool and the exporter share.
+
+An event becomes one OTLP LogRecord: ``event_name`` and the attribute ``event.name`` carry the
+same name (Loki drops the field), the severity comes from the XID catalog or the event kind,
+the body is one human-readable line. The names and attributes are the public contract of
+``shared/specs/telemetry.md``; :data:`EVENTS` lists them for ``docs/events.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from agent.health.severity import Severity
+
+EventValue = str | int | float | bool | tuple[str, ...] | tuple[int, ...]
+EventAttributes = tuple[tuple[str, EventValue], ...]
+
+XID = "gpu.xid"
+ECC = "gpu.ecc"
+LOST = "gpu.lost"
+RECOVERED = "gpu.recovered"
+UNRESPONSIVE = "gpu.unresponsive"
+THROTTLE = "gpu.throttle"
+HEALTH = "gpu.health"
+
+
+@dataclass(frozen=True)
+class HealthEvent:
+    name: str
+    time_ns: int
+    severity: Severity
+    body: str
+    attributes: EventAttributes  # device attributes, event attributes, workloads
+
+    def all_attributes(self) -> EventAttributes:
+        """What is sent: ``event.name`` first, then the event's own attributes."""
+        return (("event.name", self.name), *self.attributes)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"n": self.name, "t": self.time_ns, "s": self.severity.name, "b": self.body,
+             "a": [[k, list(v) if isinstance(v, tuple) else v] for k, v in self.attributes]},
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> HealthEvent:
+        """Inverse of :meth:`to_json`; raises ValueError (or KeyError/TypeError) on bad input."""
+        raw: Any = json.loads(text)
+        attributes = tuple((str(k), _value(v)) for k, v in raw["a"])
+        return cls(str(raw["n"]), int(raw["t"]), Severity[raw["s"]], str(raw["b"]), attributes)
+
+
+def _value(raw: Any) -> EventValue:
+    if isinstance(raw, list):
+        if all(isinstance(v, str) for v in raw):
+            return tuple(str(v) for v in raw)
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in raw):
+            return tuple(int(v) for v in raw)
+        raise ValueError(f"mixed array attribute {raw!r}")
+    if isinstance(raw, str | int | float | bool):
+        return raw
+    raise ValueError(f"unsupported attribute value {raw!r}")
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    name: str
+    attributes: tuple[str, ...]
+    description: str
+
+
+# Attributes every event carries (besides these, the device attributes; workloads on gpu.xid
+# and wherever processes are known).
+COMMON_ATTRIBUTES: tuple[tuple[str, str], ...] = (
+    ("event.name", "the event name again (Loki drops the LogRecord field)"),
+    ("process.pid", "PIDs of the processes on the GPU at that moment (int array)"),
+    ("process.executable.name", "their executable names (string array, same order)"),
+    ("k8s.pod.name, k8s.namespace.name, container.id, …",
+     "workloads of those processes, where known (string arrays)"),
+    ("gpu.event.count", "on a storm summary: occurrences folded into it since the last "
+     "event of the same kind"),
+)
+
+EVENTS: tuple[EventSpec, ...] = (
+    EventSpec(XID, ("gpu.xid.code", "gpu.xid.name", "gpu.xid.action", "gpu.event.source"),
+              "An XID error (NVML event or kernel log); severity and action from the "
+              "XID catalog. Seen by both sources within the de-duplication window: once."),
+    EventSpec(ECC, ("error.type",), "A single-bit (`corrected`) or double-bit "
+              "(`uncorrected`) ECC error event."),
+    EventSpec(LOST, (), "The GPU answers NVML_ERROR_GPU_IS_LOST (fell off the bus)."),
+    EventSpec(RECOVERED, (), "A lost or unresponsive GPU answers again."),
+    EventSpec(UNRESPONSIVE, ("gpu.call", "gpu.call.duration"), "A device call exceeded its "
+              "deadline (`call_timeout`); names the call and how long it had run (s)."),
+    EventSpec(THROTTLE, ("gpu.clock.throttle.reason", "gpu.throttle.state"),
+              "A thermal or power clock slowdown starts (`start`) or ends (`end`), from the "
+              "slow metric group; a slowdown only the violation counters saw between two "
+              "reads is `transient` with `gpu.violation.policy`."),
+    EventSpec(HEALTH, ("hw.state", "gpu.health.previous_state", "gpu.health.reason"),
+              "The GPU's health state (`ok`/`degraded`/`failed`, as in `hw.status`) changed."),
+)

@@ -1,0 +1,109 @@
+"""Wires the health pipeline: vendor event sources -> engine -> event pusher (+ spool).
+
+Sources run on their own threads and hand batches to the loop with ``call_soon_threadsafe``;
+the samplers report to the engine directly (it is their ``DeviceObserver``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from opentelemetry.sdk.resources import Resource
+
+from agent.config.schema import AgentConfig
+from agent.export.event_pusher import EventPusher
+from agent.export.event_senders import build_event_sender
+from agent.health.engine import EngineSettings, HealthEngine
+from agent.health.spool import Spool
+from agent.health.telemetry import HealthTelemetry
+from agent.model.snapshot import Reading, SnapshotStore
+from agent.model.workload import WorkloadLookup
+from agent.runtime.discovery import OpenBackend
+from agent.sampling.backend import (
+    DeviceEvent,
+    EventCapable,
+    EventSource,
+    EventSourceOptions,
+    WorkloadCapable,
+)
+
+log = logging.getLogger(__name__)
+MIB = 1024 * 1024
+
+
+class HealthRuntime:
+    def __init__(
+        self,
+        config: AgentConfig,
+        resource: Resource,
+        opened: Sequence[OpenBackend],
+        store: SnapshotStore,
+        workloads: WorkloadLookup | None = None,
+    ) -> None:
+        health = config.health
+        if workloads is None:
+            workloads = next((b.backend.workload_lookup() for b in opened
+                              if isinstance(b.backend, WorkloadCapable)), None)
+        spool = Spool(Path(health.spool_path) if health.spool_path else None,
+                      int(health.spool_max_mib * MIB))
+        self.spool = spool
+        self.pusher = EventPusher(build_event_sender(config, resource), spool)
+        self.engine = HealthEngine(
+            [d.identity for b in opened for d in b.devices], self.pusher.submit, store,
+            EngineSettings(storm_window=health.storm_window, dedup_window=health.dedup_window),
+            workloads,
+        )
+        options = EventSourceOptions(kmsg=health.kmsg)
+        self.sources: list[EventSource] = []
+        for backend in opened:
+            if isinstance(backend.backend, EventCapable):
+                self.sources.extend(backend.backend.event_sources(backend.devices, options))
+            else:
+                log.info("backend %s has no event source; health comes from polling only",
+                         backend.backend.name)
+
+    def start(self) -> list[asyncio.Task[None]]:
+        loop = asyncio.get_running_loop()
+
+        def emit(batch: Sequence[DeviceEvent]) -> None:  # on a source's thread
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(self.engine.on_events, batch)
+
+        for source in self.sources:
+            source.start(emit)
+        return [asyncio.create_task(self.engine.run(), name="health"),
+                asyncio.create_task(self.pusher.run(), name="events-export")]
+
+    def close(self, budget: float) -> None:
+        """After the tasks were cancelled: stop the sources, keep every event not sent."""
+        for source in self.sources:
+            source.stop()
+        self.pusher.close(self.engine.drain(), timeout=budget)
+        self.engine.close()
+
+    def readings(self) -> tuple[Reading, ...]:
+        """Self-telemetry (``gpu_agent.events.*``), read when a snapshot is taken."""
+        t = self.telemetry()
+        return (
+            Reading("gpu_agent.events", t.events),
+            Reading("gpu_agent.events.sent", t.sent),
+            Reading("gpu_agent.events.suppressed", t.suppressed),
+            Reading("gpu_agent.events.duplicates", t.duplicates),
+            Reading("gpu_agent.events.dropped", t.dropped),
+            Reading("gpu_agent.events.spooled", t.spooled),
+            Reading("gpu_agent.events.spool.size", t.spool_bytes),
+            Reading("gpu_agent.events.spool.records", t.spool_records),
+        )
+
+    def telemetry(self) -> HealthTelemetry:
+        engine, pusher, spool = self.engine.stats, self.pusher.stats, self.spool.stats
+        return HealthTelemetry(
+            device_events=engine.device_events, events=engine.events,
+            suppressed=engine.suppressed, duplicates=engine.duplicates, sent=pusher.sent,
+            send_failures=pusher.send_failures, spooled=spool.spooled, resent=spool.resent,
+            dropped=spool.dropped + pusher.dropped, spool_corrupt=spool.corrupt,
+            spool_records=spool.records, spool_bytes=spool.bytes,
+        )

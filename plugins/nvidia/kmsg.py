@@ -1,0 +1,117 @@
+"""The kernel log as a second XID source: ``NVRM: Xid (PCI:0000:3b:00): 79, ...`` lines.
+
+Some XIDs (79 "fallen off the bus", 119, 120) never arrive through NVML, and NVML's own event
+path dies with the GPU; the driver still writes them to the kernel log. The reader starts at
+the end of ``/dev/kmsg`` (what happened before the agent started is not news), maps the PCI
+bus id in the line to the GPU, and hands each XID over; the engine drops the second sighting
+of a fault NVML reported too. Without access to ``/dev/kmsg`` it says so once and stops.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import re
+import select
+import threading
+import time
+from collections.abc import Mapping
+
+from agent.sampling.backend import EVENT_XID, DeviceEvent, EventBatch
+
+log = logging.getLogger(__name__)
+KMSG = "/dev/kmsg"
+POLL_MS = 200
+_XID = re.compile(
+    r"NVRM: Xid \(PCI:(?:([0-9A-Fa-f]+):)?([0-9A-Fa-f]{1,2}):([0-9A-Fa-f]{1,2})"
+    r"(?:\.([0-7]))?\): (\d+)(?:,\s*(.*))?"
+)
+
+PciKey = tuple[int, int, int]  # domain, bus, device
+
+
+def pci_key(bus_id: str) -> PciKey | None:
+    """``00000000:3B:00.0`` (NVML) or ``0000:3b:00`` (kernel log) -> (domain, bus, device)."""
+    parts = bus_id.strip().split(":")
+    try:
+        if len(parts) == 3:
+            return int(parts[0], 16), int(parts[1], 16), int(parts[2].split(".")[0], 16)
+        if len(parts) == 2:
+            return 0, int(parts[0], 16), int(parts[1].split(".")[0], 16)
+    except ValueError:
+        return None
+    return None
+
+
+def parse_line(line: str, gpus: Mapping[PciKey, str]) -> DeviceEvent | None:
+    """One kmsg record (``prio,seq,ts,flags;message``) -> an XID event of a known GPU."""
+    message = line.split(";", 1)[1] if ";" in line.split("\n", 1)[0] else line
+    match = _XID.search(message)
+    if match is None:
+        return None
+    domain, bus, device, _function, code, detail = match.groups()
+    key = (int(domain or "0", 16), int(bus, 16), int(device, 16))
+    uuid = gpus.get(key)
+    if uuid is None:
+        return None
+    text = (detail or "").split("\n", 1)[0].strip()
+    return DeviceEvent(uuid, EVENT_XID, time.time_ns(), code=int(code), source="kmsg",
+                       detail=text[:200])
+
+
+class KmsgXidReader:
+    name = "kmsg"
+
+    def __init__(self, gpus: Mapping[str, str], path: str = KMSG) -> None:
+        """``gpus``: PCI bus id (as NVML gives it) -> GPU UUID."""
+        self._gpus = {key: uuid for bus, uuid in gpus.items()
+                      if (key := pci_key(bus)) is not None}
+        self._path = path
+        self._stop = threading.Event()
+        self.lines = 0  # records read, for self-telemetry
+
+    def start(self, emit: EventBatch) -> None:
+        try:
+            fd = os.open(self._path, os.O_RDONLY | os.O_NONBLOCK)
+            os.lseek(fd, 0, os.SEEK_END)
+        except OSError as error:
+            log.warning("cannot read %s (%s): XIDs are taken from NVML events only (79, 119 "
+                        "and 120 may be missed); run as root or with CAP_SYSLOG to add the "
+                        "kernel log", self._path, error.strerror or error)
+            return
+        threading.Thread(target=self._run, args=(fd, emit), name="kmsg-xid",
+                         daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self, fd: int, emit: EventBatch) -> None:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        try:
+            while not self._stop.is_set():
+                if not poller.poll(POLL_MS):
+                    continue
+                batch = []
+                while True:
+                    try:
+                        record = os.read(fd, 8192)
+                    except BlockingIOError:
+                        break
+                    except OSError as error:
+                        if error.errno == errno.EPIPE:
+                            continue  # records were overwritten before we read them
+                        raise
+                    if not record:
+                        break
+                    self.lines += 1
+                    event = parse_line(record.decode(errors="replace"), self._gpus)
+                    if event is not None:
+                        batch.append(event)
+                if batch:
+                    emit(batch)
+        except Exception:
+            log.exception("kernel log reader stopped")
+        finally:
+            os.close(fd)

@@ -1,0 +1,39 @@
+"""The Grafana dashboards, statically (their PromQL runs against a real Prometheus in
+tests/integration/test_prometheus_scrape.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+DASHBOARDS = sorted((REPO / "otel-config" / "dashboards").glob("*.json"))
+
+
+def test_four_dashboards_with_unique_uids_and_well_formed_panels() -> None:
+    boards = [json.loads(p.read_text(encoding="utf-8")) for p in DASHBOARDS]
+    assert len(boards) == 4
+    assert len({b["uid"] for b in boards}) == 4
+    for board in boards:
+        variables = {v["name"] for v in board["templating"]["list"]}
+        ids = [p["id"] for p in board["panels"]]
+        assert len(ids) == len(set(ids)), board["title"]
+        for panel in board["panels"]:
+            grid = panel["gridPos"]
+            assert grid["x"] >= 0 and grid["x"] + grid["w"] <= 24, panel["title"]
+            for target in panel.get("targets", []):
+                uid = target["datasource"]["uid"]
+                assert uid.startswith("${") and uid[2:-1] in variables, (board["title"], uid)
+
+
+def test_the_events_dashboard_reads_the_agents_events_from_loki() -> None:
+    board = json.loads((REPO / "otel-config" / "dashboards" / "gpu-health-events.json")
+                       .read_text(encoding="utf-8"))
+    targets = [t for p in board["panels"] for t in p.get("targets", [])]
+    assert targets and all(t["datasource"]["type"] == "loki" for t in targets)
+    for target in targets:
+        assert '{service_name="gpu-otel-agent"}' in target["expr"]
+        assert "event_name" in target["expr"]  # the attribute event.name, as Loki stores it
+    (event,) = [v for v in board["templating"]["list"] if v["name"] == "event"]
+    assert event["query"].split(",") == ["gpu.xid", "gpu.ecc", "gpu.lost", "gpu.recovered",
+                                         "gpu.unresponsive", "gpu.throttle", "gpu.health"]

@@ -1,0 +1,214 @@
+"""The Helm chart, linted and rendered by the real Helm v4 engine (helm-python-sdk), every
+manifest validated against the Kubernetes schemas of two recent versions."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import kubernetes_validate
+import pytest
+import yaml
+
+from agent.config.load import load
+
+REPO = Path(__file__).resolve().parents[3]
+CHART = REPO / "helm" / "gpu-otel-agent"
+KUBE_VERSIONS = ("1.36.0", "1.37.0")
+CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}  # Prometheus Operator CRDs, checked below
+TOGGLED: dict[str, Any] = {
+    "otlp": {"endpoint": "https://otel-gateway.observability.svc:4317",
+             "headers": {"authorization": "Bearer t0ken", "x-scope-orgid": "acme"},
+             "caSecret": "gateway-ca"},
+    "prometheus": {"scheme": "dcgm", "webConfig": {"existingSecret": "agent-web", "tls": True}},
+    "service": {"enabled": True},
+    "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus"},
+                       "endpoint": {"scheme": "https", "tlsConfig": {"insecureSkipVerify": True}}},
+    "prometheusRule": {"enabled": True},
+    "attribution": {"processEvents": True},
+    "health": {"kernelLog": True},
+    "ebpf": {"enabled": True},
+    "runtimeClassName": "nvidia",
+    "config": {"groups": {"fast": {"interval": 1}}},
+}
+
+
+@pytest.fixture(scope="module")
+def chart() -> Iterator[helm.Chart]:
+    with helm.Chart.load(CHART) as loaded:
+        yield loaded
+
+
+def render(chart: helm.Chart, values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    manifests = chart.render(values=copy.deepcopy(values or {}), name="gpu",
+                             namespace="monitoring", is_install=True)
+    docs = []
+    for name, text in manifests.items():
+        if name.endswith("NOTES.txt"):
+            continue
+        docs.extend(d for d in yaml.safe_load_all(text) if d)
+    return docs
+
+
+def of_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    (doc,) = [d for d in docs if d["kind"] == kind]
+    return doc
+
+
+@pytest.mark.parametrize("values", [{}, TOGGLED], ids=["default", "toggled"])
+def test_lint_is_clean_in_strict_mode(values: dict[str, Any]) -> None:
+    for version in KUBE_VERSIONS:
+        report = helm.lint(CHART, copy.deepcopy(values), strict=True, namespace="monitoring",
+                           kube_version=f"v{version}")
+        assert report["errors"] == [], report
+        assert [m for m in report["messages"] if m["severity"] >= 2] == [], report
+
+
+@pytest.mark.parametrize("values", [{}, TOGGLED], ids=["default", "toggled"])
+def test_every_manifest_is_valid_for_two_kubernetes_versions(
+    chart: helm.Chart, values: dict[str, Any],
+) -> None:
+    docs = render(chart, values)
+    kinds = {d["kind"] for d in docs}
+    assert {"DaemonSet", "ConfigMap", "ServiceAccount"} <= kinds
+    for doc in docs:
+        if doc["kind"] in CRD_KINDS:
+            continue
+        for version in KUBE_VERSIONS:
+            kubernetes_validate.validate(doc, version, strict=True)  # raises on any error
+    if values:
+        assert {"Service", "Secret", "ServiceMonitor", "PrometheusRule"} <= kinds
+
+
+def test_a_manifest_with_a_typo_is_rejected(chart: helm.Chart) -> None:
+    """The validation can fail: a misspelt field in the rendered DaemonSet is an error."""
+    daemonset = of_kind(render(chart), "DaemonSet")
+    daemonset["spec"]["template"]["spec"]["hostPid"] = True
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(daemonset, KUBE_VERSIONS[-1], strict=True)
+
+
+def _container(docs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    pod = of_kind(docs, "DaemonSet")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    return pod, container
+
+
+def test_default_daemonset_has_least_privilege(chart: helm.Chart) -> None:
+    pod, container = _container(render(chart))
+    security = container["securityContext"]
+    assert security["privileged"] is False
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["capabilities"] == {"drop": ["ALL"]}  # nothing added by default
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["hostPID"] is True
+    assert "hostNetwork" not in pod and "hostIPC" not in pod
+    assert pod["automountServiceAccountToken"] is False
+    host_paths = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
+    assert host_paths == {"host-cgroup": "/sys/fs/cgroup",
+                          "pod-resources": "/var/lib/kubelet/pod-resources"}
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert all(mounts[name]["readOnly"] is True for name in host_paths)
+    assert pod["nodeSelector"] == {"feature.node.kubernetes.io/pci-10de.present": "true"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in \
+        pod["tolerations"]
+    assert container["resources"]["limits"]["memory"] == "128Mi"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+
+
+def test_features_add_only_the_capabilities_they_need(chart: helm.Chart) -> None:
+    for values, added in (
+        ({"ebpf": {"enabled": True}}, ["BPF", "PERFMON"]),
+        ({"health": {"kernelLog": True}}, ["SYSLOG"]),
+        ({"attribution": {"processEvents": True}}, ["NET_ADMIN"]),
+        (TOGGLED, ["NET_ADMIN", "SYSLOG", "BPF", "PERFMON"]),
+    ):
+        pod, container = _container(render(chart, values))
+        capabilities = container["securityContext"]["capabilities"]
+        assert capabilities == {"drop": ["ALL"], "add": added}, values
+        assert container["securityContext"]["privileged"] is False
+        assert pod.get("hostNetwork", False) is ("NET_ADMIN" in added)
+
+
+def test_node_selector_and_tolerations_can_be_overridden(chart: helm.Chart) -> None:
+    # Helm merges maps: null removes the default label (--set nodeSelector.<label>=null).
+    values = {"nodeSelector": {"feature.node.kubernetes.io/pci-10de.present": None,
+                               "feature.node.kubernetes.io/pci-1002.present": "true"},
+              "tolerations": []}
+    pod, _ = _container(render(chart, values))
+    assert pod["nodeSelector"] == {"feature.node.kubernetes.io/pci-1002.present": "true"}
+    assert "tolerations" not in pod
+
+
+def test_the_configmap_is_a_configuration_the_agent_accepts(
+    chart: helm.Chart, tmp_path: Path,
+) -> None:
+    for values in ({}, TOGGLED):
+        config_map = of_kind(render(chart, values), "ConfigMap")
+        path = tmp_path / "agent.yaml"
+        path.write_text(config_map["data"]["agent.yaml"], encoding="utf-8")
+        config = load(path, environ={})  # the agent's own validation
+        assert config.prometheus.enabled is True
+        assert config.prometheus.listen == "0.0.0.0:9400"
+        assert config.attribution.kubelet.socket == "/var/lib/kubelet/pod-resources/kubelet.sock"
+    assert config.prometheus.scheme == "dcgm"
+    assert config.prometheus.web_config_file == "/etc/gpu-otel-agent/web/web-config.yml"
+    assert config.otlp.endpoint == "https://otel-gateway.observability.svc:4317"
+    assert config.otlp.certificate == "/etc/gpu-otel-agent/otlp-ca/ca.crt"
+    assert config.groups["fast"].interval == 1  # values.config merged over the chart's
+
+
+def test_otlp_headers_come_from_a_secret(chart: helm.Chart) -> None:
+    docs = render(chart, TOGGLED)
+    secret = of_kind(docs, "Secret")
+    assert secret["stringData"] == {"headers": "authorization=Bearer t0ken,x-scope-orgid=acme"}
+    _, container = _container(docs)
+    env = {e["name"]: e for e in container["env"]}
+    assert env["OTEL_EXPORTER_OTLP_HEADERS"]["valueFrom"]["secretKeyRef"] == {
+        "name": secret["metadata"]["name"], "key": "headers"}
+    assert "t0ken" not in yaml.safe_dump(of_kind(docs, "ConfigMap"))  # never in the ConfigMap
+    own = render(chart, {"otlp": {"existingSecret": "mine", "existingSecretKey": "h"}})
+    assert not [d for d in own if d["kind"] == "Secret"]
+    _, container = _container(own)
+    env = {e["name"]: e for e in container["env"]}
+    assert env["OTEL_EXPORTER_OTLP_HEADERS"]["valueFrom"]["secretKeyRef"] == {
+        "name": "mine", "key": "h"}
+
+
+def test_service_monitor_and_prometheus_rule(chart: helm.Chart) -> None:
+    docs = render(chart, TOGGLED)
+    service = of_kind(docs, "Service")
+    monitor = of_kind(docs, "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= \
+        service["metadata"]["labels"].items()
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] == "metrics" == service["spec"]["ports"][0]["name"]
+    assert endpoint["scheme"] == "https"
+    rule = of_kind(docs, "PrometheusRule")
+    shipped = yaml.safe_load((REPO / "otel-config" / "alerts" / "gpu-alerts.rules.yaml")
+                             .read_text())
+    assert rule["spec"] == shipped
+    _, container = _container(docs)
+    assert container["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
+
+
+def test_chart_rules_file_is_the_tested_one() -> None:
+    assert (CHART / "files" / "gpu-alerts.rules.yaml").read_bytes() == \
+        (REPO / "otel-config" / "alerts" / "gpu-alerts.rules.yaml").read_bytes()
+
+
+@pytest.mark.parametrize("values", [
+    {"prometheus": {"scheme": "prom"}},
+    {"otlp": {"endpoint": "collector:4317"}},
+    {"unknownKey": 1},
+    {"attribution": {"processEvents": "yes"}},
+])
+def test_values_schema_rejects_bad_values(chart: helm.Chart, values: dict[str, Any]) -> None:
+    with pytest.raises(helm.HelmError):
+        chart.render(values=values, name="gpu", namespace="monitoring")

@@ -1,0 +1,147 @@
+"""The health engine between its inputs (device events, sampler observations) and its sink."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+from agent.health.engine import EngineSettings, HealthEngine
+from agent.health.events import HealthEvent
+from agent.model.snapshot import DeviceIdentity, HealthState, SnapshotStore
+from agent.model.workload import GpuProcess, Workload
+from agent.sampling.backend import (
+    EVENT_ECC_CORRECTED,
+    EVENT_FATAL_POISON,
+    EVENT_XID,
+    DeviceEvent,
+)
+
+GPU = DeviceIdentity("GPU-a", 0, "nvidia", "NVIDIA H100", "00000000:18:00.0")
+
+
+class Lookup:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def processes_on(self, uuid: str) -> tuple[GpuProcess, ...]:
+        self.calls += 1
+        return (GpuProcess(7, "python3", Workload(pod_name="train-0", namespace="ml")),
+                GpuProcess(8, "python3", Workload(pod_name="train-0", namespace="ml")))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def run(scenario: Callable[[HealthEngine, list[HealthEvent], Clock], Awaitable[None]],
+        window: float = 1.0, lookup: Lookup | None = None) -> SnapshotStore:
+    store = SnapshotStore()
+    clock = Clock()
+
+    async def main() -> None:
+        sink: list[HealthEvent] = []
+        engine = HealthEngine([GPU], sink.append, store,
+                              EngineSettings(storm_window=window, dedup_window=2.0),
+                              lookup, clock=clock)
+        task = asyncio.create_task(engine.run())
+        try:
+            await scenario(engine, sink, clock)
+        finally:
+            task.cancel()
+            engine.close()
+
+    asyncio.run(main())
+    return store
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 2.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.005)
+
+
+def xid(code: int, source: str = "nvml") -> DeviceEvent:
+    return DeviceEvent("GPU-a", EVENT_XID, time.time_ns(), code=code, source=source)
+
+
+def test_xid_79_event_with_workloads_health_and_counter() -> None:
+    lookup = Lookup()
+
+    async def scenario(engine: HealthEngine, sink: list[HealthEvent], clock: Clock) -> None:
+        engine.on_events([xid(79)])
+        await until(lambda: len(sink) == 2)
+        first, health = sink
+        attrs = dict(first.attributes)
+        assert (first.name, attrs["gpu.xid.code"], attrs["gpu.xid.action"]) == (
+            "gpu.xid", 79, "RESTART_BM")
+        assert attrs["process.pid"] == (7, 8)
+        assert attrs["k8s.pod.name"] == ("train-0",)  # one pod, named once
+        assert dict(health.attributes)["hw.state"] == "failed"
+
+    store = run(scenario, lookup=lookup)
+    overlay = store.current(0).overlays["GPU-a"]
+    assert overlay.health is HealthState.FAILED
+    assert [(r.metric, r.value, r.attributes) for r in overlay.readings] == [
+        ("gpu.xid.errors", 1, (("gpu.xid.code", 79),))]
+
+
+def test_storm_first_out_then_summary_with_the_count() -> None:
+    async def scenario(engine: HealthEngine, sink: list[HealthEvent], clock: Clock) -> None:
+        engine.on_events([xid(13) for _ in range(500)])
+        await until(lambda: len(sink) == 1)
+        clock.now += 1.0  # the window ends
+        await until(lambda: len(sink) == 2, timeout=3)
+        summary = dict(sink[1].attributes)
+        assert summary["gpu.event.count"] == 499
+        assert summary["gpu.event.source"] == "summary"
+        assert engine.stats.suppressed == 499
+
+    store = run(scenario)
+    (counter,) = store.current(0).overlays["GPU-a"].readings
+    assert counter.value == 500
+
+
+def test_lost_recovered_unresponsive_and_sticky_conditions() -> None:
+    async def scenario(engine: HealthEngine, sink: list[HealthEvent], clock: Clock) -> None:
+        steps: list[Callable[[], None]] = [
+            lambda: engine.unresponsive("GPU-a", "nvmlDeviceGetFieldValues", 2.0),
+            lambda: engine.unresponsive("GPU-a", "nvmlDeviceGetFieldValues", 2.0),  # no news
+            lambda: engine.responsive("GPU-a"),
+            lambda: engine.on_events([DeviceEvent("GPU-a", EVENT_FATAL_POISON,
+                                                  time.time_ns())]),
+            lambda: engine.lost("GPU-a", "GPU is lost"),
+            lambda: engine.available("GPU-a"),  # back from loss = reset: poison goes too
+        ]
+        for step in steps:
+            clock.now += 1.0  # each in its own storm window
+            step()
+        names = ["gpu.unresponsive", "gpu.health", "gpu.recovered", "gpu.health",
+                 "gpu.health", "gpu.lost", "gpu.recovered", "gpu.health"]
+        await until(lambda: len(sink) >= len(names))
+        assert [e.name for e in sink] == names
+        states = [dict(e.attributes)["hw.state"] for e in sink if e.name == "gpu.health"]
+        assert states == ["degraded", "ok", "failed", "ok"]
+        hung = dict(sink[0].attributes)
+        assert (hung["gpu.call"], hung["gpu.call.duration"]) == ("nvmlDeviceGetFieldValues", 2.0)
+
+    run(scenario, window=0.001)
+
+
+def test_duplicates_dropped_and_undelivered_events_kept_at_shutdown() -> None:
+    async def scenario(engine: HealthEngine, sink: list[HealthEvent], clock: Clock) -> None:
+        engine.on_events([xid(43, "nvml"), xid(43, "kmsg")])
+        await until(lambda: len(sink) == 1)
+        assert engine.stats.duplicates == 1
+        engine.on_events([DeviceEvent("GPU-a", EVENT_ECC_CORRECTED, time.time_ns())] * 3)
+        left = engine.drain()  # shutdown before delivery: nothing is lost
+        names = [e.name for e in sink] + [e.name for e in left]
+        assert names.count("gpu.ecc") == 2  # the first, and the summary of the other two
+        assert any(dict(e.attributes).get("gpu.event.count") == 2 for e in [*sink, *left])
+
+    run(scenario)
