@@ -37,10 +37,14 @@ from agent.sampling.backend import (
     EVENT_ECC_CORRECTED,
     EVENT_ECC_UNCORRECTED,
     EVENT_FATAL_POISON,
+    EVENT_GPU_RESET_END,
+    EVENT_GPU_RESET_START,
     EVENT_MEMORY_RETIREMENT,
     EVENT_MEMORY_RETIREMENT_FAILURE,
     EVENT_RECOVERY_ACTION,
+    EVENT_THERMAL_THROTTLE,
     EVENT_UNAVAILABLE,
+    EVENT_VENDOR,
     EVENT_XID,
     DeviceEvent,
 )
@@ -118,6 +122,8 @@ class HealthEngine:
         # never holds up the interpreter's exit (a ThreadPoolExecutor's threads would).
         self._lookups: dict[str, DeviceWorker] = {}
         self.stats = HealthStats()
+        # Set by the agent: ask a lost GPU's sampler to probe it at once (vendor said it's back).
+        self.reprobe: Callable[[str], None] | None = None
         for gpu in self._gpus.values():
             self._publish(gpu)
 
@@ -142,6 +148,28 @@ class HealthEngine:
             elif event.kind == EVENT_UNAVAILABLE:
                 log.warning("gpu %d: NVML reports the GPU unavailable", gpu.identity.index)
                 self.stats.ignored += 1
+            elif event.kind == EVENT_GPU_RESET_START:
+                self._lost(gpu, f"GPU reset: {event.detail or 'started'}",
+                           f"GPU {gpu.identity.index} is being reset; it is lost until the "
+                           f"reset ends ({event.detail or 'no message'})", event.time_ns)
+            elif event.kind == EVENT_GPU_RESET_END:
+                if self.reprobe is not None:
+                    self.reprobe(event.uuid)  # its sampler: read again now, not at the re-probe
+                self.available(event.uuid)
+            elif event.kind == EVENT_THERMAL_THROTTLE:
+                self._emit_admitted(gpu, ev.THROTTLE, Severity.WARN,
+                                    f"GPU {gpu.identity.index} clock slowdown thermal started "
+                                    f"({event.detail or event.source})",
+                                    (("gpu.clock.throttle.reason", "thermal"),
+                                     ("gpu.throttle.state", "start"),
+                                     ("gpu.event.source", event.source)),
+                                    time_ns=event.time_ns, storm_key=("thermal", "start"))
+            elif event.kind == EVENT_VENDOR and event.name:
+                self._emit_admitted(gpu, event.name, Severity.ERROR,
+                                    f"{event.name} on GPU {gpu.identity.index}: "
+                                    f"{event.detail or 'no message'}",
+                                    (("gpu.event.source", event.source),),
+                                    time_ns=event.time_ns)
             else:
                 self.stats.ignored += 1
 
@@ -226,14 +254,18 @@ class HealthEngine:
 
     def lost(self, uuid: str, reason: str) -> None:
         gpu = self._gpus.get(uuid)
-        if gpu is None or gpu.machine.holds("lost"):
+        if gpu is not None:
+            self._lost(gpu, reason, f"GPU {gpu.identity.index} is lost (fell off the bus): "
+                       f"{reason}", self._wall_ns())
+
+    def _lost(self, gpu: _Gpu, reason: str, body: str, now: int) -> None:
+        """The sampler's view and a reset notification meet here: one ``gpu.lost`` either way."""
+        if gpu.machine.holds("lost"):
             return
-        now = self._wall_ns()
         change = gpu.machine.set("lost", HealthState.FAILED, f"lost: {reason}")
         gpu.machine.clear("unresponsive", "lost")
-        self._emit_admitted(gpu, ev.LOST, Severity.FATAL,
-                            f"GPU {gpu.identity.index} is lost (fell off the bus): {reason}",
-                            (), time_ns=now, live_lookup=False)
+        self._emit_admitted(gpu, ev.LOST, Severity.FATAL, body, (), time_ns=now,
+                            live_lookup=False)
         self._transition(gpu, change, now)
 
     def available(self, uuid: str) -> None:

@@ -24,6 +24,7 @@ RECOVERED = "gpu.recovered"
 UNRESPONSIVE = "gpu.unresponsive"
 THROTTLE = "gpu.throttle"
 HEALTH = "gpu.health"
+AMD_VM_FAULT = "gpu.amd.vm_fault"
 
 
 @dataclass(frozen=True)
@@ -90,14 +91,24 @@ EVENTS: tuple[EventSpec, ...] = (
               "XID catalog. Seen by both sources within the de-duplication window: once."),
     EventSpec(ECC, ("error.type",), "A single-bit (`corrected`) or double-bit "
               "(`uncorrected`) ECC error event."),
-    EventSpec(LOST, (), "The GPU answers NVML_ERROR_GPU_IS_LOST (fell off the bus)."),
-    EventSpec(RECOVERED, (), "A lost or unresponsive GPU answers again."),
+    EventSpec(LOST, (), "The GPU answers NVML_ERROR_GPU_IS_LOST (fell off the bus); on AMD, "
+              "its calls answer AMDSMI_STATUS_NOT_FOUND, or amdsmi notified a GPU reset "
+              "(GPU_PRE_RESET): lost until the reset ends."),
+    EventSpec(RECOVERED, (), "A lost or unresponsive GPU answers again (AMD: also the "
+              "GPU_POST_RESET notification)."),
     EventSpec(UNRESPONSIVE, ("gpu.call", "gpu.call.duration"), "A device call exceeded its "
               "deadline (`call_timeout`); names the call and how long it had run (s)."),
     EventSpec(THROTTLE, ("gpu.clock.throttle.reason", "gpu.throttle.state"),
               "A thermal or power clock slowdown starts (`start`) or ends (`end`), from the "
               "slow metric group; a slowdown only the violation counters saw between two "
-              "reads is `transient` with `gpu.violation.policy`."),
+              "reads is `transient` with `gpu.violation.policy`. AMD: reasons `ppt_power`, "
+              "`socket_thermal`, `vr_thermal`, `hbm_thermal`, `prochot` from the slow group, "
+              "and amdsmi's THERMAL_THROTTLE notification as reason `thermal`, state `start`, "
+              "`gpu.event.source=amdsmi`."),
     EventSpec(HEALTH, ("hw.state", "gpu.health.previous_state", "gpu.health.reason"),
               "The GPU's health state (`ok`/`degraded`/`failed`, as in `hw.status`) changed."),
+    EventSpec(AMD_VM_FAULT, ("gpu.event.source",),
+              "AMD only: a GPU virtual-memory fault (amdsmi VMFAULT notification, the NVIDIA "
+              "counterpart being an MMU-fault XID); the body carries the driver's message "
+              "(faulting address, process)."),
 )

@@ -16,6 +16,8 @@ from agent.model.snapshot import Reading
 SLOWDOWN_REASONS = frozenset({
     "sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
     "hw_power_brake_slowdown",
+    # AMD (amdsmi violation status)
+    "ppt_power", "socket_thermal", "vr_thermal", "hbm_thermal", "prochot",
 })
 # Violation policy -> the reasons that explain time counted against it.
 _POLICY_REASONS = {

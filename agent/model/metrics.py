@@ -124,6 +124,12 @@ AGENT_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("gpu_agent.call.overruns", C, "{call}",
                "Device calls that exceeded call_timeout (the device was marked unresponsive).",
                ("hw.id", "gpu.index")),
+    MetricSpec("gpu_agent.library.calls", C, "{call}",
+               "GPU library (NVML) calls made, per function, over all GPUs of the node.",
+               ("gpu_agent.call",)),
+    MetricSpec("gpu_agent.library.call.time", C, "s",
+               "Time spent in GPU library calls, per function (divide by "
+               "gpu_agent.library.calls for the mean latency).", ("gpu_agent.call",)),
     MetricSpec("gpu_agent.read.errors", C, "{error}", "Group reads that failed.",
                ("hw.id", "gpu.index")),
     MetricSpec("gpu_agent.exports", C, "{export}", "Metric exports that ended (OTLP push)."),

@@ -158,6 +158,10 @@ class Agent:
             for backend in opened
             for device in backend.devices
         ]
+        if self.health is not None:
+            by_uuid = {s.snapshot.identity.uuid: s for s in self.samplers}
+            self.health.engine.reprobe = lambda uuid: (
+                by_uuid[uuid].reprobe_now() if uuid in by_uuid else None)
         pusher = MetricPusher(
             build_snapshot_exporter(self._initial, resource), self.store, self._holder,
             device_count=len(self.samplers),
@@ -165,6 +169,7 @@ class Agent:
         self.pusher = pusher
         telemetry = SelfTelemetry(time.time_ns())
         telemetry.watch_samplers(self.samplers)
+        telemetry.watch_devices(device for backend in opened for device in backend.devices)
         telemetry.add(lambda: _export_readings(pusher))
         if self.health is not None:
             telemetry.add(self.health.readings)

@@ -8,6 +8,7 @@ lost device is re-probed at a low rate and resumes when it answers again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -78,6 +79,7 @@ class DeviceSampler:
         self._clock_ns = clock_ns
         self._worker = DeviceWorker(f"gpu-{device.identity.index}")
         self._available = asyncio.Event()
+        self._reprobe_now = asyncio.Event()
         self._groups: frozenset[str] = frozenset()
         self._snapshot = DeviceSnapshot(device.identity, HealthState.OK, clock_ns())
         self.stats = SamplerStats()
@@ -105,6 +107,18 @@ class DeviceSampler:
 
     def close(self) -> None:
         self._worker.stop()
+
+    def reprobe_now(self) -> None:
+        """The vendor said the device is back (an AMD post-reset notification): don't wait out
+        ``lost_reprobe_interval`` to find out. On the event loop."""
+        self._reprobe_now.set()
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep between re-probes of a lost device, cut short by :meth:`reprobe_now`."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._reprobe_now.wait()
+        self._reprobe_now.clear()
 
     @property
     def _uuid(self) -> str:
@@ -189,7 +203,7 @@ class DeviceSampler:
             except (DeviceLost, CallOverrun) as exc:
                 if isinstance(exc, DeviceLost):
                     self._mark_lost(str(exc))
-                await asyncio.sleep(self._config.current.lost_reprobe_interval)
+                await self._pause(self._config.current.lost_reprobe_interval)
                 continue
             log.info("%s: serving groups %s", self._name, ", ".join(sorted(self._groups)))
             if self._observer is not None:
@@ -199,7 +213,7 @@ class DeviceSampler:
             return
 
     async def _reprobe(self) -> None:
-        await asyncio.sleep(self._config.current.lost_reprobe_interval)
+        await self._pause(self._config.current.lost_reprobe_interval)
         await self._probe_until_available()
 
     async def _group_loop(self, group: str) -> None:

@@ -8,8 +8,8 @@ health events' spool, for instance) add their counters through :meth:`SelfTeleme
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Protocol, runtime_checkable
 
 from agent.model.snapshot import AgentSample, Attributes, Reading
 from agent.runtime.sampler import DeviceSampler
@@ -19,14 +19,25 @@ class StatsSource(Protocol):
     def __call__(self) -> tuple[Reading, ...]: ...
 
 
+@runtime_checkable
+class CallTimed(Protocol):
+    """A device that times its library calls (the NVIDIA one does)."""
+
+    def call_times(self) -> Mapping[str, tuple[int, float]]: ...
+
+
 class SelfTelemetry:
     def __init__(self, start_time_ns: int) -> None:
         self._start_time_ns = start_time_ns
         self._samplers: Sequence[DeviceSampler] = ()
         self._sources: list[StatsSource] = []
+        self._timed: list[CallTimed] = []
 
     def watch_samplers(self, samplers: Sequence[DeviceSampler]) -> None:
         self._samplers = samplers
+
+    def watch_devices(self, devices: Iterable[object]) -> None:
+        self._timed = [d for d in devices if isinstance(d, CallTimed)]
 
     def add(self, source: StatsSource | Callable[[], tuple[Reading, ...]]) -> None:
         self._sources.append(source)
@@ -35,6 +46,7 @@ class SelfTelemetry:
         readings: list[Reading] = []
         for sampler in self._samplers:
             readings.extend(sampler_readings(sampler))
+        readings.extend(library_call_readings(self._timed))
         for source in self._sources:
             readings.extend(source())
         return AgentSample(tuple(readings), self._start_time_ns, now_ns)
@@ -56,4 +68,19 @@ def sampler_readings(sampler: DeviceSampler) -> tuple[Reading, ...]:
         readings.append(
             Reading("gpu_agent.cycle.duration", seconds, (*device, ("gpu_agent.group", group)))
         )
+    return tuple(readings)
+
+
+def library_call_readings(devices: Iterable[CallTimed]) -> tuple[Reading, ...]:
+    """Per library function, summed over the node's GPUs: a few series, not one per GPU."""
+    totals: dict[str, tuple[int, float]] = {}
+    for device in devices:
+        for name, (calls, seconds) in device.call_times().items():
+            before = totals.get(name, (0, 0.0))
+            totals[name] = (before[0] + calls, before[1] + seconds)
+    readings = []
+    for name, (calls, seconds) in sorted(totals.items()):
+        call = (("gpu_agent.call", name),)
+        readings.append(Reading("gpu_agent.library.calls", calls, call))
+        readings.append(Reading("gpu_agent.library.call.time", seconds, call))
     return tuple(readings)

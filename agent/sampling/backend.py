@@ -74,7 +74,7 @@ class Backend(Protocol):
 
 # -- optional capabilities ------------------------------------------------------------------
 # A backend implements these only if its vendor library can do it; the core checks with
-# isinstance (runtime_checkable), so a backend without them (AMD today) still works.
+# isinstance (runtime_checkable), so a backend without them still works.
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,7 @@ class DeviceEvent:
     code: int = 0
     source: str = "nvml"
     detail: str = ""
+    name: str = ""  # EVENT_VENDOR only: the event's own name, ``gpu.<vendor>.<what>``
 
 
 EVENT_XID = "xid"
@@ -104,6 +105,11 @@ EVENT_MEMORY_RETIREMENT = "memory_retirement"  # a page/row will be retired at t
 EVENT_MEMORY_RETIREMENT_FAILURE = "memory_retirement_failure"
 EVENT_FATAL_POISON = "fatal_poison"  # poisoned memory consumed: the work on the GPU is lost
 EVENT_OTHER = "other"  # clock / power-source / P-state changes: counted, not reported
+# AMD (amdsmi event notifications); ``detail`` carries the driver's message.
+EVENT_GPU_RESET_START = "gpu_reset_start"  # the GPU is being reset: lost until it ends
+EVENT_GPU_RESET_END = "gpu_reset_end"
+EVENT_THERMAL_THROTTLE = "thermal_throttle"  # a thermal slowdown began (one-shot notification)
+EVENT_VENDOR = "vendor"  # no shared meaning: reported under ``name``
 
 
 EventBatch = Callable[[Sequence[DeviceEvent]], None]

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
 from agent.model.snapshot import DeviceIdentity
-from agent.sampling.backend import BackendInfo, BackendUnavailable, Device
+from agent.sampling.backend import (
+    BackendInfo,
+    BackendUnavailable,
+    Device,
+    EventSource,
+    EventSourceOptions,
+)
 from plugins.amd import smi
 from plugins.amd.device import AmdDevice
+from plugins.amd.events import AmdEventReader
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +68,15 @@ class AmdBackend:
                 continue
             found.append(AmdDevice(module, handle, identity))
         return found
+
+    def event_sources(
+        self, devices: Sequence[Device], options: EventSourceOptions
+    ) -> list[EventSource]:
+        """One thread for every AMD GPU: amdsmi's notification read is process-wide."""
+        amd = [d for d in devices if isinstance(d, AmdDevice)]
+        if self._smi is None or not amd:
+            return []
+        return [AmdEventReader(self._smi, amd)]
 
     def close(self) -> None:
         module, self._smi = self._smi, None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,9 @@ class NvidiaDevice:
         self._gpm: GpmReader | None = None
         self._current_call: str | None = None
         self._processes = ProcessSampler(handle, self._invoke)
+        # NVML function -> (calls, seconds), for self-telemetry; replaced whole, never mutated,
+        # so the export thread can copy it while the device thread records.
+        self._call_times: dict[str, tuple[int, float]] = {}
 
     @property
     def identity(self) -> DeviceIdentity:
@@ -48,15 +52,22 @@ class NvidiaDevice:
     def current_call(self) -> str | None:
         return self._current_call
 
+    def call_times(self) -> dict[str, tuple[int, float]]:
+        """Calls and seconds spent per NVML function so far (a hung call counts on return)."""
+        return dict(self._call_times)
+
     def _invoke(self, name: str, fn: Any, *args: Any) -> Any:
         """Call NVML, remembering the call's name while it runs (it may hang)."""
         self._current_call = name
+        started = time.perf_counter()
         try:
             return fn(*args)
         except pynvml.NVMLError as error:
             raise classify(error, name) from error
         finally:
             self._current_call = None
+            calls, seconds = self._call_times.get(name, (0, 0.0))
+            self._call_times[name] = (calls + 1, seconds + time.perf_counter() - started)
 
     # -- probing -------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -279,3 +280,71 @@ def test_a_process_on_an_amd_gpu_is_attributed_to_its_pod_like_an_nvidia_one(
                            process__pid=amd_pid)[0].attributes["hw.vendor"] == "amd"
         finally:
             agent.close()
+
+
+def test_amd_notifications_arrive_as_health_events(
+    mixed_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path
+) -> None:
+    sleeper = subprocess.Popen(["sleep", "600"])
+    config = tmp_path / "agent.yaml"
+    config.write_text("lost_reprobe_interval: 30\ngroups: {slow: {interval: 0.3}}\n",
+                      encoding="utf-8")
+    mixed_node.command({"op": "proc_add", "device": 1, "pid": sleeper.pid,
+                        "used_memory_mib": 100, "sm_util": 10})
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, mixed_node.env,
+                         [*FAST, "--config", str(config)])
+    store = otlp_grpc_receiver.store
+    try:
+        store.wait_for(lambda s: _state(s, MI300X_UUID) == "ok", timeout=20)
+        store.wait_for(lambda s: s.points("gpu.process.memory.usage",
+                                          {"process.pid": sleeper.pid}), timeout=20)
+        # A VM fault has no shared meaning: it arrives under AMD's own name, with the message.
+        sent = time.monotonic()
+        mixed_node.command({"op": "event", "device": 1, "type": "vm_fault",
+                            "message": "VM fault at 0x7f0000001000 (pasid 32771)"})
+        fault = store.wait_for(lambda s: s.logs("gpu.amd.vm_fault", {"hw.id": MI300X_UUID}),
+                               timeout=10, what="gpu.amd.vm_fault")[0]
+        assert time.monotonic() - sent < 5
+        attrs = fault.attributes
+        assert attrs["event.name"] == "gpu.amd.vm_fault" and fault.event_name == attrs[
+            "event.name"]
+        assert attrs["hw.vendor"] == "amd" and attrs["gpu.event.source"] == "amdsmi"
+        assert attrs["hw.model"] == "AMD Instinct MI300X"
+        assert "0x7f0000001000" in fault.body
+        assert fault.severity_text == "ERROR"
+        assert attrs["process.pid"] == (sleeper.pid,)  # who was on the GPU at that moment
+        # A thermal-throttle notification is the shared gpu.throttle.
+        mixed_node.command({"op": "event", "device": 1, "type": "thermal_throttle"})
+        throttle = store.wait_for(
+            lambda s: s.logs("gpu.throttle", {"hw.id": MI300X_UUID,
+                                              "gpu.event.source": "amdsmi"}),
+            timeout=10, what="gpu.throttle from amdsmi")[0]
+        assert throttle.attributes["gpu.throttle.state"] == "start"
+        # Routine KFD traffic is not subscribed: no event for a queue eviction.
+        mixed_node.command({"op": "event", "device": 1, "type": "queue_eviction"})
+        # A polled AMD throttle reason starts and ends like NVIDIA's.
+        mixed_node.command({"op": "set", "device": 1, "values": {"throttle_hbm_thermal": 1}})
+        store.wait_for(lambda s: s.logs("gpu.throttle", {
+            "hw.id": MI300X_UUID, "gpu.clock.throttle.reason": "hbm_thermal",
+            "gpu.throttle.state": "start"}), timeout=10, what="hbm_thermal start")
+        # A GPU reset: gpu.lost at the pre-reset notification, gpu.recovered after the
+        # post-reset one, long before the sampler's 30 s re-probe would have noticed.
+        mixed_node.command({"op": "reset", "device": 2, "ms": 1500})
+        lost = store.wait_for(lambda s: s.logs("gpu.lost", {"hw.id": MI210_UUID}),
+                              timeout=10, what="gpu.lost on reset")
+        assert "reset" in lost[0].body
+        recovered = store.wait_for(lambda s: s.logs("gpu.recovered", {"hw.id": MI210_UUID}),
+                                   timeout=10, what="gpu.recovered after reset")
+        assert recovered[0].time_unix_nano > lost[0].time_unix_nano
+        # Its readings resume at once, not at the sampler's 30 s re-probe.
+        back = time.time()
+        store.wait_for(lambda s: [p for p in s.points("hw.power", {"hw.id": MI210_UUID})
+                                  if p.received_at > back + 0.5], timeout=8,
+                       what="MI210 readings right after its reset")
+        assert len(store.logs("gpu.lost", {"hw.id": MI210_UUID})) == 1  # seen twice, sent once
+        assert not store.logs("gpu.amd.queue_eviction")
+        assert not store.logs(None, {"hw.id": UUIDS[0], "event.name": "gpu.lost"})
+    finally:
+        agent.close()
+        sleeper.kill()
+        sleeper.wait()

@@ -148,6 +148,21 @@ def test_otel_names_in_prometheus_equal_the_simulated_values(scenario: Scenario)
     assert stack.targets_health() == {"gpu-agent-otel": "up ", "gpu-agent-dcgm": "up "}
 
 
+def test_library_call_telemetry_counts_the_calls_the_node_served(scenario: Scenario) -> None:
+    stack = scenario.stack
+    call = 'gpu_agent_call="nvmlDeviceGetUtilizationRates"'
+    result = stack.wait_query(f"sum(gpu_agent_library_calls_total{{{call}}})", bool)
+    reported = float(result[0]["value"][1])
+    served = scenario.node.command({"op": "stats"})["calls"]["nvmlDeviceGetUtilizationRates"]
+    # Both agents' counters as last scraped (up to ~1 s old) against the node's count now:
+    # at most 2 agents x 4 GPUs x 2 reads/s x 2 s behind, never ahead.
+    assert served - 40 <= reported <= served
+    mean = stack.wait_query(
+        f"sum(rate(gpu_agent_library_call_time_seconds_total{{{call}}}[5s])) / "
+        f"sum(rate(gpu_agent_library_calls_total{{{call}}}[5s]))", bool)
+    assert 0 < float(mean[0]["value"][1]) < 0.1  # seconds per call, on a local library
+
+
 def test_dcgm_names_in_prometheus_equal_the_simulated_values(scenario: Scenario) -> None:
     stack = scenario.stack
     result = stack.wait_query("DCGM_FI_DEV_GPU_UTIL", lambda r: len(r) == 4)

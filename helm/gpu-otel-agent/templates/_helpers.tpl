@@ -62,6 +62,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
     "enabled" .Values.attribution.enabled
     "cgroup_root" "/host/sys/fs/cgroup"
     "kubelet" (dict "socket" "/var/lib/kubelet/pod-resources/kubelet.sock"))
+  "health" (dict
+    "kmsg" .Values.health.kernelLog
+    "spool_path" "/var/lib/gpu-otel-agent/events"
+    "spool_max_mib" .Values.health.spool.maxMiB)
 -}}
 {{- if .Values.prometheus.webConfig.existingSecret }}
 {{- $_ := set $base.prometheus "web_config_file" "/etc/gpu-otel-agent/web/web-config.yml" }}

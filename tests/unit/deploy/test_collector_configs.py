@@ -16,7 +16,7 @@ from agent.health.events import EVENTS
 REPO = Path(__file__).resolve().parents[3]
 CONFIGS = REPO / "otel-config"
 HEALTH_EVENTS = ("gpu.xid", "gpu.ecc", "gpu.lost", "gpu.recovered", "gpu.unresponsive",
-                 "gpu.throttle", "gpu.health")
+                 "gpu.throttle", "gpu.health", "gpu.amd.vm_fault")
 
 
 def test_the_event_list_is_the_agents() -> None:
@@ -76,7 +76,8 @@ def test_the_loki_filter_keeps_exactly_the_health_events() -> None:
     pattern = re.compile(match.group(1).replace("\\\\", "\\"))
     for event in HEALTH_EVENTS:
         assert pattern.search(event), event
-    for other in ("gpu.xid.storm", "gpu.xidx", "gpu", "app.log", "gpu_xid", ""):
+    for other in ("gpu.xid.storm", "gpu.xidx", "gpu", "app.log", "gpu_xid", "",
+                  "gpu.amd.vm_faults", "gpu.amdxvm_fault"):
         assert not pattern.search(other), other
 
 

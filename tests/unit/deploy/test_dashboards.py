@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from agent.health.events import EVENTS
+
 REPO = Path(__file__).resolve().parents[3]
 DASHBOARDS = sorted((REPO / "otel-config" / "dashboards").glob("*.json"))
 
@@ -35,5 +37,4 @@ def test_the_events_dashboard_reads_the_agents_events_from_loki() -> None:
         assert '{service_name="gpu-otel-agent"}' in target["expr"]
         assert "event_name" in target["expr"]  # the attribute event.name, as Loki stores it
     (event,) = [v for v in board["templating"]["list"] if v["name"] == "event"]
-    assert event["query"].split(",") == ["gpu.xid", "gpu.ecc", "gpu.lost", "gpu.recovered",
-                                         "gpu.unresponsive", "gpu.throttle", "gpu.health"]
+    assert event["query"].split(",") == [spec.name for spec in EVENTS]  # the agent's list

@@ -110,9 +110,11 @@ def test_default_daemonset_has_least_privilege(chart: helm.Chart) -> None:
     assert pod["automountServiceAccountToken"] is False
     host_paths = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
     assert host_paths == {"host-cgroup": "/sys/fs/cgroup",
-                          "pod-resources": "/var/lib/kubelet/pod-resources"}
+                          "pod-resources": "/var/lib/kubelet/pod-resources",
+                          "spool": "/var/lib/gpu-otel-agent"}
     mounts = {m["name"]: m for m in container["volumeMounts"]}
-    assert all(mounts[name]["readOnly"] is True for name in host_paths)
+    # Read-only, except the health events' spool: it must outlive the pod.
+    assert [name for name in host_paths if not mounts[name].get("readOnly")] == ["spool"]
     assert pod["nodeSelector"] == {"feature.node.kubernetes.io/pci-10de.present": "true"}
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in \
         pod["tolerations"]
@@ -156,6 +158,8 @@ def test_the_configmap_is_a_configuration_the_agent_accepts(
         assert config.prometheus.enabled is True
         assert config.prometheus.listen == "0.0.0.0:9400"
         assert config.attribution.kubelet.socket == "/var/lib/kubelet/pod-resources/kubelet.sock"
+        assert config.health.spool_path == "/var/lib/gpu-otel-agent/events"  # on the host mount
+        assert config.health.kmsg is bool(values)  # only where /dev/kmsg is mounted
     assert config.prometheus.scheme == "dcgm"
     assert config.prometheus.web_config_file == "/etc/gpu-otel-agent/web/web-config.yml"
     assert config.otlp.endpoint == "https://otel-gateway.observability.svc:4317"

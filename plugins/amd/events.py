@@ -1,0 +1,124 @@
+"""amdsmi event notifications: one waiting thread hands VM faults, thermal throttles and GPU
+resets of every AMD GPU to the health engine as they happen.
+
+amdsmi's reader is process-wide (``amdsmi_get_gpu_event_notification`` returns the events of
+every GPU whose notification was initialised), so one thread serves all AMD GPUs. It waits with
+a short timeout, so stopping is prompt, and hands over everything a wait returned as one batch.
+Only notifications that mean a fault are subscribed: SVM migrations, page-fault start/end,
+queue evictions and process start/end are routine KFD traffic on a busy node and would drown
+the faults.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from agent.sampling.backend import (
+    EVENT_GPU_RESET_END,
+    EVENT_GPU_RESET_START,
+    EVENT_THERMAL_THROTTLE,
+    EVENT_VENDOR,
+    DeviceEvent,
+    EventBatch,
+)
+from plugins.amd.device import AmdDevice
+from plugins.amd.smi import STATUS_NO_DATA, status_of
+
+log = logging.getLogger(__name__)
+WAIT_MS = 200  # shutdown waits at most this long for the waiting thread
+MAX_BATCH = 64
+RETRY_S = 5.0  # a GPU whose notification could not be set up (lost at start): retry
+
+# amdsmi notification -> (DeviceEvent kind, vendor event name for kinds without a shared one)
+KINDS: dict[str, tuple[str, str]] = {
+    "VMFAULT": (EVENT_VENDOR, "gpu.amd.vm_fault"),
+    "THERMAL_THROTTLE": (EVENT_THERMAL_THROTTLE, ""),
+    "GPU_PRE_RESET": (EVENT_GPU_RESET_START, ""),
+    "GPU_POST_RESET": (EVENT_GPU_RESET_END, ""),
+}
+
+
+class AmdEventReader:
+    """The notification of every AMD GPU and the one thread that waits on them."""
+
+    def __init__(self, smi: Any, devices: Sequence[AmdDevice]) -> None:
+        self._smi = smi
+        self._devices = list(devices)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._readers: dict[int, Any] = {}  # handle address -> amdsmi.AmdSmiEventReader
+        self._uuids = {self._address(d.handle): d.identity.uuid for d in self._devices}
+
+    @property
+    def name(self) -> str:
+        return "amdsmi-events"
+
+    @staticmethod
+    def _address(handle: Any) -> int:
+        return int(getattr(handle, "value", None) or 0)
+
+    def start(self, emit: EventBatch) -> None:
+        self._thread = threading.Thread(target=self._run, args=(emit,), name=self.name,
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _subscribe(self) -> None:
+        """Set up the devices not subscribed yet; one that fails is retried later."""
+        wanted = [getattr(self._smi.AmdSmiEvtNotificationType, name) for name in KINDS]
+        for device in self._devices:
+            address = self._address(device.handle)
+            if address in self._readers:
+                continue
+            try:
+                self._readers[address] = self._smi.AmdSmiEventReader(device.handle, wanted)
+            except self._smi.AmdSmiException as error:
+                log.info("AMD gpu %d: event notification unavailable (%s); retrying every %gs",
+                         device.identity.index, error, RETRY_S)
+
+    def _run(self, emit: EventBatch) -> None:
+        next_subscribe = 0.0
+        try:
+            while not self._stop.is_set():
+                if len(self._readers) < len(self._devices) and time.monotonic() >= next_subscribe:
+                    self._subscribe()
+                    next_subscribe = time.monotonic() + RETRY_S
+                if not self._readers:
+                    self._stop.wait(min(RETRY_S, 1.0))
+                    continue
+                batch = self._wait()
+                if batch:
+                    emit(batch)
+        except Exception:
+            log.exception("AMD event thread stopped")
+        finally:
+            for reader in self._readers.values():
+                with contextlib.suppress(Exception):
+                    reader.stop()
+
+    def _wait(self) -> Sequence[DeviceEvent]:
+        reader = next(iter(self._readers.values()))  # the read is process-wide
+        try:
+            raw = reader.read(WAIT_MS, MAX_BATCH)
+        except self._smi.AmdSmiException as error:
+            if status_of(error) != STATUS_NO_DATA:  # NO_DATA: the wait timed out
+                log.debug("amdsmi event read: %s", error)
+                self._stop.wait(WAIT_MS / 1000)
+            return ()
+        now = time.time_ns()
+        batch = []
+        for item in raw:
+            uuid = self._uuids.get(self._address(item["processor_handle"]))
+            kind = KINDS.get(str(item["event"]))
+            if uuid is None or kind is None:
+                continue
+            batch.append(DeviceEvent(uuid, kind[0], now, source="amdsmi",
+                                     detail=str(item["message"]), name=kind[1]))
+        return batch
