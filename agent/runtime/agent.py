@@ -91,7 +91,7 @@ class Agent:
         self._stop = asyncio.Event()
         self.store = SnapshotStore()
         self.samplers: list[DeviceSampler] = []
-        self.attribution: Attribution | None = None  # also the WorkloadLookup of events
+        self.attribution: Attribution | None = None
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -108,6 +108,8 @@ class Agent:
             return
         if (new.exporter, new.otlp) != (old.exporter, old.otlp):
             log.warning("exporter settings changed; they take effect at the next restart")
+        if new.attribution != old.attribution:
+            log.warning("attribution settings changed; they take effect at the next restart")
         if new.health != old.health:
             log.warning("health settings changed; they take effect at the next restart")
         logging.getLogger().setLevel(new.log_level.upper())
