@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     metrics.add_argument("--output", type=Path, help="write to this file instead of stdout")
     cli = docs_commands.add_parser("cli", help="the command-line reference (docs/cli.md)")
     cli.add_argument("--output", type=Path, help="write to this file instead of stdout")
+    config_doc = docs_commands.add_parser("config",
+                                          help="the configuration keys (docs/config.md)")
+    config_doc.add_argument("--output", type=Path, help="write to this file instead of stdout")
     events = docs_commands.add_parser("events", help="the health events and the XID catalog "
                                       "(docs/events.md)")
     events.add_argument("--output", type=Path, help="write to this file instead of stdout")
@@ -130,7 +133,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             yaml.safe_dump(to_tree(config), sys.stdout, sort_keys=False)
             return 0
         if args.command == "docs":
-            if args.docs_command == "cli":
+            if args.docs_command == "config":
+                from agent.config.keys import config_markdown
+
+                text = config_markdown()
+            elif args.docs_command == "cli":
                 text = cli_markdown(parser)
             else:
                 text = metrics_markdown() if args.docs_command == "metrics" else events_markdown()

@@ -53,6 +53,7 @@ DEFAULTS: dict[str, Any] = {
         "timeout": None,
         "certificate": None,
     },
+    "tracing": {"enabled": False, "sample_ratio": 1.0},
     "prometheus": {
         "enabled": False,
         "listen": "0.0.0.0:9400",

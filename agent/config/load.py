@@ -30,6 +30,7 @@ from agent.config.schema import (
     KubeletConfig,
     OtlpConfig,
     PrometheusConfig,
+    TracingConfig,
 )
 
 
@@ -63,6 +64,7 @@ ENV_KEYS: Mapping[str, tuple[str, float]] = MappingProxyType(
         "GPU_AGENT_PROMETHEUS_LISTEN": ("prometheus.listen", 1.0),
         "GPU_AGENT_PROMETHEUS_SCHEME": ("prometheus.scheme", 1.0),
         "GPU_AGENT_PROMETHEUS_WEB_CONFIG": ("prometheus.web_config_file", 1.0),
+        "GPU_AGENT_TRACING_ENABLED": ("tracing.enabled", 1.0),
         "GPU_AGENT_KUBELET_SOCKET": ("attribution.kubelet.socket", 1.0),
     }
 )
@@ -242,6 +244,7 @@ def _validate(layers: _Layers) -> AgentConfig:
     health = _health(layers, tree["health"])
     return AgentConfig(
         prometheus=_prometheus(layers, tree["prometheus"]),
+        tracing=_tracing(layers, tree["tracing"]),
         exporter=_choice(layers, "exporter", tree["exporter"], EXPORTERS),
         export_interval=_positive(layers, "export_interval", tree["export_interval"]),
         call_timeout=_positive(layers, "call_timeout", tree["call_timeout"]),
@@ -326,6 +329,21 @@ def _listen_address(layers: _Layers, dotted: str, value: Any) -> str:
     return str(text)
 
 
+def _tracing(layers: _Layers, raw: Any) -> TracingConfig:
+    enabled = raw.get("enabled", False)
+    if isinstance(enabled, str) and enabled.lower() in _BOOL_WORDS:  # from the environment
+        enabled = _BOOL_WORDS[enabled.lower()]
+    if not isinstance(enabled, bool):
+        key = "tracing.enabled"
+        raise ConfigError(f"{key} in {layers.where(key)}: expected true or false")
+    ratio = _number(raw.get("sample_ratio", 1.0), "tracing.sample_ratio",
+                    layers.where("tracing.sample_ratio"))
+    if not 0 <= ratio <= 1:
+        key = "tracing.sample_ratio"
+        raise ConfigError(f"{key} in {layers.where(key)}: must be between 0 and 1, got {ratio}")
+    return TracingConfig(enabled=enabled, sample_ratio=ratio)
+
+
 def _prometheus(layers: _Layers, raw: Any) -> PrometheusConfig:
     enabled = raw.get("enabled", False)
     if isinstance(enabled, str) and enabled.lower() in _BOOL_WORDS:  # from the environment
@@ -399,6 +417,7 @@ def to_tree(config: AgentConfig) -> dict[str, Any]:
             "certificate": config.otlp.certificate,
         },
         "prometheus": dataclasses.asdict(config.prometheus),
+        "tracing": dataclasses.asdict(config.tracing),
         "attribution": {
             "enabled": config.attribution.enabled,
             "max_process_series": config.attribution.max_process_series,

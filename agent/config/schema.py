@@ -57,6 +57,14 @@ class PrometheusConfig:
 
 
 @dataclass(frozen=True)
+class TracingConfig:
+    """Spans of the agent's own pipeline (exports, scrapes) over OTLP; off unless enabled."""
+
+    enabled: bool = False
+    sample_ratio: float = 1.0
+
+
+@dataclass(frozen=True)
 class KubeletConfig:
     socket: str | None = "/var/lib/kubelet/pod-resources/kubelet.sock"  # None: no pod names
     refresh_interval: float = 30.0  # seconds between pod-resources List calls (besides events)
@@ -90,5 +98,6 @@ class AgentConfig:
     groups: Mapping[str, GroupConfig]
     otlp: OtlpConfig
     prometheus: PrometheusConfig = field(default_factory=PrometheusConfig)
+    tracing: TracingConfig = field(default_factory=TracingConfig)
     attribution: AttributionConfig = AttributionConfig()
     health: HealthConfig = HealthConfig()

@@ -4,13 +4,12 @@ Inputs arrive on the event loop: event batches from the vendor sources (handed o
 threads), and the sampler's observations (a call overran its deadline, the GPU is lost, it
 answers again, a slow-group reading). The engine keeps one state machine per GPU, counts XIDs,
 drops the second sighting of one fault, summarises storms, attaches the workloads on the GPU
-and hands finished events to the sink (the event exporter) in order.
+and hands finished events to delivery (``delivery.py``: workloads attached, sink in order).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 
 from agent.health import events as ev
 from agent.health.dedup import CrossSourceDedup
+from agent.health.delivery import Delivery, Pending
 from agent.health.events import EventAttributes, EventValue, HealthEvent
 from agent.health.polled import PolledWatcher
 from agent.health.severity import Severity
@@ -31,8 +31,7 @@ from agent.model.snapshot import (
     Reading,
     SnapshotStore,
 )
-from agent.model.workload import GpuProcess, WorkloadLookup
-from agent.runtime.worker import DeviceWorker
+from agent.model.workload import WorkloadLookup
 from agent.sampling.backend import (
     EVENT_ECC_CORRECTED,
     EVENT_ECC_UNCORRECTED,
@@ -50,7 +49,6 @@ from agent.sampling.backend import (
 )
 
 log = logging.getLogger(__name__)
-LOOKUP_TIMEOUT_S = 0.25  # a GPU that hangs the process query must not hold its event back
 _MEMORY_FAULTS = {
     EVENT_MEMORY_RETIREMENT: (HealthState.DEGRADED,
                               "memory page/row retirement pending (reset the GPU to apply)"),
@@ -72,7 +70,6 @@ class HealthStats:
     """Self-telemetry of the engine (read by the deploy helper's metrics endpoint)."""
 
     device_events: int = 0  # raw events from the sources
-    events: int = 0  # health events handed to the exporter
     suppressed: int = 0  # occurrences folded into storm summaries
     duplicates: int = 0  # second sightings of one fault (NVML + kmsg)
     ignored: int = 0  # clock / P-state / power-source changes
@@ -84,15 +81,6 @@ class _Gpu:
     machine: HealthMachine
     polled: PolledWatcher
     xids: dict[int, int]
-    known: tuple[GpuProcess, ...] = ()
-    lookup_busy: bool = False
-
-
-@dataclass(frozen=True)
-class _Pending:
-    event: HealthEvent
-    uuid: str
-    live_lookup: bool  # False when the GPU cannot answer (lost, hung): last known processes
 
 
 class HealthEngine:
@@ -116,11 +104,7 @@ class HealthEngine:
         self._wall_ns = wall_ns
         self._storm = StormControl(settings.storm_window)
         self._dedup = CrossSourceDedup(settings.dedup_window)
-        self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
-        self._current: _Pending | None = None
-        # One daemon thread per GPU for process queries: a hung GPU blocks only its own, and
-        # never holds up the interpreter's exit (a ThreadPoolExecutor's threads would).
-        self._lookups: dict[str, DeviceWorker] = {}
+        self._delivery = Delivery(sink, workloads)
         self.stats = HealthStats()
         # Set by the agent: ask a lost GPU's sampler to probe it at once (vendor said it's back).
         self.reprobe: Callable[[str], None] | None = None
@@ -345,7 +329,8 @@ class HealthEngine:
     ) -> None:
         event = HealthEvent(name, time_ns, severity, body,
                             (*_device_attributes(gpu.identity), *attributes))
-        self._queue.put_nowait(_Pending(event, gpu.identity.uuid, live_lookup))
+        down = gpu.machine.holds("unresponsive") or gpu.machine.holds("lost")
+        self._delivery.put(Pending(event, gpu.identity.uuid, live_lookup and not down))
 
     def _summaries(self, summaries: list[Summary]) -> None:
         for summary in summaries:
@@ -384,7 +369,7 @@ class HealthEngine:
     async def run(self) -> None:
         """Deliver events in order (with their workloads) and summarise storms."""
         async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(self._deliver(), name="health-deliver")
+            tasks.create_task(self._delivery.run(), name="health-deliver")
             tasks.create_task(self._summarise(), name="health-storms")
 
     async def _summarise(self) -> None:
@@ -393,74 +378,19 @@ class HealthEngine:
             await asyncio.sleep(tick)
             self._summaries(self._storm.due(self._clock()))
 
-    async def _deliver(self) -> None:
-        while True:
-            pending = await self._queue.get()
-            self._current = pending  # cancelled while looking up workloads: drain() keeps it
-            event = pending.event
-            processes = await self._processes(pending.uuid, pending.live_lookup)
-            if processes:
-                event = HealthEvent(event.name, event.time_ns, event.severity, event.body,
-                                    (*event.attributes, *_workload_attributes(processes)))
-            self._current = None
-            self.stats.events += 1
-            self._sink(event)
-
-    async def _processes(self, uuid: str, live: bool) -> tuple[GpuProcess, ...]:
-        gpu = self._gpus[uuid]
-        lookup_ = self._workloads
-        if lookup_ is None:
-            return ()
-        down = gpu.machine.holds("unresponsive") or gpu.machine.holds("lost")
-        if not live or down or gpu.lookup_busy:
-            return gpu.known  # the GPU cannot answer now (or its last query still hangs)
-        gpu.lookup_busy = True
-        worker = self._lookups.get(uuid)
-        if worker is None:
-            worker = self._lookups[uuid] = DeviceWorker(f"workloads-{gpu.identity.index}")
-        future = asyncio.wrap_future(worker.submit(lambda: lookup_.processes_on(uuid)))
-
-        def done(f: asyncio.Future[tuple[GpuProcess, ...]]) -> None:
-            gpu.lookup_busy = False
-            if not f.cancelled() and f.exception() is None:
-                gpu.known = f.result()
-
-        future.add_done_callback(done)
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(LOOKUP_TIMEOUT_S):
-                return await asyncio.shield(future)
-        return gpu.known
+    @property
+    def delivered(self) -> int:
+        """Health events handed to the exporter (drained ones included)."""
+        return self._delivery.delivered
 
     def drain(self) -> list[HealthEvent]:
         """At shutdown: storm counts not yet summarised and events not yet delivered."""
         self._summaries(self._storm.pending())
-        out = [] if self._current is None else [self._current.event]
-        self._current = None
-        while not self._queue.empty():
-            out.append(self._queue.get_nowait().event)
-        self.stats.events += len(out)
-        return out
+        return self._delivery.drain()
 
     def close(self) -> None:
-        for worker in self._lookups.values():
-            worker.stop()
+        self._delivery.close()
 
 
 def _device_attributes(identity: DeviceIdentity) -> EventAttributes:
     return (*identity.attributes()[:1], ("hw.type", "gpu"), *identity.attributes()[1:])
-
-
-def _workload_attributes(processes: tuple[GpuProcess, ...]) -> EventAttributes:
-    """PIDs and executables in one order; each workload attribute's distinct known values."""
-    out: list[tuple[str, EventValue]] = [
-        ("process.pid", tuple(p.pid for p in processes)),
-        ("process.executable.name", tuple(p.executable for p in processes)),
-    ]
-    values: dict[str, list[str]] = {}
-    for process in processes:
-        for key, value in process.workload.attributes():
-            seen = values.setdefault(key, [])
-            if str(value) not in seen:
-                seen.append(str(value))
-    out.extend((key, tuple(v)) for key, v in values.items())
-    return tuple(out)

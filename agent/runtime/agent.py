@@ -26,6 +26,7 @@ from agent.export.exporters import build_snapshot_exporter
 from agent.export.prometheus.health import HealthCheck
 from agent.export.prometheus.server import EndpointError, MetricsEndpoint
 from agent.export.pusher import MetricPusher
+from agent.export.tracing import SpanRecorder, TracedExporter, build_tracer
 from agent.model.snapshot import Reading, SnapshotStore
 from agent.model.workload import WorkloadLookup
 from agent.runtime.config_holder import ConfigHolder
@@ -90,7 +91,7 @@ class Agent:
         self._stop = asyncio.Event()
         self.store = SnapshotStore()
         self.samplers: list[DeviceSampler] = []
-        self.attribution: Attribution | None = None  # also the WorkloadLookup of events
+        self.attribution: Attribution | None = None
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -107,6 +108,8 @@ class Agent:
             return
         if (new.exporter, new.otlp) != (old.exporter, old.otlp):
             log.warning("exporter settings changed; they take effect at the next restart")
+        if new.attribution != old.attribution:
+            log.warning("attribution settings changed; they take effect at the next restart")
         if new.health != old.health:
             log.warning("health settings changed; they take effect at the next restart")
         logging.getLogger().setLevel(new.log_level.upper())
@@ -160,9 +163,11 @@ class Agent:
             by_uuid = {s.snapshot.identity.uuid: s for s in self.samplers}
             self.health.engine.reprobe = lambda uuid: (
                 by_uuid[uuid].reprobe_now() if uuid in by_uuid else None)
+        tracer = build_tracer(self._initial, resource)
+        exporter = build_snapshot_exporter(self._initial, resource)
         pusher = MetricPusher(
-            build_snapshot_exporter(self._initial, resource), self.store, self._holder,
-            device_count=len(self.samplers),
+            TracedExporter(exporter, tracer) if self._initial.tracing.enabled else exporter,
+            self.store, self._holder, device_count=len(self.samplers),
         )
         self.pusher = pusher
         telemetry = SelfTelemetry(time.time_ns())
@@ -173,7 +178,7 @@ class Agent:
             telemetry.add(self.health.readings)
         self.store.set_agent_source(telemetry.sample)
         try:
-            endpoint = self._start_endpoint(resource, telemetry)
+            endpoint = self._start_endpoint(resource, telemetry, tracer)
         except EndpointError as error:
             log.error("%s", error)
             self._close_backends(opened)
@@ -205,19 +210,20 @@ class Agent:
         await pusher.close(budget * (0.7 if self.health is not None else 1.0))
         if endpoint is not None:
             endpoint.stop()
+        tracer.shutdown(0.5)
         self._close_backends(opened)
         log.info("run summary %s", json.dumps(self.summary(), sort_keys=True))
         return 0
 
     def _start_endpoint(
-        self, resource: Resource, telemetry: SelfTelemetry
+        self, resource: Resource, telemetry: SelfTelemetry, tracer: SpanRecorder
     ) -> MetricsEndpoint | None:
         """The Prometheus endpoint if configured. Raises EndpointError if it cannot start."""
         if not self._initial.prometheus.enabled:
             return None
         health = HealthCheck(self.store, len(self.samplers), lambda: self._holder.current)
         endpoint = MetricsEndpoint(lambda: self._holder.current, self.store,
-                                   dict(resource.attributes), health)
+                                   dict(resource.attributes), health, tracer)
         endpoint.start()
         telemetry.add(endpoint.readings)
         self.endpoint = endpoint

@@ -101,7 +101,7 @@ class HealthRuntime:
     def telemetry(self) -> HealthTelemetry:
         engine, pusher, spool = self.engine.stats, self.pusher.stats, self.spool.stats
         return HealthTelemetry(
-            device_events=engine.device_events, events=engine.events,
+            device_events=engine.device_events, events=self.engine.delivered,
             suppressed=engine.suppressed, duplicates=engine.duplicates, sent=pusher.sent,
             send_failures=pusher.send_failures, spooled=spool.spooled, resent=spool.resent,
             dropped=spool.dropped + pusher.dropped, spool_corrupt=spool.corrupt,

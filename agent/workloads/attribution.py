@@ -59,6 +59,7 @@ class Attribution:
         self._lists: dict[str, tuple[ProcessUsage, ...]] = {}
         self._refresh: dict[str, Callable[[], None]] = {}
         self._identities: dict[tuple[str, int], _Identity] = {}
+        self._on_gpu: dict[str, tuple[GpuProcess, ...]] = {}
         resolver.subscribe(self._on_change)
 
     def watch_device(self, uuid: str, refresh: Callable[[], None]) -> None:
@@ -69,10 +70,6 @@ class Attribution:
         self._identities.clear()
         for refresh in self._refresh.values():
             refresh()
-
-    def forget(self, uuid: str) -> None:
-        self._lists.pop(uuid, None)
-        self._retain()
 
     def _retain(self) -> None:
         live = {(uuid, u.pid) for uuid, lst in self._lists.items() for u in lst}
@@ -89,6 +86,10 @@ class Attribution:
                 self._retain()
         device = GpuDevice(identity.uuid, identity.pci_bus_id, memory_total)
         attributed = self._attribute(self._lists.get(identity.uuid, ()), device)
+        # Replaced whole (one reference store), so other threads read it without a lock.
+        self._on_gpu[identity.uuid] = tuple(
+            GpuProcess(a.usage.pid, a.identity.facts.executable, a.identity.workload)
+            for a in attributed)
         limit = self.settings.max_process_series
         ranked = sorted(attributed, key=lambda a: (-(a.usage.memory_bytes or 0), a.usage.pid))
         out: list[Reading] = []
@@ -163,11 +164,9 @@ class Attribution:
     # -- WorkloadLookup -------------------------------------------------------------------
 
     def processes_on(self, uuid: str) -> tuple[GpuProcess, ...]:
-        found = []
-        for usage in self._lists.get(uuid, ()):
-            facts = self.resolver.process(usage.pid)
-            if facts is None:
-                continue
-            workload = self.resolver.workload(facts, GpuDevice(uuid))
-            found.append(GpuProcess(usage.pid, facts.executable, workload))
-        return tuple(found)
+        """The GPU's processes as its latest readings attributed them (exited ones are gone as
+        soon as their series are). A GPU that was lost keeps its last list, so its events name
+        the pods that were on it when it went. Safe to call from any thread: it only reads an
+        immutable tuple the event loop replaces."""
+        return self._on_gpu.get(uuid, ())
+

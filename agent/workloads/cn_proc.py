@@ -6,6 +6,7 @@ Kept apart so the import trick below is all this module does.
 from __future__ import annotations
 
 import importlib.util
+import struct
 import sys
 import types
 
@@ -31,7 +32,7 @@ def _light_pyroute2() -> None:
 
 _light_pyroute2()
 
-from pyroute2.netlink import NETLINK_CONNECTOR, NLMSG_DONE  # noqa: E402
+from pyroute2.netlink import NETLINK_CONNECTOR, NLMSG_DONE, nlmsg  # noqa: E402
 from pyroute2.netlink.connector.cn_proc import (  # noqa: E402
     CN_IDX_PROC,
     CN_VAL_PROC,
@@ -39,12 +40,38 @@ from pyroute2.netlink.connector.cn_proc import (  # noqa: E402
     PROC_CN_MCAST_LISTEN,
     PROC_EVENT_EXEC,
     PROC_EVENT_EXIT,
+    PROC_EVENT_FORK,
     ProcEventMarshal,
     proc_event_control,
+    proc_event_exec,
+    proc_event_exit,
+    proc_event_fork,
 )
+
+
+class proc_event_filter(proc_event_control):  # type: ignore[misc]  # noqa: N801
+    """The control message with the event mask Linux 6.6+ accepts (``struct proc_input``)."""
+
+    fields = (*proc_event_control.fields, ("event_type", "I"))
+
+
+def field_offset(message: type[nlmsg], name: str) -> int:
+    """Byte offset of ``name`` in a whole netlink message of type ``message``.
+
+    Read from pyroute2's own field tables, so the fast decoder below and pyroute2 agree on the
+    layout by construction.
+    """
+    header = struct.calcsize("=" + "".join(fmt for _, fmt in nlmsg.header))
+    formats: list[str] = []
+    for field, fmt in message.fields:
+        if field == name:
+            return header + struct.calcsize("=" + "".join(formats))
+        formats.append(fmt)
+    raise KeyError(name)
 
 __all__ = [
     "CN_IDX_PROC", "CN_VAL_PROC", "NETLINK_CONNECTOR", "NLMSG_DONE", "PROC_CN_MCAST_IGNORE",
-    "PROC_CN_MCAST_LISTEN", "PROC_EVENT_EXEC", "PROC_EVENT_EXIT", "ProcEventMarshal",
-    "proc_event_control",
+    "PROC_CN_MCAST_LISTEN", "PROC_EVENT_EXEC", "PROC_EVENT_EXIT", "PROC_EVENT_FORK",
+    "ProcEventMarshal", "field_offset", "proc_event_control", "proc_event_exec",
+    "proc_event_exit", "proc_event_filter", "proc_event_fork",
 ]

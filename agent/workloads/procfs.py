@@ -6,7 +6,6 @@ number of GPU processes, never the number of processes on the host.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,6 +13,9 @@ from agent.workloads.cgroup import CgroupIdentity, parse_proc_cgroup
 from agent.workloads.names import MAX_COMMAND_LINE, sanitize
 
 ENVIRON_LIMIT = 256 * 1024  # bytes read from /proc/PID/environ at most
+# Inside a pod's filesystem (seen through /proc/PID/root): the pod's namespace, written by the
+# kubelet with the service-account token unless the pod opts out.
+NAMESPACE_FILE = "root/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,7 @@ class ProcessFacts:
     command_line: str = ""
     hostname: str = ""  # HOSTNAME, raw (compared, never exported): the pod name in a pod
     environ: tuple[tuple[str, str], ...] = ()  # only the variables asked for
+    namespace: str = ""  # the pod's namespace from its service-account mount, raw
 
 
 class ProcReader:
@@ -36,7 +39,13 @@ class ProcReader:
         self._environ_keys = environ_keys | {"HOSTNAME"}
 
     def exists(self, pid: int) -> bool:
-        return os.path.exists(self._root / str(pid))
+        """The process is alive (a zombie has exited: its parent just has not reaped it)."""
+        try:
+            stat = (self._root / str(pid) / "stat").read_bytes()
+        except OSError:
+            return False
+        state = stat[stat.rfind(b")") + 2:][:1]  # the name may hold spaces and parentheses
+        return state not in (b"Z", b"X")
 
     def executable(self, pid: int) -> str:
         try:
@@ -59,11 +68,13 @@ class ProcReader:
             except OSError:
                 pass
         env = self._environ(base)
+        namespace = _first_line(base / NAMESPACE_FILE) if env.get("HOSTNAME") else ""
         return ProcessFacts(
             pid, exists=True, executable=self.executable(pid),
             cgroup=parse_proc_cgroup(cgroup_text), command_line=cmdline,
             hostname=env.get("HOSTNAME", ""),
             environ=tuple(sorted((k, v) for k, v in env.items() if k != "HOSTNAME")),
+            namespace=namespace,
         )
 
     def _environ(self, base: Path) -> dict[str, str]:
@@ -79,3 +90,11 @@ class ProcReader:
             if sep and name in self._environ_keys:
                 found[name] = value.decode("utf-8", errors="replace")
         return found
+
+
+def _first_line(path: Path, limit: int = 253) -> str:
+    try:
+        raw = path.read_bytes()[:limit]
+    except OSError:
+        return ""
+    return raw.decode("utf-8", errors="replace").strip()

@@ -7,9 +7,11 @@ walks /proc or the cgroup tree, so the per-cycle cost follows the GPU processes 
 
 Pod names come from the kubelet's pod-resources answer, which carries no pod UID; the cgroup
 gives the UID. A UID is bound to a pod when the process's ``HOSTNAME`` (the pod name, unless the
-pod sets a hostname) names exactly one listed pod, or, without ``HOSTNAME``, when exactly one
-unbound listed pod was allocated the GPU the process runs on. A binding lasts while the pod is
-listed and its cgroup exists.
+pod sets a hostname) names exactly one listed pod (in the pod's namespace, read from its
+service-account mount, where present), or, without ``HOSTNAME``, when exactly one unbound listed
+pod was allocated the GPU the process runs on. A binding lasts while the pod is listed and its
+cgroup exists. A process whose pod is not listed yet is reported to the service (``wanted``),
+which asks the kubelet for that pod (``Get``) or for all of them.
 """
 
 from __future__ import annotations
@@ -75,6 +77,9 @@ class WorkloadResolver:
         self._pods: tuple[PodAllocation, ...] = ()
         self._bound: dict[str, PodAllocation] = {}  # pod UID -> its pod-resources entry
         self._listeners: list[Callable[[], None]] = []
+        self._want: Callable[[], None] = lambda: None
+        self.wanted: set[tuple[str, str]] = set()  # (namespace, name) of unlisted pods
+        self._asked: set[str] = set()  # pod UIDs already reported as unlisted
         self._hidden_reported = False
         self.pods_known = False  # a List answer arrived at least once
         self.resolutions = 0  # /proc reads done (the benchmark reports it)
@@ -85,6 +90,17 @@ class WorkloadResolver:
         """Called after a change that alters the attribution (exit, names)."""
         self._listeners.append(listener)
 
+    def on_unlisted(self, want: Callable[[], None]) -> None:
+        """``want`` is called when a pod we see is not in the kubelet's last answer."""
+        self._want = want
+
+    def add_pod(self, pod: PodAllocation) -> None:
+        """One pod fetched on its own (``Get``), added to the last answer."""
+        key = (pod.namespace, pod.name)
+        self.wanted.discard(key)
+        self._pods = (*(p for p in self._pods if (p.namespace, p.name) != key), pod)
+        self._changed()
+
     def _changed(self) -> None:
         for listener in self._listeners:
             listener()
@@ -94,6 +110,10 @@ class WorkloadResolver:
             del self._facts[pid]
             self._exited.add(pid)
             self._changed()
+
+    def on_fork(self, pid: int) -> None:
+        """A new process: if its PID was a GPU process that exited, it is someone else now."""
+        self._exited.discard(pid)
 
     def on_exec(self, pid: int) -> None:
         if pid in self._facts or pid in self._exited:
@@ -120,13 +140,19 @@ class WorkloadResolver:
                 bound[uid] = current
         changed = pods != self._pods or len(bound) != len(self._bound)
         self._pods, self._bound = pods, bound
+        self.wanted.clear()
         self.pods_known = True
         if changed:
             self._changed()
 
     def reconcile(self) -> None:
-        """Catch what events missed: exits, and cgroup moves of the PIDs we hold."""
+        """Catch what events missed: exits, reused PIDs, cgroup moves of the PIDs we hold."""
+        for pid in [p for p in self._exited if self._proc.exists(p)]:
+            self._exited.discard(pid)  # a new process has the PID (no event told us)
         for pid in list(self._facts):
+            if self._facts[pid].exists and not self._proc.exists(pid):
+                self.on_exit(pid)
+                continue
             facts = self._proc.facts(pid, self._command_line)
             if not facts.exists:
                 self.on_exit(pid)
@@ -135,6 +161,7 @@ class WorkloadResolver:
         live_uids = {f.cgroup.pod_uid for f in self._facts.values()}
         for uid in [u for u in self._bound if u not in live_uids]:
             del self._bound[uid]
+        self._asked &= live_uids  # an unnamed pod is asked about again after a while
 
     def retain(self, pids: set[int]) -> None:
         """Forget PIDs no GPU lists any more (called with the union over all GPUs)."""
@@ -209,19 +236,26 @@ class WorkloadResolver:
         uid = facts.cgroup.pod_uid
         assert uid is not None
         pod = self._bound.get(uid)
-        if pod is not None or not self._pods:
+        if pod is not None:
             return pod
         taken = {(p.namespace, p.name) for p in self._bound.values()}
         free = [p for p in self._pods if (p.namespace, p.name) not in taken]
         if facts.hostname:
-            named = [p for p in free if p.name == facts.hostname]
+            named = [p for p in free if p.name == facts.hostname
+                     and (not facts.namespace or p.namespace == facts.namespace)]
             if len(named) > 1:
                 named = [p for p in named if _allocated(p, device)]
             candidates = named
         else:
             candidates = [p for p in free if _allocated(p, device)]
         if len(candidates) != 1:
+            if uid not in self._asked:
+                self._asked.add(uid)
+                if facts.hostname and facts.namespace:
+                    self.wanted.add((facts.namespace, facts.hostname))
+                self._want()
             return None
+        self._asked.discard(uid)
         self._bound[uid] = candidates[0]
         return candidates[0]
 

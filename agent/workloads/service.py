@@ -36,6 +36,9 @@ class PodSource(Protocol):
     async def list(self) -> tuple[PodAllocation, ...]:
         """Every pod with its allocations. Raises on any failure to ask."""
 
+    async def get(self, namespace: str, name: str) -> PodAllocation | None:
+        """One pod; None when the kubelet has no ``Get`` or no such pod. Raises on failure."""
+
     def close(self) -> None: ...
 
 
@@ -55,10 +58,11 @@ class WorkloadService:
         self._refresh_now = asyncio.Event()
         self._reconcile_now = asyncio.Event()
         self._netlink = ProcConnector(resolver.on_exec, resolver.on_exit,
-                                      self._reconcile_now.set)
+                                      self._reconcile_now.set, resolver.on_fork)
         self._inotify = Inotify(self._on_fs_event, self._reconcile_now.set)
         self._depth: dict[Path, int] = {}
         self._kubelet_ok: bool | None = None
+        resolver.on_unlisted(self._refresh_now.set)
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -151,6 +155,9 @@ class WorkloadService:
         while True:
             self._refresh_now.clear()
             try:
+                if self._kubelet_ok and await self._get_wanted(pods):
+                    await self._wait(self._settings.refresh_interval)
+                    continue
                 listed = await pods.list()
             except asyncio.CancelledError:
                 raise
@@ -159,15 +166,39 @@ class WorkloadService:
                     log.warning("kubelet pod-resources unavailable (%s); pods are reported "
                                 "by cgroup identity only until it answers", error)
                 self._kubelet_ok = False
-                wait = RETRY_SECONDS
+                wait = self._retry_after(pods)
             else:
                 if self._kubelet_ok is not True:
                     log.info("kubelet pod-resources: %d pods", len(listed))
                 self._kubelet_ok = True
                 self.resolver.set_pods(listed)
                 wait = self._settings.refresh_interval
-            try:
-                async with asyncio.timeout(wait):
-                    await self._refresh_now.wait()
-            except TimeoutError:
-                pass
+            await self._wait(wait)
+
+    def _retry_after(self, pods: PodSource) -> float:
+        """A socket that refused: the kubelet is restarting, try again soon. No socket: its
+        directory's inotify watch says when it appears (a kubelet start); without a watch (no
+        directory yet, a node without a kubelet), look again at the refresh interval."""
+        if pods.socket_path.exists():
+            return RETRY_SECONDS
+        self._inotify.watch(pods.socket_path.parent)  # the directory may exist by now
+        return self._settings.refresh_interval
+
+    async def _get_wanted(self, pods: PodSource) -> bool:
+        """Fetch just the pods we miss by name (``Get``); False when a ``List`` is needed."""
+        wanted = sorted(self.resolver.wanted)
+        if not wanted:
+            return False
+        for namespace, name in wanted:
+            pod = await pods.get(namespace, name)
+            if pod is None:
+                return False
+            self.resolver.add_pod(pod)
+        return True
+
+    async def _wait(self, seconds: float) -> None:
+        try:
+            async with asyncio.timeout(seconds):
+                await self._refresh_now.wait()
+        except TimeoutError:
+            pass

@@ -71,7 +71,7 @@ class PodResourcesClient:
                 request, timeout=self._timeout, wait_for_ready=False)
         except grpc.RpcError as error:
             code = error.code() if isinstance(error, grpc.Call) else None
-            if code is grpc.StatusCode.UNIMPLEMENTED:
+            if code in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.NOT_FOUND):
                 raise
             self.close()
             raise PodResourcesUnavailable(
@@ -83,20 +83,24 @@ class PodResourcesClient:
         return tuple(_pod(p) for p in response.pod_resources)
 
     def get_blocking(self, namespace: str, name: str) -> PodAllocation | None:
-        """One pod, or None where the kubelet has no ``Get``."""
+        """One pod, or None where the kubelet has no ``Get`` (or no such pod)."""
         if not self._get_supported:
             return None
         request = api.GetRequest(pod_name=name, pod_namespace=namespace)
         try:
             response = self._call(api.GET, api.GetRequest, api.GetResponse, request)
-        except grpc.RpcError:
-            self._get_supported = False
-            log.info("kubelet pod-resources has no Get; using List only")
+        except grpc.RpcError as error:
+            if isinstance(error, grpc.Call) and error.code() is grpc.StatusCode.UNIMPLEMENTED:
+                self._get_supported = False
+                log.info("kubelet pod-resources has no Get; using List only")
             return None
         return _pod(response.pod_resources)
 
     async def list(self) -> tuple[PodAllocation, ...]:
         return await asyncio.to_thread(self.list_blocking)
+
+    async def get(self, namespace: str, name: str) -> PodAllocation | None:
+        return await asyncio.to_thread(self.get_blocking, namespace, name)
 
     def close(self) -> None:
         channel, self._channel = self._channel, None

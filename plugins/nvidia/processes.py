@@ -1,7 +1,9 @@
 """Per-process GPU memory and utilization from NVML.
 
-Memory comes from the compute and graphics running-process lists (a process in both is one
-process: its largest figure counts). Utilization comes from ``nvmlDeviceGetProcessUtilization``,
+Memory comes from the compute and graphics running-process lists, and the MPS list where the
+driver has it (under MPS the compute list shows only the MPS server; its clients, which are
+the pods sharing the GPU, are in the MPS list). A process in several lists is one process: its
+largest figure counts. Utilization comes from ``nvmlDeviceGetProcessUtilization``,
 asked only for samples newer than the last one seen: ``NVML_ERROR_NOT_FOUND`` then means "no new
 samples since", which is normal, and the last figures stand until the process leaves the list.
 
@@ -27,7 +29,8 @@ log = logging.getLogger(__name__)
 HANDSHAKE_TRIES = 4
 HEADROOM = 8  # extra slots, so a process starting between the calls still fits
 LIST_CALLS = ("nvmlDeviceGetComputeRunningProcesses_v3",
-              "nvmlDeviceGetGraphicsRunningProcesses_v3")
+              "nvmlDeviceGetGraphicsRunningProcesses_v3",
+              "nvmlDeviceGetMPSComputeRunningProcesses_v3")
 UTIL_CALL = "nvmlDeviceGetProcessUtilization"
 _NOT_AVAILABLE = 0xFFFFFFFFFFFFFFFF  # usedGpuMemory when the driver cannot tell (WDDM)
 

@@ -75,8 +75,9 @@ def _allocation(pod: Pod, container: str, *device_ids: str, memory_mib: int = 0,
                                                                         tuple(devices)),))
 
 
-def _gpu_process(node: SimulatedNode, device: int, pid: int, memory_mib: int, sm: int) -> None:
-    answer = node.command({"op": "proc_add", "device": device, "pid": pid,
+def _gpu_process(node: SimulatedNode, device: int, pid: int, memory_mib: int, sm: int, *,
+                 kind: str = "compute") -> None:
+    answer = node.command({"op": "proc_add", "device": device, "pid": pid, "type": kind,
                            "used_memory_mib": memory_mib, "sm_util": sm})
     assert answer["ok"], answer
 
@@ -107,7 +108,8 @@ def test_per_pod_values_are_the_sum_of_their_processes(
     tmp_path: Path,
 ) -> None:
     # Pod A: two processes sharing GPU 0 through a time-sliced replica, cgroupfs driver.
-    # Pod B: systemd driver, besteffort, another replica of GPU 0 with a fractional memory share.
+    # Pod B: systemd driver, besteffort, an MPS client on another replica of GPU 0 with a
+    # fractional memory share.
     # Pod C: guaranteed, the whole GPU 1, in a cgroup v1 hierarchy where the machine has one.
     a = groups.pod(v2, "trainer-a", "burstable", "cgroupfs")
     b = groups.pod(v2, "infer-b", "besteffort", "systemd")
@@ -126,7 +128,7 @@ def test_per_pod_values_are_the_sum_of_their_processes(
         ])
         _gpu_process(node, 0, a1, 1000, 20)
         _gpu_process(node, 0, a2, 3000, 15)
-        _gpu_process(node, 0, b1, 500, 30)
+        _gpu_process(node, 0, b1, 500, 30, kind="mps")  # an MPS client: only in the MPS list
         _gpu_process(node, 1, c1, 7000, 60)
         _gpu_process(node, 0, host, 100, 5)
         agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env,

@@ -32,6 +32,7 @@ from agent.export.prometheus.health import HealthCheck
 from agent.export.prometheus.otel_scheme import otel_families
 from agent.export.prometheus.webconfig import BasicAuth, WebConfig, load_web_config
 from agent.export.series import series
+from agent.export.tracing import NoTracing, SpanRecorder
 from agent.model.snapshot import Reading, SnapshotStore
 
 log = logging.getLogger(__name__)
@@ -193,8 +194,10 @@ class MetricsEndpoint:
         store: SnapshotStore,
         resource: Mapping[str, object],
         health: HealthCheck,
+        tracer: SpanRecorder | None = None,
     ) -> None:
         self._config = config
+        self._tracer: SpanRecorder = tracer or NoTracing()
         self._store = store
         self._resource = dict(resource)
         self._dcgm = DcgmTranslator(self._resource)
@@ -242,11 +245,17 @@ class MetricsEndpoint:
 
     def scrape(self) -> bytes:
         self.stats.count("scrapes")
-        snapshot = self._store.current(time.time_ns())
-        points = series(snapshot)
-        if self._config().prometheus.scheme == "dcgm":
-            return render(self._dcgm.families(points))
-        return render(otel_families(points, self._resource))
+        scheme = self._config().prometheus.scheme
+        with self._tracer.span("gpu_agent.scrape", {"gpu_agent.scheme": scheme}) as span:
+            snapshot = self._store.current(time.time_ns())
+            points = series(snapshot)
+            if scheme == "dcgm":
+                body = render(self._dcgm.families(points))
+            else:
+                body = render(otel_families(points, self._resource))
+            if span is not None:
+                span.set_attribute("gpu_agent.scrape.bytes", len(body))
+            return body
 
     def readings(self) -> tuple[Reading, ...]:
         """Self-telemetry of the endpoint."""

@@ -62,6 +62,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
     "enabled" .Values.attribution.enabled
     "cgroup_root" "/host/sys/fs/cgroup"
     "kubelet" (dict "socket" "/var/lib/kubelet/pod-resources/kubelet.sock"))
+  "tracing" (dict "enabled" .Values.tracing.enabled)
   "health" (dict
     "kmsg" .Values.health.kernelLog
     "spool_path" "/var/lib/gpu-otel-agent/events"

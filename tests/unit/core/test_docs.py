@@ -33,6 +33,17 @@ def test_docs_cli_is_generated_from_the_parser() -> None:
         assert f"`{flag}`" in generated
 
 
+def test_docs_config_is_generated_from_the_defaults() -> None:
+    from agent.config.keys import config_markdown, leaves
+
+    generated = config_markdown()
+    assert (DOC.parent / "config.md").read_text(encoding="utf-8") == generated, (
+        "docs/config.md is stale: run gpu-agent docs config --output docs/config.md"
+    )
+    for dotted, _ in leaves():
+        assert f"`{dotted}`" in generated
+
+
 def test_docs_events_is_generated_from_the_event_and_xid_catalogs() -> None:
     from agent.docs import events_markdown
     from agent.health.events import EVENTS

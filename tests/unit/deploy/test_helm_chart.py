@@ -32,6 +32,7 @@ TOGGLED: dict[str, Any] = {
     "health": {"kernelLog": True},
     "ebpf": {"enabled": True},
     "runtimeClassName": "nvidia",
+    "tracing": {"enabled": True},
     "config": {"groups": {"fast": {"interval": 1}}},
 }
 
@@ -165,6 +166,7 @@ def test_the_configmap_is_a_configuration_the_agent_accepts(
     assert config.otlp.endpoint == "https://otel-gateway.observability.svc:4317"
     assert config.otlp.certificate == "/etc/gpu-otel-agent/otlp-ca/ca.crt"
     assert config.groups["fast"].interval == 1  # values.config merged over the chart's
+    assert config.tracing.enabled is True
 
 
 def test_otlp_headers_come_from_a_secret(chart: helm.Chart) -> None:

@@ -20,6 +20,7 @@ def _proc(root: Path, pid: int, uid: str, hostname: str = "", env: str = "") -> 
     base.mkdir(parents=True)
     (base / "cgroup").write_text(f"0::/kubepods/burstable/pod{uid}/{'c' * 64}\n")
     (base / "comm").write_bytes(b"python\n")
+    (base / "stat").write_text(f"{base.name} (a (b) c) S 1 1 1\n")
     environ = b"PATH=/bin\0" + (f"HOSTNAME={hostname}\0".encode() if hostname else b"")
     (base / "environ").write_bytes(environ + env.encode())
 
@@ -102,3 +103,14 @@ def test_mps_limit_from_the_environment(tmp_path: Path) -> None:
 ])
 def test_mps_limit_formats(value: str, gpus: int, expected: int | None) -> None:
     assert mps_limit(value, gpus) == expected
+
+
+def test_a_zombie_has_exited(tmp_path: Path) -> None:
+    _proc(tmp_path, 10, UID_A)
+    resolver = WorkloadResolver(ProcReader(tmp_path))
+    assert resolver.process(10) is not None
+    resolver.reconcile()
+    assert resolver.process(10) is not None  # still running
+    (tmp_path / "10" / "stat").write_text("10 (a (b) c) Z 1 1 1\n")
+    resolver.reconcile()
+    assert resolver.process(10) is None

@@ -1,0 +1,115 @@
+"""Hands finished health events to the sink in order, each with the workloads on its GPU.
+
+The process query may block (it calls into the GPU library), so it runs on a daemon thread per
+GPU under a short deadline: a GPU that hangs the query, or that is lost or unresponsive, gets
+the processes last seen on it, and never holds back the events of another GPU for long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agent.health.events import EventAttributes, EventValue, HealthEvent
+from agent.model.workload import GpuProcess, WorkloadLookup
+from agent.runtime.worker import DeviceWorker
+
+LOOKUP_TIMEOUT_S = 0.25
+
+
+@dataclass(frozen=True)
+class Pending:
+    event: HealthEvent
+    uuid: str
+    live_lookup: bool  # False when the GPU cannot answer now: use its last known processes
+
+
+class _Processes:
+    """One GPU's process queries: its thread, the last answer, whether a query still runs."""
+
+    def __init__(self, name: str) -> None:
+        self.worker = DeviceWorker(name)
+        self.known: tuple[GpuProcess, ...] = ()
+        self.busy = False
+
+
+class Delivery:
+    def __init__(
+        self, sink: Callable[[HealthEvent], None], workloads: WorkloadLookup | None
+    ) -> None:
+        self._sink = sink
+        self._workloads = workloads
+        self._queue: asyncio.Queue[Pending] = asyncio.Queue()
+        self._current: Pending | None = None
+        self._gpus: dict[str, _Processes] = {}
+        self.delivered = 0
+
+    def put(self, pending: Pending) -> None:
+        self._queue.put_nowait(pending)
+
+    async def run(self) -> None:
+        while True:
+            pending = await self._queue.get()
+            self._current = pending  # cancelled while looking up workloads: drain() keeps it
+            event = pending.event
+            processes = await self._processes(pending.uuid, pending.live_lookup)
+            if processes:
+                event = HealthEvent(event.name, event.time_ns, event.severity, event.body,
+                                    (*event.attributes, *workload_attributes(processes)))
+            self._current = None
+            self.delivered += 1
+            self._sink(event)
+
+    async def _processes(self, uuid: str, live: bool) -> tuple[GpuProcess, ...]:
+        lookup = self._workloads
+        if lookup is None:
+            return ()
+        gpu = self._gpus.get(uuid)
+        if gpu is None:
+            gpu = self._gpus[uuid] = _Processes(f"workloads-{uuid[-8:]}")
+        if not live or gpu.busy:
+            return gpu.known  # the GPU cannot answer now (or its last query still hangs)
+        gpu.busy = True
+        future = asyncio.wrap_future(gpu.worker.submit(lambda: lookup.processes_on(uuid)))
+
+        def done(f: asyncio.Future[tuple[GpuProcess, ...]]) -> None:
+            gpu.busy = False
+            if not f.cancelled() and f.exception() is None:
+                gpu.known = f.result()
+
+        future.add_done_callback(done)
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(LOOKUP_TIMEOUT_S):
+                return await asyncio.shield(future)
+        return gpu.known
+
+    def drain(self) -> list[HealthEvent]:
+        """At shutdown: every event not delivered yet, in order, without workloads."""
+        out = [] if self._current is None else [self._current.event]
+        self._current = None
+        while not self._queue.empty():
+            out.append(self._queue.get_nowait().event)
+        self.delivered += len(out)
+        return out
+
+    def close(self) -> None:
+        for gpu in self._gpus.values():
+            gpu.worker.stop()
+
+
+def workload_attributes(processes: tuple[GpuProcess, ...]) -> EventAttributes:
+    """PIDs and executables in one order; each workload attribute's distinct known values."""
+    out: list[tuple[str, EventValue]] = [
+        ("process.pid", tuple(p.pid for p in processes)),
+        ("process.executable.name", tuple(p.executable for p in processes)),
+    ]
+    values: dict[str, list[str]] = {}
+    for process in processes:
+        for key, value in process.workload.attributes():
+            seen = values.setdefault(key, [])
+            if str(value) not in seen:
+                seen.append(str(value))
+    out.extend((key, tuple(v)) for key, v in values.items())
+    return tuple(out)

@@ -1,0 +1,61 @@
+"""Per-process series limit, overflow count and container totals, from a /proc the test writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent.model.process import ProcessUsage
+from agent.model.snapshot import DeviceIdentity, Reading
+from agent.workloads.attribution import Attribution, AttributionSettings
+from agent.workloads.procfs import ProcReader
+from agent.workloads.resolver import WorkloadResolver
+
+GPU = DeviceIdentity("GPU-0", 0, "nvidia", "H100", "00000000:18:00.0")
+UID = "aaaaaaaa-1111-2222-3333-444455556666"
+
+
+def _proc(root: Path, pid: int) -> None:
+    base = root / str(pid)
+    base.mkdir()
+    (base / "cgroup").write_text(f"0::/kubepods/pod{UID}/{'c' * 64}\n")
+    (base / "comm").write_text("worker\n")
+    (base / "stat").write_text(f"{base.name} (a (b) c) S 1 1 1\n")
+
+
+def _values(readings: tuple[Reading, ...], metric: str) -> list[float | int]:
+    return [r.value for r in readings if r.metric == metric]
+
+
+def test_limit_counts_the_rest_and_totals_keep_everyone(tmp_path: Path) -> None:
+    for pid in range(10, 15):
+        _proc(tmp_path, pid)
+    attribution = Attribution(WorkloadResolver(ProcReader(tmp_path)),
+                              AttributionSettings(max_process_series=2))
+    usage = tuple(ProcessUsage(pid, pid * 100, (("general", 0.1),)) for pid in range(10, 15))
+    readings = attribution.readings(GPU, usage)
+    exported = [dict(r.attributes)["process.pid"] for r in readings
+                if r.metric == "gpu.process.memory.usage"]
+    assert exported == [14, 13]  # the largest users keep their own series
+    assert _values(readings, "gpu.process.series.overflow") == [3]
+    assert _values(readings, "gpu.container.memory.usage") == [sum(range(10, 15)) * 100]
+    utilization = _values(readings, "gpu.container.utilization")
+    assert len(utilization) == 1 and abs(utilization[0] - 0.5) < 1e-9
+
+
+def test_exit_drops_the_series_at_once_and_lookup_follows(tmp_path: Path) -> None:
+    _proc(tmp_path, 10)
+    _proc(tmp_path, 11)
+    resolver = WorkloadResolver(ProcReader(tmp_path))
+    attribution = Attribution(resolver, AttributionSettings())
+    refreshed: list[int] = []
+    attribution.watch_device(GPU.uuid, lambda: refreshed.append(1))
+    attribution.readings(GPU, (ProcessUsage(10, 1), ProcessUsage(11, 2)))
+    assert [p.pid for p in attribution.processes_on(GPU.uuid)] == [10, 11]
+    resolver.on_exit(11)
+    assert refreshed == [1]  # the sampler republishes without waiting for its next cycle
+    readings = attribution.readings(GPU, None)  # same list: the GPU still shows pid 11
+    pids = [dict(r.attributes)["process.pid"] for r in readings
+            if r.metric == "gpu.process.memory.usage"]
+    assert pids == [10]
+    (process,) = attribution.processes_on(GPU.uuid)
+    assert (process.pid, process.executable, process.workload.pod_uid) == (10, "worker", UID)
