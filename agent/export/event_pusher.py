@@ -4,8 +4,9 @@ Events are sent the moment they arrive (batched only with what arrived meanwhile
 the collector does not accept goes to the on-disk spool, and while the collector is away new
 events go straight there; every ``retry`` seconds (backing off to ``MAX_RETRY_S``) the oldest
 spooled segment is offered again, and once accepted the spool drains, oldest first, before
-anything newer is sent. On shutdown whatever is not yet accepted is spooled, so a restart
-re-sends it. Sending and disk I/O run on the pusher's own thread, never on the event loop.
+anything newer is sent. Without a usable spool, refused events wait in the bounded memory
+queue instead. On shutdown whatever is not yet accepted is spooled, so a restart re-sends it.
+Sending and disk I/O run on the pusher's own thread, never on the event loop.
 """
 
 from __future__ import annotations
@@ -70,24 +71,35 @@ class EventPusher:
                 self._wake.clear()
                 await self._wake.wait()
             if self._failing:
-                await self._spill()
+                if self._spool.usable:
+                    await self._spill()
                 await asyncio.sleep(backoff)
-                if await self._send_spooled():
-                    backoff = self._retry
-                else:
-                    backoff = min(backoff * 2, MAX_RETRY_S)
+                ok = await (self._send_spooled() if self._spool.usable
+                            else self._send_pending())
+                backoff = self._retry if ok else min(backoff * 2, MAX_RETRY_S)
                 continue
             if self._spool.stats.records:
                 await self._send_spooled()
                 continue
-            batch = [self._pending.popleft()
-                     for _ in range(min(MAX_BATCH, len(self._pending)))]
-            self._in_flight = batch
-            ok = await self._on_thread(functools.partial(self._send, batch))
-            self._in_flight = []
-            if not ok:
+            await self._send_pending()
+
+    async def _send_pending(self) -> bool:
+        """Send the oldest waiting batch; one the collector refuses goes to the spool, or back
+        to the head of the queue when there is no spool (memory, bounded by MAX_PENDING)."""
+        batch = [self._pending.popleft() for _ in range(min(MAX_BATCH, len(self._pending)))]
+        if not batch:
+            self._set_failing(False)
+            return True
+        self._in_flight = batch
+        ok = await self._on_thread(functools.partial(self._send, batch))
+        self._in_flight = []
+        if not ok:
+            if self._spool.usable:
                 await self._on_thread(functools.partial(self._spool.append, batch))
-                self._set_failing(True)
+            else:
+                self._pending.extendleft(reversed(batch))
+        self._set_failing(not ok)
+        return ok
 
     def _send(self, batch: list[HealthEvent]) -> bool:
         try:

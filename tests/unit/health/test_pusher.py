@@ -1,0 +1,88 @@
+"""The event pusher: refused events wait (on disk, or in memory without a spool) and go out
+in order once the collector takes them again."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from agent.export.event_pusher import EventPusher
+from agent.health.events import HealthEvent
+from agent.health.severity import Severity
+from agent.health.spool import Spool
+
+
+class Collector:
+    """Refuses everything while ``down``; records what it accepted."""
+
+    def __init__(self) -> None:
+        self.down = True
+        self.accepted: list[str] = []
+
+    def send(self, events: Sequence[HealthEvent]) -> bool:
+        if self.down:
+            return False
+        self.accepted.extend(e.body for e in events)
+        return True
+
+    def shutdown(self) -> None:
+        return None
+
+
+def event(i: int) -> HealthEvent:
+    return HealthEvent("gpu.xid", i, Severity.ERROR, f"e{i}", (("gpu.xid.code", i),))
+
+
+@pytest.mark.parametrize("on_disk", [True, False], ids=["spool", "memory-only"])
+def test_refused_events_all_arrive_in_order_when_the_collector_returns(
+    tmp_path: Path, on_disk: bool
+) -> None:
+    collector = Collector()
+    spool = Spool(tmp_path / "spool" if on_disk else None, 1 << 20)
+
+    async def main() -> None:
+        pusher = EventPusher(collector, spool, retry=0.01)
+        task = asyncio.create_task(pusher.run())
+        for i in range(5):
+            pusher.submit(event(i))
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.1)
+        assert collector.accepted == []
+        assert spool.stats.records == (5 if on_disk else 0)
+        collector.down = False
+        deadline = time.monotonic() + 5
+        while len(collector.accepted) < 5 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        pusher.close([], timeout=1.0)
+
+    asyncio.run(main())
+    assert collector.accepted == [f"e{i}" for i in range(5)]
+    assert spool.stats.dropped == 0
+
+
+def test_shutdown_during_an_outage_keeps_everything_on_disk(tmp_path: Path) -> None:
+    collector = Collector()
+    spool = Spool(tmp_path, 1 << 20)
+
+    async def main() -> None:
+        pusher = EventPusher(collector, spool, retry=10.0)
+        task = asyncio.create_task(pusher.run())
+        pusher.submit(event(1))
+        await asyncio.sleep(0.1)  # refused: the pusher now waits 10 s before retrying
+        pusher.submit(event(2))
+        task.cancel()
+        pusher.close([event(3)], timeout=0.5)
+
+    asyncio.run(main())
+    again = Spool(tmp_path, 1 << 20)
+    again.open()
+    kept = []
+    while (oldest := again.oldest()) is not None:
+        kept.extend(e.body for e in oldest[1])
+        again.remove(oldest[0])
+    assert kept == ["e1", "e2", "e3"]
