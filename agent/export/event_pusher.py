@@ -160,7 +160,10 @@ class EventPusher:
                 log.warning("final event export did not finish; spooling %d event(s)",
                             len(pending))
         if pending:
-            self._spool.append(pending)
+            if not self._spool.usable:
+                log.error("%d health event(s) not accepted by the collector are lost at "
+                          "shutdown: there is no usable spool", len(pending))
+            self._spool.append(pending)  # counted as dropped when there is no spool
         self._thread.stop()
         self._spool.close()
         try:
