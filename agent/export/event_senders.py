@@ -8,6 +8,7 @@ calls them on its own thread.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -70,11 +71,19 @@ class OtlpEventSender:
 
 
 class ConsoleEventSender:
-    """``exporter: console``: one JSON line per event on stdout."""
+    """``exporter: console``: one JSON object per event on stdout, named as in OTLP."""
 
     def send(self, events: Sequence[HealthEvent]) -> bool:
         for event in events:
-            sys.stdout.write(event.to_json() + "\n")
+            record = {
+                "event_name": event.name,
+                "time_unix_nano": event.time_ns,
+                "severity_text": event.severity.text,
+                "body": event.body,
+                "attributes": {k: list(v) if isinstance(v, tuple) else v
+                               for k, v in event.all_attributes()},
+            }
+            sys.stdout.write(json.dumps(record) + "\n")
         sys.stdout.flush()
         return True
 

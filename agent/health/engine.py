@@ -67,7 +67,7 @@ class EngineSettings:
 
 @dataclass
 class HealthStats:
-    """Self-telemetry of the engine (read by the deploy helper's metrics endpoint)."""
+    """Self-telemetry of the engine (exported as gpu_agent.events.*)."""
 
     device_events: int = 0  # raw events from the sources
     suppressed: int = 0  # occurrences folded into storm summaries

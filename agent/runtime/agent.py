@@ -17,14 +17,14 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from opentelemetry.sdk.resources import Resource
 
 from agent.config.load import ConfigError, Overrides, load
 from agent.config.schema import AgentConfig
 from agent.export.exporters import build_snapshot_exporter
-from agent.export.prometheus.health import HealthCheck
-from agent.export.prometheus.server import EndpointError, MetricsEndpoint
+from agent.export.prometheus import EndpointError
 from agent.export.pusher import MetricPusher
 from agent.export.tracing import SpanRecorder, TracedExporter, build_tracer
 from agent.model.snapshot import Reading, SnapshotStore
@@ -38,6 +38,9 @@ from agent.sampling.backend import Backend
 from agent.version import VERSION
 from agent.workloads.attribution import Attribution
 from agent.workloads.build import build as build_attribution
+
+if TYPE_CHECKING:
+    from agent.export.prometheus.server import MetricsEndpoint
 
 log = logging.getLogger(__name__)
 RELOAD_POLL_SECONDS = 2.0
@@ -221,6 +224,9 @@ class Agent:
         """The Prometheus endpoint if configured. Raises EndpointError if it cannot start."""
         if not self._initial.prometheus.enabled:
             return None
+        from agent.export.prometheus.health import HealthCheck
+        from agent.export.prometheus.server import MetricsEndpoint
+
         health = HealthCheck(self.store, len(self.samplers), lambda: self._holder.current)
         endpoint = MetricsEndpoint(lambda: self._holder.current, self.store,
                                    dict(resource.attributes), health, tracer)

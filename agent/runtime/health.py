@@ -20,7 +20,7 @@ from agent.health.engine import EngineSettings, HealthEngine
 from agent.health.spool import Spool
 from agent.health.telemetry import HealthTelemetry
 from agent.model.snapshot import Reading, SnapshotStore
-from agent.model.workload import WorkloadLookup
+from agent.model.workload import GpuProcess, WorkloadLookup
 from agent.runtime.discovery import OpenBackend
 from agent.sampling.backend import (
     DeviceEvent,
@@ -34,6 +34,16 @@ log = logging.getLogger(__name__)
 MIB = 1024 * 1024
 
 
+class _EachBackend:
+    """Every backend's lookup (NVIDIA and AMD on one node): each knows only its own GPUs."""
+
+    def __init__(self, lookups: Sequence[WorkloadLookup]) -> None:
+        self._lookups = tuple(lookups)
+
+    def processes_on(self, uuid: str) -> tuple[GpuProcess, ...]:
+        return tuple(p for lookup in self._lookups for p in lookup.processes_on(uuid))
+
+
 class HealthRuntime:
     def __init__(
         self,
@@ -45,8 +55,10 @@ class HealthRuntime:
     ) -> None:
         health = config.health
         if workloads is None:
-            workloads = next((b.backend.workload_lookup() for b in opened
-                              if isinstance(b.backend, WorkloadCapable)), None)
+            lookups = [b.backend.workload_lookup() for b in opened
+                       if isinstance(b.backend, WorkloadCapable)]
+            workloads = lookups[0] if len(lookups) == 1 else (
+                _EachBackend(lookups) if lookups else None)
         spool = Spool(Path(health.spool_path) if health.spool_path else None,
                       int(health.spool_max_mib * MIB))
         self.spool = spool

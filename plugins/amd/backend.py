@@ -9,6 +9,7 @@ from types import ModuleType
 from typing import Any
 
 from agent.model.snapshot import DeviceIdentity
+from agent.model.workload import WorkloadLookup
 from agent.sampling.backend import (
     BackendInfo,
     BackendUnavailable,
@@ -19,6 +20,7 @@ from agent.sampling.backend import (
 from plugins.amd import smi
 from plugins.amd.device import AmdDevice
 from plugins.amd.events import AmdEventReader
+from plugins.amd.processes import AmdProcessLookup
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,7 @@ class AmdBackend:
     def __init__(self) -> None:
         self._smi: ModuleType | None = None
         self._handles: list[Any] = []
+        self._by_uuid: dict[str, Any] = {}
 
     def open(self) -> BackendInfo:
         module = smi.load()
@@ -67,7 +70,11 @@ class AmdBackend:
                 log.error("AMD GPU %d cannot be identified and is not monitored: %s", index, error)
                 continue
             found.append(AmdDevice(module, handle, identity))
+            self._by_uuid[identity.uuid] = handle
         return found
+
+    def workload_lookup(self) -> WorkloadLookup:
+        return AmdProcessLookup(self._smi, self._by_uuid)
 
     def event_sources(
         self, devices: Sequence[Device], options: EventSourceOptions

@@ -21,7 +21,8 @@ POLL_S = 0.02
 # The health events' waiting threads block in these (with a 200 ms timeout) all the time; a
 # wait is not a reading and costs nothing while nothing happens, so sampling counts leave
 # them out (otherwise calls would never go quiet between cycles).
-EVENT_WAITS = frozenset({"nvmlEventSetWait_v2", "nvmlEventSetWait"})
+EVENT_WAITS = frozenset({"nvmlEventSetWait_v2", "nvmlEventSetWait",
+                         "amdsmi_get_gpu_event_notification"})
 
 
 @dataclass(frozen=True)

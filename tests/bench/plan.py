@@ -20,6 +20,7 @@ from tests.integration.harness import SCENARIOS
 
 NODE_8 = SCENARIOS / "bench-8gpu-64proc.yaml"
 NODE_16 = SCENARIOS / "bench-16gpu-256proc.yaml"
+NODE_8_AMD = SCENARIOS / "bench-8mi300x-64proc.yaml"
 
 TARGETS: dict[str, float] = {
     "cpu_percent_one_core_8gpu_1s": 1.0,
@@ -59,9 +60,11 @@ def build(smoke: bool) -> Plan:
     fast_8 = _agent(8, NODE_8, 1.0, 3 if smoke else 60, 2 if smoke else 10)
     slow_8 = _agent(8, NODE_8, slow, 1 if smoke else 12, 1 if smoke else 2)
     scale = _agent(16, NODE_16, 1.0, 3 if smoke else 60, 1 if smoke else 10)
+    # The same node with AMD MI300X through amdsmi (simulated libamd_smi.so).
+    amd_8 = AgentCase("agent-8amd-1s", NODE_8_AMD, 1.0, 3 if smoke else 60, 2 if smoke else 10)
     return Plan(
         smoke=smoke,
-        agent=(fast_8, slow_8, scale),
+        agent=(fast_8, slow_8, scale, amd_8),
         nvitop_exporter=(_nvitop(1.0, 3 if smoke else 60, fast_8),
                          _nvitop(slow, 1 if smoke else 6, slow_8)),
         gpustat=(PeerCase("gpustat-8gpu", NODE_8, 1.0, 2 if smoke else 10, fast_8.name),),

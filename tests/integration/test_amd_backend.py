@@ -348,3 +348,34 @@ def test_amd_notifications_arrive_as_health_events(
         agent.close()
         sleeper.kill()
         sleeper.wait()
+
+
+def test_with_attribution_off_amd_events_still_name_the_processes_on_the_gpu(
+    mixed_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path
+) -> None:
+    sleepers = [subprocess.Popen(["sleep", "600"]) for _ in range(2)]
+    config = tmp_path / "agent.yaml"
+    config.write_text("attribution: {enabled: false}\n", encoding="utf-8")
+    mixed_node.command({"op": "proc_add", "device": 0, "pid": sleepers[0].pid,
+                        "used_memory_mib": 100})
+    mixed_node.command({"op": "proc_add", "device": 1, "pid": sleepers[1].pid,
+                        "used_memory_mib": 100})
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, mixed_node.env,
+                         [*FAST, "--config", str(config)])
+    store = otlp_grpc_receiver.store
+    try:
+        store.wait_for(lambda s: _state(s, MI300X_UUID) == "ok" and _state(s, UUIDS[0]) == "ok",
+                       timeout=20)
+        assert not store.points("gpu.process.memory.usage")  # attribution is off
+        mixed_node.command({"op": "event", "device": 1, "type": "vm_fault", "message": "x"})
+        mixed_node.command({"op": "xid", "device": 0, "code": 13})
+        fault = store.wait_for(lambda s: s.logs("gpu.amd.vm_fault"), timeout=10)[0]
+        xid = store.wait_for(lambda s: s.logs("gpu.xid"), timeout=10)[0]
+        assert fault.attributes["process.pid"] == (sleepers[1].pid,)
+        assert fault.attributes["process.executable.name"] == ("sleep",)
+        assert xid.attributes["process.pid"] == (sleepers[0].pid,)  # NVIDIA's own lookup
+    finally:
+        agent.close()
+        for sleeper in sleepers:
+            sleeper.kill()
+            sleeper.wait()

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.config.schema import AgentConfig
+from agent.export.prometheus import EndpointError
 from agent.export.prometheus.dcgm_scheme import DcgmTranslator
 from agent.export.prometheus.exposition import CONTENT_TYPE, render
 from agent.export.prometheus.health import HealthCheck
@@ -35,16 +36,13 @@ from agent.export.series import series
 from agent.export.tracing import NoTracing, SpanRecorder
 from agent.model.snapshot import Reading, SnapshotStore
 
+__all__ = ["EndpointError", "MetricsEndpoint"]
 log = logging.getLogger(__name__)
 CONNECTION_TIMEOUT_SECONDS = 10.0
 LANDING = b"""<html><head><title>gpu-otel-agent</title></head><body>
 <h1>gpu-otel-agent</h1><p><a href="/metrics">Metrics</a> &middot;
 <a href="/healthz">healthz</a> &middot; <a href="/readyz">readyz</a></p></body></html>
 """
-
-
-class EndpointError(Exception):
-    """The endpoint cannot start: the address is taken or the web config is wrong."""
 
 
 def split_listen(listen: str) -> tuple[str, int]:

@@ -52,8 +52,8 @@ TLS_VERSIONS = MappingProxyType({
 })
 _TLS_KEYS = {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version",
              "max_version"}
-_TLS_UNSUPPORTED = {"cert", "key", "client_ca", "cipher_suites", "curve_preferences",
-                    "prefer_server_cipher_suites", "client_allowed_sans"}
+_TLS_UNSUPPORTED = frozenset({"cert", "key", "client_ca", "cipher_suites", "curve_preferences",
+                              "prefer_server_cipher_suites", "client_allowed_sans"})
 _HTTP_KEYS = {"headers", "http2"}
 _TOP_KEYS = {"tls_server_config", "http_server_config", "basic_auth_users"}
 
@@ -99,7 +99,7 @@ def _mapping(value: Any, where: str) -> dict[str, Any]:
 
 
 def _check_keys(section: dict[str, Any], known: set[str], where: str,
-                unsupported: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+                unsupported: frozenset[str] = frozenset()) -> None:
     for key in section:
         if key in unsupported:
             raise WebConfigError(f"{where}.{key}: not supported by this agent")

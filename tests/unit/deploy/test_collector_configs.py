@@ -59,6 +59,14 @@ def test_gateway_pipelines_protect_memory_batch_and_route_per_signal() -> None:
     assert pipelines["traces"]["exporters"] == ["otlp/tempo"]
 
 
+def test_k8sattributes_never_shadows_the_workload_attributes_on_data_points() -> None:
+    extract = _load("gateway.yaml")["processors"]["k8sattributes"]["extract"]
+    workload = {"k8s.pod.name", "k8s.pod.uid", "k8s.namespace.name", "k8s.container.name",
+                "container.id"}
+    assert not workload & set(extract["metadata"])
+    assert not workload & {label["tag_name"] for label in extract.get("labels", [])}
+
+
 def test_gateway_queues_are_persistent() -> None:
     config = _load("gateway.yaml")
     storages = {e["sending_queue"]["storage"] for e in config["exporters"].values()}

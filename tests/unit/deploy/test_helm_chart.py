@@ -218,3 +218,14 @@ def test_chart_rules_file_is_the_tested_one() -> None:
 def test_values_schema_rejects_bad_values(chart: helm.Chart, values: dict[str, Any]) -> None:
     with pytest.raises(helm.HelmError):
         chart.render(values=values, name="gpu", namespace="monitoring")
+
+
+def test_agent_resource_names_its_pod_by_ip_and_node_from_the_downward_api(
+    chart: helm.Chart,
+) -> None:
+    _, container = _container(render(chart))
+    env = {e["name"]: e for e in container["env"]}
+    assert env["OTEL_RESOURCE_ATTRIBUTES"]["value"] == "k8s.pod.ip=$(POD_IP)"
+    names = [e["name"] for e in container["env"]]
+    assert names.index("POD_IP") < names.index("OTEL_RESOURCE_ATTRIBUTES")  # defined first
+    assert env["K8S_NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"

@@ -1,0 +1,48 @@
+"""Health events as OTLP log records, and on the console."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from opentelemetry.sdk.resources import Resource
+
+from agent.export.event_senders import ConsoleEventSender
+from agent.export.log_encode import LogEncoder
+from agent.health.events import HealthEvent
+from agent.health.severity import Severity
+from tests.receivers.decode import log_events
+
+EVENT = HealthEvent("gpu.xid", 1_700_000_000_123_456_789, Severity.FATAL, "XID 79 ...",
+                    (("hw.id", "GPU-1"), ("gpu.index", 3), ("gpu.xid.code", 79),
+                     ("gpu.call.duration", 0.5), ("process.pid", (7, 8)),
+                     ("k8s.pod.name", ("train-0",))))
+
+
+def test_log_record_has_the_name_twice_severity_body_and_typed_attributes() -> None:
+    request = LogEncoder(Resource.create({"service.name": "gpu-otel-agent"})).encode([EVENT])
+    (decoded,) = log_events(request, 0.0)
+    assert decoded.event_name == "gpu.xid"
+    assert decoded.attributes["event.name"] == "gpu.xid"
+    assert (decoded.severity_number, decoded.severity_text) == (21, "FATAL")
+    assert decoded.body == "XID 79 ..."
+    assert decoded.time_unix_nano == EVENT.time_ns
+    assert decoded.attributes["gpu.index"] == 3
+    assert decoded.attributes["gpu.call.duration"] == 0.5
+    assert decoded.attributes["process.pid"] == (7, 8)
+    assert decoded.attributes["k8s.pod.name"] == ("train-0",)
+    assert decoded.resource["service.name"] == "gpu-otel-agent"
+
+
+def test_console_prints_one_json_object_per_event(capsys: pytest.CaptureFixture[str]) -> None:
+    assert ConsoleEventSender().send([EVENT, EVENT])
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2
+    record = json.loads(lines[0])
+    assert record["event_name"] == record["attributes"]["event.name"] == "gpu.xid"
+    assert record["attributes"]["process.pid"] == [7, 8]
+    assert record["severity_text"] == "FATAL"
+
+
+def test_event_survives_its_spool_encoding() -> None:
+    assert HealthEvent.from_json(EVENT.to_json()) == EVENT
