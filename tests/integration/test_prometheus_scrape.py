@@ -170,6 +170,9 @@ def test_dcgm_names_in_prometheus_equal_the_simulated_values(scenario: Scenario)
     assert {r["metric"]["device"] for r in result} == {f"nvidia{i}" for i in range(4)}
     fb = _values(stack.query("DCGM_FI_DEV_FB_USED"), "gpu")
     assert fb == {str(i): USED_MIB[i] for i in range(4)}
+    # GPUs a pod is allocated carry its pod/namespace/container, as with dcgm-exporter.
+    by_pod = stack.query('DCGM_FI_DEV_GPU_UTIL{namespace="ml",container="server"}')
+    assert _values(by_pod, "pod") == {"infer-a": UTIL[0], "infer-b": UTIL[1]}
 
 
 def _adapter_query(rule: dict[str, Any], matchers: str, group_by: str) -> str:

@@ -7,7 +7,9 @@ the per-process / per-container names used to autoscale on shared GPUs
 (``DCGM_CUSTOM_PROCESS_SM_UTIL``, ``DCGM_CUSTOM_PROCESS_MEM_USED``,
 ``DCGM_CUSTOM_CONTAINER_MEM_ALLOCATED`` with ``NamespaceName``, ``PodName``,
 ``ContainerName``, ``NodeName``, ``ProcessId``). Device series carry ``NodeName`` too, since
-the common adapter rules map it to the node resource.
+the common adapter rules map it to the node resource, and, as in dcgm-exporter's Kubernetes
+mode, the ``pod``/``namespace``/``container`` of each pod on the GPU (one series per pod on a
+shared GPU, each with the GPU's value: the per-pod share is in the DCGM_CUSTOM_* names).
 
 What dcgm-exporter has no name for (``hw.status``, ``gpu.xid.errors`` — dcgm's XID gauge only
 holds the last code, which is the flaw we fix — and the agent's own ``gpu_agent.*``) is served
@@ -19,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from agent.export.prometheus.exposition import Families, Labels
+from agent.export.prometheus.exposition import Families, Family, Labels
 from agent.export.prometheus.otel_scheme import add_otel_series, label_value
 from agent.export.series import SeriesPoint
 from agent.model.metrics import Instrument, spec_for
@@ -163,10 +165,29 @@ def _scaled(value: float | int, scale: float) -> float | int:
     return int(result) if result == int(result) else result
 
 
+_CONTAINER_METRICS = ("gpu.container.utilization", "gpu.container.memory.usage",
+                      "gpu.container.memory.limit")
+
+
+def pods_by_gpu(series: Mapping[str, Sequence[SeriesPoint]]) -> dict[object, tuple[Labels, ...]]:
+    """GPU UUID -> the pod/namespace/container labels of the Kubernetes containers on it."""
+    found: dict[object, dict[Labels, None]] = {}
+    for name in _CONTAINER_METRICS:
+        for point in series.get(name, ()):
+            attrs = dict(point.attributes)
+            if "k8s.pod.name" not in attrs:
+                continue  # a Slurm job or a bare container: dcgm has no label for it
+            labels = tuple((label, label_value(attrs[key]))
+                           for key, label in _WORKLOAD_DCGM.items() if key in attrs)
+            found.setdefault(attrs.get("hw.id"), {})[labels] = None
+    return {uuid: tuple(sorted(pods)) for uuid, pods in found.items()}
+
+
 class DcgmTranslator:
     def __init__(self, resource: Mapping[str, object]) -> None:
         node = resource.get("k8s.node.name") or resource.get("host.name") or ""
         self._host = str(node)
+        self._pods: dict[object, tuple[Labels, ...]] = {}
 
     def labels(self, attributes: Attributes, custom: bool) -> Labels:
         attrs = dict(attributes)
@@ -188,6 +209,7 @@ class DcgmTranslator:
         families = Families()
         passthrough: dict[str, list[SeriesPoint]] = {}
         throttle: dict[Attributes, int] = {}
+        self._pods = pods_by_gpu(series)
         for name, points in series.items():
             selectors = _SELECTORS.get(name)
             for point in points:
@@ -204,10 +226,18 @@ class DcgmTranslator:
             family = families.family("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge",
                                      "Current clock throttle reasons (bitmask).")
             if family is not None:
-                family.add(self.labels(device, custom=False), mask)
+                self._add_device(family, device, mask)
         for name, points in passthrough.items():
             add_otel_series(families, name, points)
         return families
+
+    def _add_device(self, family: Family, attributes: Attributes, value: float | int) -> None:
+        """A device series, once per pod on the GPU with its pod/namespace/container, as
+        dcgm-exporter labels it (dashboards and adapter rules filter on them); once, without
+        them, on a GPU no pod uses."""
+        labels = self.labels(attributes, custom=False)
+        for workload in self._pods.get(dict(attributes).get("hw.id"), ((),)):
+            family.add((*labels, *workload), value)
 
     @staticmethod
     def _field(
@@ -230,9 +260,12 @@ class DcgmTranslator:
             counter = False
         type_ = "counter" if counter else "gauge"
         family = families.family(field.name, type_, field.help)
-        if family is not None:
-            family.add(self.labels(point.attributes, field.custom),
-                       _scaled(point.value, field.scale))
+        if family is None:
+            return
+        if field.custom:
+            family.add(self.labels(point.attributes, True), _scaled(point.value, field.scale))
+        else:
+            self._add_device(family, point.attributes, _scaled(point.value, field.scale))
 
     def _add_free_memory(self, families: Families,
                          series: Mapping[str, Sequence[SeriesPoint]]) -> None:
@@ -246,8 +279,7 @@ class DcgmTranslator:
                 family = families.family("DCGM_FI_DEV_FB_FREE", "gauge",
                                          "Framebuffer memory free (in MiB).")
                 if family is not None:
-                    family.add(self.labels(point.attributes, custom=False),
-                               _scaled(free, 1 / MIB))
+                    self._add_device(family, point.attributes, _scaled(free, 1 / MIB))
 
     @staticmethod
     def _throttle_bit(masks: dict[Attributes, int], point: SeriesPoint) -> None:

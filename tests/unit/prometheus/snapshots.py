@@ -19,6 +19,8 @@ MIB = 1024 * 1024
 UUIDS = ("GPU-aaaaaaaa-0000-4000-8000-000000000000", "GPU-bbbbbbbb-0000-4000-8000-000000000001")
 POD_A = (("k8s.namespace.name", "ml"), ("k8s.pod.name", "infer-a"),
          ("k8s.container.name", "server"), ("k8s.pod.uid", "uid-a"))
+POD_B = (("k8s.namespace.name", "ml"), ("k8s.pod.name", "infer-b"),
+         ("k8s.container.name", "server"), ("k8s.pod.uid", "uid-b"))
 
 
 def identity(index: int) -> DeviceIdentity:
@@ -26,8 +28,11 @@ def identity(index: int) -> DeviceIdentity:
                           f"00000000:{0x18 + index:02X}:00.0")
 
 
-def device_readings(util: float, used_mib: int) -> tuple[Reading, ...]:
+def device_readings(util: float, used_mib: int,
+                    pods: tuple[tuple[tuple[str, str], ...], ...] = (POD_A,),
+                    ) -> tuple[Reading, ...]:
     return (
+        *(Reading("gpu.container.memory.limit", 8192 * MIB, pod) for pod in pods),
         Reading("hw.gpu.utilization", util, (("hw.gpu.task", "general"),)),
         Reading("hw.gpu.utilization", 0.05, (("hw.gpu.task", "encoder"),)),
         Reading("hw.gpu.memory.usage", used_mib * MIB),
@@ -48,13 +53,13 @@ def device_readings(util: float, used_mib: int) -> tuple[Reading, ...]:
                  ("hw.gpu.task", "general"))),
         Reading("gpu.process.memory.usage", 2048 * MIB,
                 (("process.pid", 4242), ("process.executable.name", "python"), *POD_A)),
-        Reading("gpu.container.memory.limit", 8192 * MIB, POD_A),
     )
 
 
 def device(index: int, util: float, used_mib: int, time_ns: int,
-           health: HealthState = HealthState.OK) -> DeviceSnapshot:
-    sample = GroupSample("fast", device_readings(util, used_mib), time_ns)
+           health: HealthState = HealthState.OK, *,
+           pods: tuple[tuple[tuple[str, str], ...], ...] = (POD_A,)) -> DeviceSnapshot:
+    sample = GroupSample("fast", device_readings(util, used_mib, pods), time_ns)
     snapshot = DeviceSnapshot(identity(index), HealthState.OK, 1_000,
                               MappingProxyType({"fast": sample}))
     return snapshot.with_health(health) if health is not HealthState.OK else snapshot

@@ -9,7 +9,8 @@ from agent.export.prometheus.dcgm_scheme import DcgmTranslator
 from agent.export.prometheus.exposition import Families, render
 from agent.export.prometheus.otel_scheme import otel_families
 from agent.export.series import series
-from tests.unit.prometheus.snapshots import UUIDS, node
+from agent.model.snapshot import NodeSnapshot
+from tests.unit.prometheus.snapshots import POD_A, POD_B, UUIDS, device, node
 
 RESOURCE = {"service.name": "gpu-otel-agent", "host.name": "vm-1", "k8s.node.name": "gpu-node-7"}
 
@@ -65,7 +66,21 @@ def test_dcgm_scheme_matches_dcgm_exporter_units_and_labels() -> None:
     labels = next(lab for lab, _ in samples["DCGM_FI_DEV_GPU_UTIL"] if lab["gpu"] == "1")
     assert labels == {"gpu": "1", "UUID": UUIDS[1], "device": "nvidia1",
                       "modelName": "NVIDIA H100 80GB HBM3", "pci_bus_id": "00000000:19:00.0",
-                      "Hostname": "gpu-node-7", "NodeName": "gpu-node-7"}
+                      "Hostname": "gpu-node-7", "NodeName": "gpu-node-7",
+                      # the pod the GPU is allocated to, as dcgm-exporter's Kubernetes mode
+                      "pod": "infer-a", "namespace": "ml", "container": "server"}
+
+
+def test_dcgm_device_series_per_pod_on_shared_gpus_and_without_pods_on_idle_ones() -> None:
+    now = 5_000_000_000
+    snapshot = NodeSnapshot((device(0, 0.6, 100, now, pods=(POD_A, POD_B)),
+                             device(1, 0.2, 100, now, pods=())), now)
+    samples = parsed(DcgmTranslator(RESOURCE).families(series(snapshot)))
+    shared = {lab.get("pod"): v for lab, v in samples["DCGM_FI_DEV_GPU_UTIL"] if lab["gpu"] == "0"}
+    assert shared == {"infer-a": 60, "infer-b": 60}  # dcgm-exporter repeats the GPU's value
+    (idle,) = [lab for lab, _ in samples["DCGM_FI_DEV_GPU_UTIL"] if lab["gpu"] == "1"]
+    assert not {"pod", "namespace", "container"} & set(idle)
+    assert len([1 for lab, _ in samples["DCGM_FI_DEV_FB_FREE"] if lab["gpu"] == "0"]) == 2
 
 
 def test_dcgm_scheme_per_process_and_container_names_for_autoscaling() -> None:
