@@ -4,6 +4,7 @@ receiver."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ import pytest
 
 from agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 from plugins.nvidia.simulator import SimulatedNode
-from tests.integration.cgroups import Cgroups, Pod, cgroups, v1_root, v2_root
+from tests.integration.cgroups import Cgroups, Pod, cgroups, container_id, v1_root, v2_root
 from tests.integration.conftest import UUIDS
 from tests.integration.harness import AgentProcess, h100, write_scenario
 from tests.receivers import decode
@@ -293,3 +294,37 @@ def test_hostile_names(
                 pts, "hw.gpu.utilization", hw__id=UUIDS[1]), "device metrics still flowing")
         finally:
             agent.close()
+
+
+def test_slurm_job_and_plain_container(
+    node: SimulatedNode, groups: Cgroups, v2: Path, otlp_grpc_receiver: OtlpGrpcReceiver,
+    tmp_path: Path,
+) -> None:
+    job_id = str(4_000_000 + os.getpid() % 100_000)  # unique per run
+    job = groups.path(v2 / "system.slice" / "slurmstepd.scope" / f"job_{job_id}" / "step_0"
+                      / "user" / "task_0")
+    cid = container_id()
+    docker = groups.path(v2 / "system.slice" / f"docker-{cid}.scope")
+    j1 = groups.spawn(job)
+    j2 = groups.spawn(job)
+    d1 = groups.spawn(docker)
+    _gpu_process(node, 0, j1, 1500, 25)
+    _gpu_process(node, 1, j2, 2500, 35)
+    _gpu_process(node, 1, d1, 700, 5)
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env,
+                         _config(tmp_path, tmp_path / "no-kubelet" / "kubelet.sock"))
+    try:
+        points = _wait_export(otlp_grpc_receiver.store, lambda pts: len(_select(
+            pts, "gpu.container.memory.usage")) == 3, "job and container totals")
+        (job0,) = _select(points, "gpu.container.memory.usage", slurm__job__id=job_id,
+                          hw__id=UUIDS[0])
+        (job1,) = _select(points, "gpu.container.memory.usage", slurm__job__id=job_id,
+                          hw__id=UUIDS[1])
+        assert (job0.value, job1.value) == (1500 * MIB, 2500 * MIB)
+        assert "k8s.pod.uid" not in job0.attributes and "container.id" not in job0.attributes
+        (plain,) = _select(points, "gpu.container.memory.usage", container__id=cid)
+        assert plain.value == 700 * MIB and "k8s.pod.uid" not in plain.attributes
+        (proc,) = _select(points, "gpu.process.memory.usage", process__pid=j2)
+        assert proc.attributes["slurm.job.id"] == job_id
+    finally:
+        agent.close()
