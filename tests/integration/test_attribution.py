@@ -265,7 +265,8 @@ def test_hostile_names(
     renamer = ("import ctypes, sys, time; "
                "ctypes.CDLL(None).prctl(15, b'ev\\nil\\x1b[2J\\xff\\xfe'); "
                "print(flush=True); time.sleep(600)")
-    a1 = groups.spawn(a.cgroup, {"HOSTNAME": long_name}, [sys.executable, "-c", renamer])
+    a1 = groups.spawn(a.cgroup, {"HOSTNAME": long_name},
+                      [sys.executable, "-c", renamer, "--token=" + "s" * 10_000])
     pod = PodAllocation("ns\nwith-newline", long_name, (ContainerAllocation(
         "c\r\n" + "x" * 10_000, (ContainerDevices("nvidia.com/gpu", (UUIDS[0],)),)),))
     with FakeKubelet(tmp_path / "kubelet" / "kubelet.sock") as kubelet:
@@ -282,7 +283,10 @@ def test_hostile_names(
             (point,) = _select(points, "gpu.process.memory.usage", process__pid=a1)
             attrs = point.attributes
             assert attrs["process.executable.name"] == "ev il [2J\ufffd\ufffd"
-            assert attrs["process.command_line"] == f"{sys.executable} -c {renamer}"
+            command_line = attrs["process.command_line"]
+            assert isinstance(command_line, str)
+            assert command_line.startswith(f"{sys.executable} -c {renamer} --token=sss")
+            assert len(command_line) == 1024 and command_line.endswith("…")
             assert attrs["k8s.namespace.name"] == "ns with-newline"
             pod_name = attrs["k8s.pod.name"]
             assert isinstance(pod_name, str) and len(pod_name) == 128
