@@ -39,7 +39,8 @@ def _value(store: Store, metric: str, **attrs: object) -> float | int:
 
 def _assert_served_values(store: Store) -> None:
     assert store.wait_for(
-        lambda s: (p := s.latest("hw.gpu.utilization", {"hw.id": UUIDS[2]}))
+        lambda s: (p := s.latest("hw.gpu.utilization",
+                         {"hw.id": UUIDS[2], "hw.gpu.task": "general"}))
         and p.value == pytest.approx(0.37) and p,
         timeout=15, what="utilization 0.37 on GPU 2",
     )

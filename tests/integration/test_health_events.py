@@ -304,3 +304,40 @@ def test_polled_health_becomes_transitions(
     finally:
         assert agent.terminate() < 5
         agent.close()
+
+
+def test_a_full_spool_keeps_the_first_events_and_reports_the_overflow(
+    four_gpu_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path,
+) -> None:
+    node = four_gpu_node
+    args = config_args(tmp_path, "health: {spool_max_mib: 0.01}\n") + FAST  # ~10 KiB
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env, args,
+                         env={"OTEL_EXPORTER_OTLP_TIMEOUT": "1"})
+    store = otlp_grpc_receiver.store
+    codes = (13, 31, 43, 45, 68, 69, 70, 71, 72, 73)  # all leave the GPU ok: XID events only
+    fired = [(device, code) for code in codes for device in range(4)]
+    try:
+        store.wait_for(lambda s: s.points("hw.power"), timeout=20)
+        otlp_grpc_receiver.stop()
+        for device, code in fired:
+            node.command({"op": "xid", "device": device, "code": code})
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and "event spool" not in agent.log():
+            time.sleep(0.1)
+        otlp_grpc_receiver.start()
+        dropped = store.wait_for(
+            lambda s: (p := s.latest("gpu_agent.events.dropped")) and p.value > 0 and p,
+            timeout=20, what="the dropped-events metric")
+        store.wait_for(_xids, timeout=20, what="the spooled XIDs")
+        time.sleep(1.0)  # the spool drains in one go; wait for any stragglers anyway
+        arrived = _xids(store)
+        # Bounded: only what fitted arrived; the rest is counted, nothing twice.
+        assert 0 < len(arrived) < len(fired)
+        assert len(arrived) + dropped.value >= len(fired)
+        assert len(set(arrived)) == len(arrived)
+        # The first events of the outage are the ones kept.
+        assert (UUIDS[0], 13) in arrived
+    finally:
+        assert agent.terminate() < 5
+        agent.close()
+    assert agent.log().count("is full") == 1, agent.log()
