@@ -99,6 +99,13 @@ class Cgroups:
         self._created.extend(reversed(missing))
         return Pod(uid, name, namespace, cid, path)
 
+    def path(self, path: Path) -> Path:
+        """Any cgroup directory (a Slurm job step, a plain container), made for the test."""
+        missing = [p for p in (path, *path.parents) if not p.exists()]
+        path.mkdir(parents=True, exist_ok=True)
+        self._created.extend(reversed(missing))
+        return path
+
     def spawn(self, cgroup: Path, env: Mapping[str, str] | None = None,
               argv: Sequence[str] = ("sleep", "infinity")) -> int:
         """A process moved into ``cgroup``; returns once it is there and has started (a

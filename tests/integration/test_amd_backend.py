@@ -379,3 +379,29 @@ def test_with_attribution_off_amd_events_still_name_the_processes_on_the_gpu(
         for sleeper in sleepers:
             sleeper.kill()
             sleeper.wait()
+
+
+def test_a_hung_amd_call_is_named_in_gpu_unresponsive(
+    mixed_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path
+) -> None:
+    config = tmp_path / "agent.yaml"
+    config.write_text("call_timeout: 0.5\n", encoding="utf-8")
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, mixed_node.env,
+                         [*FAST, "--config", str(config)])
+    store = otlp_grpc_receiver.store
+    try:
+        store.wait_for(lambda s: _state(s, MI300X_UUID) == "ok", timeout=20)
+        mixed_node.command({"op": "hang", "device": 1, "ms": 2500})
+        hung = store.wait_for(lambda s: s.logs("gpu.unresponsive", {"hw.id": MI300X_UUID}),
+                              timeout=10, what="gpu.unresponsive on the MI300X")[0]
+        assert str(hung.attributes["gpu.call"]).startswith("amdsmi_get_")
+        assert hung.attributes["hw.vendor"] == "amd"
+        # The other GPUs, AMD and NVIDIA, are sampled on while it hangs.
+        since = time.time()
+        for uuid in (MI210_UUID, UUIDS[0]):
+            store.wait_for(lambda s, u=uuid: [p for p in s.points("hw.power", {"hw.id": u})
+                                              if p.received_at > since + 0.5], timeout=5)
+        store.wait_for(lambda s: s.logs("gpu.recovered", {"hw.id": MI300X_UUID}), timeout=15,
+                       what="the MI300X answers again")
+    finally:
+        agent.close()

@@ -4,6 +4,7 @@ receiver."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ import pytest
 
 from agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 from plugins.nvidia.simulator import SimulatedNode
-from tests.integration.cgroups import Cgroups, Pod, cgroups, v1_root, v2_root
+from tests.integration.cgroups import Cgroups, Pod, cgroups, container_id, v1_root, v2_root
 from tests.integration.conftest import UUIDS
 from tests.integration.harness import AgentProcess, h100, write_scenario
 from tests.receivers import decode
@@ -264,7 +265,8 @@ def test_hostile_names(
     renamer = ("import ctypes, sys, time; "
                "ctypes.CDLL(None).prctl(15, b'ev\\nil\\x1b[2J\\xff\\xfe'); "
                "print(flush=True); time.sleep(600)")
-    a1 = groups.spawn(a.cgroup, {"HOSTNAME": long_name}, [sys.executable, "-c", renamer])
+    a1 = groups.spawn(a.cgroup, {"HOSTNAME": long_name},
+                      [sys.executable, "-c", renamer, "--token=" + "s" * 10_000])
     pod = PodAllocation("ns\nwith-newline", long_name, (ContainerAllocation(
         "c\r\n" + "x" * 10_000, (ContainerDevices("nvidia.com/gpu", (UUIDS[0],)),)),))
     with FakeKubelet(tmp_path / "kubelet" / "kubelet.sock") as kubelet:
@@ -281,7 +283,10 @@ def test_hostile_names(
             (point,) = _select(points, "gpu.process.memory.usage", process__pid=a1)
             attrs = point.attributes
             assert attrs["process.executable.name"] == "ev il [2J\ufffd\ufffd"
-            assert attrs["process.command_line"] == f"{sys.executable} -c {renamer}"
+            command_line = attrs["process.command_line"]
+            assert isinstance(command_line, str)
+            assert command_line.startswith(f"{sys.executable} -c {renamer} --token=sss")
+            assert len(command_line) == 1024 and command_line.endswith("…")
             assert attrs["k8s.namespace.name"] == "ns with-newline"
             pod_name = attrs["k8s.pod.name"]
             assert isinstance(pod_name, str) and len(pod_name) == 128
@@ -293,3 +298,37 @@ def test_hostile_names(
                 pts, "hw.gpu.utilization", hw__id=UUIDS[1]), "device metrics still flowing")
         finally:
             agent.close()
+
+
+def test_slurm_job_and_plain_container(
+    node: SimulatedNode, groups: Cgroups, v2: Path, otlp_grpc_receiver: OtlpGrpcReceiver,
+    tmp_path: Path,
+) -> None:
+    job_id = str(4_000_000 + os.getpid() % 100_000)  # unique per run
+    job = groups.path(v2 / "system.slice" / "slurmstepd.scope" / f"job_{job_id}" / "step_0"
+                      / "user" / "task_0")
+    cid = container_id()
+    docker = groups.path(v2 / "system.slice" / f"docker-{cid}.scope")
+    j1 = groups.spawn(job)
+    j2 = groups.spawn(job)
+    d1 = groups.spawn(docker)
+    _gpu_process(node, 0, j1, 1500, 25)
+    _gpu_process(node, 1, j2, 2500, 35)
+    _gpu_process(node, 1, d1, 700, 5)
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env,
+                         _config(tmp_path, tmp_path / "no-kubelet" / "kubelet.sock"))
+    try:
+        points = _wait_export(otlp_grpc_receiver.store, lambda pts: len(_select(
+            pts, "gpu.container.memory.usage")) == 3, "job and container totals")
+        (job0,) = _select(points, "gpu.container.memory.usage", slurm__job__id=job_id,
+                          hw__id=UUIDS[0])
+        (job1,) = _select(points, "gpu.container.memory.usage", slurm__job__id=job_id,
+                          hw__id=UUIDS[1])
+        assert (job0.value, job1.value) == (1500 * MIB, 2500 * MIB)
+        assert "k8s.pod.uid" not in job0.attributes and "container.id" not in job0.attributes
+        (plain,) = _select(points, "gpu.container.memory.usage", container__id=cid)
+        assert plain.value == 700 * MIB and "k8s.pod.uid" not in plain.attributes
+        (proc,) = _select(points, "gpu.process.memory.usage", process__pid=j2)
+        assert proc.attributes["slurm.job.id"] == job_id
+    finally:
+        agent.close()

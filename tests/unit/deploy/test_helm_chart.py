@@ -229,3 +229,14 @@ def test_agent_resource_names_its_pod_by_ip_and_node_from_the_downward_api(
     names = [e["name"] for e in container["env"]]
     assert names.index("POD_IP") < names.index("OTEL_RESOURCE_ATTRIBUTES")  # defined first
     assert env["K8S_NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+
+
+def test_the_hpa_example_is_valid_and_uses_the_adapter_metric() -> None:
+    hpa = yaml.safe_load((REPO / "helm" / "examples" / "gpu-hpa.yaml").read_text())
+    for version in KUBE_VERSIONS:
+        kubernetes_validate.validate(hpa, version, strict=True)
+    (metric,) = hpa["spec"]["metrics"]
+    adapter = yaml.safe_load((REPO / "helm" / "examples" / "prometheus-adapter-values.yaml")
+                             .read_text())
+    served = {rule["seriesQuery"].split("{", 1)[0] for rule in adapter["rules"]["custom"]}
+    assert metric["pods"]["metric"]["name"] in served
