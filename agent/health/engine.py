@@ -328,7 +328,7 @@ class HealthEngine:
         attributes: EventAttributes, *, time_ns: int, live_lookup: bool = True,
     ) -> None:
         event = HealthEvent(name, time_ns, severity, body,
-                            (*_device_attributes(gpu.identity), *attributes))
+                            (*gpu.identity.series_attributes(), *attributes))
         down = gpu.machine.holds("unresponsive") or gpu.machine.holds("lost")
         self._delivery.put(Pending(event, gpu.identity.uuid, live_lookup and not down))
 
@@ -390,7 +390,3 @@ class HealthEngine:
 
     def close(self) -> None:
         self._delivery.close()
-
-
-def _device_attributes(identity: DeviceIdentity) -> EventAttributes:
-    return (*identity.attributes()[:1], ("hw.type", "gpu"), *identity.attributes()[1:])
