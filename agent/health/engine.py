@@ -96,10 +96,8 @@ class HealthEngine:
         wall_ns: Callable[[], int] = time.time_ns,
     ) -> None:
         self._gpus = {d.uuid: _Gpu(d, HealthMachine(), PolledWatcher(), {}) for d in devices}
-        self._sink = sink
         self._store = store
         self._settings = settings
-        self._workloads = workloads
         self._clock = clock
         self._wall_ns = wall_ns
         self._storm = StormControl(settings.storm_window)
