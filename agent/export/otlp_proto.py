@@ -9,44 +9,27 @@ benchmark report). A node's attribute sets barely change between exports, so the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2
-from opentelemetry.proto.resource.v1.resource_pb2 import Resource as ProtoResource
 from opentelemetry.sdk.resources import Resource
 
 from agent.export.encode import SCOPE
+from agent.export.proto_values import any_value, proto_resource
 from agent.export.series import series
 from agent.model.metrics import Instrument, spec_for
-from agent.model.snapshot import Attributes, AttributeValue, NodeSnapshot
+from agent.model.snapshot import Attributes, NodeSnapshot
 
 # Bounds the cache when series come and go (processes, pods): cleared, not grown, past this.
 MAX_CACHED_ATTRIBUTE_SETS = 20_000
 CUMULATIVE = metrics_pb2.AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
 
 
-def _any_value(value: AttributeValue | Sequence[str]) -> AnyValue:
-    if isinstance(value, bool):
-        return AnyValue(bool_value=value)
-    if isinstance(value, str):
-        return AnyValue(string_value=value)
-    if isinstance(value, int):
-        return AnyValue(int_value=value)
-    if isinstance(value, float):
-        return AnyValue(double_value=value)
-    raise TypeError(f"unsupported attribute value {value!r}")
-
-
 class ProtoEncoder:
     def __init__(self, resource: Resource) -> None:
-        self._resource = ProtoResource(
-            attributes=[KeyValue(key=k, value=_any_value(v))  # type: ignore[arg-type]
-                        for k, v in resource.attributes.items()]
-        )
+        self._resource = proto_resource(resource)
         self._schema_url = resource.schema_url
         self._attributes: dict[Attributes, list[KeyValue]] = {}
 
@@ -55,7 +38,7 @@ class ProtoEncoder:
         if cached is None:
             if len(self._attributes) >= MAX_CACHED_ATTRIBUTE_SETS:
                 self._attributes.clear()
-            cached = [KeyValue(key=k, value=_any_value(v)) for k, v in attributes]
+            cached = [KeyValue(key=k, value=any_value(v)) for k, v in attributes]
             self._attributes[attributes] = cached
         return cached
 
