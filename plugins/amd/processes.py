@@ -18,6 +18,7 @@ from typing import Any
 from agent.model.process import TASK_ENCODER, TASK_GENERAL, ProcessUsage
 from agent.model.workload import GpuProcess
 from agent.sampling.process_lookup import CachedProcessLookup
+from agent.workloads.names import sanitize
 from plugins.amd.smi import number
 
 LIST_CALL = "amdsmi_get_gpu_process_list"
@@ -74,7 +75,8 @@ def amd_process_lookup(smi: Any, handles: Mapping[str, Any]) -> CachedProcessLoo
             listed = smi.amdsmi_get_gpu_process_list(handle)
         except smi.AmdSmiException:
             return None
-        return tuple(GpuProcess(int(p["pid"]), "" if p["name"] == "N/A" else str(p["name"]))
+        # Names come from the process itself: sanitised like every other exported name.
+        return tuple(GpuProcess(int(p["pid"]), "" if p["name"] == "N/A" else sanitize(p["name"]))
                      for p in listed)
 
     return CachedProcessLookup(handles, query)

@@ -54,3 +54,28 @@ def test_na_values_and_departed_processes() -> None:
     clock.ns += MIN_WINDOW_NS
     listing = [_proc(2, 10)]
     assert sampler.read()[0].utilization == ()  # a returning pid starts afresh
+
+
+class HostileSmi:
+    """amdsmi's process list as the wrapper returns it, with names a process chose itself."""
+
+    class AmdSmiException(Exception):
+        pass
+
+    def amdsmi_get_gpu_process_list(self, handle: object) -> list[dict[str, object]]:
+        return [
+            {"pid": 7, "name": "evil\nname\x1b[31m"},
+            {"pid": 8, "name": b"bad\xff".decode("utf-8", "surrogateescape") + "x" * 10_000},
+            {"pid": 9, "name": "N/A"},
+        ]
+
+
+def test_health_event_names_from_amdsmi_are_sanitised() -> None:
+    from plugins.amd.processes import amd_process_lookup
+
+    lookup = amd_process_lookup(HostileSmi(), {"GPU-A": object()})
+    names = {p.pid: p.executable for p in lookup.processes_on("GPU-A")}
+    assert names[7] == "evil name [31m"
+    assert len(names[8]) <= 128 and names[8].endswith("…")
+    assert names[9] == ""
+    assert all(name.isprintable() for name in names.values())
