@@ -236,7 +236,6 @@ class Agent:
                                    dict(resource.attributes), health, tracer)
         endpoint.start()
         telemetry.add(endpoint.readings)
-        self.endpoint = endpoint
         return endpoint
 
     def summary(self) -> dict[str, object]:
