@@ -319,6 +319,13 @@ def _attribution(layers: _Layers, raw: dict[str, Any]) -> AttributionConfig:
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
+def _switch(layers: _Layers, dotted: str, value: Any) -> bool:
+    """A bool that may come from an environment variable as a word (true/1/yes, false/0/no)."""
+    if isinstance(value, str) and value.lower() in _BOOL_WORDS:
+        value = _BOOL_WORDS[value.lower()]
+    return _bool(layers, dotted, value)
+
+
 def _listen_address(layers: _Layers, dotted: str, value: Any) -> str:
     """``host:port`` (``[::]:9400`` for IPv6); the port must be a number, 0 to 65535."""
     text = _optional_str(layers, dotted, value)
@@ -330,12 +337,7 @@ def _listen_address(layers: _Layers, dotted: str, value: Any) -> str:
 
 
 def _tracing(layers: _Layers, raw: Any) -> TracingConfig:
-    enabled = raw.get("enabled", False)
-    if isinstance(enabled, str) and enabled.lower() in _BOOL_WORDS:  # from the environment
-        enabled = _BOOL_WORDS[enabled.lower()]
-    if not isinstance(enabled, bool):
-        key = "tracing.enabled"
-        raise ConfigError(f"{key} in {layers.where(key)}: expected true or false")
+    enabled = _switch(layers, "tracing.enabled", raw.get("enabled", False))
     ratio = _number(raw.get("sample_ratio", 1.0), "tracing.sample_ratio",
                     layers.where("tracing.sample_ratio"))
     if not 0 <= ratio <= 1:
@@ -345,12 +347,7 @@ def _tracing(layers: _Layers, raw: Any) -> TracingConfig:
 
 
 def _prometheus(layers: _Layers, raw: Any) -> PrometheusConfig:
-    enabled = raw.get("enabled", False)
-    if isinstance(enabled, str) and enabled.lower() in _BOOL_WORDS:  # from the environment
-        enabled = _BOOL_WORDS[enabled.lower()]
-    if not isinstance(enabled, bool):
-        key = "prometheus.enabled"
-        raise ConfigError(f"{key} in {layers.where(key)}: expected true or false")
+    enabled = _switch(layers, "prometheus.enabled", raw.get("enabled", False))
     stall = raw.get("stall_after")
     return PrometheusConfig(
         enabled=enabled,

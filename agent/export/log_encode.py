@@ -6,32 +6,17 @@ import time
 from collections.abc import Sequence
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
-from opentelemetry.proto.resource.v1.resource_pb2 import Resource as ProtoResource
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.sdk.resources import Resource
 
 from agent.export.encode import SCOPE
-from agent.health.events import EventValue, HealthEvent
-
-
-def _any_value(value: EventValue) -> AnyValue:
-    if isinstance(value, bool):
-        return AnyValue(bool_value=value)
-    if isinstance(value, str):
-        return AnyValue(string_value=value)
-    if isinstance(value, int):
-        return AnyValue(int_value=value)
-    if isinstance(value, float):
-        return AnyValue(double_value=value)
-    return AnyValue(array_value=ArrayValue(values=[_any_value(v) for v in value]))
+from agent.export.proto_values import any_value, proto_resource
+from agent.health.events import HealthEvent
 
 
 class LogEncoder:
     def __init__(self, resource: Resource) -> None:
-        self._resource = ProtoResource(
-            attributes=[KeyValue(key=k, value=_any_value(v))  # type: ignore[arg-type]
-                        for k, v in resource.attributes.items()]
-        )
+        self._resource = proto_resource(resource)
         self._schema_url = resource.schema_url
 
     def encode(self, events: Sequence[HealthEvent]) -> ExportLogsServiceRequest:
@@ -52,5 +37,5 @@ class LogEncoder:
             )
             record.body.string_value = event.body
             record.attributes.extend(
-                KeyValue(key=k, value=_any_value(v)) for k, v in event.all_attributes())
+                KeyValue(key=k, value=any_value(v)) for k, v in event.all_attributes())
         return request

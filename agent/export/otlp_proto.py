@@ -16,20 +16,19 @@ self-telemetry).
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2
-from opentelemetry.proto.resource.v1.resource_pb2 import Resource as ProtoResource
 from opentelemetry.sdk.resources import Resource
 
 from agent.export.encode import SCOPE
+from agent.export.proto_values import any_value, proto_resource
 from agent.export.series import series
 from agent.model.metrics import Instrument, spec_for
-from agent.model.snapshot import Attributes, AttributeValue, NodeSnapshot
+from agent.model.snapshot import Attributes, NodeSnapshot
 
 # Bounds the cache when series come and go (processes, pods): cleared, not grown, past this.
 MAX_CACHED_ATTRIBUTE_SETS = 20_000
@@ -60,24 +59,9 @@ def _length_delimited(tag: bytes, payload: bytes) -> bytes:
     return tag + _varint(len(payload)) + payload
 
 
-def _any_value(value: AttributeValue | Sequence[str]) -> AnyValue:
-    if isinstance(value, bool):
-        return AnyValue(bool_value=value)
-    if isinstance(value, str):
-        return AnyValue(string_value=value)
-    if isinstance(value, int):
-        return AnyValue(int_value=value)
-    if isinstance(value, float):
-        return AnyValue(double_value=value)
-    raise TypeError(f"unsupported attribute value {value!r}")
-
-
 class ProtoEncoder:
     def __init__(self, resource: Resource) -> None:
-        self._resource = ProtoResource(
-            attributes=[KeyValue(key=k, value=_any_value(v))  # type: ignore[arg-type]
-                        for k, v in resource.attributes.items()]
-        )
+        self._resource = proto_resource(resource)
         self._schema_url = resource.schema_url
         # (attributes, point size without them) -> data point tag, length and attributes.
         self._heads: dict[tuple[Attributes, int], bytes] = {}
@@ -91,7 +75,7 @@ class ProtoEncoder:
                 self._heads.clear()
             encoded = b"".join(
                 _length_delimited(_ATTRIBUTE_TAG,
-                                  KeyValue(key=k, value=_any_value(v)).SerializeToString())
+                                  KeyValue(key=k, value=any_value(v)).SerializeToString())
                 for k, v in attributes)
             head = _DATA_POINTS_TAG + _varint(len(encoded) + fixed_size) + encoded
             self._heads[key] = head

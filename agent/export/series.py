@@ -17,6 +17,7 @@ from agent.model.snapshot import (
     HealthState,
     NodeSnapshot,
     Reading,
+    worst,
 )
 
 
@@ -28,16 +29,11 @@ class SeriesPoint:
     value: float | int
 
 
-_RANK = {HealthState.OK: 0, HealthState.DEGRADED: 1, HealthState.FAILED: 2}
-
-
 def status_readings(
     device: DeviceSnapshot, overlay: DeviceOverlay | None = None
 ) -> tuple[Reading, ...]:
     """``hw.status``: the worse of the sampler's view and the health engine's."""
-    health = device.health
-    if overlay is not None and _RANK[overlay.health] > _RANK[health]:
-        health = overlay.health
+    health = device.health if overlay is None else worst(device.health, overlay.health)
     return tuple(
         Reading("hw.status", int(state is health), (("hw.state", state.value),))
         for state in HealthState
@@ -49,7 +45,7 @@ def series(snapshot: NodeSnapshot) -> dict[str, list[SeriesPoint]]:
     points: dict[str, list[SeriesPoint]] = defaultdict(list)
     for device in snapshot.devices:
         identity = device.identity.attributes()
-        with_type = (*identity[:1], ("hw.type", "gpu"), *identity[1:])
+        with_type = device.identity.series_attributes()
         timed = [(r, s.time_ns) for s in device.samples.values() for r in s.readings]
         overlay = snapshot.overlays.get(device.identity.uuid)
         timed.extend((r, snapshot.taken_ns) for r in status_readings(device, overlay))

@@ -96,10 +96,8 @@ class HealthEngine:
         wall_ns: Callable[[], int] = time.time_ns,
     ) -> None:
         self._gpus = {d.uuid: _Gpu(d, HealthMachine(), PolledWatcher(), {}) for d in devices}
-        self._sink = sink
         self._store = store
         self._settings = settings
-        self._workloads = workloads
         self._clock = clock
         self._wall_ns = wall_ns
         self._storm = StormControl(settings.storm_window)
@@ -328,7 +326,7 @@ class HealthEngine:
         attributes: EventAttributes, *, time_ns: int, live_lookup: bool = True,
     ) -> None:
         event = HealthEvent(name, time_ns, severity, body,
-                            (*_device_attributes(gpu.identity), *attributes))
+                            (*gpu.identity.series_attributes(), *attributes))
         down = gpu.machine.holds("unresponsive") or gpu.machine.holds("lost")
         self._delivery.put(Pending(event, gpu.identity.uuid, live_lookup and not down))
 
@@ -390,7 +388,3 @@ class HealthEngine:
 
     def close(self) -> None:
         self._delivery.close()
-
-
-def _device_attributes(identity: DeviceIdentity) -> EventAttributes:
-    return (*identity.attributes()[:1], ("hw.type", "gpu"), *identity.attributes()[1:])

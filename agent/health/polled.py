@@ -58,14 +58,13 @@ class PolledWatcher:
         conditions: list[Condition] = []
         reasons: dict[str, bool] = {}
         violation: dict[str, float] = {}
-        for reading in readings:
-            attributes = dict(reading.attributes)
+        for reading in readings:  # the whole slow group: build no dict for other metrics
             if reading.metric == "gpu.clock.throttle":
-                reason = str(attributes.get("gpu.clock.throttle.reason", ""))
+                reason = str(dict(reading.attributes).get("gpu.clock.throttle.reason", ""))
                 if reason in SLOWDOWN_REASONS:
                     reasons[reason] = bool(reading.value)
             elif reading.metric == "gpu.violation.time":
-                policy = str(attributes.get("gpu.violation.policy", ""))
+                policy = str(dict(reading.attributes).get("gpu.violation.policy", ""))
                 if policy in _POLICY_REASONS:
                     violation[policy] = float(reading.value)
             elif reading.metric in CONDITIONS:

@@ -11,16 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.model.snapshot import HealthState
-
-_RANK = {HealthState.OK: 0, HealthState.DEGRADED: 1, HealthState.FAILED: 2}
+from agent.model.snapshot import HealthState, worst
 
 # Causes a GPU reset (lost -> back) clears.
 STICKY_PREFIXES = ("xid:", "ecc:", "mem:", "recovery_action")
-
-
-def worst(*states: HealthState) -> HealthState:
-    return max(states, key=_RANK.__getitem__, default=HealthState.OK)
 
 
 @dataclass(frozen=True)

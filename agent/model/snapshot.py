@@ -43,11 +43,24 @@ class DeviceIdentity:
             ("gpu.pci.bus_id", self.pci_bus_id),
         )
 
+    def series_attributes(self) -> Attributes:
+        """The attributes of the device's own series and health events (``hw.type`` added)."""
+        attributes = self.attributes()
+        return (*attributes[:1], ("hw.type", "gpu"), *attributes[1:])
+
 
 class HealthState(enum.Enum):
     OK = "ok"
     DEGRADED = "degraded"
     FAILED = "failed"
+
+
+_RANK = {HealthState.OK: 0, HealthState.DEGRADED: 1, HealthState.FAILED: 2}
+
+
+def worst(*states: HealthState) -> HealthState:
+    """The most severe of ``states`` (OK when there are none)."""
+    return max(states, key=_RANK.__getitem__, default=HealthState.OK)
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,15 @@ class _EachBackend:
         return tuple(p for lookup in self._lookups for p in lookup.processes_on(uuid))
 
 
+def backend_workloads(opened: Sequence[OpenBackend]) -> WorkloadLookup | None:
+    """Without attribution: the backends' own process lookups (PIDs and names, no pods)."""
+    lookups = [b.backend.workload_lookup() for b in opened
+               if isinstance(b.backend, WorkloadCapable)]
+    if not lookups:
+        return None
+    return lookups[0] if len(lookups) == 1 else _EachBackend(lookups)
+
+
 class HealthRuntime:
     def __init__(
         self,
@@ -55,10 +64,7 @@ class HealthRuntime:
     ) -> None:
         health = config.health
         if workloads is None:
-            lookups = [b.backend.workload_lookup() for b in opened
-                       if isinstance(b.backend, WorkloadCapable)]
-            workloads = lookups[0] if len(lookups) == 1 else (
-                _EachBackend(lookups) if lookups else None)
+            workloads = backend_workloads(opened)
         spool = Spool(Path(health.spool_path) if health.spool_path else None,
                       int(health.spool_max_mib * MIB))
         self.spool = spool

@@ -3,12 +3,15 @@
 NVIDIA's device plugin hands out whole GPUs by UUID (``GPU-…``), time-sliced or MPS replicas as
 ``GPU-…::N``, and MIG devices as ``MIG-GPU-<parent uuid>/<gi>/<ci>`` (older drivers) or
 ``MIG-<uuid>`` (newer ones, which name no parent: matched only when the backend tells us the
-MIG UUIDs of a GPU). AMD's plugin uses PCI bus ids, which we also accept.
+MIG UUIDs of a GPU). AMD's plugin uses PCI bus ids, which we also accept, in any spelling
+(:mod:`agent.model.pci`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from agent.model.pci import pci_key
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,6 @@ def match(device_id: str, uuid: str, pci_bus_id: str = "",
         return DeviceMatch(whole=False)
     if device_id.startswith("MIG-" + uuid + "/") or device_id in mig_uuids:
         return DeviceMatch(whole=False)
-    if pci_bus_id and device_id.lower() in (pci_bus_id.lower(), pci_bus_id.lower()[4:]):
+    if pci_bus_id and (key := pci_key(device_id)) is not None and key == pci_key(pci_bus_id):
         return DeviceMatch(whole=True)
     return None

@@ -20,7 +20,7 @@ from agent.sampling.backend import (
 from plugins.amd import smi
 from plugins.amd.device import AmdDevice
 from plugins.amd.events import AmdEventReader
-from plugins.amd.processes import AmdProcessLookup
+from plugins.amd.processes import amd_process_lookup
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class AmdBackend:
         return found
 
     def workload_lookup(self) -> WorkloadLookup:
-        return AmdProcessLookup(self._smi, self._by_uuid)
+        return amd_process_lookup(self._smi, self._by_uuid)
 
     def event_sources(
         self, devices: Sequence[Device], options: EventSourceOptions

@@ -10,14 +10,14 @@ leaves the list is forgotten.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from agent.model.process import TASK_ENCODER, TASK_GENERAL, ProcessUsage
 from agent.model.workload import GpuProcess
+from agent.sampling.process_lookup import CachedProcessLookup
 from plugins.amd.smi import number
 
 LIST_CALL = "amdsmi_get_gpu_process_list"
@@ -65,34 +65,16 @@ class ProcessSampler:
         return tuple(sorted(out, key=lambda p: p.pid))
 
 
-class AmdProcessLookup:
+def amd_process_lookup(smi: Any, handles: Mapping[str, Any]) -> CachedProcessLookup:
     """The processes on each AMD GPU, for health events when attribution is off: PIDs and
-    names from amdsmi's process list, cached for a second so an event storm costs one query
-    per GPU per second."""
+    names from amdsmi's process list."""
 
-    TTL_S = 1.0
-
-    def __init__(self, smi: Any, handles: dict[str, Any]) -> None:
-        self._smi = smi
-        self._handles = dict(handles)
-        self._lock = threading.Lock()
-        self._cache: dict[str, tuple[float, tuple[GpuProcess, ...]]] = {}
-
-    def processes_on(self, uuid: str) -> tuple[GpuProcess, ...]:
-        handle = self._handles.get(uuid)
-        if handle is None:
-            return ()
-        now = time.monotonic()
-        with self._lock:
-            cached = self._cache.get(uuid)
-        if cached is not None and now - cached[0] < self.TTL_S:
-            return cached[1]
+    def query(handle: Any) -> tuple[GpuProcess, ...] | None:
         try:
-            listed = self._smi.amdsmi_get_gpu_process_list(handle)
-        except self._smi.AmdSmiException:
-            return cached[1] if cached is not None else ()  # lost or busy: the last we knew
-        found = tuple(GpuProcess(int(p["pid"]), "" if p["name"] == "N/A" else str(p["name"]))
-                      for p in listed)
-        with self._lock:
-            self._cache[uuid] = (now, found)
-        return found
+            listed = smi.amdsmi_get_gpu_process_list(handle)
+        except smi.AmdSmiException:
+            return None
+        return tuple(GpuProcess(int(p["pid"]), "" if p["name"] == "N/A" else str(p["name"]))
+                     for p in listed)
+
+    return CachedProcessLookup(handles, query)

@@ -84,9 +84,9 @@ class NvidiaBackend:
         return sources
 
     def workload_lookup(self) -> WorkloadLookup:
-        from plugins.nvidia.event_processes import NvmlProcessLookup
+        from plugins.nvidia.event_processes import nvml_process_lookup
 
-        return NvmlProcessLookup(self._handles)
+        return nvml_process_lookup(self._handles)
 
     def close(self) -> None:
         if self._open:

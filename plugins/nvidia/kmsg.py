@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Mapping
 
+from agent.model.pci import PciKey, pci_key
 from agent.sampling.backend import EVENT_XID, DeviceEvent, EventBatch
 
 log = logging.getLogger(__name__)
@@ -27,21 +28,6 @@ _XID = re.compile(
     r"NVRM: Xid \(PCI:(?:([0-9A-Fa-f]+):)?([0-9A-Fa-f]{1,2}):([0-9A-Fa-f]{1,2})"
     r"(?:\.([0-7]))?\): (\d+)(?:,\s*(.*))?"
 )
-
-PciKey = tuple[int, int, int]  # domain, bus, device
-
-
-def pci_key(bus_id: str) -> PciKey | None:
-    """``00000000:3B:00.0`` (NVML) or ``0000:3b:00`` (kernel log) -> (domain, bus, device)."""
-    parts = bus_id.strip().split(":")
-    try:
-        if len(parts) == 3:
-            return int(parts[0], 16), int(parts[1], 16), int(parts[2].split(".")[0], 16)
-        if len(parts) == 2:
-            return 0, int(parts[0], 16), int(parts[1].split(".")[0], 16)
-    except ValueError:
-        return None
-    return None
 
 
 def parse_line(line: str, gpus: Mapping[PciKey, str]) -> DeviceEvent | None:
