@@ -9,19 +9,12 @@ is read from the wrapper's source text: importing it needs the library we are bu
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
-import logging
-import os
 import re
-import subprocess
-import tempfile
-from functools import cache
 from pathlib import Path
 
-from plugins.nvidia.simulator.build import BuildError, cache_root, find_compiler
-
-log = logging.getLogger(__name__)
+from plugins.simulator_core.build import BuildError, Generated, cache_root, compile_cached, digest
+from plugins.simulator_core.tables import macro_names
 
 SOURCE = Path(__file__).with_name("libamd_smi_sim.c")
 LIBRARY_NAME = "libamd_smi.so"
@@ -41,14 +34,9 @@ def find_wrapper() -> Path:
     return wrapper
 
 
-@cache
 def implemented_functions() -> tuple[str, ...]:
     """The amdsmi functions written in C, in the order of their call-counter ids."""
-    text = SOURCE.read_text()
-    m = re.search(r"#define AMD_FUNCS\(X\)(.*?)\n\n", text, re.S)
-    if not m:  # pragma: no cover - the source always defines the table
-        raise RuntimeError(f"AMD_FUNCS table not found in {SOURCE}")
-    return tuple(re.findall(r"X\((\w+)\)", m.group(1)))
+    return macro_names(SOURCE, "AMD_FUNCS")
 
 
 def wrapper_symbols(wrapper: Path) -> tuple[str, ...]:
@@ -79,38 +67,15 @@ def stub_source(symbols: tuple[str, ...]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _digest(wrapper_text: str) -> str:
-    h = hashlib.sha256()
-    for part in (SOURCE.read_bytes(), wrapper_text.encode(), " ".join(_CFLAGS).encode()):
-        h.update(part)
-        h.update(b"\0")
-    return h.hexdigest()[:20]
-
-
 def build_library() -> Path:
     """The path of a built ``libamd_smi.so``, compiling it on first use."""
     wrapper = find_wrapper()
-    out_dir = cache_root() / "amd" / _digest(wrapper.read_text())
-    lib = out_dir / LIBRARY_NAME
-    if lib.exists():
-        return lib
-    cc = find_compiler()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=out_dir)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    sfd, stub_name = tempfile.mkstemp(prefix=".stubs-", suffix=".c", dir=out_dir)
-    with os.fdopen(sfd, "w") as fh:
-        fh.write(stub_source(wrapper_symbols(wrapper)))
-    stubs = Path(stub_name)
-    cmd = [cc, *_CFLAGS, str(SOURCE), str(stubs), "-o", str(tmp), "-lm", "-lpthread"]
-    log.info("building simulated AMD SMI: %s", " ".join(cmd))
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            raise BuildError(f"compiling {SOURCE.name} failed:\n{proc.stderr.strip()}")
-        tmp.replace(lib)
-    finally:
-        tmp.unlink(missing_ok=True)
-        stubs.unlink(missing_ok=True)
-    return lib
+    wrapper_text = wrapper.read_text()
+    return compile_cached(
+        cache_root() / "amd" / digest(SOURCE, _CFLAGS, wrapper_text.encode()) / LIBRARY_NAME,
+        SOURCE,
+        _CFLAGS,
+        generated=lambda: (Generated(".c", stub_source(wrapper_symbols(wrapper))),),
+        libs=("-lm", "-lpthread"),
+        label="AMD SMI",
+    )

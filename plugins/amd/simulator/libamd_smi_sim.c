@@ -14,24 +14,8 @@
  * generated as stubs returning AMDSMI_STATUS_NOT_SUPPORTED by build.py (counted too).
  */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <linux/futex.h>
-#include <math.h>
-#include <pthread.h>
-#include <sched.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
+#include "simcore.h"
 
-#define SIM_EXPORT __attribute__((visibility("default")))
 #define AMD_MAGIC 0x314D53444D414953ULL /* "SIAMDSM1" */
 #define AMD_LAYOUT_VERSION 1
 #define AMD_MAX_DEV 64
@@ -313,9 +297,6 @@ typedef struct {
 
 struct amd_handle { uint32_t magic; uint32_t index; };
 #define HANDLE_MAGIC 0x41474455u
-static amd_state_t *g_st = NULL;
-static int g_init_count = 0;
-static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct amd_handle g_handles[AMD_MAX_DEV];
 static struct amd_handle g_socket_handles[AMD_MAX_DEV];
 /* Event notification is per client process: which devices were initialised and their masks. */
@@ -324,90 +305,36 @@ static uint8_t g_evt_init[AMD_MAX_DEV];
 static uint64_t g_evt_last_seq = 0;
 static pthread_mutex_t g_evt_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static uint64_t mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000ULL + (uint64_t)ts.tv_nsec / 1000000ULL;
-}
-static void sleep_ms(long ms) {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
-    }
-}
-
-static amd_state_t *map_state(const char *path, int create, unsigned n_devices) {
-    int fd = open(path, create ? (O_RDWR | O_CREAT | O_TRUNC) : O_RDWR, 0666);
-    if (fd < 0) return NULL;
-    if (create) {
-        fchmod(fd, 0666);
-        if (ftruncate(fd, (off_t)sizeof(amd_state_t)) != 0) { close(fd); return NULL; }
-    } else {
-        struct stat sb;
-        if (fstat(fd, &sb) != 0 || (size_t)sb.st_size < sizeof(amd_state_t)) { close(fd); return NULL; }
-    }
-    void *p = mmap(NULL, sizeof(amd_state_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) return NULL;
-    amd_state_t *st = (amd_state_t *)p;
-    if (create) {
-        memset(st, 0, sizeof(*st));
-        st->layout_version = AMD_LAYOUT_VERSION;
-        st->n_devices = n_devices;
-        for (int i = 0; i < AMD_MAX_PROC; i++) st->proc[i].dev = -1;
-        __atomic_store_n(&st->magic, AMD_MAGIC, __ATOMIC_RELEASE);
-    } else if (__atomic_load_n(&st->magic, __ATOMIC_ACQUIRE) != AMD_MAGIC ||
-               st->layout_version != AMD_LAYOUT_VERSION) {
-        munmap(p, sizeof(amd_state_t));
-        return NULL;
-    }
-    return st;
-}
+#define SIMCORE_STATE_T amd_state_t
+#define SIMCORE_DEV_T amd_dev_t
+#define SIMCORE_EVENT_T amd_event_t
+#define SIMCORE_MAGIC AMD_MAGIC
+#define SIMCORE_LAYOUT_VERSION AMD_LAYOUT_VERSION
+#define SIMCORE_MAX_DEV AMD_MAX_DEV
+#define SIMCORE_MAX_PROC AMD_MAX_PROC
+#define SIMCORE_RING AMD_RING
+#define SIMCORE_FN_SLOTS FN_MAX
+#define SIMCORE_NA na
+#define SIMCORE_CTL(name) SIMCORE_CAT(simamd_, name)
+#include "simcore_state.h"
 
 /* ------------------------------------------------------------------------ */
 /* Common prologue                                                          */
 /* ------------------------------------------------------------------------ */
-SIM_EXPORT void simamd_count_call(int fn, int dev) {
-    if (!g_st || fn < 0 || fn >= FN_MAX) return;
-    if (dev >= 0 && dev < AMD_MAX_DEV) __atomic_fetch_add(&g_st->calls[fn][dev], 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&g_st->calls[fn][AMD_MAX_DEV], 1, __ATOMIC_RELAXED);
-}
-
-static int handle_index(const void *h) {
-    uintptr_t p = (uintptr_t)h, b = (uintptr_t)&g_handles[0];
-    if (!h || p < b || p >= b + sizeof(g_handles) || (p - b) % sizeof(g_handles[0])) return -1;
-    int idx = (int)((p - b) / sizeof(g_handles[0]));
-    if (!g_st || (unsigned)idx >= g_st->n_devices) return -1;
-    return idx;
-}
-
-static void wait_hang(amd_dev_t *d) {
-    int h = __atomic_load_n(&d->hang_ms, __ATOMIC_ACQUIRE);
-    if (h <= 0) return;
-    uint64_t start = mono_ms();
-    for (;;) {
-        h = __atomic_load_n(&d->hang_ms, __ATOMIC_ACQUIRE);
-        if (h <= 0) return;
-        uint64_t el = mono_ms() - start;
-        if (el >= (uint64_t)h) return;
-        long rem = (long)((uint64_t)h - el);
-        sleep_ms(rem < 20 ? rem : 20);
-    }
-}
+/* Exported: the generated stubs count their calls through simamd_count_stub. */
+SIM_EXPORT void simamd_count_call(int fn, int dev) { count_call(fn, dev); }
 
 /* A device that fell off the bus: amdgpu's sysfs and DRM nodes are gone, which amdsmi
  * reports as AMDSMI_STATUS_NOT_FOUND on every per-device call. */
 static amdsmi_status_t dev_enter(int fn, const void *h, amd_dev_t **out) {
-    int idx = handle_index(h);
-    simamd_count_call(fn, idx);
-    if (!g_st || g_init_count <= 0) return AMDSMI_STATUS_NOT_INIT;
-    if (idx < 0) return AMDSMI_STATUS_INVAL;
-    amd_dev_t *d = &g_st->dev[idx];
-    if (__atomic_load_n(&d->lost, __ATOMIC_ACQUIRE)) return AMDSMI_STATUS_NOT_FOUND;
-    wait_hang(d);
-    if (__atomic_load_n(&d->lost, __ATOMIC_ACQUIRE)) return AMDSMI_STATUS_NOT_FOUND;
-    if (d->fn_unsup[fn]) return AMDSMI_STATUS_NOT_SUPPORTED;
-    *out = d;
-    return AMDSMI_STATUS_SUCCESS;
+    switch (simcore_dev_enter(fn, h, out)) {
+    case SIMCORE_OK: return AMDSMI_STATUS_SUCCESS;
+    case SIMCORE_UNINIT: return AMDSMI_STATUS_NOT_INIT;
+    case SIMCORE_BAD_HANDLE: return AMDSMI_STATUS_INVAL;
+    case SIMCORE_LOST: return AMDSMI_STATUS_NOT_FOUND;
+    case SIMCORE_FN_UNSUP: return AMDSMI_STATUS_NOT_SUPPORTED;
+    }
+    return AMDSMI_STATUS_INVAL;
 }
 
 #define DEV_ENTER(fname)                                            \
@@ -898,11 +825,6 @@ SIM_EXPORT amdsmi_status_t amdsmi_stop_gpu_event_notification(void *h) {
     return AMDSMI_STATUS_SUCCESS;
 }
 
-static long futex_wait(uint32_t *addr, uint32_t expected, long ms) {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    return syscall(SYS_futex, addr, FUTEX_WAIT, expected, &ts, NULL, 0);
-}
-
 /* Blocks up to timeout_ms for events of the initialised devices whose mask bit
  * (1 << (type - 1)) is set; returns what arrived (up to *num_elem), else NO_DATA. */
 SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_event_notification(int32_t timeout_ms, uint32_t *num_elem,
@@ -916,12 +838,9 @@ SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_event_notification(int32_t timeout_ms,
         uint32_t fw = __atomic_load_n(&g_st->ev_futex, __ATOMIC_ACQUIRE);
         uint64_t cur = __atomic_load_n(&g_st->ev_seq, __ATOMIC_ACQUIRE);
         pthread_mutex_lock(&g_evt_lock);
-        uint64_t s = g_evt_last_seq;
-        if (cur > s + AMD_RING) s = cur - AMD_RING;
-        while (s < cur && got < *num_elem) {
-            s++;
-            amd_event_t *e = &g_st->ring[s % AMD_RING];
-            if (__atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) != s) continue;
+        uint64_t s = ring_first(g_evt_last_seq, cur);
+        const amd_event_t *e;
+        while (got < *num_elem && (e = ring_next(&s, cur)) != NULL) {
             int dv = e->dev;
             uint32_t ty = e->type;
             if (dv >= 0 && dv < AMD_MAX_DEV && g_evt_init[dv] && ty >= 1 && ty <= 64 &&
@@ -973,32 +892,19 @@ SIM_EXPORT void amdsmi_free_name_value_pairs(void *p) {
 /* ======================================================================== */
 /* Control API for the node daemon (simamd_*): 0 on success, < 0 on error.  */
 /* ======================================================================== */
-static amd_state_t *g_ctl = NULL;
-
-static amd_dev_t *ctl_dev(int dev) {
-    if (!g_ctl || dev < 0 || (unsigned)dev >= g_ctl->n_devices) return NULL;
-    return &g_ctl->dev[dev];
-}
-
-SIM_EXPORT int simamd_reading_count(void) { return R_COUNT; }
-SIM_EXPORT const char *simamd_reading_name(int i) { return i >= 0 && i < R_COUNT ? g_reading_names[i] : NULL; }
+/* The rest (setters, process removal, counters) is in simcore_state.h. */
 SIM_EXPORT int simamd_function_count(void) { return FN_IMPLEMENTED + simamd_stub_count; }
 SIM_EXPORT const char *simamd_function_name(int i) {
     if (i >= 0 && i < FN_IMPLEMENTED) return g_func_names_impl[i];
     if (i >= FN_IMPLEMENTED && i < FN_IMPLEMENTED + simamd_stub_count) return simamd_stub_names[i - FN_IMPLEMENTED];
     return NULL;
 }
-SIM_EXPORT int simamd_max_processes(void) { return AMD_MAX_PROC; }
 
 SIM_EXPORT int simamd_create(const char *path, int n_devices) {
     if (n_devices < 0 || n_devices > AMD_MAX_DEV) return -1;
     if (FN_IMPLEMENTED + simamd_stub_count > FN_MAX) return -3;
     g_ctl = map_state(path, 1, (unsigned)n_devices);
     return g_ctl ? 0 : -2;
-}
-SIM_EXPORT int simamd_open(const char *path) {
-    g_ctl = map_state(path, 0, 0);
-    return g_ctl ? (int)g_ctl->n_devices : -2;
 }
 SIM_EXPORT int simamd_set_system(const char *driver, const char *date) {
     if (!g_ctl) return -1;
@@ -1024,49 +930,6 @@ SIM_EXPORT int simamd_set_bdf(int dev, unsigned long long domain, unsigned bus, 
     d->bdf = b.as_uint;
     return 0;
 }
-SIM_EXPORT int simamd_set_reading(int dev, int rid, double value) {
-    amd_dev_t *d = ctl_dev(dev);
-    if (!d || rid < 0 || rid >= R_COUNT || !isfinite(value)) return -1;
-    __atomic_store(&d->val[rid], &value, __ATOMIC_RELEASE);
-    __atomic_store_n(&d->na[rid], 0, __ATOMIC_RELEASE);
-    return 0;
-}
-SIM_EXPORT double simamd_get_reading(int dev, int rid) {
-    amd_dev_t *d = ctl_dev(dev);
-    if (!d || rid < 0 || rid >= R_COUNT) return NAN;
-    return d->na[rid] ? NAN : d->val[rid];
-}
-SIM_EXPORT int simamd_set_unsupported(int dev, int rid, int na) {
-    amd_dev_t *d = ctl_dev(dev);
-    if (!d || rid < 0 || rid >= R_COUNT) return -1;
-    __atomic_store_n(&d->na[rid], na ? 1 : 0, __ATOMIC_RELEASE);
-    return 0;
-}
-SIM_EXPORT int simamd_set_function_unsupported(int dev, int fid, int unsupported) {
-    amd_dev_t *d = ctl_dev(dev);
-    if (!d || fid < 0 || fid >= FN_MAX) return -1;
-    __atomic_store_n(&d->fn_unsup[fid], unsupported ? 1 : 0, __ATOMIC_RELEASE);
-    return 0;
-}
-SIM_EXPORT int simamd_set_lost(int dev, int lost) {
-    amd_dev_t *d = ctl_dev(dev);
-    if (!d) return -1;
-    __atomic_store_n(&d->lost, lost ? 1 : 0, __ATOMIC_RELEASE);
-    return 0;
-}
-SIM_EXPORT int simamd_set_hang_ms(int dev, int ms) {
-    amd_dev_t *d = ctl_dev(dev);
-    if (!d || ms < 0) return -1;
-    __atomic_store_n(&d->hang_ms, ms, __ATOMIC_RELEASE);
-    return 0;
-}
-SIM_EXPORT int simamd_get_lost(int dev) { amd_dev_t *d = ctl_dev(dev); return d ? d->lost : -1; }
-
-static void bump(amd_dev_t *d, int rid, double by) {
-    double v = d->val[rid] + by;
-    __atomic_store(&d->val[rid], &v, __ATOMIC_RELEASE);
-}
-
 SIM_EXPORT int simamd_bump(int dev, int rid, double by) {
     amd_dev_t *d = ctl_dev(dev);
     if (!d || rid < 0 || rid >= R_COUNT || !isfinite(by)) return -1;
@@ -1077,31 +940,18 @@ SIM_EXPORT int simamd_bump(int dev, int rid, double by) {
 SIM_EXPORT long long simamd_push_event(int dev, unsigned type, const char *message) {
     amd_dev_t *d = ctl_dev(dev);
     if (!d || type < 1 || type > EVT_LAST) return -1;
-    while (__atomic_exchange_n(&g_ctl->ev_lock, 1, __ATOMIC_ACQUIRE)) sched_yield();
-    uint64_t s = g_ctl->ev_seq + 1;
-    amd_event_t *e = &g_ctl->ring[s % AMD_RING];
-    __atomic_store_n(&e->seq, 0, __ATOMIC_RELEASE);
-    e->dev = dev; e->type = type;
+    uint64_t s;
+    amd_event_t *e = ring_claim(dev, &s);
+    e->type = type;
     snprintf(e->message, sizeof e->message, "%s", message ? message : "");
-    __atomic_store_n(&e->seq, s, __ATOMIC_RELEASE);
-    __atomic_store_n(&g_ctl->ev_seq, s, __ATOMIC_RELEASE);
-    __atomic_store_n(&g_ctl->ev_futex, (uint32_t)s, __ATOMIC_RELEASE);
-    __atomic_store_n(&g_ctl->ev_lock, 0, __ATOMIC_RELEASE);
-    syscall(SYS_futex, &g_ctl->ev_futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-    return (long long)s;
+    return ring_publish(e, s);
 }
-
-static void proc_write_begin(void) { __atomic_fetch_add(&g_ctl->proc_gen, 1, __ATOMIC_ACQ_REL); }
-static void proc_write_end(void) { __atomic_fetch_add(&g_ctl->proc_gen, 1, __ATOMIC_ACQ_REL); }
 
 /* Adds or updates (pid, dev); the engine-time counters of an existing entry carry on. */
 SIM_EXPORT int simamd_proc_add(int dev, unsigned pid, double vram_mib, double gfx_util, double enc_util, unsigned cu) {
     if (!ctl_dev(dev) || pid == 0) return -1;
-    int slot = -1, existing = 0;
-    for (int i = 0; i < AMD_MAX_PROC; i++) {
-        if (g_ctl->proc[i].dev == dev && g_ctl->proc[i].pid == pid) { slot = i; existing = 1; break; }
-        if (slot < 0 && g_ctl->proc[i].dev < 0) slot = i;
-    }
+    int existing;
+    int slot = proc_slot(dev, pid, &existing);
     if (slot < 0) return -3;
     proc_write_begin();
     amd_proc_t *p = &g_ctl->proc[slot];
@@ -1114,24 +964,6 @@ SIM_EXPORT int simamd_proc_add(int dev, unsigned pid, double vram_mib, double gf
     proc_write_end();
     return 0;
 }
-SIM_EXPORT int simamd_proc_rm(int dev, unsigned pid) {
-    if (!g_ctl) return -1;
-    int n = 0;
-    proc_write_begin();
-    for (int i = 0; i < AMD_MAX_PROC; i++) {
-        amd_proc_t *p = &g_ctl->proc[i];
-        if (p->dev >= 0 && p->pid == pid && (dev < 0 || p->dev == dev)) { p->dev = -1; p->pid = 0; n++; }
-    }
-    proc_write_end();
-    return n;
-}
-SIM_EXPORT int simamd_proc_count(void) {
-    if (!g_ctl) return -1;
-    int n = 0;
-    for (int i = 0; i < AMD_MAX_PROC; i++) n += g_ctl->proc[i].dev >= 0;
-    return n;
-}
-
 /* Advances the counters by dt seconds.  The violation accumulators tick once per ms, the
  * period of the firmware's accumulation counter. */
 SIM_EXPORT int simamd_tick(double dt) {
@@ -1164,15 +996,6 @@ SIM_EXPORT int simamd_tick(double dt) {
     proc_write_end();
     return 0;
 }
-
-SIM_EXPORT unsigned long long simamd_call_count(int fid, int dev) {
-    if (!g_ctl || fid < 0 || fid >= FN_MAX) return 0;
-    if (dev < 0) return __atomic_load_n(&g_ctl->calls[fid][AMD_MAX_DEV], __ATOMIC_RELAXED);
-    if (dev >= AMD_MAX_DEV) return 0;
-    return __atomic_load_n(&g_ctl->calls[fid][dev], __ATOMIC_RELAXED);
-}
-SIM_EXPORT int simamd_device_count(void) { return g_ctl ? (int)g_ctl->n_devices : -1; }
-SIM_EXPORT unsigned long long simamd_event_seq(void) { return g_ctl ? __atomic_load_n(&g_ctl->ev_seq, __ATOMIC_ACQUIRE) : 0; }
 
 /* Called by the generated stubs: their counters follow the implemented functions. */
 SIM_EXPORT void simamd_count_stub(int i) { simamd_count_call(FN_IMPLEMENTED + i, -1); }

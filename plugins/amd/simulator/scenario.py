@@ -6,12 +6,11 @@ needs neither the compiled library nor the ``amdsmi`` package.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
-from functools import cache
 from pathlib import Path
 
 from plugins.amd.simulator._lib import EVENT_TYPES
+from plugins.simulator_core.tables import macro_names
 
 SOURCE = Path(__file__).with_name("libamd_smi_sim.c")
 
@@ -19,22 +18,13 @@ SOURCE = Path(__file__).with_name("libamd_smi_sim.c")
 _IDENTITY = frozenset({"pci_device_id", "pci_revision", "minor_number"})
 
 
-@cache
-def _macro_names(macro: str) -> tuple[str, ...]:
-    text = SOURCE.read_text()
-    m = re.search(rf"#define {macro}\(X\)(.*?)\n\n", text, re.S)
-    if not m:  # pragma: no cover - the source always defines both tables
-        raise RuntimeError(f"{macro} table not found in {SOURCE}")
-    return tuple(re.findall(r"X\((\w+)\)", m.group(1)))
-
-
 def reading_names() -> tuple[str, ...]:
-    return _macro_names("AMD_READINGS")
+    return macro_names(SOURCE, "AMD_READINGS")
 
 
 def function_names() -> tuple[str, ...]:
     """The amdsmi functions the simulator serves (the others always answer NOT_SUPPORTED)."""
-    return _macro_names("AMD_FUNCS")
+    return macro_names(SOURCE, "AMD_FUNCS")
 
 
 def settable_readings() -> frozenset[str]:

@@ -8,16 +8,19 @@ half-written library.
 
 from __future__ import annotations
 
-import hashlib
-import logging
-import os
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-log = logging.getLogger(__name__)
+from plugins.simulator_core.build import (
+    BuildError,
+    Generated,
+    cache_root,
+    compile_cached,
+    digest,
+    find_compiler,
+)
+
+__all__ = ["SONAME", "SOURCE", "BuildError", "build_library", "cache_root", "find_compiler"]
 
 SOURCE = Path(__file__).with_name("libnvml_sim.c")
 SONAME = "libnvidia-ml.so.1"
@@ -29,10 +32,6 @@ _CFLAGS = (
     "-Wno-deprecated-declarations",
     f"-Wl,-soname,{SONAME}",
 )
-
-
-class BuildError(RuntimeError):
-    """The simulated library cannot be built on this machine."""
 
 
 def find_nvml_header() -> Path:
@@ -53,30 +52,6 @@ def find_nvml_header() -> Path:
     return candidates[-1]
 
 
-def find_compiler() -> str:
-    for name in (os.environ.get("CC", ""), "cc", "gcc", "clang"):
-        if name and (path := shutil.which(name)):
-            return path
-    raise BuildError("no C compiler found (need cc, gcc or clang; or set $CC)")
-
-
-def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "gpu-otel-agent" / "simnode"
-
-
-def _digest(header: Path, omit: tuple[str, ...]) -> str:
-    h = hashlib.sha256()
-    h.update(SOURCE.read_bytes())
-    h.update(b"\0")
-    h.update(header.read_bytes())
-    h.update(b"\0")
-    h.update("\n".join(omit).encode())
-    h.update(b"\0")
-    h.update(" ".join(_CFLAGS).encode())
-    return h.hexdigest()[:20]
-
-
 def build_library(missing_symbols: Iterable[str] = ()) -> Path:
     """Return the path of a built ``libnvidia-ml.so.1``, compiling it on first use.
 
@@ -88,31 +63,18 @@ def build_library(missing_symbols: Iterable[str] = ()) -> Path:
         if not name.isidentifier():
             raise BuildError(f"invalid symbol name in missing_symbols: {name!r}")
     header = find_nvml_header()
-    out_dir = cache_root() / _digest(header, omit)
-    lib = out_dir / SONAME
-    if lib.exists():
-        return lib
-    cc = find_compiler()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=out_dir)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    cmd = [cc, *_CFLAGS, f"-I{header.parent}", str(SOURCE), "-o", str(tmp), "-lm"]
-    script: Path | None = None
-    if omit:
-        sfd, script_name = tempfile.mkstemp(prefix=".omit-", suffix=".map", dir=out_dir)
-        with os.fdopen(sfd, "w") as fh:
-            fh.write("{ local: " + " ".join(f"{n};" for n in omit) + " };\n")
-        script = Path(script_name)
-        cmd.insert(-3, f"-Wl,--version-script={script}")
-    log.info("building simulated NVML: %s", " ".join(cmd))
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            raise BuildError(f"compiling {SOURCE.name} failed:\n{proc.stderr.strip()}")
-        tmp.replace(lib)
-    finally:
-        tmp.unlink(missing_ok=True)
-        if script is not None:
-            script.unlink(missing_ok=True)
-    return lib
+    key = digest(SOURCE, _CFLAGS, header.read_bytes(), "\n".join(omit).encode())
+
+    def version_script() -> tuple[Generated, ...]:
+        if not omit:
+            return ()
+        script = "{ local: " + " ".join(f"{n};" for n in omit) + " };\n"
+        return (Generated(".map", script, "-Wl,--version-script={}"),)
+
+    return compile_cached(
+        cache_root() / key / SONAME,
+        SOURCE,
+        (*_CFLAGS, f"-I{header.parent}"),
+        generated=version_script,
+        label="NVML",
+    )

@@ -14,24 +14,8 @@
 #define NVML_NO_UNVERSIONED_FUNC_DEFS
 #include <nvml.h>
 
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <linux/futex.h>
-#include <math.h>
-#include <pthread.h>
-#include <sched.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
+#include "simcore.h"
 
-#define SIM_EXPORT __attribute__((visibility("default")))
 #define SIM_MAGIC 0x314D49534C4D564EULL /* "NVMLSIM1" */
 #define SIM_LAYOUT_VERSION 3
 #define SIM_MAX_DEV 64
@@ -220,101 +204,33 @@ struct nvmlGpmSample_st {
     double sm, occ, tensor, dram, fp16, fp32, fp64, gfx, pcie_tx, pcie_rx;
 };
 
-static sim_state_t *g_st = NULL;
-static int g_init_count = 0;
-static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct nvmlDevice_st g_handles[SIM_MAX_DEV];
 
-static uint64_t now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000ULL;
-}
-
-static uint64_t mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000ULL + (uint64_t)ts.tv_nsec / 1000000ULL;
-}
-
-static void sleep_ms(long ms) {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
-    }
-}
-
-static sim_state_t *map_state(const char *path, int create, unsigned n_devices) {
-    int fd = open(path, create ? (O_RDWR | O_CREAT | O_TRUNC) : O_RDWR, 0666);
-    if (fd < 0) return NULL;
-    if (create) {
-        fchmod(fd, 0666);
-        if (ftruncate(fd, (off_t)sizeof(sim_state_t)) != 0) { close(fd); return NULL; }
-    } else {
-        struct stat sb;
-        if (fstat(fd, &sb) != 0 || (size_t)sb.st_size < sizeof(sim_state_t)) { close(fd); return NULL; }
-    }
-    void *p = mmap(NULL, sizeof(sim_state_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) return NULL;
-    sim_state_t *st = (sim_state_t *)p;
-    if (create) {
-        memset(st, 0, sizeof(*st));
-        st->layout_version = SIM_LAYOUT_VERSION;
-        st->n_devices = n_devices;
-        for (int i = 0; i < SIM_MAX_PROC; i++) st->proc[i].dev = -1;
-        __atomic_store_n(&st->magic, SIM_MAGIC, __ATOMIC_RELEASE);
-    } else if (__atomic_load_n(&st->magic, __ATOMIC_ACQUIRE) != SIM_MAGIC ||
-               st->layout_version != SIM_LAYOUT_VERSION) {
-        munmap(p, sizeof(sim_state_t));
-        return NULL;
-    }
-    return st;
-}
+#define SIMCORE_STATE_T sim_state_t
+#define SIMCORE_DEV_T sim_dev_t
+#define SIMCORE_EVENT_T sim_event_t
+#define SIMCORE_MAGIC SIM_MAGIC
+#define SIMCORE_LAYOUT_VERSION SIM_LAYOUT_VERSION
+#define SIMCORE_MAX_DEV SIM_MAX_DEV
+#define SIMCORE_MAX_PROC SIM_MAX_PROC
+#define SIMCORE_RING SIM_RING
+#define SIMCORE_FN_SLOTS FN_COUNT
+#define SIMCORE_NA unsup
+#define SIMCORE_CTL(name) SIMCORE_CAT(simnode_, name)
+#include "simcore_state.h"
 
 /* ------------------------------------------------------------------------ */
 /* Common prologue for NVML entry points                                    */
 /* ------------------------------------------------------------------------ */
-static inline void count_call(int fn, int dev) {
-    if (!g_st) return;
-    if (dev >= 0 && dev < SIM_MAX_DEV) __atomic_fetch_add(&g_st->calls[fn][dev], 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&g_st->calls[fn][SIM_MAX_DEV], 1, __ATOMIC_RELAXED);
-}
-
-static inline int handle_index(nvmlDevice_t d) {
-    uintptr_t p = (uintptr_t)d, b = (uintptr_t)&g_handles[0];
-    if (!d || p < b || p >= b + sizeof(g_handles) || (p - b) % sizeof(g_handles[0])) return -1;
-    int idx = (int)((p - b) / sizeof(g_handles[0]));
-    if (!g_st || (unsigned)idx >= g_st->n_devices) return -1;
-    return idx;
-}
-
-/* Blocks while the device hangs; re-checks every 20 ms so clearing releases. */
-static void wait_hang(sim_dev_t *d) {
-    int h = __atomic_load_n(&d->hang_ms, __ATOMIC_ACQUIRE);
-    if (h <= 0) return;
-    uint64_t start = mono_ms();
-    for (;;) {
-        h = __atomic_load_n(&d->hang_ms, __ATOMIC_ACQUIRE);
-        if (h <= 0) return;
-        uint64_t el = mono_ms() - start;
-        if (el >= (uint64_t)h) return;
-        long rem = (long)((uint64_t)h - el);
-        sleep_ms(rem < 20 ? rem : 20);
-    }
-}
-
 static nvmlReturn_t dev_enter(int fn, nvmlDevice_t device, sim_dev_t **out) {
-    int idx = handle_index(device);
-    count_call(fn, idx);
-    if (!g_st || g_init_count <= 0) return NVML_ERROR_UNINITIALIZED;
-    if (idx < 0) return NVML_ERROR_INVALID_ARGUMENT;
-    sim_dev_t *d = &g_st->dev[idx];
-    if (__atomic_load_n(&d->lost, __ATOMIC_ACQUIRE)) return NVML_ERROR_GPU_IS_LOST;
-    wait_hang(d);
-    if (__atomic_load_n(&d->lost, __ATOMIC_ACQUIRE)) return NVML_ERROR_GPU_IS_LOST;
-    if (d->fn_unsup[fn]) return NVML_ERROR_NOT_SUPPORTED;
-    *out = d;
-    return NVML_SUCCESS;
+    switch (simcore_dev_enter(fn, device, out)) {
+    case SIMCORE_OK: return NVML_SUCCESS;
+    case SIMCORE_UNINIT: return NVML_ERROR_UNINITIALIZED;
+    case SIMCORE_BAD_HANDLE: return NVML_ERROR_INVALID_ARGUMENT;
+    case SIMCORE_LOST: return NVML_ERROR_GPU_IS_LOST;
+    case SIMCORE_FN_UNSUP: return NVML_ERROR_NOT_SUPPORTED;
+    }
+    return NVML_ERROR_UNKNOWN;
 }
 
 #define DEV_ENTER(fname)                                              \
@@ -1170,11 +1086,6 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned l
     return NVML_SUCCESS;
 }
 
-static long futex_wait(uint32_t *addr, uint32_t expected, long ms) {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    return syscall(SYS_futex, addr, FUTEX_WAIT, expected, &ts, NULL, 0); /* shared, not _PRIVATE */
-}
-
 static nvmlReturn_t event_wait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
     if (!g_st || g_init_count <= 0) return NVML_ERROR_UNINITIALIZED;
     NEED(set); NEED(data);
@@ -1182,12 +1093,9 @@ static nvmlReturn_t event_wait(nvmlEventSet_t set, nvmlEventData_t *data, unsign
     for (;;) {
         uint32_t fw = __atomic_load_n(&g_st->ev_futex, __ATOMIC_ACQUIRE);
         uint64_t cur = __atomic_load_n(&g_st->ev_seq, __ATOMIC_ACQUIRE);
-        uint64_t s = set->last_seq;
-        if (cur > s + SIM_RING) s = cur - SIM_RING; /* overrun: older events are gone */
-        while (s < cur) {
-            s++;
-            sim_event_t *e = &g_st->ring[s % SIM_RING];
-            if (__atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) != s) continue;
+        uint64_t s = ring_first(set->last_seq, cur);
+        const sim_event_t *e;
+        while ((e = ring_next(&s, cur)) != NULL) {
             int dv = e->dev;
             uint64_t ty = e->type, dt = e->data;
             if (dv >= 0 && dv < SIM_MAX_DEV && (set->mask[dv] & ty)) {
@@ -1220,17 +1128,8 @@ SIM_EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
 /* Control API for the node daemon (simnode_*).  Returns 0 on success,      */
 /* negative on bad arguments.                                               */
 /* ======================================================================== */
-static sim_state_t *g_ctl = NULL;
-
-static sim_dev_t *ctl_dev(int dev) {
-    if (!g_ctl || dev < 0 || (unsigned)dev >= g_ctl->n_devices) return NULL;
-    return &g_ctl->dev[dev];
-}
-
+/* The rest (setters, process removal, counters) is in simcore_state.h. */
 SIM_EXPORT int simnode_max_devices(void) { return SIM_MAX_DEV; }
-SIM_EXPORT int simnode_max_processes(void) { return SIM_MAX_PROC; }
-SIM_EXPORT int simnode_reading_count(void) { return R_COUNT; }
-SIM_EXPORT const char *simnode_reading_name(int i) { return i >= 0 && i < R_COUNT ? g_reading_names[i] : NULL; }
 SIM_EXPORT int simnode_function_count(void) { return FN_COUNT; }
 SIM_EXPORT const char *simnode_function_name(int i) { return i >= 0 && i < FN_COUNT ? g_func_names[i] : NULL; }
 SIM_EXPORT int simnode_reading_id(const char *name) {
@@ -1253,10 +1152,6 @@ SIM_EXPORT int simnode_create(const char *path, int n_devices) {
     }
     return 0;
 }
-SIM_EXPORT int simnode_open(const char *path) {
-    g_ctl = map_state(path, 0, 0);
-    return g_ctl ? (int)g_ctl->n_devices : -2;
-}
 SIM_EXPORT int simnode_set_system(const char *driver, const char *nvml, int cuda) {
     if (!g_ctl) return -1;
     snprintf(g_ctl->driver_version, SIM_STR, "%s", driver);
@@ -1274,80 +1169,25 @@ SIM_EXPORT int simnode_set_string(int dev, const char *key, const char *value) {
     snprintf(dst, SIM_STR, "%s", value);
     return 0;
 }
-SIM_EXPORT int simnode_set_reading(int dev, int rid, double value) {
-    sim_dev_t *d = ctl_dev(dev);
-    if (!d || rid < 0 || rid >= R_COUNT || !isfinite(value)) return -1;
-    __atomic_store(&d->val[rid], &value, __ATOMIC_RELEASE);
-    __atomic_store_n(&d->unsup[rid], 0, __ATOMIC_RELEASE);
-    return 0;
-}
-SIM_EXPORT double simnode_get_reading(int dev, int rid) {
-    sim_dev_t *d = ctl_dev(dev);
-    if (!d || rid < 0 || rid >= R_COUNT) return NAN;
-    return d->unsup[rid] ? NAN : d->val[rid];
-}
-SIM_EXPORT int simnode_set_unsupported(int dev, int rid, int unsupported) {
-    sim_dev_t *d = ctl_dev(dev);
-    if (!d || rid < 0 || rid >= R_COUNT) return -1;
-    __atomic_store_n(&d->unsup[rid], unsupported ? 1 : 0, __ATOMIC_RELEASE);
-    return 0;
-}
-SIM_EXPORT int simnode_set_function_unsupported(int dev, int fid, int unsupported) {
-    sim_dev_t *d = ctl_dev(dev);
-    if (!d || fid < 0 || fid >= FN_COUNT) return -1;
-    __atomic_store_n(&d->fn_unsup[fid], unsupported ? 1 : 0, __ATOMIC_RELEASE);
-    return 0;
-}
-SIM_EXPORT int simnode_set_lost(int dev, int lost) {
-    sim_dev_t *d = ctl_dev(dev);
-    if (!d) return -1;
-    __atomic_store_n(&d->lost, lost ? 1 : 0, __ATOMIC_RELEASE);
-    return 0;
-}
-SIM_EXPORT int simnode_set_hang_ms(int dev, int ms) {
-    sim_dev_t *d = ctl_dev(dev);
-    if (!d || ms < 0) return -1;
-    __atomic_store_n(&d->hang_ms, ms, __ATOMIC_RELEASE);
-    return 0;
-}
-SIM_EXPORT int simnode_get_lost(int dev) { sim_dev_t *d = ctl_dev(dev); return d ? d->lost : -1; }
 SIM_EXPORT int simnode_get_hang_ms(int dev) { sim_dev_t *d = ctl_dev(dev); return d ? d->hang_ms : -1; }
-
-static void bump(sim_dev_t *d, int rid, double by) {
-    double v = d->val[rid] + by;
-    __atomic_store(&d->val[rid], &v, __ATOMIC_RELEASE);
-}
 
 SIM_EXPORT long long simnode_push_event(int dev, unsigned long long type, unsigned long long data) {
     sim_dev_t *d = ctl_dev(dev);
     if (!d || type == 0 || (type & (type - 1))) return -1;
     if (type == nvmlEventTypeSingleBitEccError) { bump(d, R_ecc_sbe_volatile, 1); bump(d, R_ecc_sbe_aggregate, 1); }
     if (type == nvmlEventTypeDoubleBitEccError) { bump(d, R_ecc_dbe_volatile, 1); bump(d, R_ecc_dbe_aggregate, 1); }
-    while (__atomic_exchange_n(&g_ctl->ev_lock, 1, __ATOMIC_ACQUIRE)) sched_yield();
-    uint64_t s = g_ctl->ev_seq + 1;
-    sim_event_t *e = &g_ctl->ring[s % SIM_RING];
-    __atomic_store_n(&e->seq, 0, __ATOMIC_RELEASE);
-    e->dev = dev; e->type = type; e->data = data;
-    __atomic_store_n(&e->seq, s, __ATOMIC_RELEASE);
-    __atomic_store_n(&g_ctl->ev_seq, s, __ATOMIC_RELEASE);
-    __atomic_store_n(&g_ctl->ev_futex, (uint32_t)s, __ATOMIC_RELEASE);
-    __atomic_store_n(&g_ctl->ev_lock, 0, __ATOMIC_RELEASE);
-    syscall(SYS_futex, &g_ctl->ev_futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-    return (long long)s;
+    uint64_t s;
+    sim_event_t *e = ring_claim(dev, &s);
+    e->type = type; e->data = data;
+    return ring_publish(e, s);
 }
-
-static void proc_write_begin(void) { __atomic_fetch_add(&g_ctl->proc_gen, 1, __ATOMIC_ACQ_REL); }
-static void proc_write_end(void) { __atomic_fetch_add(&g_ctl->proc_gen, 1, __ATOMIC_ACQ_REL); }
 
 /* Adds or updates (pid, dev).  kinds: bit0 compute, bit1 graphics, bit2 MPS. */
 SIM_EXPORT int simnode_proc_add(int dev, unsigned int pid, unsigned int kinds, double used_mib,
                                 double sm, double mem, double enc, double dec) {
     if (!ctl_dev(dev) || pid == 0) return -1;
-    int slot = -1;
-    for (int i = 0; i < SIM_MAX_PROC; i++) {
-        if (g_ctl->proc[i].dev == dev && g_ctl->proc[i].pid == pid) { slot = i; break; }
-        if (slot < 0 && g_ctl->proc[i].dev < 0) slot = i;
-    }
+    int existing;
+    int slot = proc_slot(dev, pid, &existing);
     if (slot < 0) return -3;
     proc_write_begin();
     sim_proc_t *p = &g_ctl->proc[slot];
@@ -1358,25 +1198,6 @@ SIM_EXPORT int simnode_proc_add(int dev, unsigned int pid, unsigned int kinds, d
     proc_write_end();
     return 0;
 }
-/* Removes pid from one device, or from all devices when dev < 0.  Returns how many. */
-SIM_EXPORT int simnode_proc_rm(int dev, unsigned int pid) {
-    if (!g_ctl) return -1;
-    int n = 0;
-    proc_write_begin();
-    for (int i = 0; i < SIM_MAX_PROC; i++) {
-        sim_proc_t *p = &g_ctl->proc[i];
-        if (p->dev >= 0 && p->pid == pid && (dev < 0 || p->dev == dev)) { p->dev = -1; p->pid = 0; n++; }
-    }
-    proc_write_end();
-    return n;
-}
-SIM_EXPORT int simnode_proc_count(void) {
-    if (!g_ctl) return -1;
-    int n = 0;
-    for (int i = 0; i < SIM_MAX_PROC; i++) n += g_ctl->proc[i].dev >= 0;
-    return n;
-}
-
 /* Advances counters by dt seconds; refreshes process samples about once a second. */
 SIM_EXPORT int simnode_tick(double dt) {
     if (!g_ctl || !(dt >= 0)) return -1;
@@ -1409,12 +1230,3 @@ SIM_EXPORT int simnode_tick(double dt) {
     }
     return 0;
 }
-
-SIM_EXPORT unsigned long long simnode_call_count(int fid, int dev) {
-    if (!g_ctl || fid < 0 || fid >= FN_COUNT) return 0;
-    if (dev < 0) return __atomic_load_n(&g_ctl->calls[fid][SIM_MAX_DEV], __ATOMIC_RELAXED);
-    if (dev >= SIM_MAX_DEV) return 0;
-    return __atomic_load_n(&g_ctl->calls[fid][dev], __ATOMIC_RELAXED);
-}
-SIM_EXPORT int simnode_device_count(void) { return g_ctl ? (int)g_ctl->n_devices : -1; }
-SIM_EXPORT unsigned long long simnode_event_seq(void) { return g_ctl ? __atomic_load_n(&g_ctl->ev_seq, __ATOMIC_ACQUIRE) : 0; }

@@ -11,13 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from types import MappingProxyType
 
 import yaml
 
 from plugins.amd.simulator import scenario as amd_scenario
+from plugins.simulator_core.tables import macro_names
 
 SOURCE = Path(__file__).with_name("libnvml_sim.c")
 
@@ -39,23 +39,14 @@ class ScenarioError(ValueError):
     """A scenario file is malformed; the message names file, key path and line."""
 
 
-@cache
-def _macro_names(macro: str) -> tuple[str, ...]:
-    text = SOURCE.read_text()
-    m = re.search(rf"#define {macro}\(X\)(.*?)\n\n", text, re.S)
-    if not m:  # pragma: no cover - the source always defines both tables
-        raise RuntimeError(f"{macro} table not found in {SOURCE}")
-    return tuple(re.findall(r"X\((\w+)\)", m.group(1)))
-
-
 def reading_names() -> tuple[str, ...]:
     """All readings the simulated library serves (scenario metric keys)."""
-    return _macro_names("SIM_READINGS")
+    return macro_names(SOURCE, "SIM_READINGS")
 
 
 def function_names() -> tuple[str, ...]:
     """All NVML functions the simulated library exports."""
-    return _macro_names("SIM_FUNCS")
+    return macro_names(SOURCE, "SIM_FUNCS")
 
 
 def settable_readings() -> frozenset[str]:
