@@ -142,6 +142,11 @@ class SnapshotStore:
         with self._lock:
             self._devices[device.identity.uuid] = device
 
+    def devices(self) -> tuple[DeviceSnapshot, ...]:
+        """The devices alone: no overlays, no self-telemetry (a liveness check needs no more)."""
+        with self._lock:
+            return tuple(sorted(self._devices.values(), key=lambda d: d.identity.index))
+
     def covers(self, device_count: int) -> bool:
         """Every one of ``device_count`` devices has been sampled or found unhealthy."""
         with self._lock:

@@ -71,12 +71,6 @@ class Inotify:
         self._by_path[path] = wd
         return True
 
-    def unwatch(self, path: Path) -> None:
-        wd = self._by_path.pop(path, None)
-        if wd is not None and self._libc is not None:
-            self._paths.pop(wd, None)
-            self._libc.inotify_rm_watch(self._fd, wd)
-
     @property
     def watched(self) -> int:
         return len(self._paths)

@@ -188,9 +188,6 @@ class WorkloadResolver:
             self._facts[pid] = facts
         return facts
 
-    def known_pids(self) -> frozenset[int]:
-        return frozenset(self._facts)
-
     def workload(self, facts: ProcessFacts, device: GpuDevice) -> Workload:
         cg = facts.cgroup
         if not cg.known:

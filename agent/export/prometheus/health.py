@@ -59,7 +59,7 @@ class HealthCheck:
         now = self._clock_ns()
         limit = stall_after(self._config())
         stalled = []
-        for device in self._store.current(now).devices:
+        for device in self._store.devices():
             if device.health is not HealthState.OK:
                 continue
             if device.samples:
