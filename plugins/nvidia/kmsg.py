@@ -55,7 +55,6 @@ class KmsgXidReader:
                       if (key := pci_key(bus)) is not None}
         self._path = path
         self._stop = threading.Event()
-        self.lines = 0  # records read, for self-telemetry
 
     def start(self, emit: EventBatch) -> None:
         try:
@@ -91,7 +90,6 @@ class KmsgXidReader:
                         raise
                     if not record:
                         break
-                    self.lines += 1
                     event = parse_line(record.decode(errors="replace"), self._gpus)
                     if event is not None:
                         batch.append(event)
