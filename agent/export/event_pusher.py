@@ -113,6 +113,15 @@ class EventPusher:
             self.stats.send_failures += 1
         return ok
 
+    def _send_in_batches(self, events: list[HealthEvent], accepted: list[int]) -> None:
+        """Send in requests of MAX_BATCH (one request could pass gRPC's size limit), stopping
+        at the first refusal; ``accepted[0]`` counts the events the collector took."""
+        for start in range(0, len(events), MAX_BATCH):
+            batch = events[start:start + MAX_BATCH]
+            if not self._send(batch):
+                return
+            accepted[0] = start + len(batch)
+
     async def _spill(self) -> None:
         while self._pending:
             batch = [self._pending.popleft()
@@ -136,8 +145,8 @@ class EventPusher:
 
     def _set_failing(self, failing: bool) -> None:
         if failing and not self._failing:
-            log.warning("event export failed; spooling events to disk until the collector "
-                        "accepts them again")
+            where = "spooling them to disk" if self._spool.usable else "keeping them in memory"
+            log.warning("event export failed; %s until the collector accepts them again", where)
         elif not failing and self._failing:
             log.info("event export recovered; re-sending spooled events")
         self._failing = failing
@@ -152,13 +161,15 @@ class EventPusher:
         pending = [*self._in_flight, *self._pending, *leftovers]
         self._pending.clear()
         if pending and not self._failing and not self._in_flight:
-            future = self._thread.submit(functools.partial(self._send, pending))
+            accepted = [0]  # events the collector took, in order; read after the wait
+            future = self._thread.submit(
+                functools.partial(self._send_in_batches, pending, accepted))
             try:
-                if future.result(timeout=timeout):
-                    pending = []
-            except Exception:  # timeout or failure: keep them on disk
+                future.result(timeout=timeout)
+            except Exception:  # timeout or failure: what was not accepted stays on disk
                 log.warning("final event export did not finish; spooling %d event(s)",
-                            len(pending))
+                            len(pending) - accepted[0])
+            pending = pending[accepted[0]:]
         if pending:
             if not self._spool.usable:
                 log.error("%d health event(s) not accepted by the collector are lost at "

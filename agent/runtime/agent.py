@@ -34,7 +34,7 @@ from agent.runtime.discovery import OpenBackend, installed_backends, open_backen
 from agent.runtime.health import HealthRuntime
 from agent.runtime.sampler import DeviceSampler
 from agent.runtime.self_telemetry import SelfTelemetry
-from agent.sampling.backend import Backend
+from agent.sampling.backend import PROCESS_GROUP, Backend
 from agent.version import VERSION
 from agent.workloads.attribution import Attribution
 from agent.workloads.build import build as build_attribution
@@ -152,9 +152,13 @@ class Agent:
         if self._initial.attribution.enabled:
             self.attribution, workload_service = build_attribution(self._initial.attribution)
         if self._initial.health.enabled:
-            # Attribution's lookup knows containers and pods; the backend's only PIDs.
+            # Attribution's lookup knows containers and pods; the backend's only PIDs. It is
+            # filled by the processes group, so without that group it would name nobody.
+            processes = self._initial.groups.get(PROCESS_GROUP)
+            attribution = (self.attribution if processes is not None and processes.enabled
+                           else None)
             self.health = HealthRuntime(self._initial, resource, opened, self.store,
-                                        self._workloads or self.attribution)
+                                        self._workloads or attribution)
         observer = self.health.engine if self.health is not None else None
         self.samplers = [
             DeviceSampler(device, self.store, self._holder, attribution=self.attribution,

@@ -103,6 +103,30 @@ def test_each_fault_arrives_as_its_event(
         assert event.event_name and event.attributes["event.name"] == event.event_name
 
 
+def test_events_name_the_processes_with_the_processes_group_switched_off(
+    four_gpu_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path,
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    """Attribution is on but its group is off: events fall back to the backend's process list
+    instead of an attribution map that nothing fills."""
+    args = config_args(tmp_path, "groups: {processes: {enabled: false}}\n") + FAST
+    node = four_gpu_node
+    node.command({"op": "proc_add", "device": 2, "pid": sleeper.pid, "used_memory_mib": 100})
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env, args)
+    store = otlp_grpc_receiver.store
+    try:
+        store.wait_for(lambda s: s.latest("hw.gpu.utilization", {"hw.id": UUIDS[2]}),
+                       timeout=20)
+        node.command({"op": "xid", "device": 2, "code": 31})
+        xid = one(store, "gpu.xid", **{"hw.id": UUIDS[2]})
+        assert xid.attributes["process.pid"] == (sleeper.pid,)
+        assert xid.attributes["process.executable.name"] == ("sleep",)
+        assert not store.points("gpu.process.memory.usage")
+    finally:
+        assert agent.terminate() < 5
+        agent.close()
+
+
 XIDS = ((0, 13), (1, 31), (2, 43), (3, 45), (0, 63))  # five different faults, no storm
 
 

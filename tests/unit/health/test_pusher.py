@@ -86,3 +86,44 @@ def test_shutdown_during_an_outage_keeps_everything_on_disk(tmp_path: Path) -> N
         kept.extend(e.body for e in oldest[1])
         again.remove(oldest[0])
     assert kept == ["e1", "e2", "e3"]
+
+
+class SizeLimitedCollector(Collector):
+    """Accepts requests of at most ``limit`` events (gRPC caps a request's size), and only the
+    first ``budget`` requests; records the size of every request it was offered."""
+
+    def __init__(self, limit: int, budget: int) -> None:
+        super().__init__()
+        self.down = False
+        self.limit = limit
+        self.budget = budget
+        self.requests: list[int] = []
+
+    def send(self, events: Sequence[HealthEvent]) -> bool:
+        self.requests.append(len(events))
+        if len(events) > self.limit or len(self.requests) > self.budget:
+            return False
+        return super().send(events)
+
+
+def test_shutdown_sends_pending_events_in_bounded_requests_and_spools_the_rest(
+    tmp_path: Path,
+) -> None:
+    from agent.export.event_pusher import MAX_BATCH
+
+    collector = SizeLimitedCollector(limit=MAX_BATCH, budget=2)
+    spool = Spool(tmp_path, 64 << 20)
+    total = 3 * MAX_BATCH + 7
+    spool.open()
+    pusher = EventPusher(collector, spool)
+    pusher.close([event(i) for i in range(total)], timeout=5.0)
+
+    assert max(collector.requests) <= MAX_BATCH
+    assert collector.accepted == [f"e{i}" for i in range(2 * MAX_BATCH)]
+    again = Spool(tmp_path, 64 << 20)
+    again.open()
+    kept = []
+    while (oldest := again.oldest()) is not None:
+        kept.extend(e.body for e in oldest[1])
+        again.remove(oldest[0])
+    assert kept == [f"e{i}" for i in range(2 * MAX_BATCH, total)]
