@@ -3,7 +3,8 @@
 The OTLP senders subclass the SDK's log exporters, as ``senders.py`` does for metrics, so
 the standard ``OTEL_EXPORTER_OTLP_*`` / ``OTEL_EXPORTER_OTLP_LOGS_*`` variables, TLS, headers,
 compression and retries behave as in every OpenTelemetry SDK. They block; the event pusher
-calls them on its own thread.
+calls them on its own thread. The HTTP one is built on first use: a gRPC agent (the default)
+need not hold the SDK's HTTP package in memory.
 """
 
 from __future__ import annotations
@@ -15,9 +16,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
-from opentelemetry.exporter.otlp.proto.http._log_exporter import (
-    OTLPLogExporter as HttpOTLPLogExporter,
-)
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.sdk._logs.export import LogRecordExportResult
 from opentelemetry.sdk.resources import Resource
@@ -51,15 +49,20 @@ class _GrpcLogs(OTLPLogExporter):
         return self._export(request) is LogRecordExportResult.SUCCESS  # type: ignore[arg-type]
 
 
-class _HttpLogs(HttpOTLPLogExporter):
-    def send(self, request: ExportLogsServiceRequest) -> bool:
-        if self._shutdown:
-            return False
-        return bool(self._client.export(request.SerializeToString()).success)
+class _HttpTransport(Protocol):
+    def send(self, request: ExportLogsServiceRequest) -> bool: ...
+
+    def shutdown(self) -> None: ...
+
+
+def _http_logs(**kwargs: Any) -> _HttpTransport:
+    from agent.export.http_senders import HttpLogs
+
+    return HttpLogs(**kwargs)
 
 
 class OtlpEventSender:
-    def __init__(self, transport: _GrpcLogs | _HttpLogs, encoder: LogEncoder) -> None:
+    def __init__(self, transport: _GrpcLogs | _HttpTransport, encoder: LogEncoder) -> None:
         self._transport = transport
         self._encoder = encoder
 
@@ -98,6 +101,6 @@ def build_event_sender(
     if config.exporter == "console":
         return ConsoleEventSender()
     protocol, kwargs = otlp_settings(config, env, "LOGS")
-    transport: _GrpcLogs | _HttpLogs = (
-        _GrpcLogs(**kwargs) if protocol == "grpc" else _HttpLogs(**kwargs))
+    transport: _GrpcLogs | _HttpTransport = (
+        _GrpcLogs(**kwargs) if protocol == "grpc" else _http_logs(**kwargs))
     return OtlpEventSender(transport, LogEncoder(resource))

@@ -104,7 +104,7 @@ def _build_otlp_exporter(config: AgentConfig, env: Mapping[str, str]) -> MetricE
 
         return GrpcRequestExporter(**kwargs)
 
-    from agent.export.senders import HttpRequestExporter
+    from agent.export.http_senders import HttpRequestExporter
 
     return HttpRequestExporter(**kwargs)
 

@@ -5,9 +5,17 @@ point on every export; for 8 GPUs at 1 s that was the larger half of the agent's
 benchmark report). A node's attribute sets barely change between exports, so their encoded
 ``KeyValue`` lists are built once and copied in. The result equals what the SDK would send
 (``tests/unit/core/test_otlp_proto.py`` checks it).
+
+Data points are written in protobuf wire format (cached attribute bytes, then the times and
+the value packed with ``struct``) and parsed into their metric in one C call: setting fields
+and copying ``KeyValue`` messages point by point through the Python API cost about 4 µs a
+point, most of an export's encoding (797 points for 8 GPUs with processes and
+self-telemetry).
 """
 
 from __future__ import annotations
+
+import struct
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
@@ -26,21 +34,52 @@ from agent.model.snapshot import Attributes, NodeSnapshot
 MAX_CACHED_ATTRIBUTE_SETS = 20_000
 CUMULATIVE = metrics_pb2.AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
 
+# NumberDataPoint fields (opentelemetry/proto/metrics/v1/metrics.proto), as wire-format tags:
+# start_time_unix_nano = 2 and time_unix_nano = 3 (fixed64), as_double = 4 (double),
+# as_int = 6 (sfixed64), attributes = 7 (KeyValue). Gauge/Sum data_points = 1 (message).
+_DATA_POINTS_TAG = b"\x0a"
+_ATTRIBUTE_TAG = b"\x3a"
+# Gauges carry no start time, as the SDK sends them; sums do.
+_GAUGE_DOUBLE = struct.Struct("<BQBd")  # 0x19 time, 0x21 as_double
+_GAUGE_INT = struct.Struct("<BQBq")  # 0x19 time, 0x31 as_int
+_SUM_DOUBLE = struct.Struct("<BQBQBd")  # 0x11 start, 0x19 time, 0x21 as_double
+_SUM_INT = struct.Struct("<BQBQBq")  # 0x11 start, 0x19 time, 0x31 as_int
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _length_delimited(tag: bytes, payload: bytes) -> bytes:
+    return tag + _varint(len(payload)) + payload
+
 
 class ProtoEncoder:
     def __init__(self, resource: Resource) -> None:
         self._resource = proto_resource(resource)
         self._schema_url = resource.schema_url
-        self._attributes: dict[Attributes, list[KeyValue]] = {}
+        # (attributes, point size without them) -> data point tag, length and attributes.
+        self._heads: dict[tuple[Attributes, int], bytes] = {}
 
-    def _key_values(self, attributes: Attributes) -> list[KeyValue]:
-        cached = self._attributes.get(attributes)
-        if cached is None:
-            if len(self._attributes) >= MAX_CACHED_ATTRIBUTE_SETS:
-                self._attributes.clear()
-            cached = [KeyValue(key=k, value=any_value(v)) for k, v in attributes]
-            self._attributes[attributes] = cached
-        return cached
+    def _head(self, attributes: Attributes, fixed_size: int) -> bytes:
+        """A data point's bytes up to its times and value, built once per attribute set."""
+        key = (attributes, fixed_size)
+        head = self._heads.get(key)
+        if head is None:
+            if len(self._heads) >= MAX_CACHED_ATTRIBUTE_SETS:
+                self._heads.clear()
+            encoded = b"".join(
+                _length_delimited(_ATTRIBUTE_TAG,
+                                  KeyValue(key=k, value=any_value(v)).SerializeToString())
+                for k, v in attributes)
+            head = _DATA_POINTS_TAG + _varint(len(encoded) + fixed_size) + encoded
+            self._heads[key] = head
+        return head
 
     def encode(self, snapshot: NodeSnapshot) -> ExportMetricsServiceRequest:
         request = ExportMetricsServiceRequest()
@@ -54,19 +93,30 @@ class ProtoEncoder:
             metric = scope_metrics.metrics.add(
                 name=name, description=spec.description, unit=spec.unit)
             gauge = spec.instrument is Instrument.GAUGE
+            data: metrics_pb2.Gauge | metrics_pb2.Sum
             if gauge:
-                data_points = metric.gauge.data_points
+                data = metric.gauge
             else:
                 metric.sum.aggregation_temporality = CUMULATIVE
                 metric.sum.is_monotonic = spec.instrument is Instrument.COUNTER
-                data_points = metric.sum.data_points
+                data = metric.sum
+            chunks = []
+            head = self._head
             for point in points:
-                data_point = data_points.add(time_unix_nano=point.time_ns)
-                if not gauge:  # gauges carry no start time, as the SDK sends them
-                    data_point.start_time_unix_nano = point.start_time_ns
-                if isinstance(point.value, int):
-                    data_point.as_int = point.value
+                value = point.value
+                if gauge:
+                    if isinstance(value, int):
+                        packed = _GAUGE_INT.pack(0x19, point.time_ns, 0x31, value)
+                    else:
+                        packed = _GAUGE_DOUBLE.pack(0x19, point.time_ns, 0x21, value)
+                elif isinstance(value, int):
+                    packed = _SUM_INT.pack(0x11, point.start_time_ns, 0x19, point.time_ns,
+                                           0x31, value)
                 else:
-                    data_point.as_double = point.value
-                data_point.attributes.extend(self._key_values(point.attributes))
+                    packed = _SUM_DOUBLE.pack(0x11, point.start_time_ns, 0x19, point.time_ns,
+                                              0x21, value)
+                chunks.append(head(point.attributes, len(packed)))
+                chunks.append(packed)
+            # Repeated data_points: parsing appends each point, as add() would have.
+            data.MergeFromString(b"".join(chunks))
         return request

@@ -55,3 +55,22 @@ def test_cached_attributes_do_not_leak_between_exports() -> None:
     encoder.encode(_snapshot(100.0))
     second = _snapshot(200.0)
     assert encoder.encode(second) == encode_metrics(encode(second, RESOURCE))
+
+
+def test_wire_encoded_points_equal_the_sdk_for_edge_values() -> None:
+    # Data points are written in wire format (struct-packed): zero, negative, 64-bit
+    # and fractional values, on gauges and on sums, must still match the SDK field for field.
+    identity = DeviceIdentity("GPU-x", 0, "nvidia", "H100", "0000:00:00.0")
+    values: tuple[float | int, ...] = (0, -5, (1 << 63) - 1, -(1 << 63), 0.0, -1.5, 1e300)
+    readings = tuple(
+        Reading(metric, value, (("case", str(index)),))
+        for index, value in enumerate(values)
+        for metric in ("hw.power", "hw.energy", "hw.errors")
+    )
+    device = DeviceSnapshot(identity, HealthState.OK, 0).with_sample(
+        GroupSample("fast", readings, time_ns=(1 << 64) - 1))
+    snapshot = NodeSnapshot((device,), taken_ns=7)
+    ours = ProtoEncoder(RESOURCE).encode(snapshot)
+    sdk = encode_metrics(encode(snapshot, RESOURCE))
+    assert ours == sdk
+    assert ours.SerializeToString() == sdk.SerializeToString()
