@@ -6,6 +6,7 @@ import argparse
 
 from agent.model.metrics import (
     AGENT_METRICS,
+    CUDA_METRICS,
     DEVICE_ATTRIBUTES,
     DEVICE_METRICS,
     PROCESS_METRICS,
@@ -48,6 +49,17 @@ def metrics_markdown() -> str:
         "| name | instrument | unit | attributes | group | vendors | description |",
         "| --- | --- | --- | --- | --- | --- | --- |",
         *_metric_rows(PROCESS_METRICS),
+        "",
+        "## CUDA activity (eBPF plugin)",
+        "",
+        "From uprobes on the CUDA runtime and driver libraries each GPU process maps; only with "
+        "`ebpf.enabled: true` (needs CAP_BPF and CAP_PERFMON). A uprobe sees the call, not the "
+        "device it targets, so these carry the process and workload attributes above and no "
+        "device attributes. A call the CUDA runtime forwards to the driver is counted once.",
+        "",
+        "| name | instrument | unit | attributes | group | vendors | description |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+        *_metric_rows(CUDA_METRICS),
     ]
     lines.extend(_vendor_sections())
     lines.extend([

@@ -34,6 +34,15 @@ DEFAULTS: dict[str, Any] = {
             "refresh_interval": 30.0,
             "timeout": 5.0,
         },
+        "process_events": "netlink",  # or "ebpf" (needs ebpf.enabled): exec/exit source
+    },
+    # Per-process CUDA activity from eBPF uprobes (plugins/ebpf); needs CAP_BPF + CAP_PERFMON.
+    "ebpf": {
+        "enabled": False,
+        "object_path": None,  # null: the BPF object built into the package
+        "interval": 1.0,  # seconds between counter reads and library scans
+        "max_allocations": 65536,  # live CUDA allocations tracked (BPF map size)
+        "workload_retention": 300.0,  # seconds a container's totals outlive its last process
     },
     # Health events: XID / ECC / lost / unresponsive / throttle, pushed as OTLP log records.
     "health": {

@@ -22,9 +22,11 @@ from agent.config.schema import (
     EXPORTERS,
     LOG_LEVELS,
     OTLP_PROTOCOLS,
+    PROCESS_EVENT_SOURCES,
     PROMETHEUS_SCHEMES,
     AgentConfig,
     AttributionConfig,
+    EbpfConfig,
     GroupConfig,
     HealthConfig,
     KubeletConfig,
@@ -66,6 +68,7 @@ ENV_KEYS: Mapping[str, tuple[str, float]] = MappingProxyType(
         "GPU_AGENT_PROMETHEUS_WEB_CONFIG": ("prometheus.web_config_file", 1.0),
         "GPU_AGENT_TRACING_ENABLED": ("tracing.enabled", 1.0),
         "GPU_AGENT_KUBELET_SOCKET": ("attribution.kubelet.socket", 1.0),
+        "GPU_AGENT_EBPF_ENABLED": ("ebpf.enabled", 1.0),
     }
 )
 NUMERIC_KEYS = frozenset(
@@ -257,6 +260,7 @@ def _validate(layers: _Layers) -> AgentConfig:
         otlp=otlp_config,
         health=health,
         attribution=attribution,
+        ebpf=_ebpf(layers, tree["ebpf"]),
     )
 
 
@@ -313,6 +317,27 @@ def _attribution(layers: _Layers, raw: dict[str, Any]) -> AttributionConfig:
                                        kubelet["refresh_interval"]),
             timeout=_positive(layers, "attribution.kubelet.timeout", kubelet["timeout"]),
         ),
+        process_events=_choice(layers, "attribution.process_events", raw["process_events"],
+                               PROCESS_EVENT_SOURCES),
+    )
+
+
+def _ebpf(layers: _Layers, raw: dict[str, Any]) -> EbpfConfig:
+    path = _optional_str(layers, "ebpf.object_path", raw["object_path"])
+    if path is not None and not path.startswith("/"):
+        raise ConfigError(f"ebpf.object_path in {layers.where('ebpf.object_path')}: expected an "
+                          f"absolute path or null, got {path!r}")
+    allocations = _count(layers, "ebpf.max_allocations", raw["max_allocations"])
+    if allocations < 1:
+        raise ConfigError(f"ebpf.max_allocations in {layers.where('ebpf.max_allocations')}: "
+                          "must be at least 1")
+    return EbpfConfig(
+        enabled=_switch(layers, "ebpf.enabled", raw["enabled"]),
+        object_path=path,
+        interval=_positive(layers, "ebpf.interval", raw["interval"]),
+        max_allocations=allocations,
+        workload_retention=_positive(layers, "ebpf.workload_retention",
+                                     raw["workload_retention"]),
     )
 
 
@@ -428,5 +453,7 @@ def to_tree(config: AgentConfig) -> dict[str, Any]:
                 "refresh_interval": config.attribution.kubelet.refresh_interval,
                 "timeout": config.attribution.kubelet.timeout,
             },
+            "process_events": config.attribution.process_events,
         },
+        "ebpf": dataclasses.asdict(config.ebpf),
     }

@@ -10,6 +10,7 @@ EXPORTERS = ("otlp", "console")
 OTLP_PROTOCOLS = ("grpc", "http/protobuf")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 PROMETHEUS_SCHEMES = ("otel", "dcgm")
+PROCESS_EVENT_SOURCES = ("netlink", "ebpf")
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,18 @@ class AttributionConfig:
     # device-plugin resource name -> bytes per allocated unit (fractional GPU memory)
     memory_resources: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     kubelet: KubeletConfig = KubeletConfig()
+    process_events: str = "netlink"  # or "ebpf": exec/exit from the eBPF plugin's tracepoints
+
+
+@dataclass(frozen=True)
+class EbpfConfig:
+    """Per-process CUDA activity from uprobes (plugins/ebpf); off unless enabled."""
+
+    enabled: bool = False
+    object_path: str | None = None  # None: the object built into the package
+    interval: float = 1.0  # seconds between reads of the counters (and library scans)
+    max_allocations: int = 65536  # live CUDA allocations tracked, over all processes
+    workload_retention: float = 300.0  # seconds a container's totals outlive its last process
 
 
 @dataclass(frozen=True)
@@ -101,3 +114,4 @@ class AgentConfig:
     tracing: TracingConfig = field(default_factory=TracingConfig)
     attribution: AttributionConfig = AttributionConfig()
     health: HealthConfig = HealthConfig()
+    ebpf: EbpfConfig = EbpfConfig()

@@ -59,8 +59,9 @@ def series(snapshot: NodeSnapshot) -> dict[str, list[SeriesPoint]]:
                 SeriesPoint((*base, *reading.attributes), device.start_time_ns, time_ns,
                             reading.value)
             )
-    if snapshot.agent is not None:  # self-telemetry: its readings carry their own attributes
-        sample = snapshot.agent
+    # Self-telemetry and node-level samples: their readings carry their own attributes.
+    samples = (snapshot.agent, *snapshot.node) if snapshot.agent else snapshot.node
+    for sample in samples:
         for reading in sample.readings:
             if math.isfinite(reading.value):
                 points[reading.metric].append(SeriesPoint(

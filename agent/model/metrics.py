@@ -151,6 +151,18 @@ AGENT_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("gpu_agent.events.spool.size", U, "By", "Size of the event spool on disk."),
     MetricSpec("gpu_agent.events.spool.records", U, "{event}",
                "Health events waiting in the spool."),
+    MetricSpec("gpu_agent.ebpf.libraries", U, "{library}",
+               "CUDA library files with uprobes attached (eBPF plugin)."),
+    MetricSpec("gpu_agent.ebpf.processes", U, "{process}",
+               "GPU processes whose CUDA calls are traced (eBPF plugin)."),
+    MetricSpec("gpu_agent.ebpf.events.lost", C, "{event}",
+               "Process exec/exit events the BPF ring buffer had no room for."),
+    MetricSpec("gpu_agent.ebpf.allocations.untracked", C, "{allocation}",
+               "CUDA allocations not tracked because the allocation table was full "
+               "(`ebpf.max_allocations`)."),
+    MetricSpec("gpu_agent.ebpf.calls.unpaired", C, "{call}",
+               "Allocation or synchronisation calls whose return could not be paired with "
+               "their entry (too many in flight)."),
 )
 
 _WORKLOAD = ("container.id", "k8s.namespace.name", "k8s.pod.name", "k8s.pod.uid",
@@ -183,7 +195,37 @@ PROCESS_METRICS: tuple[MetricSpec, ...] = (
                "processes"),
 )
 
-_BY_NAME = {spec.name: spec for spec in (*DEVICE_METRICS, *PROCESS_METRICS, *AGENT_METRICS)}
+_LAUNCH = "gpu.cuda.launch.type"
+
+# Per process and per container across the node's GPUs, from uprobes on the CUDA runtime and
+# driver libraries (plugins/ebpf; off unless `ebpf.enabled`). A uprobe sees the call, not the
+# device it targets, so these carry no device attributes.
+CUDA_METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("gpu.process.cuda.kernel_launches", C, "{launch}",
+               "CUDA kernel launch calls (`kernel`) and CUDA graph launch calls (`graph`) the "
+               "process made.", (*_PROCESS, _LAUNCH), "ebpf", vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.process.cuda.memory.allocated", G, "By",
+               "GPU memory the process holds from cudaMalloc/cuMemAlloc calls (and their "
+               "Managed/Async forms) not yet freed.", _PROCESS, "ebpf", vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.process.cuda.memory.peak", G, "By",
+               "The most `gpu.process.cuda.memory.allocated` has been.", _PROCESS, "ebpf",
+               vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.process.cuda.sync.time", C, "s",
+               "Time the process's threads spent waiting in stream, device and event "
+               "synchronisation.", _PROCESS, "ebpf", vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.container.cuda.kernel_launches", C, "{launch}",
+               "Kernel and graph launch calls of the container's processes, those that have "
+               "exited included.", (*_WORKLOAD, _LAUNCH), "ebpf", vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.container.cuda.memory.allocated", G, "By",
+               "GPU memory the container's processes hold from traced allocations.", _WORKLOAD,
+               "ebpf", vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.container.cuda.sync.time", C, "s",
+               "Synchronisation time of the container's processes, those that have exited "
+               "included.", _WORKLOAD, "ebpf", vendors=NVIDIA_ONLY),
+)
+
+_BY_NAME = {spec.name: spec
+            for spec in (*DEVICE_METRICS, *PROCESS_METRICS, *CUDA_METRICS, *AGENT_METRICS)}
 
 
 def spec_for(name: str) -> MetricSpec:

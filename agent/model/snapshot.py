@@ -119,6 +119,9 @@ class NodeSnapshot:
     taken_ns: int
     agent: AgentSample | None = None
     overlays: Mapping[str, DeviceOverlay] = field(default_factory=lambda: MappingProxyType({}))
+    # Readings of the node tied to no one device (per-process CUDA activity): each sample has
+    # its own counter start (a process's, a container's), its readings their own attributes.
+    node: tuple[AgentSample, ...] = ()
 
 
 class SnapshotStore:
@@ -129,6 +132,7 @@ class SnapshotStore:
         self._devices: dict[str, DeviceSnapshot] = {}
         self._overlays: dict[str, DeviceOverlay] = {}
         self._agent_source: Callable[[int], AgentSample] | None = None
+        self._node: dict[str, tuple[AgentSample, ...]] = {}
 
     def put_overlay(self, uuid: str, overlay: DeviceOverlay) -> None:
         with self._lock:
@@ -137,6 +141,11 @@ class SnapshotStore:
     def set_agent_source(self, source: Callable[[int], AgentSample]) -> None:
         """Self-telemetry read into every snapshot, so every exporter carries it."""
         self._agent_source = source
+
+    def put_node_samples(self, source: str, samples: tuple[AgentSample, ...]) -> None:
+        """Replace ``source``'s node-level samples (an empty tuple withdraws them)."""
+        with self._lock:
+            self._node[source] = samples
 
     def put(self, device: DeviceSnapshot) -> None:
         with self._lock:
@@ -158,6 +167,8 @@ class SnapshotStore:
         with self._lock:
             devices = tuple(sorted(self._devices.values(), key=lambda d: d.identity.index))
             overlays = MappingProxyType(dict(self._overlays))
+            node = tuple(s for _, samples in sorted(self._node.items()) for s in samples)
         source = self._agent_source
         agent = source(now_ns) if source is not None else None
-        return NodeSnapshot(devices=devices, taken_ns=now_ns, agent=agent, overlays=overlays)
+        return NodeSnapshot(devices=devices, taken_ns=now_ns, agent=agent, overlays=overlays,
+                            node=node)

@@ -31,6 +31,7 @@ from agent.model.snapshot import Reading, SnapshotStore
 from agent.model.workload import WorkloadLookup
 from agent.runtime.config_holder import ConfigHolder
 from agent.runtime.discovery import OpenBackend, installed_backends, open_backends
+from agent.runtime.ebpf import open_ebpf, process_events
 from agent.runtime.health import HealthRuntime
 from agent.runtime.sampler import DeviceSampler
 from agent.runtime.self_telemetry import SelfTelemetry
@@ -41,6 +42,7 @@ from agent.workloads.build import build as build_attribution
 
 if TYPE_CHECKING:
     from agent.export.prometheus.server import MetricsEndpoint
+    from plugins.ebpf.plugin import EbpfPlugin
 
 log = logging.getLogger(__name__)
 RELOAD_POLL_SECONDS = 2.0
@@ -95,6 +97,7 @@ class Agent:
         self.store = SnapshotStore()
         self.samplers: list[DeviceSampler] = []
         self.attribution: Attribution | None = None
+        self.ebpf: EbpfPlugin | None = None
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -149,8 +152,12 @@ class Agent:
             return 1
         resource = build_resource(self._initial, opened)
         workload_service = None
+        self.ebpf = open_ebpf(self._initial, lambda: self.attribution,
+                              lambda: (s.snapshot.identity.uuid for s in self.samplers),
+                              self.store)
         if self._initial.attribution.enabled:
-            self.attribution, workload_service = build_attribution(self._initial.attribution)
+            self.attribution, workload_service = build_attribution(
+                self._initial.attribution, process_events(self._initial, self.ebpf))
         if self._initial.health.enabled:
             # Attribution's lookup knows containers and pods; the backend's only PIDs. It is
             # filled by the processes group, so without that group it would name nobody.
@@ -183,6 +190,8 @@ class Agent:
         telemetry.add(lambda: _export_readings(pusher))
         if self.health is not None:
             telemetry.add(self.health.readings)
+        if self.ebpf is not None:
+            telemetry.add(self.ebpf.readings)
         self.store.set_agent_source(telemetry.sample)
         try:
             endpoint = self._start_endpoint(resource, telemetry, tracer)
@@ -196,6 +205,8 @@ class Agent:
         tasks.append(asyncio.create_task(self._watch_file(), name="config-watch"))
         if workload_service is not None:
             tasks.append(asyncio.create_task(workload_service.run(), name="workloads"))
+        if self.ebpf is not None:
+            tasks.append(asyncio.create_task(self.ebpf.run(), name="ebpf"))
         if self.health is not None:
             tasks.extend(self.health.start())
         for task in tasks:
@@ -218,6 +229,8 @@ class Agent:
         if endpoint is not None:
             endpoint.stop()
         tracer.shutdown(0.5)
+        if self.ebpf is not None:
+            self.ebpf.close()
         self._close_backends(opened)
         log.info("run summary %s", json.dumps(self.summary(), sort_keys=True))
         return 0

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from agent.config.schema import AttributionConfig
 from agent.workloads.attribution import Attribution, AttributionSettings
+from agent.workloads.lifecycle import ProcessEventsFactory, netlink_events
 from agent.workloads.procfs import ProcReader
 from agent.workloads.resolver import MPS_LIMIT_ENV, WorkloadResolver
 from agent.workloads.service import PodSource, ServiceSettings, WorkloadService
@@ -29,7 +30,8 @@ def report_namespaces(proc_root: Path) -> None:
             "cgroupns=host, or a read-only host /sys/fs/cgroup) for full attribution")
 
 
-def build(config: AttributionConfig) -> tuple[Attribution, WorkloadService]:
+def build(config: AttributionConfig, process_events: ProcessEventsFactory = netlink_events,
+          ) -> tuple[Attribution, WorkloadService]:
     proc_root = Path(config.proc_root)
     report_namespaces(proc_root)
     resolver = WorkloadResolver(
@@ -49,5 +51,5 @@ def build(config: AttributionConfig) -> tuple[Attribution, WorkloadService]:
         cgroup_root=Path(config.cgroup_root),
         reconcile_interval=config.reconcile_interval,
         refresh_interval=config.kubelet.refresh_interval,
-    ), pods)
+    ), pods, process_events)
     return attribution, service

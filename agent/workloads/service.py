@@ -1,6 +1,7 @@
 """The running workload resolver: its event sources, reconciliation and kubelet refresh.
 
-Sources, all on the event loop: the netlink proc connector (exec/exit), inotify on the kubepods
+Sources, all on the event loop: process exec/exit (the netlink proc connector, or the eBPF
+plugin's tracepoints: :mod:`agent.workloads.lifecycle`), inotify on the kubepods
 cgroup directories (pods and containers appearing and vanishing) and on the kubelet socket's
 directory (a kubelet restart), a reconciliation every ``reconcile_interval`` that re-checks only
 the PIDs we hold, and the kubelet's pod-resources ``List`` on start, on a new pod, on a new
@@ -18,7 +19,7 @@ from typing import Protocol
 
 from agent.workloads.cgroup import parse_path
 from agent.workloads.inotify import IN_CREATE, IN_DELETE, IN_ISDIR, IN_MOVED_TO, Inotify
-from agent.workloads.netlink import ProcConnector
+from agent.workloads.lifecycle import ProcessCallbacks, ProcessEventsFactory, netlink_events
 from agent.workloads.pods import PodAllocation
 from agent.workloads.resolver import WorkloadResolver
 
@@ -51,14 +52,15 @@ class ServiceSettings:
 
 class WorkloadService:
     def __init__(self, resolver: WorkloadResolver, settings: ServiceSettings,
-                 pods: PodSource | None = None) -> None:
+                 pods: PodSource | None = None,
+                 process_events: ProcessEventsFactory = netlink_events) -> None:
         self.resolver = resolver
         self._settings = settings
         self._pods = pods
         self._refresh_now = asyncio.Event()
         self._reconcile_now = asyncio.Event()
-        self._netlink = ProcConnector(resolver.on_exec, resolver.on_exit,
-                                      self._reconcile_now.set, resolver.on_fork)
+        self._process_events = process_events(ProcessCallbacks(
+            resolver.on_exec, resolver.on_exit, self._reconcile_now.set, resolver.on_fork))
         self._inotify = Inotify(self._on_fs_event, self._reconcile_now.set)
         self._depth: dict[Path, int] = {}
         self._kubelet_ok: bool | None = None
@@ -66,7 +68,7 @@ class WorkloadService:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        self._netlink.start(loop)
+        self._process_events.start(loop)
         if self._inotify.start(loop):
             self._watch_cgroups()
             if self._pods is not None:
@@ -77,7 +79,7 @@ class WorkloadService:
                 if self._pods is not None:
                     tasks.create_task(self._refresh_loop(self._pods), name="workloads:kubelet")
         finally:
-            self._netlink.stop()
+            self._process_events.stop()
             self._inotify.stop()
             if self._pods is not None:
                 self._pods.close()

@@ -1,0 +1,1 @@
+"""Per-process CUDA activity from eBPF uprobes, and process lifecycle from tracepoints."""

@@ -1,0 +1,55 @@
+/* Layouts shared by the BPF programs (cuda_activity.bpf.c) and the agent, which mirrors them in
+ * plugins/ebpf/layout.py; a test compares the two, so change both together. */
+#ifndef CUDA_ACTIVITY_H
+#define CUDA_ACTIVITY_H
+
+/* Which kinds of call a process has made through the CUDA runtime. The runtime forwards each
+ * call to the driver API, so once a process is seen using the runtime for a kind of call, its
+ * driver calls of that kind are the runtime's own and are not counted again. A process that
+ * uses only the driver (or the driver for launches and the runtime for memory, as CuPy does)
+ * is still counted once per call. */
+#define SEEN_LAUNCH 1u
+#define SEEN_MEMORY 2u
+#define SEEN_SYNC 4u
+
+struct cuda_stats {
+	__u64 kernel_launches;
+	__u64 graph_launches;
+	__u64 sync_ns;      /* time spent inside stream, device and event synchronisation */
+	__u64 syncs;
+	__s64 allocated;    /* bytes allocated and not yet freed through traced calls */
+	__u64 peak;         /* the most `allocated` has been */
+	__u64 allocations;
+	__u64 frees;
+	__u64 untracked_frees; /* frees of addresses whose allocation was never seen */
+	__u32 runtime_seen; /* SEEN_* bits */
+	__u32 reserved;
+};
+
+#define EVENT_EXEC 1u
+#define EVENT_EXIT 2u
+
+/* One process start (exec) or end, through the ring buffer. `has_stats` says `stats` holds the
+ * process's final CUDA counters (it had some), which the program removes from the map at the
+ * same moment, so the agent can fold them into its container's totals. */
+struct lifecycle_event {
+	__u32 kind;
+	__u32 tgid;
+	__u32 has_stats;
+	__u32 reserved;
+	struct cuda_stats stats;
+};
+
+/* Indexes of the `counters` array map: what the programs could not do. */
+#define COUNTER_EVENTS_LOST 0      /* ring buffer full: an exec/exit the agent did not see */
+#define COUNTER_ALLOCATIONS_FULL 1 /* allocation table full: an allocation not tracked */
+#define COUNTER_PENDING_FULL 2     /* too many calls in flight to pair entry and return */
+#define COUNTERS 3
+
+/* Index 0 of the `settings` array map, written by the agent after loading. */
+struct settings {
+	__u32 lifecycle_all; /* 1: send exec/exit of every process (the resolver's event source) */
+	__u32 reserved;
+};
+
+#endif

@@ -1,0 +1,101 @@
+"""Uprobes attached per CUDA library file, while at least one GPU process maps it.
+
+Attaching parses the library's symbol table (libbpf does it per function), which for a real
+``libcuda`` takes milliseconds: :meth:`ProbeSet.sync` runs off the event loop, and each file
+is attached once however many processes map it.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from plugins.ebpf.libbpf import BpfError, Link
+from plugins.ebpf.libraries import LibraryFile, MappedLibrary
+from plugins.ebpf.symbols import PROBES
+
+log = logging.getLogger(__name__)
+
+
+class Attacher(Protocol):
+    def attach_uprobe(self, program: str, library: MappedLibrary, function: str,
+                      retprobe: bool) -> Link: ...
+
+
+@dataclass
+class _Attached:
+    library: MappedLibrary
+    links: list[Link]
+    users: set[int] = field(default_factory=set)
+
+
+class ProbeSet:
+    def __init__(self, attacher: Attacher) -> None:
+        self._attacher = attacher
+        self._attached: dict[LibraryFile, _Attached] = {}
+        self._failed: set[LibraryFile] = set()  # said once; retried when wanted anew
+
+    @property
+    def libraries(self) -> int:
+        return len(self._attached)
+
+    def traced_pids(self) -> frozenset[int]:
+        return frozenset(pid for a in self._attached.values() for pid in a.users)
+
+    def sync(self, wanted: Mapping[int, tuple[MappedLibrary, ...]]) -> None:
+        """Make the attached set exactly the libraries ``wanted`` (pid -> what it maps)."""
+        users: dict[LibraryFile, set[int]] = {}
+        first: dict[LibraryFile, MappedLibrary] = {}
+        for pid, libraries in wanted.items():
+            for library in libraries:
+                users.setdefault(library.file, set()).add(pid)
+                first.setdefault(library.file, library)
+        for file in [f for f in self._attached if f not in users]:
+            self._detach(file)
+        self._failed &= users.keys()
+        for file, pids in users.items():
+            attached = self._attached.get(file)
+            if attached is None and file not in self._failed:
+                attached = self._attach(first[file])
+            if attached is not None:
+                attached.users = pids
+
+    def close(self) -> None:
+        for file in list(self._attached):
+            self._detach(file)
+
+    def _attach(self, library: MappedLibrary) -> _Attached | None:
+        links: list[Link] = []
+        missing = 0
+        for probe in PROBES[library.kind]:
+            try:
+                links.append(self._attacher.attach_uprobe(
+                    probe.program, library, probe.function, probe.retprobe))
+            except BpfError as error:
+                if error.errno == errno.ENOENT and library.path.exists():
+                    missing += 1  # this CUDA version has no such function
+                    continue
+                for link in links:
+                    link.destroy()
+                self._failed.add(library.file)
+                log.warning("cannot trace %s: %s", library.path, error.strerror)
+                return None
+        if not links:
+            self._failed.add(library.file)
+            log.warning("cannot trace %s: none of the CUDA functions traced is in it",
+                        library.path)
+            return None
+        attached = _Attached(library, links)
+        self._attached[library.file] = attached
+        log.info("tracing %s (%s, %d probes; %d functions absent)", library.path,
+                 library.kind.value, len(links), missing)
+        return attached
+
+    def _detach(self, file: LibraryFile) -> None:
+        attached = self._attached.pop(file)
+        for link in attached.links:
+            link.destroy()
+        log.info("stopped tracing %s: no GPU process maps it", attached.library.path)

@@ -1,0 +1,75 @@
+"""The loaded BPF object: its maps, its lifecycle tracepoints and its ring buffer.
+
+Everything here is a direct libbpf call. What the agent makes of it (which libraries to trace,
+readings, containers) is in :mod:`plugins.ebpf.activity`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from plugins.ebpf.layout import Counter, CudaStats, CudaStatsStruct, SettingsStruct
+from plugins.ebpf.libbpf import BpfObject, Link, Program, RingBuffer
+from plugins.ebpf.libraries import MappedLibrary
+from plugins.ebpf.symbols import PROGRAMS
+
+LIFECYCLE_PROGRAMS = ("process_exec", "process_exit")
+
+
+class Tracer:
+    """Opens, sizes and loads the object and attaches the lifecycle tracepoints. Raises
+    :class:`plugins.ebpf.libbpf.BpfError` (or OSError for a missing libbpf) on failure."""
+
+    def __init__(self, path: Path, max_allocations: int,
+                 on_record: Callable[[bytes], None]) -> None:
+        self._object = BpfObject(path)
+        self._links: list[Link] = []
+        try:
+            self._object.map("allocations").set_max_entries(max_allocations)
+            self._object.load()
+            self._programs = {name: self._object.program(name) for name in PROGRAMS}
+            self._stats = self._object.map("stats")
+            self._counters = self._object.map("counters")
+            self._settings = self._object.map("settings")
+            self.ring: RingBuffer = self._object.ring_buffer("events", on_record)
+            for name in LIFECYCLE_PROGRAMS:
+                self._links.append(self._object.program(name).attach())
+        except BaseException:
+            self.close()
+            raise
+
+    def attach_uprobe(self, program: str, library: MappedLibrary, function: str,
+                      retprobe: bool) -> Link:
+        chosen: Program = self._programs[program]
+        return chosen.attach_uprobe(library.path, function, retprobe=retprobe)
+
+    def stats(self, pid: int) -> CudaStats | None:
+        raw = CudaStatsStruct()
+        return CudaStats.of(raw) if self._stats.lookup(ctypes.c_uint32(pid), raw) else None
+
+    def pids(self) -> list[int]:
+        """Every process with counters in the map (each read is a syscall: for cleanup only)."""
+        return list(self._stats.keys(ctypes.c_uint32))
+
+    def forget(self, pids: Iterable[int]) -> None:
+        for pid in pids:
+            self._stats.delete(ctypes.c_uint32(pid))
+
+    def counter(self, which: Counter) -> int:
+        value = ctypes.c_uint64()
+        return value.value if self._counters.lookup(ctypes.c_uint32(which), value) else 0
+
+    def send_every_lifecycle_event(self, on: bool) -> None:
+        """On: exec/exit of every process (the resolver's source); off: only of CUDA users."""
+        self._settings.update(ctypes.c_uint32(0), SettingsStruct(int(on), 0))
+
+    def close(self) -> None:
+        for link in self._links:
+            link.destroy()
+        self._links.clear()
+        ring = getattr(self, "ring", None)
+        if ring is not None:
+            ring.free()
+        self._object.close()
