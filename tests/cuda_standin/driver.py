@@ -125,8 +125,9 @@ class CudaWorkload:
         # stderr never fills its pipe.
         threading.Thread(target=self._read_replies, args=(self._proc.stdout,),
                          daemon=True).start()
-        threading.Thread(target=self._read_stderr, args=(self._proc.stderr,),
-                         daemon=True).start()
+        self._stderr_reader = threading.Thread(
+            target=self._read_stderr, args=(self._proc.stderr,), daemon=True)
+        self._stderr_reader.start()
         try:
             ready = self._reply("(start)", self.timeout)
             if ready[:1] != ["ready"] or len(ready) != 2:
@@ -156,6 +157,10 @@ class CudaWorkload:
         return self._proc.pid
 
     def stderr(self) -> str:
+        """What the program wrote to stderr so far (all of it once it has exited)."""
+        if self._proc.poll() is not None:
+            # Its last words may still be in the pipe: stdout's end can be seen first.
+            self._stderr_reader.join(timeout=2)
         return "\n".join(self._stderr)
 
     def _reply(self, command: str, timeout: float) -> list[str]:
