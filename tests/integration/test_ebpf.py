@@ -24,7 +24,7 @@ from plugins.ebpf.symbols import RUNTIME_PROBES, LibraryKind
 from plugins.ebpf.tracer import Tracer
 from plugins.nvidia.simulator import SimulatedNode
 from tests.cuda_standin.driver import CudaWorkload, can_unshare_mount
-from tests.integration.cgroups import Cgroups, Pod, cgroups, v2_root
+from tests.integration.cgroups import Cgroups, Pod
 from tests.integration.conftest import UUIDS
 from tests.integration.harness import AgentProcess, h100, write_scenario
 from tests.receivers import decode
@@ -64,20 +64,6 @@ def node(tmp_path: Path) -> Iterator[SimulatedNode]:
     scenario = write_scenario(tmp_path, {"driver_version": "580.95.05", "devices": devices})
     with SimulatedNode.start(scenario, state_dir=tmp_path / "node") as sim:
         yield sim
-
-
-@pytest.fixture
-def groups() -> Iterator[Cgroups]:
-    with cgroups() as made:
-        yield made
-
-
-@pytest.fixture
-def v2() -> Path:
-    root = v2_root()
-    if root is None:
-        pytest.skip("no cgroup v2 hierarchy on this machine")
-    return root
 
 
 def _config(tmp_path: Path, socket: Path | None, **ebpf: str) -> list[str]:
