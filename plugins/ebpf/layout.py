@@ -9,10 +9,6 @@ import ctypes
 import enum
 from dataclasses import dataclass
 
-SEEN_LAUNCH = 1
-SEEN_MEMORY = 2
-SEEN_SYNC = 4
-
 
 class CudaStatsStruct(ctypes.Structure):
     _fields_ = (
@@ -25,9 +21,11 @@ class CudaStatsStruct(ctypes.Structure):
         ("allocations", ctypes.c_uint64),
         ("frees", ctypes.c_uint64),
         ("untracked_frees", ctypes.c_uint64),
-        ("runtime_seen", ctypes.c_uint32),
-        ("reserved", ctypes.c_uint32),
     )
+
+
+class LibraryFileStruct(ctypes.Structure):
+    _fields_ = (("device", ctypes.c_uint64), ("inode", ctypes.c_uint64))
 
 
 class LifecycleEventStruct(ctypes.Structure):

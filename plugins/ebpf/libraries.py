@@ -16,8 +16,14 @@ from plugins.ebpf.symbols import LibraryKind, library_kind
 
 @dataclass(frozen=True)
 class LibraryFile:
-    device: str  # "major:minor" of the file system, as /proc/PID/maps writes it
+    device: str  # "major:minor" of the file system, as /proc/PID/maps writes it (in hex)
     inode: int
+
+    @property
+    def kernel_device(self) -> int:
+        """The kernel's dev_t of the file system (MKDEV: the major shifted by 20 bits)."""
+        major, _, minor = self.device.partition(":")
+        return (int(major, 16) << 20) | int(minor, 16)
 
 
 @dataclass(frozen=True)

@@ -15,14 +15,19 @@ from typing import Protocol
 
 from plugins.ebpf.libbpf import BpfError, Link
 from plugins.ebpf.libraries import LibraryFile, MappedLibrary
-from plugins.ebpf.symbols import PROBES
+from plugins.ebpf.symbols import PROBES, LibraryKind
 
 log = logging.getLogger(__name__)
+# The kernel cannot uprobe a function whose first instruction it cannot single-step (a `lock`
+# prefix, say): that function goes untraced, the rest of the library does not.
+ENOTSUPP = 524
 
 
 class Attacher(Protocol):
     def attach_uprobe(self, program: str, library: MappedLibrary, function: str,
                       retprobe: bool) -> Link: ...
+
+    def mark_runtime(self, file: LibraryFile, traced: bool) -> None: ...
 
 
 @dataclass
@@ -70,6 +75,7 @@ class ProbeSet:
     def _attach(self, library: MappedLibrary) -> _Attached | None:
         links: list[Link] = []
         missing = 0
+        refused: list[str] = []
         for probe in PROBES[library.kind]:
             try:
                 links.append(self._attacher.attach_uprobe(
@@ -77,6 +83,9 @@ class ProbeSet:
             except BpfError as error:
                 if error.errno == errno.ENOENT and library.path.exists():
                     missing += 1  # this CUDA version has no such function
+                    continue
+                if error.errno == ENOTSUPP:
+                    refused.append(probe.function)
                     continue
                 for link in links:
                     link.destroy()
@@ -90,12 +99,19 @@ class ProbeSet:
             return None
         attached = _Attached(library, links)
         self._attached[library.file] = attached
+        if library.kind is LibraryKind.RUNTIME:
+            self._attacher.mark_runtime(library.file, True)
         log.info("tracing %s (%s, %d probes; %d functions absent)", library.path,
                  library.kind.value, len(links), missing)
+        if refused:
+            log.warning("%s: the kernel cannot probe %s; those calls are not counted",
+                        library.path, ", ".join(sorted(set(refused))))
         return attached
 
     def _detach(self, file: LibraryFile) -> None:
         attached = self._attached.pop(file)
         for link in attached.links:
             link.destroy()
+        if attached.library.kind is LibraryKind.RUNTIME:
+            self._attacher.mark_runtime(file, False)
         log.info("stopped tracing %s: no GPU process maps it", attached.library.path)

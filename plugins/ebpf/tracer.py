@@ -10,9 +10,15 @@ import ctypes
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from plugins.ebpf.layout import Counter, CudaStats, CudaStatsStruct, SettingsStruct
+from plugins.ebpf.layout import (
+    Counter,
+    CudaStats,
+    CudaStatsStruct,
+    LibraryFileStruct,
+    SettingsStruct,
+)
 from plugins.ebpf.libbpf import BpfObject, Link, Program, RingBuffer
-from plugins.ebpf.libraries import MappedLibrary
+from plugins.ebpf.libraries import LibraryFile, MappedLibrary
 from plugins.ebpf.symbols import PROGRAMS
 
 LIFECYCLE_PROGRAMS = ("process_exec", "process_exit")
@@ -33,6 +39,7 @@ class Tracer:
             self._stats = self._object.map("stats")
             self._counters = self._object.map("counters")
             self._settings = self._object.map("settings")
+            self._runtime_files = self._object.map("runtime_files")
             self.ring: RingBuffer = self._object.ring_buffer("events", on_record)
             for name in LIFECYCLE_PROGRAMS:
                 self._links.append(self._object.program(name).attach())
@@ -44,6 +51,14 @@ class Tracer:
                       retprobe: bool) -> Link:
         chosen: Program = self._programs[program]
         return chosen.attach_uprobe(library.path, function, retprobe=retprobe)
+
+    def mark_runtime(self, file: LibraryFile, traced: bool) -> None:
+        """Driver calls made from code in ``file`` are the runtime's own (not counted twice)."""
+        key = LibraryFileStruct(file.kernel_device, file.inode)
+        if traced:
+            self._runtime_files.update(key, ctypes.c_uint8(1))
+        else:
+            self._runtime_files.delete(key)
 
     def stats(self, pid: int) -> CudaStats | None:
         raw = CudaStatsStruct()

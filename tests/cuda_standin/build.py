@@ -11,6 +11,7 @@ see a half-written file.
 from __future__ import annotations
 
 import logging
+import platform
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,11 @@ WORKLOAD = "workload"
 _CUDART_MAP = f"{LIBCUDART} {{\n  global: cuda*;\n  local: *;\n}};\n"
 _CUDA_MAP = f"{LIBCUDA} {{\n  global: cu*; standin*;\n  local: *;\n}};\n"
 
-_COMMON = ("-O2", "-Wall", "-Wextra", "-fvisibility=hidden")
+# Control-flow protection, as distributions build their libraries: each entry point opens
+# with `endbr64`. Without it gcc starts a tiny counting function with a `lock` instruction,
+# which the kernel refuses to uprobe (ENOTSUPP); the real libraries open with pushes.
+_CF_PROTECTION = ("-fcf-protection=full",) if platform.machine() == "x86_64" else ()
+_COMMON = ("-O2", "-Wall", "-Wextra", "-fvisibility=hidden", *_CF_PROTECTION)
 # The libraries and the program find their libraries in their own directory, wherever
 # it is copied (a container's own copy), unless LD_LIBRARY_PATH says otherwise.
 _RUNPATH = ("-Wl,-rpath,$ORIGIN", "-Wl,--enable-new-dtags")

@@ -177,7 +177,24 @@ static void load_driver(void) {
 
 /* Driver error codes that matter here (invalid value, out of memory) have the same
  * numbers in the runtime's enum, so the mapping is a cast. */
-static cudaError_t rt(CUresult r) { return (cudaError_t)r; }
+/* Like the real runtime, every call keeps the driver's failure as the thread's last error
+ * (cudaGetLastError). That work after the driver returns is also why the runtime never
+ * tail-calls the driver: the driver call returns into the runtime, which is how the tracer
+ * tells the runtime's own driver calls from the application's. */
+static __thread cudaError_t last_error;
+
+static cudaError_t rt(CUresult r) {
+    cudaError_t e = (cudaError_t)r;
+    if (e != 0)
+        last_error = e;
+    return e;
+}
+
+EXPORT cudaError_t cudaGetLastError(void) {
+    cudaError_t e = last_error;
+    last_error = 0;
+    return e;
+}
 
 /* Evaluates to an error return when the driver cannot be loaded. */
 #define DRIVER                                                          \

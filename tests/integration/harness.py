@@ -51,6 +51,8 @@ class AgentProcess:
         node_env: Mapping[str, str] | None = None,
         args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
+        *,
+        wrapper: Sequence[str] = (),  # a command the agent runs under (setpriv, ...)
     ) -> None:
         self.log_path = workdir / f"agent-{time.monotonic_ns()}.log"
         full_env = dict(os.environ)
@@ -65,7 +67,7 @@ class AgentProcess:
             }
         )
         full_env.update(env or {})
-        command = [sys.executable, "-m", "agent.cli", "run", *args]
+        command = [*wrapper, sys.executable, "-m", "agent.cli", "run", *args]
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
             command, env=full_env, stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO

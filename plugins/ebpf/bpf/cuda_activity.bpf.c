@@ -66,6 +66,15 @@ struct {
 	__type(value, struct pending_sync);
 } pending_syncs SEC(".maps");
 
+/* The CUDA runtime library files being traced, by file system and inode (written by the agent
+ * as it attaches them): a driver call made from code in one of them is the runtime's own. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct library_file);
+	__type(value, __u8);
+} runtime_files SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);
@@ -107,25 +116,52 @@ static __always_inline __u32 current_tgid(void)
 	return bpf_get_current_pid_tgid() >> 32;
 }
 
-/* The runtime's own calls into the driver are skipped: see SEEN_* in cuda_activity.h. */
-static __always_inline struct cuda_stats *counted(__u32 api, __u32 kind)
+struct caller {
+	__u64 address;
+	__u32 in_runtime;
+};
+
+static long in_runtime_file(struct task_struct *task, struct vm_area_struct *vma,
+			    struct caller *caller)
 {
-	struct cuda_stats *s = stats_of(current_tgid());
-	if (!s)
+	struct file *file = BPF_CORE_READ(vma, vm_file);
+	if (!file)
 		return 0;
-	if (api == API_RUNTIME) {
-		if (!(s->runtime_seen & kind))
-			__sync_fetch_and_or(&s->runtime_seen, kind);
-		return s;
-	}
-	return (s->runtime_seen & kind) ? 0 : s;
+	struct library_file key = {
+		.device = BPF_CORE_READ(file, f_inode, i_sb, s_dev),
+		.inode = BPF_CORE_READ(file, f_inode, i_ino),
+	};
+	if (bpf_map_lookup_elem(&runtime_files, &key))
+		caller->in_runtime = 1;
+	return 0;
+}
+
+/* At a function's first instruction the return address is on top of the stack: a driver call
+ * that returns into a traced CUDA runtime is the runtime forwarding one of its own calls, which
+ * its probe has already counted. (The runtime never tail-calls the driver: it translates the
+ * driver's result and keeps it as the thread's last error after the call returns.) A driver
+ * call from anywhere else (the application, CuPy, a statically linked runtime) is counted. */
+static __always_inline int called_by_runtime(struct pt_regs *ctx)
+{
+	struct caller caller = {};
+	if (bpf_probe_read_user(&caller.address, sizeof(caller.address), (void *)PT_REGS_SP(ctx)))
+		return 0;
+	bpf_find_vma(bpf_get_current_task_btf(), caller.address, in_runtime_file, &caller, 0);
+	return caller.in_runtime;
+}
+
+static __always_inline struct cuda_stats *counted(struct pt_regs *ctx, __u32 api)
+{
+	if (api == API_DRIVER && called_by_runtime(ctx))
+		return 0;
+	return stats_of(current_tgid());
 }
 
 /* -- launches ------------------------------------------------------------------------------ */
 
-static __always_inline int launch(__u32 api, int graph)
+static __always_inline int launch(struct pt_regs *ctx, __u32 api, int graph)
 {
-	struct cuda_stats *s = counted(api, SEEN_LAUNCH);
+	struct cuda_stats *s = counted(ctx, api);
 	if (!s)
 		return 0;
 	if (graph)
@@ -136,23 +172,23 @@ static __always_inline int launch(__u32 api, int graph)
 }
 
 SEC("uprobe")
-int runtime_launch(struct pt_regs *ctx) { return launch(API_RUNTIME, 0); }
+int runtime_launch(struct pt_regs *ctx) { return launch(ctx, API_RUNTIME, 0); }
 
 SEC("uprobe")
-int runtime_graph(struct pt_regs *ctx) { return launch(API_RUNTIME, 1); }
+int runtime_graph(struct pt_regs *ctx) { return launch(ctx, API_RUNTIME, 1); }
 
 SEC("uprobe")
-int driver_launch(struct pt_regs *ctx) { return launch(API_DRIVER, 0); }
+int driver_launch(struct pt_regs *ctx) { return launch(ctx, API_DRIVER, 0); }
 
 SEC("uprobe")
-int driver_graph(struct pt_regs *ctx) { return launch(API_DRIVER, 1); }
+int driver_graph(struct pt_regs *ctx) { return launch(ctx, API_DRIVER, 1); }
 
 /* -- memory -------------------------------------------------------------------------------- */
 
 /* Entry: remember where the address will be written; return: if the call succeeded, read it. */
 static __always_inline int allocation_entry(struct pt_regs *ctx, __u32 api)
 {
-	if (!counted(api, SEEN_MEMORY))
+	if (!counted(ctx, api))
 		return 0;
 	struct pending_allocation pending = {
 		.out = PT_REGS_PARM1(ctx), .size = PT_REGS_PARM2(ctx), .api = api,
@@ -190,9 +226,10 @@ static __always_inline int allocation_return(struct pt_regs *ctx, __u32 api)
 	return 0;
 }
 
-static __always_inline int release(__u64 address, __u32 api)
+static __always_inline int release(struct pt_regs *ctx, __u32 api)
 {
-	struct cuda_stats *s = counted(api, SEEN_MEMORY);
+	__u64 address = PT_REGS_PARM1(ctx);
+	struct cuda_stats *s = counted(ctx, api);
 	if (!s || address == 0)
 		return 0;
 	struct allocation_key key = { .tgid = current_tgid(), .address = address };
@@ -222,16 +259,16 @@ SEC("uretprobe")
 int driver_alloc_ret(struct pt_regs *ctx) { return allocation_return(ctx, API_DRIVER); }
 
 SEC("uprobe")
-int runtime_free(struct pt_regs *ctx) { return release(PT_REGS_PARM1(ctx), API_RUNTIME); }
+int runtime_free(struct pt_regs *ctx) { return release(ctx, API_RUNTIME); }
 
 SEC("uprobe")
-int driver_free(struct pt_regs *ctx) { return release(PT_REGS_PARM1(ctx), API_DRIVER); }
+int driver_free(struct pt_regs *ctx) { return release(ctx, API_DRIVER); }
 
 /* -- synchronisation ----------------------------------------------------------------------- */
 
-static __always_inline int sync_entry(__u32 api)
+static __always_inline int sync_entry(struct pt_regs *ctx, __u32 api)
 {
-	if (!counted(api, SEEN_SYNC))
+	if (!counted(ctx, api))
 		return 0;
 	struct pending_sync pending = { .start_ns = bpf_ktime_get_ns(), .api = api };
 	__u64 thread = bpf_get_current_pid_tgid();
@@ -257,13 +294,13 @@ static __always_inline int sync_return(__u32 api)
 }
 
 SEC("uprobe")
-int runtime_sync(struct pt_regs *ctx) { return sync_entry(API_RUNTIME); }
+int runtime_sync(struct pt_regs *ctx) { return sync_entry(ctx, API_RUNTIME); }
 
 SEC("uretprobe")
 int runtime_sync_ret(struct pt_regs *ctx) { return sync_return(API_RUNTIME); }
 
 SEC("uprobe")
-int driver_sync(struct pt_regs *ctx) { return sync_entry(API_DRIVER); }
+int driver_sync(struct pt_regs *ctx) { return sync_entry(ctx, API_DRIVER); }
 
 SEC("uretprobe")
 int driver_sync_ret(struct pt_regs *ctx) { return sync_return(API_DRIVER); }

@@ -3,14 +3,12 @@
 #ifndef CUDA_ACTIVITY_H
 #define CUDA_ACTIVITY_H
 
-/* Which kinds of call a process has made through the CUDA runtime. The runtime forwards each
- * call to the driver API, so once a process is seen using the runtime for a kind of call, its
- * driver calls of that kind are the runtime's own and are not counted again. A process that
- * uses only the driver (or the driver for launches and the runtime for memory, as CuPy does)
- * is still counted once per call. */
-#define SEEN_LAUNCH 1u
-#define SEEN_MEMORY 2u
-#define SEEN_SYNC 4u
+/* A library file: the kernel's dev_t of its file system (MKDEV(major, minor), major shifted by
+ * 20) and its inode, as /proc/PID/maps shows them. */
+struct library_file {
+	__u64 device;
+	__u64 inode;
+};
 
 struct cuda_stats {
 	__u64 kernel_launches;
@@ -22,8 +20,6 @@ struct cuda_stats {
 	__u64 allocations;
 	__u64 frees;
 	__u64 untracked_frees; /* frees of addresses whose allocation was never seen */
-	__u32 runtime_seen; /* SEEN_* bits */
-	__u32 reserved;
 };
 
 #define EVENT_EXEC 1u
