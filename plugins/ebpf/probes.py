@@ -90,7 +90,10 @@ class ProbeSet:
                 for link in links:
                     link.destroy()
                 self._failed.add(library.file)
-                log.warning("cannot trace %s: %s", library.path, error.strerror)
+                hint = (" (another container's files are opened through /proc/PID/root, which "
+                        "needs CAP_SYS_PTRACE)" if error.errno in (errno.EACCES, errno.EPERM)
+                        else "")
+                log.warning("cannot trace %s: %s%s", library.path, error.strerror, hint)
                 return None
         if not links:
             self._failed.add(library.file)

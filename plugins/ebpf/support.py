@@ -9,7 +9,11 @@ from plugins.ebpf.libbpf import BpfError, load_library
 
 KERNEL_BTF = Path("/sys/kernel/btf/vmlinux")
 UPROBE_PMU = Path("/sys/bus/event_source/devices/uprobe")
-CAPABILITIES = "CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN)"
+# Loading and the tracepoints need CAP_BPF and CAP_PERFMON; creating a uprobe needs
+# CAP_SYS_ADMIN since Linux 6.17 and the stable kernels that took the same fix (a uprobe
+# patches other processes' code); CAP_SYS_PTRACE opens other containers' libraries through
+# /proc/PID/root.
+CAPABILITIES = "CAP_BPF and CAP_PERFMON, CAP_SYS_ADMIN (for uprobes) and CAP_SYS_PTRACE"
 
 
 def missing_support(object_path: Path, btf: Path = KERNEL_BTF,
@@ -30,7 +34,8 @@ def missing_support(object_path: Path, btf: Path = KERNEL_BTF,
 
 
 def load_failure(error: BpfError | OSError) -> str:
-    """The reason for a failure to load the programs or attach the tracepoints."""
+    """The reason for a failure to load the programs, attach the tracepoints or create a
+    trial uprobe."""
     if error.errno in (errno.EPERM, errno.EACCES):
-        return f"loading BPF programs needs {CAPABILITIES}: {error.strerror}"
+        return f"the plugin needs {CAPABILITIES}: {error.strerror}"
     return f"the kernel refused the BPF programs: {error.strerror}"

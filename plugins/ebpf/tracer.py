@@ -22,6 +22,10 @@ from plugins.ebpf.libraries import LibraryFile, MappedLibrary
 from plugins.ebpf.symbols import PROGRAMS
 
 LIFECYCLE_PROGRAMS = ("process_exec", "process_exit")
+# A function in libbpf itself, which nothing calls: where a trial uprobe shows at start-up
+# whether this process may create uprobes at all (one clear reason instead of a failure per
+# CUDA library later).
+TRIAL_FUNCTION = "libbpf_major_version"
 
 
 class Tracer:
@@ -43,9 +47,16 @@ class Tracer:
             self.ring: RingBuffer = self._object.ring_buffer("events", on_record)
             for name in LIFECYCLE_PROGRAMS:
                 self._links.append(self._object.program(name).attach())
+            self._try_a_uprobe()
         except BaseException:
             self.close()
             raise
+
+    def _try_a_uprobe(self) -> None:
+        library = _mapped_file("libbpf.so")
+        if library is None:
+            return  # not mapped from a file we can name: the first CUDA library will tell
+        self._programs["runtime_graph"].attach_uprobe(library, TRIAL_FUNCTION).destroy()
 
     def attach_uprobe(self, program: str, library: MappedLibrary, function: str,
                       retprobe: bool) -> Link:
@@ -88,3 +99,13 @@ class Tracer:
         if ring is not None:
             ring.free()
         self._object.close()
+
+
+def _mapped_file(name: str) -> Path | None:
+    """The file of a library this process maps, by the start of its name."""
+    with open("/proc/self/maps", encoding="utf-8", errors="surrogateescape") as maps:
+        for line in maps:
+            path = line.split(maxsplit=5)[5:]
+            if path and path[0].rstrip("\n").rsplit("/", 1)[-1].startswith(name):
+                return Path(path[0].rstrip("\n"))
+    return None

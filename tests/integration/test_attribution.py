@@ -14,7 +14,7 @@ import pytest
 
 from agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 from plugins.nvidia.simulator import SimulatedNode
-from tests.integration.cgroups import Cgroups, Pod, cgroups, container_id, v1_root, v2_root
+from tests.integration.cgroups import Cgroups, Pod, container_id, v1_root
 from tests.integration.conftest import UUIDS
 from tests.integration.harness import AgentProcess, h100, write_scenario
 from tests.receivers import decode
@@ -36,20 +36,6 @@ def node(tmp_path: Path) -> Iterator[SimulatedNode]:
     scenario = write_scenario(tmp_path, {"driver_version": "580.95.05", "devices": devices})
     with SimulatedNode.start(scenario, state_dir=tmp_path / "node") as sim:
         yield sim
-
-
-@pytest.fixture
-def groups() -> Iterator[Cgroups]:
-    with cgroups() as made:
-        yield made
-
-
-@pytest.fixture
-def v2() -> Path:
-    root = v2_root()
-    if root is None:
-        pytest.skip("no cgroup v2 hierarchy on this machine")
-    return root
 
 
 def _config(tmp_path: Path, socket: Path, **extra: str) -> list[str]:

@@ -24,7 +24,7 @@ from plugins.ebpf.symbols import RUNTIME_PROBES, LibraryKind
 from plugins.ebpf.tracer import Tracer
 from plugins.nvidia.simulator import SimulatedNode
 from tests.cuda_standin.driver import CudaWorkload, can_unshare_mount
-from tests.integration.cgroups import Cgroups, Pod, cgroups, v2_root
+from tests.integration.cgroups import Cgroups, Pod
 from tests.integration.conftest import UUIDS
 from tests.integration.harness import AgentProcess, h100, write_scenario
 from tests.receivers import decode
@@ -64,20 +64,6 @@ def node(tmp_path: Path) -> Iterator[SimulatedNode]:
     scenario = write_scenario(tmp_path, {"driver_version": "580.95.05", "devices": devices})
     with SimulatedNode.start(scenario, state_dir=tmp_path / "node") as sim:
         yield sim
-
-
-@pytest.fixture
-def groups() -> Iterator[Cgroups]:
-    with cgroups() as made:
-        yield made
-
-
-@pytest.fixture
-def v2() -> Path:
-    root = v2_root()
-    if root is None:
-        pytest.skip("no cgroup v2 hierarchy on this machine")
-    return root
 
 
 def _config(tmp_path: Path, socket: Path | None, **ebpf: str) -> list[str]:
@@ -254,6 +240,38 @@ def test_a_container_with_its_own_copy_in_another_mount_namespace(
             agent.close()
 
 
+@pytest.mark.usefixtures("bpf_object")
+def test_the_documented_capabilities_are_enough(
+    node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path,
+) -> None:
+    # Root with only CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN (creating uprobes, Linux 6.17+) and
+    # CAP_SYS_PTRACE (opening /proc/PID/root of other containers' processes): the chart's set
+    # with the plugin on. It traces a process whose library exists only in its own mount
+    # namespace.
+    reason = can_unshare_mount()
+    if reason is not None:
+        pytest.skip(reason)
+    caps = "+bpf,+perfmon,+sys_admin,+sys_ptrace"
+    only = ("setpriv", f"--bounding-set=-all,{caps}", f"--inh-caps=-all,{caps}", "--")
+    with CudaWorkload(mount_namespace=True, library_dir=tmp_path / "private") as contained:
+        _on_gpu(node, contained.pid)
+        agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env,
+                             _config(tmp_path, None), wrapper=only)
+        try:
+            _wait(otlp_grpc_receiver.store, lambda pts: _select(pts, LAUNCHES),
+                  "the process traced")
+            contained.launch(42)
+            contained.graph(2)
+            _wait(otlp_grpc_receiver.store,
+                  lambda pts: _launches(pts, process__pid=contained.pid) == (42, 2),
+                  "its calls counted")
+            status = Path(f"/proc/{agent.process.pid}/status").read_text()
+            effective = next(line for line in status.splitlines() if line.startswith("CapEff"))
+            assert int(effective.split()[1], 16) == (1 << 38) | (1 << 39) | (1 << 21) | (1 << 19)
+        finally:
+            agent.close()
+
+
 def test_unsupported_gives_one_reason_and_the_agent_runs_on(
     node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path,
 ) -> None:
@@ -272,21 +290,22 @@ def test_unsupported_gives_one_reason_and_the_agent_runs_on(
 
 
 @pytest.mark.usefixtures("bpf_object")
+@pytest.mark.parametrize("without", ["bpf,-perfmon,-sys_admin", "sys_admin"])
 def test_without_capabilities_the_reason_names_them(
-    node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver,
-    tmp_path: Path,
+    node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path, without: str,
 ) -> None:
-    # Root without CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN, as a pod that was not given them.
+    # Root without what loading needs, or without what creating uprobes needs: a pod that was
+    # not given them. Either way one line says which, and the agent exports on.
     agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env,
                          _config(tmp_path, None), wrapper=(
-                             "setpriv", "--bounding-set=-bpf,-perfmon,-sys_admin",
-                             "--inh-caps=-bpf,-perfmon,-sys_admin", "--"))
+                             "setpriv", f"--bounding-set=-{without}", f"--inh-caps=-{without}",
+                             "--"))
     try:
         _wait(otlp_grpc_receiver.store, lambda pts: _select(pts, "hw.gpu.utilization"),
               "device metrics")
         reasons = [line for line in agent.log().splitlines() if "eBPF plugin off" in line]
         assert len(reasons) == 1
-        assert "CAP_BPF and CAP_PERFMON" in reasons[0]
+        assert "CAP_BPF and CAP_PERFMON, CAP_SYS_ADMIN (for uprobes)" in reasons[0]
     finally:
         agent.close()
 

@@ -29,6 +29,6 @@ def test_a_kernel_without_btf_or_uprobes_is_named(tmp_path: Path) -> None:
 def test_a_refusal_for_lack_of_privilege_names_the_capabilities() -> None:
     denied = load_failure(BpfError(errno.EPERM, "load cuda_activity.bpf.o: Operation not "
                                                 "permitted"))
-    assert "CAP_BPF and CAP_PERFMON" in denied
+    assert "CAP_BPF and CAP_PERFMON, CAP_SYS_ADMIN (for uprobes) and CAP_SYS_PTRACE" in denied
     other = load_failure(BpfError(errno.EINVAL, "load cuda_activity.bpf.o: Invalid argument"))
     assert "refused" in other and "Invalid argument" in other
