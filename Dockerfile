@@ -8,12 +8,22 @@ ARG PYTHON_VERSION=3.11
 
 FROM python:${PYTHON_VERSION}-slim-bookworm AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+# clang, bpftool and the libbpf headers compile the eBPF plugin's CO-RE object here, once; the
+# runtime stage needs none of them.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends clang llvm bpftool libbpf-dev \
+    && rm -rf /var/lib/apt/lists/*
 RUN python -m venv /opt/gpu-otel-agent
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY agent ./agent
 COPY plugins ./plugins
-RUN /opt/gpu-otel-agent/bin/pip install . \
+# The object is package data (plugins/ebpf/bpf/*.bpf.o): build it before installing, and fail
+# the image when it did not make it into the package.
+RUN python -m plugins.ebpf.build \
+    && /opt/gpu-otel-agent/bin/pip install . \
+    && /opt/gpu-otel-agent/bin/python -c \
+        "from plugins.ebpf.build import OBJECT; assert OBJECT.is_file(), OBJECT" \
     && /opt/gpu-otel-agent/bin/python -m compileall -q /opt/gpu-otel-agent
 
 FROM python:${PYTHON_VERSION}-slim-bookworm

@@ -11,13 +11,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.bench import machine, plan, readme, report
+from tests.bench import ebpf_case, machine, plan, readme, report
 from tests.bench.agent_case import run_agent_case
 from tests.bench.attribution import run_attribution_case
+from tests.bench.ebpf_case import run_call_cost_case, run_load_case
 from tests.bench.encoding import run_encode_case
 from tests.bench.events_case import run_event_case
 from tests.bench.peers import run_gpustat, run_nvitop_exporter
-from tests.bench.results import AgentResult, Report
+from tests.bench.results import (
+    AgentResult,
+    EbpfCallCostResult,
+    EbpfLoadResult,
+    Report,
+    SkippedCase,
+)
 from tests.integration.harness import REPO
 
 log = logging.getLogger("tests.bench")
@@ -58,6 +65,23 @@ def run(suite: plan.Plan, workdir: Path) -> Report:
     for ev in suite.events:
         log.info("%s: %d events, one at a time", ev.name, ev.events)
         events.append(run_event_case(ev, workdir / ev.name))
+    skipped: list[SkippedCase] = []
+    call_costs: list[EbpfCallCostResult] = []
+    for cost in suite.ebpf_call_cost:
+        if (reason := _skip(cost.name, ebpf_case.unsupported(cost.entry))) is not None:
+            skipped.append(reason)
+            continue
+        log.info("%s: %d x %d calls (%s entry)", cost.name, cost.repetitions, cost.calls,
+                 cost.entry)
+        call_costs.append(run_call_cost_case(cost, workdir / cost.name))
+    loads: list[EbpfLoadResult] = []
+    for load in suite.ebpf_load:
+        if (reason := _skip(load.name, ebpf_case.unsupported(load.entry))) is not None:
+            skipped.append(reason)
+            continue
+        log.info("%s: %d cycles at %gs, plugin off then on, %g launches/s", load.name,
+                 load.cycles, load.interval, load.rate)
+        loads.append(run_load_case(load, workdir / load.name))
     return Report(
         smoke=suite.smoke,
         started=started_wall,
@@ -70,8 +94,52 @@ def run(suite: plan.Plan, workdir: Path) -> Report:
         encoding=tuple(encodings),
         attribution=tuple(attribution),
         events=tuple(events),
+        ebpf_call_cost=tuple(call_costs),
+        ebpf_load=tuple(loads),
+        skipped=tuple(skipped),
         notes=report.NOTES,
     )
+
+
+def _skip(case: str, reason: str | None) -> SkippedCase | None:
+    if reason is None:
+        return None
+    log.warning("%s skipped: %s", case, reason)
+    return SkippedCase(case, reason)
+
+
+def _select(suite: plan.Plan, only: list[str] | None,
+            parser: argparse.ArgumentParser) -> plan.Plan:
+    if not only:
+        return suite
+    names = {name for arg in only for name in arg.split(",") if name}
+    unknown = names - set(suite.case_names())
+    if unknown:
+        parser.error(f"no such case: {', '.join(sorted(unknown))} "
+                     f"(cases: {', '.join(suite.case_names())})")
+    chosen = suite.only(names)
+    for peer in (*chosen.nvitop_exporter, *chosen.gpustat):
+        if peer.compare_with not in names:
+            parser.error(f"{peer.name} is compared with {peer.compare_with}: select it too")
+    return chosen
+
+
+def _update_readme(result: Report, ran: plan.Plan, full: plan.Plan) -> None:
+    """Each README block is rewritten only from a run of all its cases."""
+    path = REPO / "README.md"
+    ebpf_names = {c.name for c in (*full.ebpf_call_cost, *full.ebpf_load)}
+    main_names = set(full.case_names()) - ebpf_names
+    done = set(ran.case_names())
+    if main_names <= done:
+        readme.update(path, report.readme_block(result))
+        log.info("updated the benchmark section of %s", path)
+    elif main_names & done:
+        log.warning("benchmark tables in %s left as they were: not all their cases ran", path)
+    if ebpf_names <= done and not result.skipped:
+        readme.update(path, report.ebpf_markdown(result), readme.EBPF_START, readme.EBPF_END)
+        log.info("updated the eBPF overhead block of %s", path)
+    elif ebpf_names & done:
+        log.warning("eBPF overhead block in %s left as it was: not all its cases ran", path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,7 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true",
                         help="short windows (under a minute): proves the suite runs")
     parser.add_argument("--update-readme", action="store_true",
-                        help="put the Markdown tables into README.md between the bench markers")
+                        help="put the Markdown tables into README.md between the bench markers "
+                             "(each block only when all its cases ran)")
+    parser.add_argument("--only", action="append", metavar="CASE[,CASE]",
+                        help="run only these cases (repeatable; e.g. ebpf-call-cost,ebpf-100k)")
     args = parser.parse_args(argv)
     # SIGTERM becomes SystemExit so the finally blocks stop the agent, the peers and the nodes
     # instead of leaving them running without us.
@@ -90,12 +161,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.update_readme and args.smoke:
         parser.error("--update-readme records a full run; it cannot be combined with --smoke")
     args.output.mkdir(parents=True, exist_ok=True)
+    full = plan.build(args.smoke)
+    suite = _select(full, args.only, parser)
     with tempfile.TemporaryDirectory(prefix="gpu-bench-") as tmp:
-        result = run(plan.build(args.smoke), Path(tmp))
+        result = run(suite, Path(tmp))
     report.write_json(result, args.output / "report.json")
     report.write_markdown(result, args.output / "report.md")
     log.info("wrote %s and %s", args.output / "report.json", args.output / "report.md")
     if args.update_readme:
-        readme.update(REPO / "README.md", report.readme_block(result))
-        log.info("updated the benchmark section of %s", REPO / "README.md")
+        _update_readme(result, suite, full)
     return 0

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from tests.bench.agent_case import AgentCase
 from tests.bench.attribution import AttributionCase
+from tests.bench.ebpf_case import EbpfCallCostCase, EbpfLoadCase
 from tests.bench.encoding import EncodeCase
 from tests.bench.events_case import EventCase
 from tests.bench.peers import PeerCase
@@ -40,11 +42,34 @@ class Plan:
     encode: tuple[EncodeCase, ...]
     attribution: tuple[AttributionCase, ...] = ()
     events: tuple[EventCase, ...] = ()
+    ebpf_call_cost: tuple[EbpfCallCostCase, ...] = ()
+    ebpf_load: tuple[EbpfLoadCase, ...] = ()
 
     def case_names(self) -> tuple[str, ...]:
         return (*(c.name for c in self.agent), *(c.name for c in self.nvitop_exporter),
                 *(c.name for c in self.gpustat), *(c.name for c in self.encode),
-                *(c.name for c in self.attribution), *(c.name for c in self.events))
+                *(c.name for c in self.attribution), *(c.name for c in self.events),
+                *(c.name for c in self.ebpf_call_cost), *(c.name for c in self.ebpf_load))
+
+    def only(self, names: set[str]) -> Plan:
+        """The cases named, and nothing else (peers still need the agent case they are
+        compared with: name it too)."""
+        return Plan(self.smoke, _kept(self.agent, names), _kept(self.nvitop_exporter, names),
+                    _kept(self.gpustat, names), _kept(self.encode, names),
+                    _kept(self.attribution, names), _kept(self.events, names),
+                    _kept(self.ebpf_call_cost, names), _kept(self.ebpf_load, names))
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_Case = TypeVar("_Case", bound=_Named)
+
+
+def _kept(cases: tuple[_Case, ...], names: set[str]) -> tuple[_Case, ...]:
+    return tuple(c for c in cases if c.name in names)
 
 
 def _agent(gpus: int, scenario: Path, interval: float, cycles: int, fast: int) -> AgentCase:
@@ -78,4 +103,12 @@ def build(smoke: bool) -> Plan:
         ),
         # XID -> receiver latency, one event at a time (the smoke run only proves it works).
         events=(EventCase("events-8gpu", NODE_8, 20 if smoke else 200),),
+        # The eBPF plugin's overhead (root only; skipped with the reason elsewhere).
+        ebpf_call_cost=(
+            EbpfCallCostCase("ebpf-call-cost", NODE_8, 20_000 if smoke else 100_000,
+                             1 if smoke else 5, entry="nop"),
+            EbpfCallCostCase("ebpf-call-cost-endbr64", NODE_8, 1_000 if smoke else 20_000,
+                             1 if smoke else 5, entry="endbr64"),
+        ),
+        ebpf_load=(EbpfLoadCase("ebpf-100k", NODE_8, 1.0, 2 if smoke else 20, 100_000),),
     )

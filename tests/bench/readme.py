@@ -1,4 +1,8 @@
-"""Replaces the generated block between the README's benchmark markers; nothing else."""
+"""Replaces the generated blocks between the README's benchmark markers; nothing else.
+
+Two blocks: the suite's tables (``bench``) and the eBPF plugin's overhead (``bench-ebpf``, in
+the README's eBPF section), so either can be re-measured alone.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +10,22 @@ from pathlib import Path
 
 START = "<!-- bench:start -->"
 END = "<!-- bench:end -->"
+EBPF_START = "<!-- bench-ebpf:start -->"
+EBPF_END = "<!-- bench-ebpf:end -->"
 
 
 class MarkersMissing(ValueError):
     pass
 
 
-def replace_block(text: str, block: str) -> str:
-    start, end = text.find(START), text.find(END)
+def replace_block(text: str, block: str, start_mark: str = START, end_mark: str = END) -> str:
+    start, end = text.find(start_mark), text.find(end_mark)
     if start < 0 or end < start:
-        raise MarkersMissing(f"README needs {START} ... {END} (in that order)")
-    return f"{text[: start + len(START)]}\n{block.strip()}\n{text[end:]}"
+        raise MarkersMissing(f"README needs {start_mark} ... {end_mark} (in that order)")
+    return f"{text[: start + len(start_mark)]}\n{block.strip()}\n{text[end:]}"
 
 
-def update(readme: Path, block: str) -> None:
+def update(readme: Path, block: str, start_mark: str = START, end_mark: str = END) -> None:
     # Read and write in one go: other people edit the README too, so touch only our block.
-    readme.write_text(replace_block(readme.read_text(encoding="utf-8"), block), encoding="utf-8")
+    readme.write_text(replace_block(readme.read_text(encoding="utf-8"), block, start_mark,
+                                    end_mark), encoding="utf-8")

@@ -126,6 +126,61 @@ class EventLatencyResult:
 
 
 @dataclass(frozen=True)
+class EbpfCallCostResult:
+    """ns per traced cudaLaunchKernel (its runtime uprobe and the nested driver call's)."""
+
+    case: str
+    method: str
+    calls_per_repetition: int
+    repetitions: int  # untraced/traced pairs
+    uprobes_per_call: int
+    entry: str  # the stand-in variant: how its traced functions open (nop / endbr64)
+    entry_instructions: Mapping[str, str]  # traced function -> its first instruction
+    untraced_ns_per_call: float  # medians over the repetitions
+    traced_ns_per_call: float
+    overhead_ns_per_call: float  # median of the pairs' (traced - untraced) / calls
+    overhead_ns_min: float
+    overhead_ns_max: float
+    launches_counted: int  # by the agent, at the receiver: equals the traced calls
+
+
+@dataclass(frozen=True)
+class EbpfLoadRun:
+    plugin: str  # "off" or "on"
+    window_s: float
+    cycles: int
+    agent_cpu_percent_one_core: float
+    agent_cpu_ms_per_cycle: float
+    agent_peak_rss_mib: float
+    workload_cpu_percent_one_core: float  # where the uprobes' cost lands
+    launches_made: int  # by the whole busy command (it outlasts the window)
+    launches_per_s: float  # achieved by the busy command
+    launches_counted: int | None  # by the agent at the receiver (None: plugin off)
+    missed_cycles: int
+    agent_stop_s: float  # SIGTERM -> exit (detaching the uprobes included)
+
+
+@dataclass(frozen=True)
+class EbpfLoadResult:
+    """The agent with the eBPF plugin off and on while a process launches at ``rate``/s."""
+
+    case: str
+    scenario: str
+    gpus: int
+    interval_s: float
+    rate_requested: float
+    entry: str
+    off: EbpfLoadRun
+    on: EbpfLoadRun
+
+
+@dataclass(frozen=True)
+class SkippedCase:
+    case: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Report:
     smoke: bool
     started: str
@@ -138,4 +193,7 @@ class Report:
     encoding: tuple[EncodeResult, ...] = ()
     attribution: tuple[AttributionResult, ...] = ()
     events: tuple[EventLatencyResult, ...] = ()
+    ebpf_call_cost: tuple[EbpfCallCostResult, ...] = ()
+    ebpf_load: tuple[EbpfLoadResult, ...] = ()
+    skipped: tuple[SkippedCase, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from plugins.nvidia.simulator import SimulatedNode
@@ -19,6 +19,7 @@ class Window:
     calls: CallCounts
     wall_start: float  # time.time(), to pick the receiver's requests inside the window
     wall_end: float
+    also_cpu_s: tuple[float, ...] = ()  # CPU of the ``also`` processes over the same window
 
     @property
     def cpu_s_per_min(self) -> float:
@@ -42,11 +43,14 @@ def measure(
     interval: float,
     cycles: int,
     alive: Callable[[], bool] = lambda: True,
+    *,
+    also: Sequence[int] = (),
 ) -> Window:
     """Window from just after one burst to just after the burst ``cycles`` intervals later."""
     quiet = quiet_for(interval)
     began0, before = after_next_burst(node, quiet)
     cpu0, wall0, mono0 = cpu_seconds(pid), time.time(), time.monotonic()
+    also0 = [cpu_seconds(other) for other in also]
     # Wake half an interval before the last burst is due, then wait for it to happen.
     wake = began0 + cycles * interval - interval / 2
     while time.monotonic() < wake:
@@ -55,6 +59,7 @@ def measure(
         time.sleep(min(0.5, max(0.0, wake - time.monotonic())))
     began1, after = after_next_burst(node, quiet)
     cpu1, wall1, mono1 = cpu_seconds(pid), time.time(), time.monotonic()
+    also1 = [cpu_seconds(other) for other in also]
     return Window(
         seconds=mono1 - mono0,
         cycles=round((began1 - began0) / interval),
@@ -62,4 +67,5 @@ def measure(
         calls=after.minus(before),
         wall_start=wall0,
         wall_end=wall1,
+        also_cpu_s=tuple(b - a for a, b in zip(also0, also1, strict=True)),
     )

@@ -88,11 +88,15 @@ def header_check_flags(include: Path | None = CUDA_INCLUDE) -> tuple[str, ...]:
     return ("-DSTANDIN_CHECK_HEADERS", f"-I{include}")
 
 
-def build_standin(include: Path | None = CUDA_INCLUDE) -> StandinBuild:
-    """Build (or reuse) the stand-in; ``include=None`` skips the header check."""
+def build_standin(include: Path | None = CUDA_INCLUDE,
+                  extra_flags: tuple[str, ...] = ()) -> StandinBuild:
+    """Build (or reuse) the stand-in; ``include=None`` skips the header check.
+    ``extra_flags`` go after the usual ones: a variant (the benchmark builds functions that
+    open with a ``nop`` and with ``endbr64``, which uprobes handle at very different cost)."""
     find_compiler()  # fail early with a clear message when there is no compiler
     check = header_check_flags(include)
     headers = [(include / n).read_bytes() for n in _CHECKED_HEADERS] if check and include else []
+    check = (*check, *extra_flags)
     key = digest(
         SOURCES / "libcudart.c",
         (*_COMMON, *_RUNPATH, *check),

@@ -40,12 +40,27 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if .Values.otlp.existingSecret }}{{ .Values.otlp.existingSecret }}{{- else if .Values.otlp.headers }}{{ include "gpu-otel-agent.fullname" . }}-otlp{{- end }}
 {{- end }}
 
+{{/* "true" when attribution takes process events from the eBPF plugin, not netlink. */}}
+{{- define "gpu-otel-agent.ebpfProcessEvents" -}}
+{{- if eq .Values.ebpf.processEvents "ebpf" }}
+{{- if not .Values.ebpf.enabled }}
+{{- fail "ebpf.processEvents: ebpf needs ebpf.enabled: true (the events come from the eBPF plugin)" }}
+{{- end }}
+{{- true }}
+{{- end }}
+{{- end }}
+
+{{/* The netlink process connector: host network namespace and CAP_NET_ADMIN. */}}
+{{- define "gpu-otel-agent.netlinkProcessEvents" -}}
+{{- if and .Values.attribution.processEvents (not (include "gpu-otel-agent.ebpfProcessEvents" .)) }}{{ true }}{{ end }}
+{{- end }}
+
 {{/* Only what an enabled feature needs; everything else is dropped. */}}
 {{- define "gpu-otel-agent.capabilities" -}}
 {{- $caps := list }}
-{{- if .Values.attribution.processEvents }}{{ $caps = append $caps "NET_ADMIN" }}{{ end }}
+{{- if include "gpu-otel-agent.netlinkProcessEvents" . }}{{ $caps = append $caps "NET_ADMIN" }}{{ end }}
 {{- if .Values.health.kernelLog }}{{ $caps = append $caps "SYSLOG" }}{{ end }}
-{{- if .Values.ebpf.enabled }}{{ $caps = concat $caps (list "BPF" "PERFMON") }}{{ end }}
+{{- if .Values.ebpf.enabled }}{{ $caps = concat $caps (list "BPF" "PERFMON" "SYS_ADMIN" "SYS_PTRACE") }}{{ end }}
 {{- toJson $caps }}
 {{- end }}
 
@@ -61,7 +76,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   "attribution" (dict
     "enabled" .Values.attribution.enabled
     "cgroup_root" "/host/sys/fs/cgroup"
-    "kubelet" (dict "socket" "/var/lib/kubelet/pod-resources/kubelet.sock"))
+    "kubelet" (dict "socket" "/var/lib/kubelet/pod-resources/kubelet.sock")
+    "process_events" (ternary "ebpf" "netlink" (eq (include "gpu-otel-agent.ebpfProcessEvents" .) "true")))
+  "ebpf" (dict "enabled" .Values.ebpf.enabled)
   "tracing" (dict "enabled" .Values.tracing.enabled)
   "health" (dict
     "kmsg" .Values.health.kernelLog

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.bench import plan
 from tests.bench.agent_case import run_summary, summed
 from tests.bench.calls import CallCounts, per_gpu_per_cycle
-from tests.bench.readme import END, START, MarkersMissing, replace_block
+from tests.bench.readme import EBPF_END, EBPF_START, END, START, MarkersMissing, replace_block
 
 
 def test_replace_block_touches_only_the_marked_block() -> None:
@@ -47,3 +48,19 @@ def test_call_deltas_per_gpu_per_cycle() -> None:
     assert delta.calls == 28
     assert per_gpu_per_cycle(delta, gpus=2, cycles=5) == {"a": 2.0, "c": 0.8}
     assert per_gpu_per_cycle(delta, gpus=2, cycles=0) == {}
+
+
+def test_the_ebpf_block_is_replaced_alone() -> None:
+    text = f"{START}\nsuite\n{END}\n\n## eBPF\n{EBPF_START}\nold\n{EBPF_END}\n"
+    updated = replace_block(text, "new", EBPF_START, EBPF_END)
+    assert updated == text.replace("\nold\n", "\nnew\n")
+    with pytest.raises(MarkersMissing):
+        replace_block(f"{START}\n{END}\n", "new", EBPF_START, EBPF_END)
+
+
+def test_plan_only_keeps_the_named_cases() -> None:
+    full = plan.build(smoke=True)
+    chosen = full.only({"ebpf-call-cost", "ebpf-100k", "events-8gpu"})
+    assert sorted(chosen.case_names()) == ["ebpf-100k", "ebpf-call-cost", "events-8gpu"]
+    assert chosen.smoke
+    assert full.only(set(full.case_names())) == full

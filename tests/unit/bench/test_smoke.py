@@ -23,7 +23,7 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> Path:
     output = tmp_path_factory.mktemp("bench")
     done = subprocess.run(
         [sys.executable, "-m", "tests.bench", "--smoke", "--output", str(output)],
-        cwd=REPO, capture_output=True, text=True, timeout=110, check=False,
+        cwd=REPO, capture_output=True, text=True, timeout=170, check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     return output
@@ -36,10 +36,11 @@ def report(smoke: Path) -> dict[str, Any]:
     return parsed
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 def test_reports_exist_and_contain_every_case(smoke: Path, report: dict[str, Any]) -> None:
     names = [c["case"] for key in ("agent", "exporter_peers", "one_shot_peers", "encoding",
-                                   "attribution", "events")
+                                   "attribution", "events", "ebpf_call_cost", "ebpf_load",
+                                   "skipped")
              for c in report[key]]
     assert sorted(names) == sorted(plan.build(smoke=True).case_names())
     markdown = (smoke / "report.md").read_text(encoding="utf-8")
@@ -101,3 +102,34 @@ def test_event_latency_is_sane(report: dict[str, Any]) -> None:
     assert 0 < case["p50_ms"] <= case["p99_ms"] <= case["max_ms"]
     assert case["suppressed"] == 0  # every injected XID went out as its own event
     assert case["sent"] >= 20
+
+
+def _ebpf_ran(report: dict[str, Any]) -> None:
+    for skipped in report["skipped"]:
+        pytest.skip(f"{skipped['case']} skipped: {skipped['reason']}")
+
+
+def test_ebpf_call_cost_counted_every_traced_call(report: dict[str, Any]) -> None:
+    _ebpf_ran(report)
+    entries = [c["entry"] for c in report["ebpf_call_cost"]]
+    assert sorted(entries) == ["endbr64", "nop"]
+    for case in report["ebpf_call_cost"]:
+        # The agent's exported launch count equals the calls made while traced.
+        assert case["launches_counted"] == case["repetitions"] * case["calls_per_repetition"]
+        assert case["uprobes_per_call"] == 2
+        assert set(case["entry_instructions"].values()) == {case["entry"]}
+        assert case["traced_ns_per_call"] > 0
+        assert case["untraced_ns_per_call"] > 0
+
+
+def test_ebpf_load_runs_with_the_plugin_off_and_on(report: dict[str, Any]) -> None:
+    _ebpf_ran(report)
+    (case,) = report["ebpf_load"]
+    off, on = case["off"], case["on"]
+    assert (off["plugin"], on["plugin"]) == ("off", "on")
+    assert off["launches_counted"] is None
+    assert on["launches_counted"] == on["launches_made"] > 0
+    for run in (off, on):
+        assert run["cycles"] >= 1
+        assert run["launches_made"] > 0
+        assert run["agent_peak_rss_mib"] > 0

@@ -46,6 +46,24 @@ def test_libbpf_present_and_non_root_by_default() -> None:
     assert ("ENTRYPOINT", '["gpu-agent"]') in final
 
 
+def test_the_build_stage_compiles_the_bpf_object_into_the_package() -> None:
+    build, final = _stages()[0], _stages()[-1]
+    runs = [arg for op, arg in build if op == "RUN"]
+    installs = " ".join(runs)
+    for package in ("clang", "llvm", "bpftool", "libbpf-dev"):
+        assert re.search(rf"apt-get install [^&]*\b{re.escape(package)}\b", installs), package
+    (step,) = [run for run in runs if "plugins.ebpf.build" in run]
+    # Built before the install (the object is package data), then checked in the package.
+    assert step.index("python -m plugins.ebpf.build") < step.index("pip install .") \
+        < step.index("OBJECT.is_file()")
+    package_data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"]["plugins.ebpf"]
+    assert "bpf/*.bpf.o" in package_data
+    final_runs = " ".join(arg for op, arg in final if op == "RUN")
+    for tool in ("clang", "llvm", "bpftool", "libbpf-dev"):
+        assert not re.search(rf"\b{re.escape(tool)}\b", final_runs), tool  # runtime: libbpf1
+
+
 def test_copied_sources_exist_and_python_matches_the_package() -> None:
     for op, arg in _instructions():
         if op == "COPY" and not arg.startswith("--from"):

@@ -14,11 +14,15 @@ import pytest
 import yaml
 
 from agent.config.load import load
+from agent.config.schema import AgentConfig
 
 REPO = Path(__file__).resolve().parents[3]
 CHART = REPO / "helm" / "gpu-otel-agent"
 KUBE_VERSIONS = ("1.36.0", "1.37.0")
 CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}  # Prometheus Operator CRDs, checked below
+# The eBPF plugin's documented set (plugins/ebpf/support.py): programs and tracepoints,
+# uprobes (CAP_SYS_ADMIN since Linux 6.17), other containers' libraries via /proc/PID/root.
+EBPF_CAPS = ["BPF", "PERFMON", "SYS_ADMIN", "SYS_PTRACE"]
 TOGGLED: dict[str, Any] = {
     "otlp": {"endpoint": "https://otel-gateway.observability.svc:4317",
              "headers": {"authorization": "Bearer t0ken", "x-scope-orgid": "acme"},
@@ -126,16 +130,46 @@ def test_default_daemonset_has_least_privilege(chart: helm.Chart) -> None:
 
 def test_features_add_only_the_capabilities_they_need(chart: helm.Chart) -> None:
     for values, added in (
-        ({"ebpf": {"enabled": True}}, ["BPF", "PERFMON"]),
+        ({"ebpf": {"enabled": True}}, EBPF_CAPS),
+        ({"ebpf": {"enabled": False, "processEvents": "netlink"}}, []),
         ({"health": {"kernelLog": True}}, ["SYSLOG"]),
         ({"attribution": {"processEvents": True}}, ["NET_ADMIN"]),
-        (TOGGLED, ["NET_ADMIN", "SYSLOG", "BPF", "PERFMON"]),
+        # Process events from the eBPF plugin: no netlink, so no NET_ADMIN, no host network.
+        ({"attribution": {"processEvents": True},
+          "ebpf": {"enabled": True, "processEvents": "ebpf"}}, EBPF_CAPS),
+        (TOGGLED, ["NET_ADMIN", "SYSLOG", *EBPF_CAPS]),
     ):
         pod, container = _container(render(chart, values))
         capabilities = container["securityContext"]["capabilities"]
-        assert capabilities == {"drop": ["ALL"], "add": added}, values
+        assert capabilities == ({"drop": ["ALL"], "add": added} if added
+                                else {"drop": ["ALL"]}), values
         assert container["securityContext"]["privileged"] is False
         assert pod.get("hostNetwork", False) is ("NET_ADMIN" in added)
+
+
+def _agent_config(chart: helm.Chart, values: dict[str, Any], tmp_path: Path) -> AgentConfig:
+    path = tmp_path / "agent.yaml"
+    path.write_text(of_kind(render(chart, values), "ConfigMap")["data"]["agent.yaml"],
+                    encoding="utf-8")
+    return load(path, environ={})  # the agent's own validation
+
+
+def test_ebpf_value_turns_the_plugin_on_in_the_agent(chart: helm.Chart, tmp_path: Path) -> None:
+    off = _agent_config(chart, {}, tmp_path)
+    assert off.ebpf.enabled is False
+    assert off.attribution.process_events == "netlink"
+    on = _agent_config(chart, {"ebpf": {"enabled": True}}, tmp_path)
+    assert on.ebpf.enabled is True
+    assert on.attribution.process_events == "netlink"  # unless asked for
+    events = _agent_config(chart, {"ebpf": {"enabled": True, "processEvents": "ebpf"}},
+                           tmp_path)
+    assert (events.ebpf.enabled, events.attribution.process_events) == (True, "ebpf")
+
+
+def test_ebpf_process_events_without_the_plugin_is_refused(chart: helm.Chart) -> None:
+    with pytest.raises(helm.HelmError, match=r"ebpf\.processEvents"):
+        chart.render(values={"ebpf": {"processEvents": "ebpf"}}, name="gpu",
+                     namespace="monitoring")
 
 
 def test_node_selector_and_tolerations_can_be_overridden(chart: helm.Chart) -> None:
@@ -214,6 +248,8 @@ def test_chart_rules_file_is_the_tested_one() -> None:
     {"otlp": {"endpoint": "collector:4317"}},
     {"unknownKey": 1},
     {"attribution": {"processEvents": "yes"}},
+    {"ebpf": {"enabled": True, "processEvents": "kprobe"}},
+    {"ebpf": {"enabled": "yes"}},
 ])
 def test_values_schema_rejects_bad_values(chart: helm.Chart, values: dict[str, Any]) -> None:
     with pytest.raises(helm.HelmError):
