@@ -27,6 +27,7 @@ from plugins.ebpf.layout import Counter, CudaStats, EventKind, LifecycleEvent
 from plugins.ebpf.libbpf import BpfError
 from plugins.ebpf.libraries import MappedLibrary, mapped_libraries
 from plugins.ebpf.probes import ProbeSet
+from plugins.ebpf.reaper import LinkReaper
 from plugins.ebpf.support import load_failure, missing_support
 from plugins.ebpf.tracer import Tracer
 
@@ -83,7 +84,8 @@ class EbpfPlugin:
         self._gpu_processes = gpu_processes
         self._publish = publish
         self._tracer = Tracer(settings.object_path, settings.max_allocations, self._on_record)
-        self._probes = ProbeSet(self._tracer)
+        self._reaper = LinkReaper()
+        self._probes = ProbeSet(self._tracer, self._reaper.release)
         self._activity = Activity(int(settings.workload_retention * 1e9))
         self._callbacks: ProcessCallbacks | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -220,7 +222,13 @@ class EbpfPlugin:
         """Self-telemetry, as of the last cycle."""
         return self._telemetry
 
+    def detached(self, timeout: float) -> bool:
+        """True once the probes of libraries no longer traced are detached."""
+        return self._reaper.wait(timeout)
+
     def close(self, timeout: float = 5.0) -> None:
+        """Stops tracing; the uprobes are detached in the background (or by the kernel as the
+        process exits), so a shutdown does not wait for them."""
         if not self._cycling.acquire(timeout=timeout):
             log.warning("eBPF plugin: a cycle is still running; leaving its probes to the exit")
             return

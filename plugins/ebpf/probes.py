@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import errno
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -37,9 +37,19 @@ class _Attached:
     users: set[int] = field(default_factory=set)
 
 
+def destroy_now(links: Iterable[Link]) -> None:
+    for link in links:
+        link.destroy()
+
+
 class ProbeSet:
-    def __init__(self, attacher: Attacher) -> None:
+    """``release`` detaches links that are no longer wanted (see :mod:`plugins.ebpf.reaper`
+    for why the plugin does it in the background)."""
+
+    def __init__(self, attacher: Attacher,
+                 release: Callable[[Iterable[Link]], None] = destroy_now) -> None:
         self._attacher = attacher
+        self._release = release
         self._attached: dict[LibraryFile, _Attached] = {}
         self._failed: set[LibraryFile] = set()  # said once; retried when wanted anew
 
@@ -113,8 +123,7 @@ class ProbeSet:
 
     def _detach(self, file: LibraryFile) -> None:
         attached = self._attached.pop(file)
-        for link in attached.links:
-            link.destroy()
+        self._release(attached.links)
         if attached.library.kind is LibraryKind.RUNTIME:
             self._attacher.mark_runtime(file, False)
         log.info("stopped tracing %s: no GPU process maps it", attached.library.path)
