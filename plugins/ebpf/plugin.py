@@ -210,7 +210,8 @@ class EbpfPlugin:
                      if not (self._settings.proc_root / str(pid)).exists()]
             self._tracer.forget(stale)
         self._telemetry = (
-            Reading("gpu_agent.ebpf.libraries", self._probes.libraries),
+            # Libraries still being detached count: their probes still fire.
+            Reading("gpu_agent.ebpf.libraries", self._probes.libraries + self._reaper.pending),
             Reading("gpu_agent.ebpf.processes", len(traced)),
             Reading("gpu_agent.ebpf.events.lost", lost),
             Reading("gpu_agent.ebpf.allocations.untracked",
@@ -221,10 +222,6 @@ class EbpfPlugin:
     def readings(self) -> tuple[Reading, ...]:
         """Self-telemetry, as of the last cycle."""
         return self._telemetry
-
-    def detached(self, timeout: float) -> bool:
-        """True once the probes of libraries no longer traced are detached."""
-        return self._reaper.wait(timeout)
 
     def close(self, timeout: float = 5.0) -> None:
         """Stops tracing; the uprobes are detached in the background (or by the kernel as the

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import errno
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -37,9 +37,10 @@ class _Attached:
     users: set[int] = field(default_factory=set)
 
 
-def destroy_now(links: Iterable[Link]) -> None:
+def destroy_now(links: Sequence[Link], done: Callable[[], None]) -> None:
     for link in links:
         link.destroy()
+    done()
 
 
 class ProbeSet:
@@ -47,7 +48,8 @@ class ProbeSet:
     for why the plugin does it in the background)."""
 
     def __init__(self, attacher: Attacher,
-                 release: Callable[[Iterable[Link]], None] = destroy_now) -> None:
+                 release: Callable[[Sequence[Link], Callable[[], None]], None] = destroy_now,
+                 ) -> None:
         self._attacher = attacher
         self._release = release
         self._attached: dict[LibraryFile, _Attached] = {}
@@ -123,7 +125,8 @@ class ProbeSet:
 
     def _detach(self, file: LibraryFile) -> None:
         attached = self._attached.pop(file)
-        self._release(attached.links)
         if attached.library.kind is LibraryKind.RUNTIME:
             self._attacher.mark_runtime(file, False)
-        log.info("stopped tracing %s: no GPU process maps it", attached.library.path)
+        path = attached.library.path
+        self._release(attached.links,
+                      lambda: log.info("stopped tracing %s: no GPU process maps it", path))

@@ -9,43 +9,47 @@ kernel as the process ends.
 
 from __future__ import annotations
 
-import logging
 import queue
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from plugins.ebpf.libbpf import Link
 
-log = logging.getLogger(__name__)
+
+@dataclass(frozen=True)
+class _Batch:
+    links: Sequence[Link]
+    done: Callable[[], None]
 
 
 class LinkReaper:
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[Link | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Batch] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._idle = threading.Event()
-        self._idle.set()
+        self._pending = 0
 
-    def release(self, links: Iterable[Link]) -> None:
-        """Detach ``links`` in the background, in order."""
+    @property
+    def pending(self) -> int:
+        """Batches (one a library) handed over and not yet wholly detached."""
+        return self._pending
+
+    def release(self, links: Sequence[Link], done: Callable[[], None]) -> None:
+        """Detach ``links`` in the background, then call ``done`` (from the reaper thread)."""
         with self._lock:
-            for link in links:
-                self._idle.clear()
-                self._queue.put(link)
+            self._pending += 1
+            self._queue.put(_Batch(links, done))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="ebpf-detach",
                                                 daemon=True)
                 self._thread.start()
 
-    def wait(self, timeout: float) -> bool:
-        """True once every link handed over so far is detached (for tests and benchmarks)."""
-        return self._idle.wait(timeout)
-
     def _run(self) -> None:
         while True:
-            link = self._queue.get()
-            if link is not None:
+            batch = self._queue.get()
+            for link in batch.links:
                 link.destroy()
-            if self._queue.empty():
-                self._idle.set()
+            with self._lock:
+                self._pending -= 1
+            batch.done()
