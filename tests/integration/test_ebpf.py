@@ -236,6 +236,12 @@ def test_a_container_with_its_own_copy_in_another_mount_namespace(
                 pts, process__pid=contained.pid)[0] == 300, "the contained calls counted")
             assert _launches(points, process__pid=host.pid) == (7, 0)
             assert _value(points, ALLOCATED, process__pid=contained.pid) == 65536
+            # SIGTERM with four libraries traced: a clean exit within the shutdown budget
+            # (the uprobes are detached in the background or by the kernel at exit).
+            agent.terminate(timeout=60)
+            assert agent.process.returncode == 0
+            assert "shutdown took longer" not in agent.log()
+            assert "run summary" in agent.log()
         finally:
             agent.close()
 
