@@ -66,7 +66,8 @@ def node(tmp_path: Path) -> Iterator[SimulatedNode]:
         yield sim
 
 
-def _config(tmp_path: Path, socket: Path | None, **ebpf: str) -> list[str]:
+def _config(tmp_path: Path, socket: Path | None, process_events: str = "netlink",
+            **ebpf: str) -> list[str]:
     kubelet = f"{{socket: {socket}, refresh_interval: 1, timeout: 2}}" if socket else \
         "{socket: null}"
     lines = [
@@ -75,6 +76,7 @@ def _config(tmp_path: Path, socket: Path | None, **ebpf: str) -> list[str]:
         "attribution:",
         "  reconcile_interval: 1",
         f"  kubelet: {kubelet}",
+        f"  process_events: {process_events}",
         "ebpf:",
         "  enabled: true",
         "  interval: 0.2",
@@ -137,7 +139,7 @@ def test_exact_calls_per_process_and_per_pod(
             CudaWorkload(cgroup=pod.cgroup, env={"HOSTNAME": pod.name}) as second:
         kubelet.set_pods([_pod(pod, f"{UUIDS[0]}::1")])
         agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env,
-                             _config(tmp_path, kubelet.socket_path))
+                             _config(tmp_path, kubelet.socket_path, process_events="ebpf"))
         try:
             # Nothing is traced before a GPU process maps the libraries.
             points = _wait(store, lambda pts: _select(pts, LIBRARIES), "self-telemetry")
@@ -201,7 +203,11 @@ def test_exact_calls_per_process_and_per_pod(
             points = _wait(store, lambda pts: _value(pts, LIBRARIES) == 0, "probes detached")
             assert _launches(points, POD_LAUNCHES, k8s__pod__uid=pod.uid) == (1510, 5)
             assert _value(points, POD_ALLOCATED, k8s__pod__uid=pod.uid) == 0
-            assert "stopped tracing" in agent.log()
+            log = agent.log()
+            assert "stopped tracing" in log
+            # Attribution took its process exec/exit events from the tracepoints.
+            assert "process exec/exit events (eBPF sched tracepoints)" in log
+            assert "netlink proc connector" not in log
         finally:
             agent.close()
 
