@@ -65,18 +65,23 @@ class ProbeSet:
     def sync(self, wanted: Mapping[int, tuple[MappedLibrary, ...]]) -> None:
         """Make the attached set exactly the libraries ``wanted`` (pid -> what it maps)."""
         users: dict[LibraryFile, set[int]] = {}
-        first: dict[LibraryFile, MappedLibrary] = {}
+        seen_as: dict[LibraryFile, list[MappedLibrary]] = {}
         for pid, libraries in wanted.items():
             for library in libraries:
                 users.setdefault(library.file, set()).add(pid)
-                first.setdefault(library.file, library)
+                seen_as.setdefault(library.file, []).append(library)
         for file in [f for f in self._attached if f not in users]:
             self._detach(file)
         self._failed &= users.keys()
         for file, pids in users.items():
             attached = self._attached.get(file)
             if attached is None and file not in self._failed:
-                attached = self._attach(first[file])
+                # Through any user's /proc/PID/root that still exists: one may have exited.
+                reachable = next((m for m in seen_as[file] if m.path.exists()), None)
+                if reachable is None:
+                    log.debug("%s: every process mapping it is gone", seen_as[file][0].path)
+                    continue
+                attached = self._attach(reachable)
             if attached is not None:
                 attached.users = pids
 

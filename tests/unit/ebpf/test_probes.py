@@ -103,3 +103,18 @@ def test_a_library_that_cannot_be_traced_is_said_once_and_retried_when_wanted_an
     attacher.errors.clear()
     probes.sync({12: (driver,)})
     assert probes.libraries == 1
+
+
+def test_a_file_is_reached_through_a_user_that_is_still_there(tmp_path: Path) -> None:
+    attacher = RecordingAttacher()
+    probes = ProbeSet(attacher)
+    live = _library(tmp_path, 1, LibraryKind.RUNTIME)
+    through_gone = MappedLibrary(live.file, live.kind, tmp_path / "gone" / "libcudart.so.12")
+    probes.sync({10: (through_gone,), 11: (live,)})
+    assert probes.libraries == 1
+    assert probes.traced_pids() == {10, 11}
+    probes.sync({10: (through_gone,)})  # only the vanished one left: nothing to attach to
+    assert probes.libraries == 1  # already attached: kept while a user is listed
+    probes.sync({})
+    probes.sync({10: (through_gone,)})
+    assert probes.libraries == 0
