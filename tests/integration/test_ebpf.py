@@ -315,7 +315,10 @@ def test_without_capabilities_the_reason_names_them(
     try:
         _wait(otlp_grpc_receiver.store, lambda pts: _select(pts, "hw.gpu.utilization"),
               "device metrics")
-        reasons = [line for line in agent.log().splitlines() if "eBPF plugin off" in line]
+        log = agent.log()
+        if without == "sys_admin" and "eBPF plugin loaded" in log:
+            pytest.skip("this kernel lets CAP_PERFMON create uprobes (before Linux 6.17)")
+        reasons = [line for line in log.splitlines() if "eBPF plugin off" in line]
         assert len(reasons) == 1
         assert "CAP_BPF and CAP_PERFMON, CAP_SYS_ADMIN (for uprobes)" in reasons[0]
     finally:
