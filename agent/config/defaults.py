@@ -42,6 +42,7 @@ DEFAULTS: dict[str, Any] = {
         "object_path": None,  # null: the BPF object built into the package
         "interval": 1.0,  # seconds between counter reads and library scans
         "max_allocations": 65536,  # live CUDA allocations tracked (BPF map size)
+        "max_process_series": 1024,  # per node; the rest is counted, never merged
         "workload_retention": 300.0,  # seconds a container's totals outlive its last process
     },
     # Health events: XID / ECC / lost / unresponsive / throttle, pushed as OTLP log records.

@@ -336,6 +336,7 @@ def _ebpf(layers: _Layers, raw: dict[str, Any]) -> EbpfConfig:
         object_path=path,
         interval=_positive(layers, "ebpf.interval", raw["interval"]),
         max_allocations=allocations,
+        max_process_series=_count(layers, "ebpf.max_process_series", raw["max_process_series"]),
         workload_retention=_positive(layers, "ebpf.workload_retention",
                                      raw["workload_retention"]),
     )

@@ -96,6 +96,7 @@ class EbpfConfig:
     object_path: str | None = None  # None: the object built into the package
     interval: float = 1.0  # seconds between reads of the counters (and library scans)
     max_allocations: int = 65536  # live CUDA allocations tracked, over all processes
+    max_process_series: int = 1024  # per node; the rest is counted, never merged
     workload_retention: float = 300.0  # seconds a container's totals outlive its last process
 
 

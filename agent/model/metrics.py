@@ -213,6 +213,10 @@ CUDA_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("gpu.process.cuda.sync.time", C, "s",
                "Time the process's threads spent waiting in stream, device and event "
                "synchronisation.", _PROCESS, "ebpf", vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.process.cuda.series.overflow", U, "{process}",
+               "Traced processes beyond `ebpf.max_process_series` (the least active by "
+               "launches): not exported one by one, still counted in their container's "
+               "totals.", (), "ebpf", vendors=NVIDIA_ONLY),
     MetricSpec("gpu.container.cuda.kernel_launches", C, "{launch}",
                "Kernel and graph launch calls of the container's processes, those that have "
                "exited included.", (*_WORKLOAD, _LAUNCH), "ebpf", vendors=NVIDIA_ONLY),

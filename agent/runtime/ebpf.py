@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -45,11 +46,10 @@ def open_ebpf(config: AgentConfig, lookup: Callable[[], WorkloadLookup | None],
     settings = EbpfSettings(interval=config.ebpf.interval,
                             max_allocations=config.ebpf.max_allocations,
                             workload_retention=config.ebpf.workload_retention,
-                            proc_root=Path(config.attribution.proc_root))
+                            proc_root=Path(config.attribution.proc_root),
+                            max_process_series=config.ebpf.max_process_series)
     if config.ebpf.object_path is not None:
-        settings = EbpfSettings(Path(config.ebpf.object_path), settings.interval,
-                                settings.max_allocations, settings.workload_retention,
-                                settings.proc_root)
+        settings = dataclasses.replace(settings, object_path=Path(config.ebpf.object_path))
     return open_plugin(settings, lambda: gpu_processes(lookup(), uuids()),
                        lambda samples: store.put_node_samples(NODE_SOURCE, samples))
 

@@ -24,6 +24,7 @@ PROCESS_SYNC = "gpu.process.cuda.sync.time"
 CONTAINER_LAUNCHES = "gpu.container.cuda.kernel_launches"
 CONTAINER_ALLOCATED = "gpu.container.cuda.memory.allocated"
 CONTAINER_SYNC = "gpu.container.cuda.sync.time"
+OVERFLOW = "gpu.process.cuda.series.overflow"
 LAUNCH_TYPE = "gpu.cuda.launch.type"
 
 
@@ -46,8 +47,14 @@ def _launches(metric: str, stats: CudaStats, attributes: Attributes) -> tuple[Re
 
 
 class Activity:
-    def __init__(self, retention_ns: int) -> None:
+    """``max_process_series`` bounds the per-process series on the node (the busiest, by
+    launches, are kept); the processes left out are counted in ``OVERFLOW`` and still count
+    towards their container's totals."""
+
+    def __init__(self, retention_ns: int, max_process_series: int = 1024) -> None:
         self._retention_ns = retention_ns
+        self._max_process_series = max_process_series
+        self._first_ns: int | None = None  # the start of the overflow count
         self._seen: dict[int, _Seen] = {}
         self._containers: dict[Attributes, _Container] = {}
 
@@ -71,29 +78,37 @@ class Activity:
         call yet) and one per container, each with the start time of its counters."""
         out: list[AgentSample] = []
         live: dict[Attributes, CudaStats] = {}
-        for pid in sorted(stats):
-            process = processes.get(pid)
-            if process is None:
-                continue
+        listed = sorted((pid for pid in stats if pid in processes), key=lambda pid: (
+            -(stats[pid].kernel_launches + stats[pid].graph_launches), pid))
+        exported = frozenset(listed[:self._max_process_series])
+        for pid in sorted(listed):
+            process = processes[pid]
             seen = self._seen.get(pid)
             if seen is None or seen.process != process:
                 seen = _Seen(process, now_ns if seen is None else seen.start_ns)
                 self._seen[pid] = seen
             counters = stats[pid]
+            workload = process.workload.attributes()
+            if workload:
+                live[workload] = live.get(workload, CudaStats()).plus(counters)
+            if pid not in exported:
+                continue
             attributes: Attributes = (("process.pid", pid),
                                       ("process.executable.name", process.executable),
-                                      *process.workload.attributes())
+                                      *workload)
             out.append(AgentSample((
                 *_launches(PROCESS_LAUNCHES, counters, attributes),
                 Reading(PROCESS_ALLOCATED, counters.allocated, attributes),
                 Reading(PROCESS_PEAK, counters.peak, attributes),
                 Reading(PROCESS_SYNC, counters.sync_ns / 1e9, attributes),
             ), seen.start_ns, now_ns))
-            workload = process.workload.attributes()
-            if workload:
-                live[workload] = live.get(workload, CudaStats()).plus(counters)
         for pid in [p for p in self._seen if p not in stats]:
             del self._seen[pid]  # no longer traced (not a GPU process any more)
+        if listed:
+            if self._first_ns is None:
+                self._first_ns = now_ns
+            out.append(AgentSample(
+                (Reading(OVERFLOW, len(listed) - len(exported)),), self._first_ns, now_ns))
         out.extend(self._container_samples(live, now_ns))
         return tuple(out)
 

@@ -47,6 +47,7 @@ class EbpfSettings:
     max_allocations: int = 65536
     workload_retention: float = 300.0
     proc_root: Path = Path("/proc")
+    max_process_series: int = 1024
 
 
 GpuProcesses = Callable[[], Mapping[int, GpuProcess]]
@@ -86,7 +87,8 @@ class EbpfPlugin:
         self._tracer = Tracer(settings.object_path, settings.max_allocations, self._on_record)
         self._reaper = LinkReaper()
         self._probes = ProbeSet(self._tracer, self._reaper.release)
-        self._activity = Activity(int(settings.workload_retention * 1e9))
+        self._activity = Activity(int(settings.workload_retention * 1e9),
+                                  settings.max_process_series)
         self._callbacks: ProcessCallbacks | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reading = False

@@ -79,3 +79,24 @@ def test_a_process_that_exits_before_its_first_sample_is_not_counted_twice() -> 
     activity = Activity(retention_ns=300 * S)
     activity.retire(5, _stats(9), now_ns=S)  # never seen: no workload known, nothing kept
     assert activity.samples({}, {}, now_ns=2 * S) == ()
+
+
+def test_process_series_are_bounded_the_rest_counted_and_still_in_their_container() -> None:
+    activity = Activity(retention_ns=300 * S, max_process_series=2)
+    processes = {pid: GpuProcess(pid, "worker", POD) for pid in (1, 2, 3)}
+    samples = activity.samples(processes, {1: _stats(5), 2: _stats(50), 3: _stats(20)},
+                               now_ns=S)
+    kernel = {dict(r.attributes)["process.pid"]: r.value for s in samples for r in s.readings
+              if r.metric == "gpu.process.cuda.kernel_launches"
+              and dict(r.attributes)["gpu.cuda.launch.type"] == "kernel"}
+    assert kernel == {2: 50, 3: 20}  # the busiest two
+    assert _values(samples, "gpu.process.cuda.series.overflow") == [1]
+    assert _values(samples, "gpu.container.cuda.kernel_launches", k8s__pod__uid="u1",
+                   gpu__cuda__launch__type="kernel") == [75]
+    # The one left out still hands its counters to the container when it exits.
+    activity.retire(1, _stats(6), now_ns=2 * S)
+    later = activity.samples({2: processes[2], 3: processes[3]},
+                             {2: _stats(50), 3: _stats(20)}, now_ns=3 * S)
+    assert _values(later, "gpu.container.cuda.kernel_launches", k8s__pod__uid="u1",
+                   gpu__cuda__launch__type="kernel") == [76]
+    assert _values(later, "gpu.process.cuda.series.overflow") == [0]

@@ -48,3 +48,10 @@ def test_turned_on_from_the_file_or_the_environment(tmp_path: Path) -> None:
 def test_bad_values_are_named(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         _load(tmp_path, text + "\n")
+
+
+def test_the_process_series_bound_is_configurable(tmp_path: Path) -> None:
+    assert load(None, environ={}).ebpf.max_process_series == 1024
+    assert _load(tmp_path, "ebpf: {max_process_series: 10}\n").ebpf.max_process_series == 10
+    with pytest.raises(ConfigError, match=r"ebpf\.max_process_series .*whole number >= 0"):
+        _load(tmp_path, "ebpf: {max_process_series: -3}\n")
