@@ -6,6 +6,7 @@ A unit test compiles the header and compares sizes and offsets, so the two canno
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import enum
 from dataclasses import dataclass
 
@@ -71,14 +72,10 @@ class CudaStats:
                    raw.untracked_frees)
 
     def plus(self, other: CudaStats) -> CudaStats:
-        """Cumulative counters added; current and peak memory added too (a container's
-        processes hold their memory at the same time)."""
-        return CudaStats(*(a + b for a, b in zip(_values(self), _values(other), strict=True)))
-
-
-def _values(stats: CudaStats) -> tuple[int, ...]:
-    return (stats.kernel_launches, stats.graph_launches, stats.sync_ns, stats.syncs,
-            stats.allocated, stats.peak, stats.allocations, stats.frees, stats.untracked_frees)
+        """Field by field: counters and the memory held add up over a container's processes
+        (their sum of peaks is not a peak, and is not reported)."""
+        return CudaStats(*(a + b for a, b in zip(dataclasses.astuple(self),
+                                                 dataclasses.astuple(other), strict=True)))
 
 
 class EventKind(enum.IntEnum):

@@ -8,6 +8,7 @@ sees, reached via ``/proc/PID/root``: a file in another mount namespace has no p
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,26 +34,25 @@ class MappedLibrary:
     path: Path  # through /proc/PID/root, openable from the agent's mount namespace
 
 
-def parse_maps(text: str, root: Path) -> tuple[MappedLibrary, ...]:
-    """The CUDA libraries in a ``maps`` text, once each; ``root`` is ``/proc/PID/root``."""
-    found: dict[LibraryFile, MappedLibrary] = {}
+def mapped_files(text: str) -> Iterator[tuple[LibraryFile, str]]:
+    """Each file-backed mapping of a ``maps`` text: the file and its path as the process sees
+    it. A file replaced on disk (an upgrade) is left out: its inode has no path any more."""
     for line in text.splitlines():
         # address perms offset dev inode pathname; the path may hold spaces
         fields = line.split(maxsplit=5)
-        if len(fields) < 6 or not fields[5].startswith("/"):
+        if len(fields) < 6 or not fields[5].startswith("/") or \
+                fields[5].endswith(" (deleted)") or not fields[4].isdigit():
             continue
-        pathname = fields[5]
-        if pathname.endswith(" (deleted)"):
-            continue  # replaced on disk (an upgrade): its inode is no longer reachable by path
+        if inode := int(fields[4]):
+            yield LibraryFile(fields[3], inode), fields[5]
+
+
+def parse_maps(text: str, root: Path) -> tuple[MappedLibrary, ...]:
+    """The CUDA libraries in a ``maps`` text, once each; ``root`` is ``/proc/PID/root``."""
+    found: dict[LibraryFile, MappedLibrary] = {}
+    for file, pathname in mapped_files(text):
         kind = library_kind(pathname.rsplit("/", 1)[-1])
-        if kind is None:
-            continue
-        try:
-            inode = int(fields[4])
-        except ValueError:
-            continue
-        file = LibraryFile(fields[3], inode)
-        if inode and file not in found:
+        if kind is not None and file not in found:
             found[file] = MappedLibrary(file, kind, root / pathname.lstrip("/"))
     return tuple(found.values())
 

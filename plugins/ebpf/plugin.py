@@ -124,7 +124,9 @@ class EbpfPlugin:
                 callbacks.on_exit(event.pid)
             else:
                 callbacks.on_exec(event.pid)
-        if event.final is not None or (event.kind is EventKind.EXEC and event.pid in self._scans):
+        # An exit with counters is folded into its container; an exec makes the worker look at
+        # the process's libraries again (it decides whether it knew the PID: its own state).
+        if event.final is not None or event.kind is EventKind.EXEC:
             with self._lock:
                 self._events.append(event)
             if event.kind is EventKind.EXIT:

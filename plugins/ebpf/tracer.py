@@ -18,7 +18,7 @@ from plugins.ebpf.layout import (
     SettingsStruct,
 )
 from plugins.ebpf.libbpf import BpfObject, Link, Program, RingBuffer
-from plugins.ebpf.libraries import LibraryFile, MappedLibrary
+from plugins.ebpf.libraries import LibraryFile, MappedLibrary, mapped_files
 from plugins.ebpf.symbols import PROGRAMS
 
 LIFECYCLE_PROGRAMS = ("process_exec", "process_exit")
@@ -103,9 +103,6 @@ class Tracer:
 
 def _mapped_file(name: str) -> Path | None:
     """The file of a library this process maps, by the start of its name."""
-    with open("/proc/self/maps", encoding="utf-8", errors="surrogateescape") as maps:
-        for line in maps:
-            path = line.split(maxsplit=5)[5:]
-            if path and path[0].rstrip("\n").rsplit("/", 1)[-1].startswith(name):
-                return Path(path[0].rstrip("\n"))
-    return None
+    maps = Path("/proc/self/maps").read_text(encoding="utf-8", errors="surrogateescape")
+    return next((Path(path) for _, path in mapped_files(maps)
+                 if path.rsplit("/", 1)[-1].startswith(name)), None)

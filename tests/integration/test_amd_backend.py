@@ -219,7 +219,8 @@ def test_a_process_on_an_amd_gpu_is_attributed_to_its_pod_like_an_nvidia_one(
 ) -> None:
     from agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
     from tests.integration.cgroups import cgroups, v2_root
-    from tests.integration.test_attribution import _config, _select, _wait_export
+    from tests.integration.exports import select, wait_export
+    from tests.integration.test_attribution import _config
     from tests.receivers.kubelet import FakeKubelet
 
     v2 = v2_root()
@@ -246,12 +247,12 @@ def test_a_process_on_an_amd_gpu_is_attributed_to_its_pod_like_an_nvidia_one(
             store = otlp_grpc_receiver.store
 
             def complete(points: list[object]) -> bool:
-                return all(_select(points, "gpu.container.utilization",  # type: ignore[arg-type]
+                return all(select(points, "gpu.container.utilization",  # type: ignore[arg-type]
                                    k8s__pod__name=pod.name, hw__gpu__task="general")
                            for pod in (amd_pod, nv_pod))
 
             try:
-                points = _wait_export(store, complete, "both pods named, with utilization")
+                points = wait_export(store, complete, "both pods named, with utilization")
             except AssertionError:
                 print(agent.log()[-3000:])
                 raise
@@ -259,7 +260,7 @@ def test_a_process_on_an_amd_gpu_is_attributed_to_its_pod_like_an_nvidia_one(
                 (amd_pod, amd_pid, MI300X_UUID, 3000, 0.40),
                 (nv_pod, nv_pid, UUIDS[0], 2000, 0.30),
             ):
-                (process,) = _select(points, "gpu.process.memory.usage", process__pid=pid)
+                (process,) = select(points, "gpu.process.memory.usage", process__pid=pid)
                 assert process.value == memory * MIB
                 assert process.attributes["hw.id"] == uuid
                 assert process.attributes["process.executable.name"] == "sleep"
@@ -267,16 +268,16 @@ def test_a_process_on_an_amd_gpu_is_attributed_to_its_pod_like_an_nvidia_one(
                 assert process.attributes["container.id"] == pod.container_id
                 assert process.attributes["k8s.pod.name"] == pod.name
                 assert process.attributes["k8s.container.name"] == "main"
-                (busy,) = _select(points, "gpu.process.utilization", process__pid=pid,
+                (busy,) = select(points, "gpu.process.utilization", process__pid=pid,
                                   hw__gpu__task="general")
                 assert busy.value == pytest.approx(util, abs=0.1)
-                (total,) = _select(points, "gpu.container.memory.usage", k8s__pod__uid=pod.uid)
+                (total,) = select(points, "gpu.container.memory.usage", k8s__pod__uid=pod.uid)
                 assert total.value == memory * MIB and total.attributes["hw.id"] == uuid
             # The whole MI300X is allocated to the AMD pod: its limit is the GPU's memory.
-            (limit,) = _select(points, "gpu.container.memory.limit",
+            (limit,) = select(points, "gpu.container.memory.limit",
                                k8s__pod__uid=amd_pod.uid)
             assert limit.value == 196592 * MIB
-            assert _select(points, "gpu.process.memory.usage",
+            assert select(points, "gpu.process.memory.usage",
                            process__pid=amd_pid)[0].attributes["hw.vendor"] == "amd"
         finally:
             agent.close()

@@ -16,12 +16,11 @@ from agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAlloc
 from plugins.nvidia.simulator import SimulatedNode
 from tests.integration.cgroups import Cgroups, Pod, container_id, v1_root
 from tests.integration.conftest import UUIDS
+from tests.integration.exports import select, wait_export
 from tests.integration.harness import AgentProcess, h100, write_scenario
-from tests.receivers import decode
 from tests.receivers.kubelet import FakeKubelet
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.receivers.records import Point
-from tests.receivers.store import Store
 
 pytestmark = pytest.mark.integration
 MIB = 1024 * 1024
@@ -69,27 +68,6 @@ def _gpu_process(node: SimulatedNode, device: int, pid: int, memory_mib: int, sm
     assert answer["ok"], answer
 
 
-def _last_export(store: Store) -> list[Point]:
-    received = store.received("metrics")
-    if not received:
-        return []
-    last = received[-1]
-    return list(decode.points(last.request, last.received_at))
-
-
-def _select(points: list[Point], metric: str, **attrs: object) -> list[Point]:
-    wanted = {k.replace("__", "."): v for k, v in attrs.items()}
-    return [p for p in points if p.metric == metric
-            and all(p.attributes.get(k) == v for k, v in wanted.items())]
-
-
-def _wait_export(store: Store, check: object, what: str, timeout: float = 20) -> list[Point]:
-    """The first whole export for which ``check(points)`` is truthy."""
-    assert callable(check)
-    return store.wait_for(lambda s: (pts := _last_export(s)) and check(pts) and pts,
-                          timeout=timeout, what=what)
-
-
 def test_per_pod_values_are_the_sum_of_their_processes(
     node: SimulatedNode, groups: Cgroups, v2: Path, otlp_grpc_receiver: OtlpGrpcReceiver,
     tmp_path: Path,
@@ -124,48 +102,48 @@ def test_per_pod_values_are_the_sum_of_their_processes(
             store = otlp_grpc_receiver.store
 
             def complete(points: list[Point]) -> bool:
-                named = _select(points, "gpu.container.utilization", k8s__pod__name=a.name,
+                named = select(points, "gpu.container.utilization", k8s__pod__name=a.name,
                                 hw__gpu__task="general")
-                return bool(named) and len(_select(points, "gpu.process.utilization",
+                return bool(named) and len(select(points, "gpu.process.utilization",
                                                    hw__gpu__task="general")) == 5
 
-            points = _wait_export(store, complete, "all processes with utilization and names")
+            points = wait_export(store, complete, "all processes with utilization and names")
             # Every process has its own series, with its workload where it has one.
             for pid, memory, pod in ((a1, 1000, a), (a2, 3000, a), (b1, 500, b), (c1, 7000, c)):
-                (point,) = _select(points, "gpu.process.memory.usage", process__pid=pid)
+                (point,) = select(points, "gpu.process.memory.usage", process__pid=pid)
                 assert point.value == memory * MIB
                 assert point.attributes["process.executable.name"] == "sleep"
                 assert point.attributes["k8s.pod.uid"] == pod.uid
                 assert point.attributes["container.id"] == pod.container_id
                 assert point.attributes["k8s.pod.name"] == pod.name
                 assert point.attributes["k8s.namespace.name"] == "ml"
-            (bare,) = _select(points, "gpu.process.memory.usage", process__pid=host)
+            (bare,) = select(points, "gpu.process.memory.usage", process__pid=host)
             assert not {"k8s.pod.uid", "container.id", "k8s.pod.name"} & set(bare.attributes)
             assert "process.command_line" not in bare.attributes  # off unless enabled
             # Per pod = the sum over its processes, for memory and each engine.
             for pod, pids in ((a, (a1, a2)), (b, (b1,)), (c, (c1,))):
-                (memory,) = _select(points, "gpu.container.memory.usage", k8s__pod__uid=pod.uid)
+                (memory,) = select(points, "gpu.container.memory.usage", k8s__pod__uid=pod.uid)
                 assert memory.value == sum(
-                    _select(points, "gpu.process.memory.usage", process__pid=p)[0].value
+                    select(points, "gpu.process.memory.usage", process__pid=p)[0].value
                     for p in pids)
-                (util,) = _select(points, "gpu.container.utilization", k8s__pod__uid=pod.uid,
+                (util,) = select(points, "gpu.container.utilization", k8s__pod__uid=pod.uid,
                                   hw__gpu__task="general")
                 assert util.value == pytest.approx(sum(
-                    _select(points, "gpu.process.utilization", process__pid=p,
+                    select(points, "gpu.process.utilization", process__pid=p,
                             hw__gpu__task="general")[0].value for p in pids))
-            (util_a,) = _select(points, "gpu.container.utilization", k8s__pod__uid=a.uid,
+            (util_a,) = select(points, "gpu.container.utilization", k8s__pod__uid=a.uid,
                                 hw__gpu__task="general")
             assert util_a.value == pytest.approx(0.35)
             assert util_a.attributes["k8s.container.name"] == "main"
             assert util_a.attributes["hw.id"] == UUIDS[0]
             # Allocated shares: the whole GPU 1 for C, the fractional 2048 MiB for B, and
             # nothing known for A's time-sliced replica.
-            (limit_c,) = _select(points, "gpu.container.memory.limit", k8s__pod__uid=c.uid)
+            (limit_c,) = select(points, "gpu.container.memory.limit", k8s__pod__uid=c.uid)
             assert limit_c.value == TOTAL_MIB * MIB and limit_c.attributes["hw.id"] == UUIDS[1]
-            (limit_b,) = _select(points, "gpu.container.memory.limit", k8s__pod__uid=b.uid)
+            (limit_b,) = select(points, "gpu.container.memory.limit", k8s__pod__uid=b.uid)
             assert limit_b.value == 2048 * MIB
-            assert not _select(points, "gpu.container.memory.limit", k8s__pod__uid=a.uid)
-            overflow = _select(points, "gpu.process.series.overflow", hw__id=UUIDS[0])
+            assert not select(points, "gpu.container.memory.limit", k8s__pod__uid=a.uid)
+            overflow = select(points, "gpu.process.series.overflow", hw__id=UUIDS[0])
             assert [p.value for p in overflow] == [0]
         finally:
             agent.close()
@@ -187,15 +165,15 @@ def test_exit_new_pod_and_kubelet_restart(
                          _config(tmp_path, kubelet.socket_path))
     store = otlp_grpc_receiver.store
     try:
-        _wait_export(store, lambda pts: len(_select(
+        wait_export(store, lambda pts: len(select(
             pts, "gpu.process.memory.usage", k8s__pod__name=a.name)) == 2, "pod A named")
 
         # A process exits (the simulated GPU still lists it, as a slow driver might): its
         # series is gone at the next export and the pod total drops to the survivor.
         groups.kill(a2)
-        points = _wait_export(store, lambda pts: not _select(
+        points = wait_export(store, lambda pts: not select(
             pts, "gpu.process.memory.usage", process__pid=a2), "pid series gone")
-        (total,) = _select(points, "gpu.container.memory.usage", k8s__pod__uid=a.uid)
+        (total,) = select(points, "gpu.container.memory.usage", k8s__pod__uid=a.uid)
         assert total.value == 1000 * MIB
 
         # A new process in a new pod is attributed, names included, at its first export.
@@ -221,9 +199,9 @@ def test_exit_new_pod_and_kubelet_restart(
         e = groups.pod(v2, "late-e", "besteffort", "cgroupfs")
         e1 = groups.spawn(e.cgroup, {"HOSTNAME": e.name})
         _gpu_process(node, 1, e1, 200, 10)
-        points = _wait_export(store, lambda pts: _select(
+        points = wait_export(store, lambda pts: select(
             pts, "gpu.process.memory.usage", process__pid=e1), "pod E without kubelet")
-        (unnamed,) = _select(points, "gpu.process.memory.usage", process__pid=e1)
+        (unnamed,) = select(points, "gpu.process.memory.usage", process__pid=e1)
         assert unnamed.attributes["k8s.pod.uid"] == e.uid
         assert "k8s.pod.name" not in unnamed.attributes
         kubelet = FakeKubelet(kubelet.socket_path)
@@ -231,11 +209,11 @@ def test_exit_new_pod_and_kubelet_restart(
                           _allocation(d, "main", UUIDS[1]),
                           _allocation(e, "late", f"{UUIDS[1]}::3")])
         kubelet.start()
-        points = _wait_export(store, lambda pts: _select(
+        points = wait_export(store, lambda pts: select(
             pts, "gpu.process.memory.usage", process__pid=e1, k8s__pod__name=e.name),
             "pod E named after the kubelet returned")
-        assert _select(points, "gpu.container.memory.usage", k8s__pod__name=a.name)
-        assert _select(points, "gpu.container.memory.usage", k8s__pod__name=d.name)
+        assert select(points, "gpu.container.memory.usage", k8s__pod__name=a.name)
+        assert select(points, "gpu.container.memory.usage", k8s__pod__name=d.name)
     finally:
         agent.close()
         kubelet.stop()
@@ -262,11 +240,11 @@ def test_hostile_names(
                              _config(tmp_path, kubelet.socket_path,
                                      export_command_line="true"))
         try:
-            points = _wait_export(otlp_grpc_receiver.store, lambda pts: _select(
+            points = wait_export(otlp_grpc_receiver.store, lambda pts: select(
                 pts, "gpu.process.memory.usage", process__pid=a1, k8s__pod__uid=a.uid)
-                and _select(pts, "gpu.process.memory.usage", process__pid=a1)[0]
+                and select(pts, "gpu.process.memory.usage", process__pid=a1)[0]
                 .attributes.get("k8s.pod.name"), "named hostile process")
-            (point,) = _select(points, "gpu.process.memory.usage", process__pid=a1)
+            (point,) = select(points, "gpu.process.memory.usage", process__pid=a1)
             attrs = point.attributes
             assert attrs["process.executable.name"] == "ev il [2J\ufffd\ufffd"
             command_line = attrs["process.command_line"]
@@ -280,7 +258,7 @@ def test_hostile_names(
             container = attrs["k8s.container.name"]
             assert isinstance(container, str) and "\n" not in container and len(container) <= 128
             # ... and sampling goes on.
-            _wait_export(otlp_grpc_receiver.store, lambda pts: _select(
+            wait_export(otlp_grpc_receiver.store, lambda pts: select(
                 pts, "hw.gpu.utilization", hw__id=UUIDS[1]), "device metrics still flowing")
         finally:
             agent.close()
@@ -304,17 +282,17 @@ def test_slurm_job_and_plain_container(
     agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env,
                          _config(tmp_path, tmp_path / "no-kubelet" / "kubelet.sock"))
     try:
-        points = _wait_export(otlp_grpc_receiver.store, lambda pts: len(_select(
+        points = wait_export(otlp_grpc_receiver.store, lambda pts: len(select(
             pts, "gpu.container.memory.usage")) == 3, "job and container totals")
-        (job0,) = _select(points, "gpu.container.memory.usage", slurm__job__id=job_id,
+        (job0,) = select(points, "gpu.container.memory.usage", slurm__job__id=job_id,
                           hw__id=UUIDS[0])
-        (job1,) = _select(points, "gpu.container.memory.usage", slurm__job__id=job_id,
+        (job1,) = select(points, "gpu.container.memory.usage", slurm__job__id=job_id,
                           hw__id=UUIDS[1])
         assert (job0.value, job1.value) == (1500 * MIB, 2500 * MIB)
         assert "k8s.pod.uid" not in job0.attributes and "container.id" not in job0.attributes
-        (plain,) = _select(points, "gpu.container.memory.usage", container__id=cid)
+        (plain,) = select(points, "gpu.container.memory.usage", container__id=cid)
         assert plain.value == 700 * MIB and "k8s.pod.uid" not in plain.attributes
-        (proc,) = _select(points, "gpu.process.memory.usage", process__pid=j2)
+        (proc,) = select(points, "gpu.process.memory.usage", process__pid=j2)
         assert proc.attributes["slurm.job.id"] == job_id
     finally:
         agent.close()

@@ -26,12 +26,11 @@ from plugins.nvidia.simulator import SimulatedNode
 from tests.cuda_standin.driver import CudaWorkload, can_unshare_mount
 from tests.integration.cgroups import Cgroups, Pod
 from tests.integration.conftest import UUIDS
+from tests.integration.exports import select, wait_export
 from tests.integration.harness import AgentProcess, h100, write_scenario
-from tests.receivers import decode
 from tests.receivers.kubelet import FakeKubelet
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.receivers.records import Point
-from tests.receivers.store import Store
 
 pytestmark = pytest.mark.integration
 FAST = ["--interval", "0.2", "--export-interval", "0.3"]
@@ -98,28 +97,9 @@ def _pod(pod: Pod, device: str) -> PodAllocation:
         "main", (ContainerDevices("nvidia.com/gpu", (device,)),)),))
 
 
-def _last(store: Store) -> list[Point]:
-    received = store.received("metrics")
-    if not received:
-        return []
-    return list(decode.points(received[-1].request, received[-1].received_at))
-
-
-def _select(points: list[Point], metric: str, **attrs: object) -> list[Point]:
-    wanted = {k.replace("__", "."): v for k, v in attrs.items()}
-    return [p for p in points if p.metric == metric
-            and all(p.attributes.get(k) == v for k, v in wanted.items())]
-
-
 def _value(points: list[Point], metric: str, **attrs: object) -> float:
-    (point,) = _select(points, metric, **attrs)
+    (point,) = select(points, metric, **attrs)
     return point.value
-
-
-def _wait(store: Store, check: object, what: str, timeout: float = 20) -> list[Point]:
-    assert callable(check)
-    return store.wait_for(lambda s: (pts := _last(s)) and check(pts) and pts,
-                          timeout=timeout, what=what)
 
 
 def _launches(points: list[Point], metric: str = LAUNCHES, **attrs: object) -> tuple[float, ...]:
@@ -142,13 +122,13 @@ def test_exact_calls_per_process_and_per_pod(
                              _config(tmp_path, kubelet.socket_path, process_events="ebpf"))
         try:
             # Nothing is traced before a GPU process maps the libraries.
-            points = _wait(store, lambda pts: _select(pts, LIBRARIES), "self-telemetry")
+            points = wait_export(store, lambda pts: select(pts, LIBRARIES), "self-telemetry")
             assert _value(points, LIBRARIES) == 0
             _on_gpu(node, first.pid)
             _on_gpu(node, second.pid)
             # Both map the same libcudart and libcuda files: two libraries traced, not four;
             # each process starts at zero, named with its pod.
-            points = _wait(store, lambda pts: len(_select(
+            points = wait_export(store, lambda pts: len(select(
                 pts, LAUNCHES, k8s__pod__name=pod.name, gpu__cuda__launch__type="kernel")) == 2,
                 "both processes traced and named")
             assert _value(points, LIBRARIES) == 2
@@ -166,9 +146,9 @@ def test_exact_calls_per_process_and_per_pod(
             second.malloc_driver(8192)
             second.managed(512)
 
-            points = _wait(store, lambda pts: _launches(pts, process__pid=second.pid)[0] == 500
-                           and _launches(pts, process__pid=first.pid) == (1010, 5),
-                           "the calls counted")
+            points = wait_export(
+                store, lambda pts: _launches(pts, process__pid=second.pid)[0] == 500
+                and _launches(pts, process__pid=first.pid) == (1010, 5), "the calls counted")
             assert _value(points, ALLOCATED, process__pid=first.pid) == 1 << 20
             assert _value(points, PEAK, process__pid=first.pid) == (1 << 20) + 4096
             assert _value(points, ALLOCATED, process__pid=second.pid) == 8192 + 512
@@ -176,7 +156,7 @@ def test_exact_calls_per_process_and_per_pod(
             sync = _value(points, SYNC, process__pid=first.pid)
             assert 0.006 <= sync < 1.0  # three syncs of 2 ms each, measured in the kernel
             assert _value(points, SYNC, process__pid=second.pid) == 0
-            first_attrs = _select(points, ALLOCATED, process__pid=first.pid)[0].attributes
+            first_attrs = select(points, ALLOCATED, process__pid=first.pid)[0].attributes
             assert first_attrs["k8s.pod.uid"] == pod.uid
             assert first_attrs["container.id"] == pod.container_id
             assert first_attrs["process.executable.name"] == "workload"
@@ -191,7 +171,7 @@ def test_exact_calls_per_process_and_per_pod(
             # One process exits: its series go, the pod's counters keep its calls, its memory
             # is released, and the shared libraries stay traced for the other.
             second.close()
-            points = _wait(store, lambda pts: not _select(pts, LAUNCHES,
+            points = wait_export(store, lambda pts: not select(pts, LAUNCHES,
                                                           process__pid=second.pid),
                            "the exited process's series gone")
             assert _launches(points, POD_LAUNCHES, k8s__pod__uid=pod.uid) == (1510, 5)
@@ -200,7 +180,7 @@ def test_exact_calls_per_process_and_per_pod(
 
             # The last process exits: the probes are detached, the pod's totals stay.
             first.close()
-            points = _wait(store, lambda pts: _value(pts, LIBRARIES) == 0, "probes detached")
+            points = wait_export(store, lambda pts: _value(pts, LIBRARIES) == 0, "probes detached")
             assert _launches(points, POD_LAUNCHES, k8s__pod__uid=pod.uid) == (1510, 5)
             assert _value(points, POD_ALLOCATED, k8s__pod__uid=pod.uid) == 0
             log = agent.log()
@@ -232,13 +212,13 @@ def test_a_container_with_its_own_copy_in_another_mount_namespace(
         agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env,
                              _config(tmp_path, None))
         try:
-            points = _wait(store, lambda pts: len(_select(
+            points = wait_export(store, lambda pts: len(select(
                 pts, LAUNCHES, gpu__cuda__launch__type="kernel")) == 2, "both traced")
             assert _value(points, LIBRARIES) == 4  # two copies of each library
             contained.launch(300)
             contained.malloc(65536)
             host.launch(7)
-            points = _wait(store, lambda pts: _launches(
+            points = wait_export(store, lambda pts: _launches(
                 pts, process__pid=contained.pid)[0] == 300, "the contained calls counted")
             assert _launches(points, process__pid=host.pid) == (7, 0)
             assert _value(points, ALLOCATED, process__pid=contained.pid) == 65536
@@ -270,11 +250,11 @@ def test_the_documented_capabilities_are_enough(
         agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env,
                              _config(tmp_path, None), wrapper=only)
         try:
-            _wait(otlp_grpc_receiver.store, lambda pts: _select(pts, LAUNCHES),
+            wait_export(otlp_grpc_receiver.store, lambda pts: select(pts, LAUNCHES),
                   "the process traced")
             contained.launch(42)
             contained.graph(2)
-            _wait(otlp_grpc_receiver.store,
+            wait_export(otlp_grpc_receiver.store,
                   lambda pts: _launches(pts, process__pid=contained.pid) == (42, 2),
                   "its calls counted")
             status = Path(f"/proc/{agent.process.pid}/status").read_text()
@@ -291,9 +271,9 @@ def test_unsupported_gives_one_reason_and_the_agent_runs_on(
     agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env,
                          _config(tmp_path, None, object_path=str(missing)))
     try:
-        points = _wait(otlp_grpc_receiver.store,
-                       lambda pts: _select(pts, "hw.gpu.utilization"), "device metrics")
-        assert not _select(points, LIBRARIES)
+        points = wait_export(otlp_grpc_receiver.store,
+                       lambda pts: select(pts, "hw.gpu.utilization"), "device metrics")
+        assert not select(points, LIBRARIES)
         reasons = [line for line in agent.log().splitlines() if "eBPF plugin off" in line]
         assert len(reasons) == 1
         assert "is not built" in reasons[0] and str(missing) in reasons[0]
@@ -313,7 +293,7 @@ def test_without_capabilities_the_reason_names_them(
                              "setpriv", f"--bounding-set=-{without}", f"--inh-caps=-{without}",
                              "--"))
     try:
-        _wait(otlp_grpc_receiver.store, lambda pts: _select(pts, "hw.gpu.utilization"),
+        wait_export(otlp_grpc_receiver.store, lambda pts: select(pts, "hw.gpu.utilization"),
               "device metrics")
         log = agent.log()
         if without == "sys_admin" and "eBPF plugin loaded" in log:

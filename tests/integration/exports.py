@@ -1,0 +1,32 @@
+"""Reading what the agent exported to a test receiver: the last whole export, its points by
+metric and attributes, and waiting for an export that satisfies a check."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tests.receivers import decode
+from tests.receivers.records import Point
+from tests.receivers.store import Store
+
+
+def last_export(store: Store) -> list[Point]:
+    received = store.received("metrics")
+    if not received:
+        return []
+    last = received[-1]
+    return list(decode.points(last.request, last.received_at))
+
+
+def select(points: list[Point], metric: str, **attrs: object) -> list[Point]:
+    """Points of ``metric`` with these attributes (``k8s__pod__name`` for ``k8s.pod.name``)."""
+    wanted = {k.replace("__", "."): v for k, v in attrs.items()}
+    return [p for p in points if p.metric == metric
+            and all(p.attributes.get(k) == v for k, v in wanted.items())]
+
+
+def wait_export(store: Store, check: Callable[[list[Point]], object], what: str,
+                timeout: float = 20) -> list[Point]:
+    """The first whole export for which ``check(points)`` is truthy."""
+    return store.wait_for(lambda s: (pts := last_export(s)) and check(pts) and pts,
+                          timeout=timeout, what=what)
