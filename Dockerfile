@@ -18,12 +18,13 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY agent ./agent
 COPY plugins ./plugins
-# The object is package data (plugins/ebpf/bpf/*.bpf.o): build it before installing, and fail
-# the image when it did not make it into the package.
-RUN python -m plugins.ebpf.build \
+# The object is package data (plugins/ebpf/bpf/*.bpf.o): build it in the source tree before
+# installing (build.py needs nothing but the standard library), and fail the image when it did
+# not make it into the package.
+RUN python plugins/ebpf/build.py \
     && /opt/gpu-otel-agent/bin/pip install . \
     && /opt/gpu-otel-agent/bin/python -c \
-        "from plugins.ebpf.build import OBJECT; assert OBJECT.is_file(), OBJECT" \
+        "from gpu_otel_agent.plugins.ebpf.build import OBJECT; assert OBJECT.is_file(), OBJECT" \
     && /opt/gpu-otel-agent/bin/python -m compileall -q /opt/gpu-otel-agent
 
 FROM python:${PYTHON_VERSION}-slim-bookworm

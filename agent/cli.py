@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from gpu_otel_agent.config.load import ConfigError, Overrides, load, to_tree
+from gpu_otel_agent.config.schema import EXPORTERS, LOG_LEVELS
+from gpu_otel_agent.docs import cli_markdown, events_markdown, metrics_markdown
+from gpu_otel_agent.export.exporters import ExporterConfigError
+from gpu_otel_agent.logs import setup_logging
 
-from agent.config.load import ConfigError, Overrides, load, to_tree
-from agent.config.schema import EXPORTERS, LOG_LEVELS
-from agent.docs import cli_markdown, events_markdown, metrics_markdown
-from agent.export.exporters import ExporterConfigError
-from agent.logs import setup_logging
-
-log = logging.getLogger("agent")
+log = logging.getLogger(__name__)
 
 
 def _positive_seconds(text: str) -> float:
@@ -81,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
                                       "(docs/events.md)")
     events.add_argument("--output", type=Path, help="write to this file instead of stdout")
 
-    from plugins.nvidia.simulator.cli import add_sim_commands
+    from gpu_otel_agent.plugins.nvidia.simulator.cli import add_sim_commands
 
     add_sim_commands(commands)
     return parser
@@ -92,7 +91,7 @@ def _simulated_node(scenario: Path | None) -> Iterator[None]:
     if scenario is None:
         yield
         return
-    from plugins.nvidia.simulator import SimulatedNode, attach_in_process
+    from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, attach_in_process
 
     with SimulatedNode.start(scenario) as node:
         attach_in_process(node)
@@ -110,7 +109,7 @@ def _run_loop(coroutine: Coroutine[Any, Any, int]) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from agent.runtime.agent import Agent
+    from gpu_otel_agent.runtime.agent import Agent
 
     overrides = _overrides(args)
     config = load(args.config, overrides)
@@ -121,7 +120,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from plugins.nvidia.simulator import BuildError, ScenarioError
+    from gpu_otel_agent.plugins.nvidia.simulator import BuildError, ScenarioError
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -134,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "docs":
             if args.docs_command == "config":
-                from agent.config.keys import config_markdown
+                from gpu_otel_agent.config.keys import config_markdown
 
                 text = config_markdown()
             elif args.docs_command == "cli":

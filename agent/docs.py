@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from agent.model.metrics import (
+from gpu_otel_agent.model.metrics import (
     AGENT_METRICS,
     CUDA_METRICS,
     DEVICE_ATTRIBUTES,
@@ -81,8 +81,8 @@ def metrics_markdown() -> str:
 
 
 def events_markdown() -> str:
-    from agent.health.events import COMMON_ATTRIBUTES, EVENTS
-    from agent.health.xid import ACTIONS, CATALOG
+    from gpu_otel_agent.gpu_health.events import COMMON_ATTRIBUTES, EVENTS
+    from gpu_otel_agent.gpu_health.xid import ACTIONS, CATALOG
 
     lines = [
         "# Health events",

@@ -1,15 +1,15 @@
 """What each configuration key means, for ``docs/config.md`` (generated, like the metric table).
 
-Keys come from :data:`agent.config.defaults.DEFAULTS`, so a key cannot be missing from the doc;
-a key without an entry here is listed with a dash until someone says what it does.
+Keys come from :data:`gpu_otel_agent.config.defaults.DEFAULTS`, so a key cannot be missing from
+the doc;a key without an entry here is listed with a dash until someone says what it does.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from agent.config.defaults import DEFAULTS
-from agent.config.load import ENV_KEYS
+from gpu_otel_agent.config.defaults import DEFAULTS
+from gpu_otel_agent.config.load import ENV_KEYS
 
 # Mappings whose keys are data (names chosen by the user), documented as one key.
 FREE_FORM = frozenset({"otlp.headers", "attribution.memory_resources"})

@@ -16,9 +16,8 @@ from types import MappingProxyType
 from typing import Any
 
 import yaml
-
-from agent.config.defaults import DEFAULTS
-from agent.config.schema import (
+from gpu_otel_agent.config.defaults import DEFAULTS
+from gpu_otel_agent.config.schema import (
     EXPORTERS,
     LOG_LEVELS,
     OTLP_PROTOCOLS,

@@ -12,16 +12,15 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricExporter
-from opentelemetry.sdk.resources import Resource
-
-from agent.config.schema import AgentConfig
-from agent.export.otlp_proto import ProtoEncoder
-from agent.export.snapshot_exporters import (
+from gpu_otel_agent.config.schema import AgentConfig
+from gpu_otel_agent.export.otlp_proto import ProtoEncoder
+from gpu_otel_agent.export.snapshot_exporters import (
     OtlpSnapshotExporter,
     SdkSnapshotExporter,
     SnapshotExporter,
 )
+from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricExporter
+from opentelemetry.sdk.resources import Resource
 
 
 class ExporterConfigError(ValueError):
@@ -100,11 +99,11 @@ def otlp_settings(
 def _build_otlp_exporter(config: AgentConfig, env: Mapping[str, str]) -> MetricExporter:
     protocol, kwargs = otlp_settings(config, env, "METRICS")
     if protocol == "grpc":
-        from agent.export.senders import GrpcRequestExporter
+        from gpu_otel_agent.export.senders import GrpcRequestExporter
 
         return GrpcRequestExporter(**kwargs)
 
-    from agent.export.http_senders import HttpRequestExporter
+    from gpu_otel_agent.export.http_senders import HttpRequestExporter
 
     return HttpRequestExporter(**kwargs)
 
@@ -116,7 +115,7 @@ def build_snapshot_exporter(
     if config.exporter == "console":
         return SdkSnapshotExporter(ConsoleMetricExporter(), resource)
     exporter = _build_otlp_exporter(config, env)
-    from agent.export.senders import RequestExporter
+    from gpu_otel_agent.export.senders import RequestExporter
 
     if isinstance(exporter, RequestExporter) and exporter.sends_requests():
         return OtlpSnapshotExporter(exporter, ProtoEncoder(resource))

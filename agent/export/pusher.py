@@ -14,9 +14,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from agent.export.snapshot_exporters import SnapshotExporter
-from agent.model.snapshot import SnapshotStore
-from agent.runtime.config_holder import ConfigHolder
+from gpu_otel_agent.export.snapshot_exporters import SnapshotExporter
+from gpu_otel_agent.model.snapshot import SnapshotStore
+from gpu_otel_agent.runtime.config_holder import ConfigHolder
 
 log = logging.getLogger(__name__)
 FIRST_EXPORT_POLL_SECONDS = 0.05

@@ -52,7 +52,7 @@ class GrpcRequestExporter(OTLPMetricExporter):
 
     def _translate_data(self, data: Any) -> ExportMetricsServiceRequest:
         if isinstance(data, ExportMetricsServiceRequest):
-            return data  # already encoded by agent.export.otlp_proto
+            return data  # already encoded by gpu_otel_agent.export.otlp_proto
         result: ExportMetricsServiceRequest = super()._translate_data(data)
         return result
 

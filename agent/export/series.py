@@ -10,7 +10,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from agent.model.snapshot import (
+from gpu_otel_agent.model.snapshot import (
     Attributes,
     DeviceOverlay,
     DeviceSnapshot,

@@ -15,13 +15,12 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
+from gpu_otel_agent.config.schema import AgentConfig
+from gpu_otel_agent.export.exporters import otlp_settings
+from gpu_otel_agent.export.snapshot_exporters import SnapshotExporter
+from gpu_otel_agent.model.snapshot import NodeSnapshot
+from gpu_otel_agent.version import VERSION
 from opentelemetry.sdk.resources import Resource
-
-from agent.config.schema import AgentConfig
-from agent.export.exporters import otlp_settings
-from agent.export.snapshot_exporters import SnapshotExporter
-from agent.model.snapshot import NodeSnapshot
-from agent.version import VERSION
 
 log = logging.getLogger(__name__)
 SpanAttributes = Mapping[str, str | int | float | bool]

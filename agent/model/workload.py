@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from agent.model.snapshot import Attributes
+from gpu_otel_agent.model.snapshot import Attributes
 
 
 @dataclass(frozen=True)

@@ -19,30 +19,29 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpu_otel_agent.backends.discovery import OpenBackend, installed_backends, open_backends
+from gpu_otel_agent.backends.protocol import PROCESS_GROUP, Backend
+from gpu_otel_agent.config.load import ConfigError, Overrides, load
+from gpu_otel_agent.config.schema import AgentConfig
+from gpu_otel_agent.export.exporters import build_snapshot_exporter
+from gpu_otel_agent.export.prometheus import EndpointError
+from gpu_otel_agent.export.pusher import MetricPusher
+from gpu_otel_agent.export.tracing import SpanRecorder, TracedExporter, build_tracer
+from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
+from gpu_otel_agent.model.workload import WorkloadLookup
+from gpu_otel_agent.runtime.config_holder import ConfigHolder
+from gpu_otel_agent.runtime.ebpf import open_ebpf, process_events
+from gpu_otel_agent.runtime.health_pipeline import HealthRuntime
+from gpu_otel_agent.runtime.self_telemetry import SelfTelemetry
+from gpu_otel_agent.sampling.sampler import DeviceSampler
+from gpu_otel_agent.version import VERSION
+from gpu_otel_agent.workloads.attribution import Attribution
+from gpu_otel_agent.workloads.build import build as build_attribution
 from opentelemetry.sdk.resources import Resource
 
-from agent.config.load import ConfigError, Overrides, load
-from agent.config.schema import AgentConfig
-from agent.export.exporters import build_snapshot_exporter
-from agent.export.prometheus import EndpointError
-from agent.export.pusher import MetricPusher
-from agent.export.tracing import SpanRecorder, TracedExporter, build_tracer
-from agent.model.snapshot import Reading, SnapshotStore
-from agent.model.workload import WorkloadLookup
-from agent.runtime.config_holder import ConfigHolder
-from agent.runtime.discovery import OpenBackend, installed_backends, open_backends
-from agent.runtime.ebpf import open_ebpf, process_events
-from agent.runtime.health import HealthRuntime
-from agent.runtime.sampler import DeviceSampler
-from agent.runtime.self_telemetry import SelfTelemetry
-from agent.sampling.backend import PROCESS_GROUP, Backend
-from agent.version import VERSION
-from agent.workloads.attribution import Attribution
-from agent.workloads.build import build as build_attribution
-
 if TYPE_CHECKING:
-    from agent.export.prometheus.server import MetricsEndpoint
-    from plugins.ebpf.plugin import EbpfPlugin
+    from gpu_otel_agent.export.prometheus.server import MetricsEndpoint
+    from gpu_otel_agent.plugins.ebpf.plugin import EbpfPlugin
 
 log = logging.getLogger(__name__)
 RELOAD_POLL_SECONDS = 2.0
@@ -241,8 +240,8 @@ class Agent:
         """The Prometheus endpoint if configured. Raises EndpointError if it cannot start."""
         if not self._initial.prometheus.enabled:
             return None
-        from agent.export.prometheus.health import HealthCheck
-        from agent.export.prometheus.server import MetricsEndpoint
+        from gpu_otel_agent.export.prometheus.probes import HealthCheck
+        from gpu_otel_agent.export.prometheus.server import MetricsEndpoint
 
         health = HealthCheck(self.store, len(self.samplers), lambda: self._holder.current)
         endpoint = MetricsEndpoint(lambda: self._holder.current, self.store,

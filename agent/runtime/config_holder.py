@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from agent.config.schema import AgentConfig
+from gpu_otel_agent.config.schema import AgentConfig
 
 
 class ConfigHolder:

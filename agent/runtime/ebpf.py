@@ -8,14 +8,14 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.config.schema import AgentConfig
-from agent.model.snapshot import SnapshotStore
-from agent.model.workload import GpuProcess, WorkloadLookup
-from agent.sampling.backend import PROCESS_GROUP
-from agent.workloads.lifecycle import ProcessEventsFactory, netlink_events
+from gpu_otel_agent.backends.protocol import PROCESS_GROUP
+from gpu_otel_agent.config.schema import AgentConfig
+from gpu_otel_agent.model.snapshot import SnapshotStore
+from gpu_otel_agent.model.workload import GpuProcess, WorkloadLookup
+from gpu_otel_agent.workloads.lifecycle import ProcessEventsFactory, netlink_events
 
 if TYPE_CHECKING:
-    from plugins.ebpf.plugin import EbpfPlugin
+    from gpu_otel_agent.plugins.ebpf.plugin import EbpfPlugin
 
 log = logging.getLogger(__name__)
 NODE_SOURCE = "ebpf"
@@ -41,7 +41,7 @@ def open_ebpf(config: AgentConfig, lookup: Callable[[], WorkloadLookup | None],
         log.warning("eBPF plugin off: it traces the GPU processes that attribution finds; "
                     "enable attribution and the %s group", PROCESS_GROUP)
         return None
-    from plugins.ebpf.plugin import EbpfSettings, open_plugin
+    from gpu_otel_agent.plugins.ebpf.plugin import EbpfSettings, open_plugin
 
     settings = EbpfSettings(interval=config.ebpf.interval,
                             max_allocations=config.ebpf.max_allocations,

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-from agent.model.snapshot import AgentSample, Attributes, Reading
-from agent.runtime.sampler import DeviceSampler
+from gpu_otel_agent.model.snapshot import AgentSample, Attributes, Reading
+from gpu_otel_agent.sampling.sampler import DeviceSampler
 
 
 class StatsSource(Protocol):

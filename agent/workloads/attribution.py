@@ -13,11 +13,11 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agent.model.process import ProcessUsage
-from agent.model.snapshot import Attributes, AttributeValue, DeviceIdentity, Reading
-from agent.model.workload import GpuProcess, Workload
-from agent.workloads.procfs import ProcessFacts
-from agent.workloads.resolver import GpuDevice, WorkloadResolver
+from gpu_otel_agent.model.process import ProcessUsage
+from gpu_otel_agent.model.snapshot import Attributes, AttributeValue, DeviceIdentity, Reading
+from gpu_otel_agent.model.workload import GpuProcess, Workload
+from gpu_otel_agent.workloads.procfs import ProcessFacts
+from gpu_otel_agent.workloads.resolver import GpuDevice, WorkloadResolver
 
 PROCESS_MEMORY = "gpu.process.memory.usage"
 PROCESS_UTILIZATION = "gpu.process.utilization"
@@ -51,7 +51,7 @@ class _Attributed:
 
 
 class Attribution:
-    """Implements :class:`agent.model.workload.WorkloadLookup` from the latest process lists."""
+    """A :class:`~gpu_otel_agent.model.workload.WorkloadLookup` from the latest process lists."""
 
     def __init__(self, resolver: WorkloadResolver, settings: AttributionSettings) -> None:
         self.resolver = resolver

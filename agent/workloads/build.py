@@ -6,12 +6,12 @@ import logging
 import os
 from pathlib import Path
 
-from agent.config.schema import AttributionConfig
-from agent.workloads.attribution import Attribution, AttributionSettings
-from agent.workloads.lifecycle import ProcessEventsFactory, netlink_events
-from agent.workloads.procfs import ProcReader
-from agent.workloads.resolver import MPS_LIMIT_ENV, WorkloadResolver
-from agent.workloads.service import PodSource, ServiceSettings, WorkloadService
+from gpu_otel_agent.config.schema import AttributionConfig
+from gpu_otel_agent.workloads.attribution import Attribution, AttributionSettings
+from gpu_otel_agent.workloads.lifecycle import ProcessEventsFactory, netlink_events
+from gpu_otel_agent.workloads.procfs import ProcReader
+from gpu_otel_agent.workloads.resolver import MPS_LIMIT_ENV, WorkloadResolver
+from gpu_otel_agent.workloads.service import PodSource, ServiceSettings, WorkloadService
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def build(config: AttributionConfig, process_events: ProcessEventsFactory = netl
         command_line=config.export_command_line))
     pods: PodSource | None = None
     if config.kubelet.socket:
-        from plugins.kubernetes.podresources import PodResourcesClient
+        from gpu_otel_agent.plugins.kubernetes.podresources import PodResourcesClient
 
         pods = PodResourcesClient(Path(config.kubelet.socket), config.kubelet.timeout)
     service = WorkloadService(resolver, ServiceSettings(

@@ -4,14 +4,14 @@ NVIDIA's device plugin hands out whole GPUs by UUID (``GPU-…``), time-sliced o
 ``GPU-…::N``, and MIG devices as ``MIG-GPU-<parent uuid>/<gi>/<ci>`` (older drivers) or
 ``MIG-<uuid>`` (newer ones, which name no parent: matched only when the backend tells us the
 MIG UUIDs of a GPU). AMD's plugin uses PCI bus ids, which we also accept, in any spelling
-(:mod:`agent.model.pci`).
+(:mod:`gpu_otel_agent.model.pci`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.model.pci import pci_key
+from gpu_otel_agent.model.pci import pci_key
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """Process exec/exit sources for the workload resolver, interchangeable.
 
-Two implement it: the netlink proc connector (:mod:`agent.workloads.netlink`, the default) and
-the eBPF plugin's scheduler tracepoints (``attribution.process_events: ebpf``). Either calls
-the same callbacks on the event loop; a source that cannot start says why and returns False,
-and the resolver's reconciliation carries on alone.
+Two implement it: the netlink proc connector (:mod:`gpu_otel_agent.workloads.netlink`, the
+default) and the eBPF plugin's scheduler tracepoints (``attribution.process_events: ebpf``).
+Either calls the same callbacks on the event loop; a source that cannot start says why and
+returns False, and the resolver's reconciliation carries on alone.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ ProcessEventsFactory = Callable[[ProcessCallbacks], ProcessEvents]
 
 
 def netlink_events(callbacks: ProcessCallbacks) -> ProcessEvents:
-    from agent.workloads.netlink import ProcConnector
+    from gpu_otel_agent.workloads.netlink import ProcConnector
 
     return ProcConnector(callbacks.on_exec, callbacks.on_exit, callbacks.on_overflow,
                          callbacks.on_fork)

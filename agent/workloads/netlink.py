@@ -19,7 +19,7 @@ import socket
 import struct
 from collections.abc import Callable
 
-from agent.workloads.cn_proc import (
+from gpu_otel_agent.workloads.cn_proc import (
     CN_IDX_PROC,
     CN_VAL_PROC,
     NETLINK_CONNECTOR,

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.workloads.cgroup import CgroupIdentity, parse_proc_cgroup
-from agent.workloads.names import MAX_COMMAND_LINE, sanitize
+from gpu_otel_agent.workloads.cgroup import CgroupIdentity, parse_proc_cgroup
+from gpu_otel_agent.workloads.names import MAX_COMMAND_LINE, sanitize
 
 ENVIRON_LIMIT = 256 * 1024  # bytes read from /proc/PID/environ at most
 # Inside a pod's filesystem (seen through /proc/PID/root): the pod's namespace, written by the

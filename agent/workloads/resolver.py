@@ -20,11 +20,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agent.model.workload import Workload
-from agent.workloads.devices import match
-from agent.workloads.names import sanitize
-from agent.workloads.pods import ContainerAllocation, PodAllocation
-from agent.workloads.procfs import ProcessFacts, ProcReader
+from gpu_otel_agent.model.workload import Workload
+from gpu_otel_agent.workloads.devices import match
+from gpu_otel_agent.workloads.names import sanitize
+from gpu_otel_agent.workloads.pods import ContainerAllocation, PodAllocation
+from gpu_otel_agent.workloads.procfs import ProcessFacts, ProcReader
 
 log = logging.getLogger(__name__)
 MIB = 1024 * 1024

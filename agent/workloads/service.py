@@ -1,7 +1,7 @@
 """The running workload resolver: its event sources, reconciliation and kubelet refresh.
 
 Sources, all on the event loop: process exec/exit (the netlink proc connector, or the eBPF
-plugin's tracepoints: :mod:`agent.workloads.lifecycle`), inotify on the kubepods
+plugin's tracepoints: :mod:`gpu_otel_agent.workloads.lifecycle`), inotify on the kubepods
 cgroup directories (pods and containers appearing and vanishing) and on the kubelet socket's
 directory (a kubelet restart), a reconciliation every ``reconcile_interval`` that re-checks only
 the PIDs we hold, and the kubelet's pod-resources ``List`` on start, on a new pod, on a new
@@ -17,11 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from agent.workloads.cgroup import parse_path
-from agent.workloads.inotify import IN_CREATE, IN_DELETE, IN_ISDIR, IN_MOVED_TO, Inotify
-from agent.workloads.lifecycle import ProcessCallbacks, ProcessEventsFactory, netlink_events
-from agent.workloads.pods import PodAllocation
-from agent.workloads.resolver import WorkloadResolver
+from gpu_otel_agent.workloads.cgroup import parse_path
+from gpu_otel_agent.workloads.inotify import IN_CREATE, IN_DELETE, IN_ISDIR, IN_MOVED_TO, Inotify
+from gpu_otel_agent.workloads.lifecycle import (
+    ProcessCallbacks,
+    ProcessEventsFactory,
+    netlink_events,
+)
+from gpu_otel_agent.workloads.pods import PodAllocation
+from gpu_otel_agent.workloads.resolver import WorkloadResolver
 
 log = logging.getLogger(__name__)
 KUBEPODS = ("kubepods", "kubepods.slice")

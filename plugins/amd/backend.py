@@ -8,19 +8,19 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from agent.model.snapshot import DeviceIdentity
-from agent.model.workload import WorkloadLookup
-from agent.sampling.backend import (
+from gpu_otel_agent.backends.protocol import (
     BackendInfo,
     BackendUnavailable,
     Device,
     EventSource,
     EventSourceOptions,
 )
-from plugins.amd import smi
-from plugins.amd.device import AmdDevice
-from plugins.amd.events import AmdEventReader
-from plugins.amd.processes import amd_process_lookup
+from gpu_otel_agent.model.snapshot import DeviceIdentity
+from gpu_otel_agent.model.workload import WorkloadLookup
+from gpu_otel_agent.plugins.amd import smi
+from gpu_otel_agent.plugins.amd.device import AmdDevice
+from gpu_otel_agent.plugins.amd.events import AmdEventReader
+from gpu_otel_agent.plugins.amd.processes import amd_process_lookup
 
 log = logging.getLogger(__name__)
 

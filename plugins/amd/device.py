@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from agent.model.process import ProcessUsage
-from agent.model.snapshot import Attributes, DeviceIdentity, Reading
-from agent.sampling.backend import PROCESS_GROUP, DeviceLost
-from plugins.amd.processes import LIST_CALL, ProcessSampler
-from plugins.amd.readings import GROUPS, CallReading, reading_key
-from plugins.amd.smi import Unavailable, classify
+from gpu_otel_agent.backends.protocol import PROCESS_GROUP, DeviceLost
+from gpu_otel_agent.model.process import ProcessUsage
+from gpu_otel_agent.model.snapshot import Attributes, DeviceIdentity, Reading
+from gpu_otel_agent.plugins.amd.processes import LIST_CALL, ProcessSampler
+from gpu_otel_agent.plugins.amd.readings import GROUPS, CallReading, reading_key
+from gpu_otel_agent.plugins.amd.smi import Unavailable, classify
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from agent.sampling.backend import (
+from gpu_otel_agent.backends.protocol import (
     EVENT_GPU_RESET_END,
     EVENT_GPU_RESET_START,
     EVENT_THERMAL_THROTTLE,
@@ -26,8 +26,8 @@ from agent.sampling.backend import (
     DeviceEvent,
     EventBatch,
 )
-from plugins.amd.device import AmdDevice
-from plugins.amd.smi import STATUS_NO_DATA, status_of
+from gpu_otel_agent.plugins.amd.device import AmdDevice
+from gpu_otel_agent.plugins.amd.smi import STATUS_NO_DATA, status_of
 
 log = logging.getLogger(__name__)
 WAIT_MS = 200  # shutdown waits at most this long for the waiting thread

@@ -15,11 +15,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent.model.process import TASK_ENCODER, TASK_GENERAL, ProcessUsage
-from agent.model.workload import GpuProcess
-from agent.sampling.process_lookup import CachedProcessLookup
-from agent.workloads.names import sanitize
-from plugins.amd.smi import number
+from gpu_otel_agent.backends.process_lookup import CachedProcessLookup
+from gpu_otel_agent.model.process import TASK_ENCODER, TASK_GENERAL, ProcessUsage
+from gpu_otel_agent.model.workload import GpuProcess
+from gpu_otel_agent.plugins.amd.smi import number
+from gpu_otel_agent.workloads.names import sanitize
 
 LIST_CALL = "amdsmi_get_gpu_process_list"
 MIN_WINDOW_NS = 500_000_000

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agent.model.snapshot import Attributes, Reading
-from plugins.amd.smi import number
+from gpu_otel_agent.model.snapshot import Attributes, Reading
+from gpu_otel_agent.plugins.amd.smi import number
 
 MIB = 1024 * 1024
 KIB = 1024

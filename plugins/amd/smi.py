@@ -23,7 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from agent.sampling.backend import BackendUnavailable, DeviceLost
+from gpu_otel_agent.backends.protocol import BackendUnavailable, DeviceLost
 
 log = logging.getLogger(__name__)
 

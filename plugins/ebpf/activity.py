@@ -13,9 +13,9 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agent.model.snapshot import AgentSample, Attributes, Reading
-from agent.model.workload import GpuProcess
-from plugins.ebpf.layout import CudaStats
+from gpu_otel_agent.model.snapshot import AgentSample, Attributes, Reading
+from gpu_otel_agent.model.workload import GpuProcess
+from gpu_otel_agent.plugins.ebpf.layout import CudaStats
 
 PROCESS_LAUNCHES = "gpu.process.cuda.kernel_launches"
 PROCESS_ALLOCATED = "gpu.process.cuda.memory.allocated"

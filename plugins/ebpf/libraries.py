@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from plugins.ebpf.symbols import LibraryKind, library_kind
+from gpu_otel_agent.plugins.ebpf.symbols import LibraryKind, library_kind
 
 
 @dataclass(frozen=True)

@@ -18,18 +18,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.model.snapshot import AgentSample, Reading
-from agent.model.workload import GpuProcess
-from agent.workloads.lifecycle import ProcessCallbacks, ProcessEvents
-from plugins.ebpf import build
-from plugins.ebpf.activity import Activity
-from plugins.ebpf.layout import Counter, CudaStats, EventKind, LifecycleEvent
-from plugins.ebpf.libbpf import BpfError
-from plugins.ebpf.libraries import MappedLibrary, mapped_libraries
-from plugins.ebpf.probes import ProbeSet
-from plugins.ebpf.reaper import LinkReaper
-from plugins.ebpf.support import load_failure, missing_support
-from plugins.ebpf.tracer import Tracer
+from gpu_otel_agent.model.snapshot import AgentSample, Reading
+from gpu_otel_agent.model.workload import GpuProcess
+from gpu_otel_agent.plugins.ebpf import build
+from gpu_otel_agent.plugins.ebpf.activity import Activity
+from gpu_otel_agent.plugins.ebpf.layout import Counter, CudaStats, EventKind, LifecycleEvent
+from gpu_otel_agent.plugins.ebpf.libbpf import BpfError
+from gpu_otel_agent.plugins.ebpf.libraries import MappedLibrary, mapped_libraries
+from gpu_otel_agent.plugins.ebpf.probes import ProbeSet
+from gpu_otel_agent.plugins.ebpf.reaper import LinkReaper
+from gpu_otel_agent.plugins.ebpf.support import load_failure, missing_support
+from gpu_otel_agent.plugins.ebpf.tracer import Tracer
+from gpu_otel_agent.workloads.lifecycle import ProcessCallbacks, ProcessEvents
 
 log = logging.getLogger(__name__)
 # After a wake-up the ring buffer rests this long, so an exec/exit storm costs a bounded number
@@ -242,7 +242,7 @@ class EbpfPlugin:
 
 
 class _TracepointEvents:
-    """:class:`agent.workloads.lifecycle.ProcessEvents` from the plugin's tracepoints."""
+    """:class:`gpu_otel_agent.workloads.lifecycle.ProcessEvents` from the plugin's tracepoints."""
 
     def __init__(self, plugin: EbpfPlugin, callbacks: ProcessCallbacks) -> None:
         self._plugin = plugin

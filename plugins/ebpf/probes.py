@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from plugins.ebpf.libbpf import BpfError, Link
-from plugins.ebpf.libraries import LibraryFile, MappedLibrary
-from plugins.ebpf.symbols import PROBES, LibraryKind
+from gpu_otel_agent.plugins.ebpf.libbpf import BpfError, Link
+from gpu_otel_agent.plugins.ebpf.libraries import LibraryFile, MappedLibrary
+from gpu_otel_agent.plugins.ebpf.symbols import PROBES, LibraryKind
 
 log = logging.getLogger(__name__)
 # The kernel cannot uprobe a function whose first instruction it cannot single-step (a `lock`
@@ -44,8 +44,8 @@ def destroy_now(links: Sequence[Link], done: Callable[[], None]) -> None:
 
 
 class ProbeSet:
-    """``release`` detaches links that are no longer wanted (see :mod:`plugins.ebpf.reaper`
-    for why the plugin does it in the background)."""
+    """``release`` detaches links that are no longer wanted (see
+    :mod:`gpu_otel_agent.plugins.ebpf.reaper` for why the plugin does it in the background)."""
 
     def __init__(self, attacher: Attacher,
                  release: Callable[[Sequence[Link], Callable[[], None]], None] = destroy_now,

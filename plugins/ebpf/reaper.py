@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from plugins.ebpf.libbpf import Link
+from gpu_otel_agent.plugins.ebpf.libbpf import Link
 
 
 @dataclass(frozen=True)

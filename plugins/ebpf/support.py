@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from plugins.ebpf.libbpf import BpfError, load_library
+from gpu_otel_agent.plugins.ebpf.libbpf import BpfError, load_library
 
 KERNEL_BTF = Path("/sys/kernel/btf/vmlinux")
 UPROBE_PMU = Path("/sys/bus/event_source/devices/uprobe")
@@ -20,7 +20,8 @@ def missing_support(object_path: Path, btf: Path = KERNEL_BTF,
                     uprobe_pmu: Path = UPROBE_PMU) -> str | None:
     """What is missing before loading, or None."""
     if not object_path.is_file():
-        return (f"the BPF object {object_path} is not built (run `python -m plugins.ebpf.build`"
+        return (f"the BPF object {object_path} is not built"
+                " (run `python -m gpu_otel_agent.plugins.ebpf.build`"
                 "; it needs clang, bpftool and libbpf-dev)")
     if not btf.exists():
         return f"the kernel has no BTF ({btf}; CONFIG_DEBUG_INFO_BTF)"

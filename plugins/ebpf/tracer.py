@@ -1,7 +1,7 @@
 """The loaded BPF object: its maps, its lifecycle tracepoints and its ring buffer.
 
 Everything here is a direct libbpf call. What the agent makes of it (which libraries to trace,
-readings, containers) is in :mod:`plugins.ebpf.activity`.
+readings, containers) is in :mod:`gpu_otel_agent.plugins.ebpf.activity`.
 """
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ import ctypes
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from plugins.ebpf.layout import (
+from gpu_otel_agent.plugins.ebpf.layout import (
     Counter,
     CudaStats,
     CudaStatsStruct,
     LibraryFileStruct,
     SettingsStruct,
 )
-from plugins.ebpf.libbpf import BpfObject, Link, Program, RingBuffer
-from plugins.ebpf.libraries import LibraryFile, MappedLibrary, mapped_files
-from plugins.ebpf.symbols import PROGRAMS
+from gpu_otel_agent.plugins.ebpf.libbpf import BpfObject, Link, Program, RingBuffer
+from gpu_otel_agent.plugins.ebpf.libraries import LibraryFile, MappedLibrary, mapped_files
+from gpu_otel_agent.plugins.ebpf.symbols import PROGRAMS
 
 LIFECYCLE_PROGRAMS = ("process_exec", "process_exit")
 # A function in libbpf itself, which nothing calls: where a trial uprobe shows at start-up
@@ -30,7 +30,8 @@ TRIAL_FUNCTION = "libbpf_major_version"
 
 class Tracer:
     """Opens, sizes and loads the object and attaches the lifecycle tracepoints. Raises
-    :class:`plugins.ebpf.libbpf.BpfError` (or OSError for a missing libbpf) on failure."""
+    :class:`~gpu_otel_agent.plugins.ebpf.libbpf.BpfError` (or OSError for a missing libbpf) on
+    failure."""
 
     def __init__(self, path: Path, max_allocations: int,
                  on_record: Callable[[bytes], None]) -> None:

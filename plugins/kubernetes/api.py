@@ -3,7 +3,8 @@
 Mirrors ``k8s.io/kubelet/pkg/apis/podresources/v1/api.proto`` (package ``v1``, service
 ``PodResourcesLister``) field for field, so the wire format is the kubelet's. Building the
 descriptor in code needs neither protoc nor generated modules at install time; the classes are
-untyped, so the rest of the plugin only touches them through :mod:`plugins.kubernetes.convert`.
+untyped, so the rest of the plugin only touches them through
+:mod:`gpu_otel_agent.plugins.kubernetes.convert`.
 """
 
 from __future__ import annotations

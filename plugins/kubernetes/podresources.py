@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-
-from agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
-from plugins.kubernetes import api
+from gpu_otel_agent.plugins.kubernetes import api
+from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 
 log = logging.getLogger(__name__)
 MAX_MESSAGE = 16 * 1024 * 1024  # the kubelet's own limit for this API

@@ -7,17 +7,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import pynvml
-
-from agent.model.snapshot import DeviceIdentity
-from agent.model.workload import WorkloadLookup
-from agent.sampling.backend import (
+from gpu_otel_agent.backends.protocol import (
     BackendInfo,
     BackendUnavailable,
     Device,
     EventSource,
     EventSourceOptions,
 )
-from plugins.nvidia.device import NvidiaDevice
+from gpu_otel_agent.model.snapshot import DeviceIdentity
+from gpu_otel_agent.model.workload import WorkloadLookup
+from gpu_otel_agent.plugins.nvidia.device import NvidiaDevice
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +68,8 @@ class NvidiaBackend:
         self, devices: Sequence[Device], options: EventSourceOptions
     ) -> list[EventSource]:
         """An NVML event thread per GPU, and the kernel log reader if enabled."""
-        from plugins.nvidia.events import NvmlEventWatcher
-        from plugins.nvidia.kmsg import KmsgXidReader
+        from gpu_otel_agent.plugins.nvidia.events import NvmlEventWatcher
+        from gpu_otel_agent.plugins.nvidia.kmsg import KmsgXidReader
 
         sources: list[EventSource] = []
         for device in devices:
@@ -84,7 +83,7 @@ class NvidiaBackend:
         return sources
 
     def workload_lookup(self) -> WorkloadLookup:
-        from plugins.nvidia.event_processes import nvml_process_lookup
+        from gpu_otel_agent.plugins.nvidia.event_processes import nvml_process_lookup
 
         return nvml_process_lookup(self._handles)
 

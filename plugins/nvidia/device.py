@@ -8,14 +8,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pynvml
-
-from agent.model.process import ProcessUsage
-from agent.model.snapshot import DeviceIdentity, Reading
-from agent.sampling.backend import PROCESS_GROUP, DeviceLost
-from plugins.nvidia.gpm import GpmReader
-from plugins.nvidia.nvml import Unavailable, classify, field_value
-from plugins.nvidia.processes import ProcessSampler
-from plugins.nvidia.readings import GROUPS, CallReading, FieldReading
+from gpu_otel_agent.backends.protocol import PROCESS_GROUP, DeviceLost
+from gpu_otel_agent.model.process import ProcessUsage
+from gpu_otel_agent.model.snapshot import DeviceIdentity, Reading
+from gpu_otel_agent.plugins.nvidia.gpm import GpmReader
+from gpu_otel_agent.plugins.nvidia.nvml import Unavailable, classify, field_value
+from gpu_otel_agent.plugins.nvidia.processes import ProcessSampler
+from gpu_otel_agent.plugins.nvidia.readings import GROUPS, CallReading, FieldReading
 
 log = logging.getLogger(__name__)
 

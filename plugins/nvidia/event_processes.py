@@ -1,7 +1,7 @@
 """Processes on a GPU for health events when attribution is off: NVML PIDs, /proc names.
 
 This is the cheap part of attribution (no cgroups, no pods): enough to say which processes an
-XID hit. The caching is :class:`agent.sampling.process_lookup.CachedProcessLookup`'s.
+XID hit. The caching is :class:`gpu_otel_agent.backends.process_lookup.CachedProcessLookup`'s.
 """
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import pynvml
-
-from agent.model.workload import GpuProcess
-from agent.sampling.process_lookup import CachedProcessLookup
-from agent.workloads.procfs import ProcReader
+from gpu_otel_agent.backends.process_lookup import CachedProcessLookup
+from gpu_otel_agent.model.workload import GpuProcess
+from gpu_otel_agent.workloads.procfs import ProcReader
 
 _PROC = ProcReader()
 

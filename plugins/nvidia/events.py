@@ -17,8 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pynvml
-
-from agent.sampling.backend import (
+from gpu_otel_agent.backends.protocol import (
     EVENT_ECC_CORRECTED,
     EVENT_ECC_UNCORRECTED,
     EVENT_FATAL_POISON,

@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pynvml
-
-from agent.model.snapshot import Reading
+from gpu_otel_agent.model.snapshot import Reading
 
 METRICS: tuple[tuple[int, str], ...] = (
     (pynvml.NVML_GPM_METRIC_SM_UTIL, "gpu.sm.utilization"),

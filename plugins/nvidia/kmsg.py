@@ -18,8 +18,8 @@ import threading
 import time
 from collections.abc import Mapping
 
-from agent.model.pci import PciKey, pci_key
-from agent.sampling.backend import EVENT_XID, DeviceEvent, EventBatch
+from gpu_otel_agent.backends.protocol import EVENT_XID, DeviceEvent, EventBatch
+from gpu_otel_agent.model.pci import PciKey, pci_key
 
 log = logging.getLogger(__name__)
 KMSG = "/dev/kmsg"

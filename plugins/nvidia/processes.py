@@ -20,9 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pynvml
-
-from agent.model.process import TASK_DECODER, TASK_ENCODER, TASK_GENERAL, ProcessUsage
-from plugins.nvidia.nvml import Unavailable, classify
+from gpu_otel_agent.model.process import TASK_DECODER, TASK_ENCODER, TASK_GENERAL, ProcessUsage
+from gpu_otel_agent.plugins.nvidia.nvml import Unavailable, classify
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pynvml
-
-from agent.model.snapshot import Attributes, Reading
+from gpu_otel_agent.model.snapshot import Attributes, Reading
 
 Handle = object
 UINT_MAX = 0xFFFFFFFF

@@ -5,7 +5,7 @@ only, never on how many other processes the host runs. The parent makes the host
 ``host_processes`` idle processes (sleeping children of one shell), puts 50 GPU processes in
 real kubepods cgroups (10 pods x 5, cgroup v2 where the machine has it; plain processes
 otherwise), registers them on a simulated node, and runs a child (attaching pynvml is once per
-process) that builds the agent's own attribution (``agent.workloads.build``: netlink proc
+process) that builds the agent's own attribution (``gpu_otel_agent.workloads.build``: netlink proc
 connector and cgroup inotify live on an asyncio loop, kubelet off) and runs cycles: the
 NVIDIA backend's ``read_processes`` for every GPU, then ``Attribution.readings``. Reported per
 cycle: the CPU time of the attribution step (thread CPU, median and p99), the NVML process
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 
-from plugins.nvidia.simulator import SimulatedNode
 from tests.bench.results import AttributionResult
 from tests.integration.cgroups import Cgroups, v2_root
 
@@ -39,8 +39,8 @@ GPU_PROCESSES = 50
 GPUS = 4
 PODS = 10
 METHOD = (
-    "in-process agent.workloads attribution (netlink + inotify live) over {gpu} GPU processes "
-    "in {pods} kubepods cgroups on {gpus} simulated GPUs; per cycle: NvidiaBackend."
+    "in-process gpu_otel_agent.workloads attribution (netlink + inotify live) over {gpu} GPU "
+    "processes "    "in {pods} kubepods cgroups on {gpus} simulated GPUs; per cycle: NvidiaBackend."
     "read_processes on every GPU, then Attribution.readings; thread CPU of the attribution "
     "step, {cycles} cycles every {interval:g} s after {warmup} warm-up cycles"
 )
@@ -61,9 +61,9 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 async def _cycles(cycles: int, warmup: int, interval: float) -> dict[str, float | int]:
-    from agent.config.schema import AttributionConfig, KubeletConfig
-    from agent.workloads.build import build
-    from plugins.nvidia.backend import NvidiaBackend
+    from gpu_otel_agent.config.schema import AttributionConfig, KubeletConfig
+    from gpu_otel_agent.plugins.nvidia.backend import NvidiaBackend
+    from gpu_otel_agent.workloads.build import build
 
     backend = NvidiaBackend()
     backend.open()
@@ -111,7 +111,7 @@ async def _cycles(cycles: int, warmup: int, interval: float) -> dict[str, float 
 
 def _measure(node_env: Mapping[str, str], cycles: int, warmup: int,
              interval: float) -> dict[str, float | int]:
-    from plugins.nvidia.simulator import attach_in_process
+    from gpu_otel_agent.plugins.nvidia.simulator import attach_in_process
 
     attach_in_process(node_env)
     return asyncio.run(_cycles(cycles, warmup, interval))

@@ -5,8 +5,9 @@ simulated node is once per process. The child reads every group of every GPU in-
 ``NvidiaBackend`` -- the agent's own probe and read code -- builds the ``NodeSnapshot`` the
 exporters would see, and times one export's CPU work that does not depend on the network: the
 agent's ``ProtoEncoder`` (snapshot -> OTLP protobuf) plus serialisation, and for comparison the
-SDK path (``agent.export.encode.encode`` -> ``encode_metrics`` -> serialisation). The snapshot
-is real (same library, same node, same code path), not rebuilt from what a receiver decoded.
+SDK path (``gpu_otel_agent.export.encode.encode`` -> ``encode_metrics`` -> serialisation). The
+snapshot is real (same library, same node, same code path), not rebuilt from what a receiver
+decoded.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-from plugins.nvidia.simulator import SimulatedNode, load_scenario
+from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, load_scenario
+
 from tests.bench.results import EncodeResult
 
 METHOD = (
@@ -33,19 +35,18 @@ METHOD = (
 
 
 def _measure(node_env: Mapping[str, str], repeats: int) -> dict[str, float | int]:
-    from plugins.nvidia.simulator import attach_in_process
+    from gpu_otel_agent.plugins.nvidia.simulator import attach_in_process
 
     attach_in_process(node_env)  # before pynvml's nvmlInit, which NvidiaBackend.open calls
 
+    from gpu_otel_agent.backends.discovery import OpenBackend
+    from gpu_otel_agent.config.load import load
+    from gpu_otel_agent.export.encode import encode
+    from gpu_otel_agent.export.otlp_proto import ProtoEncoder
+    from gpu_otel_agent.model.snapshot import DeviceSnapshot, GroupSample, HealthState, NodeSnapshot
+    from gpu_otel_agent.plugins.nvidia.backend import NvidiaBackend
+    from gpu_otel_agent.runtime.agent import build_resource
     from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
-
-    from agent.config.load import load
-    from agent.export.encode import encode
-    from agent.export.otlp_proto import ProtoEncoder
-    from agent.model.snapshot import DeviceSnapshot, GroupSample, HealthState, NodeSnapshot
-    from agent.runtime.agent import build_resource
-    from agent.runtime.discovery import OpenBackend
-    from plugins.nvidia.backend import NvidiaBackend
 
     backend = NvidiaBackend()
     info = backend.open()

@@ -6,7 +6,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+
 from tests.bench.calls import CallCounts, after_next_burst
 from tests.bench.procstat import cpu_seconds
 

@@ -67,7 +67,7 @@ class AgentProcess:
             }
         )
         full_env.update(env or {})
-        command = [*wrapper, sys.executable, "-m", "agent.cli", "run", *args]
+        command = [*wrapper, sys.executable, "-m", "gpu_otel_agent.cli", "run", *args]
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
             command, env=full_env, stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
+from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 
-from plugins.nvidia.simulator import SimulatedNode
 from tests.integration.conftest import UUIDS
 from tests.integration.harness import REPO, AgentProcess
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
@@ -65,7 +65,7 @@ def test_sighup_and_file_change_reload_groups_and_reject_bad_files(
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent.cli", *args], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "gpu_otel_agent.cli", *args], cwd=REPO,
                           capture_output=True, text=True, timeout=60, check=False)
 
 

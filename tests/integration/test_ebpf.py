@@ -13,16 +13,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from gpu_otel_agent.plugins.ebpf import build as bpf_build
+from gpu_otel_agent.plugins.ebpf.libraries import LibraryFile, MappedLibrary
+from gpu_otel_agent.plugins.ebpf.plugin import EbpfSettings, open_plugin
+from gpu_otel_agent.plugins.ebpf.probes import ProbeSet
+from gpu_otel_agent.plugins.ebpf.symbols import RUNTIME_PROBES, LibraryKind
+from gpu_otel_agent.plugins.ebpf.tracer import Tracer
+from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.workloads.lifecycle import ProcessCallbacks
+from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 
-from agent.workloads.lifecycle import ProcessCallbacks
-from agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
-from plugins.ebpf import build as bpf_build
-from plugins.ebpf.libraries import LibraryFile, MappedLibrary
-from plugins.ebpf.plugin import EbpfSettings, open_plugin
-from plugins.ebpf.probes import ProbeSet
-from plugins.ebpf.symbols import RUNTIME_PROBES, LibraryKind
-from plugins.ebpf.tracer import Tracer
-from plugins.nvidia.simulator import SimulatedNode
 from tests.cuda_standin.driver import CudaWorkload, can_unshare_mount
 from tests.integration.cgroups import Cgroups, Pod
 from tests.integration.conftest import UUIDS
@@ -46,7 +46,7 @@ LIBRARIES = "gpu_agent.ebpf.libraries"
 
 @pytest.fixture(scope="module")
 def bpf_object() -> Path:
-    """The object CI builds (``python -m plugins.ebpf.build``); built here if missing."""
+    """The object CI builds (``python -m gpu_otel_agent.plugins.ebpf.build``), or built here."""
     if os.geteuid() != 0:
         pytest.skip("loading BPF programs needs root (CAP_BPF and CAP_PERFMON)")
     if not bpf_build.OBJECT.exists():
@@ -354,7 +354,7 @@ def test_the_real_cuda_runtime_has_the_functions_we_trace(
     tracer = Tracer(bpf_build.OBJECT, 1024, lambda record: None)
     probes = ProbeSet(tracer)
     try:
-        with caplog.at_level(logging.INFO, logger="plugins.ebpf.probes"):
+        with caplog.at_level(logging.INFO, logger="gpu_otel_agent.plugins.ebpf.probes"):
             probes.sync({os.getpid(): (library,)})
         assert probes.libraries == 1
         (line,) = [r.getMessage() for r in caplog.records if "tracing" in r.getMessage()]

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 import yaml
+from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 
-from agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
-from plugins.nvidia.simulator import SimulatedNode
 from tests.integration.cgroups import Cgroups, Pod, cgroups, v1_root, v2_root
 from tests.integration.conftest import UUIDS
 from tests.integration.harness import REPO, AgentProcess, h100, write_scenario
@@ -277,8 +277,8 @@ def test_an_injected_xid_fires_an_alert_that_reaches_alertmanager_and_the_webhoo
 ) -> None:
     """``gpu-agent sim xid`` -> NVML event -> gpu.xid.errors -> Prometheus -> Alertmanager."""
     stack = scenario.stack
-    command = [sys.executable, "-m", "agent.cli", "sim", "xid", "--device", "1", "--code", "48",
-               "--socket", str(scenario.node.socket_path)]
+    command = [sys.executable, "-m", "gpu_otel_agent", "sim", "xid", "--device", "1", "--code",
+               "48", "--socket", str(scenario.node.socket_path)]
     subprocess.run(command, check=True, capture_output=True, timeout=30)
     counted = stack.wait_query(
         f'gpu_xid_errors_total{{job="gpu-agent-otel",hw_id="{UUIDS[1]}"}}', bool)

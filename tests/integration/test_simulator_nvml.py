@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from gpu_otel_agent.plugins.nvidia.simulator import ScenarioError, SimCommandError, SimulatedNode
+from gpu_otel_agent.plugins.nvidia.simulator.control import send
 
-from plugins.nvidia.simulator import ScenarioError, SimCommandError, SimulatedNode
-from plugins.nvidia.simulator.control import send
 from tests.unit.simulator.simhelpers import (
     client_env,
     read_json_line,
@@ -325,7 +325,7 @@ def test_bad_commands_leave_node_running(node: SimulatedNode) -> None:
 
 def test_proc_add_rm_and_cli(node: SimulatedNode) -> None:
     env = client_env(node)
-    base = [sys.executable, "-m", "plugins.nvidia.simulator.cli", "sim"]
+    base = [sys.executable, "-m", "gpu_otel_agent.plugins.nvidia.simulator.cli", "sim"]
     add = subprocess.run(
         [
             *base,

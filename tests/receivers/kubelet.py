@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-
-from agent.workloads.pods import PodAllocation
-from plugins.kubernetes import api
+from gpu_otel_agent.plugins.kubernetes import api
+from gpu_otel_agent.workloads.pods import PodAllocation
 
 
 def _fill(message: Any, pod: PodAllocation) -> None:

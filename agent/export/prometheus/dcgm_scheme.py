@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from agent.export.prometheus.exposition import Families, Family, Labels
-from agent.export.prometheus.otel_scheme import add_otel_series, label_value
-from agent.export.series import SeriesPoint
-from agent.model.metrics import Instrument, spec_for
-from agent.model.snapshot import Attributes
+from gpu_otel_agent.export.prometheus.exposition import Families, Family, Labels
+from gpu_otel_agent.export.prometheus.otel_scheme import add_otel_series, label_value
+from gpu_otel_agent.export.series import SeriesPoint
+from gpu_otel_agent.model.metrics import Instrument, spec_for
+from gpu_otel_agent.model.snapshot import Attributes
 
 MIB = 1024 * 1024
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from agent.model.metrics import Instrument, MetricSpec
+from gpu_otel_agent.model.metrics import Instrument, MetricSpec
 
 UNIT_WORDS = {
     "By": "bytes",

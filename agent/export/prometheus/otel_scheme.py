@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from agent.export.prometheus.exposition import Families, Labels
-from agent.export.prometheus.naming import label_name, metric_name, prometheus_type
-from agent.export.series import SeriesPoint
-from agent.model.metrics import spec_for
-from agent.model.snapshot import Attributes
+from gpu_otel_agent.export.prometheus.exposition import Families, Labels
+from gpu_otel_agent.export.prometheus.naming import label_name, metric_name, prometheus_type
+from gpu_otel_agent.export.series import SeriesPoint
+from gpu_otel_agent.model.metrics import spec_for
+from gpu_otel_agent.model.snapshot import Attributes
 
 TARGET_INFO_HELP = "Target metadata (the agent's OpenTelemetry resource attributes)."
 

@@ -25,16 +25,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from agent.config.schema import AgentConfig
-from agent.export.prometheus import EndpointError
-from agent.export.prometheus.dcgm_scheme import DcgmTranslator
-from agent.export.prometheus.exposition import CONTENT_TYPE, render
-from agent.export.prometheus.health import HealthCheck
-from agent.export.prometheus.otel_scheme import otel_families
-from agent.export.prometheus.webconfig import BasicAuth, WebConfig, load_web_config
-from agent.export.series import series
-from agent.export.tracing import NoTracing, SpanRecorder
-from agent.model.snapshot import Reading, SnapshotStore
+from gpu_otel_agent.config.schema import AgentConfig
+from gpu_otel_agent.export.prometheus import EndpointError
+from gpu_otel_agent.export.prometheus.dcgm_scheme import DcgmTranslator
+from gpu_otel_agent.export.prometheus.exposition import CONTENT_TYPE, render
+from gpu_otel_agent.export.prometheus.otel_scheme import otel_families
+from gpu_otel_agent.export.prometheus.probes import HealthCheck
+from gpu_otel_agent.export.prometheus.webconfig import BasicAuth, WebConfig, load_web_config
+from gpu_otel_agent.export.series import series
+from gpu_otel_agent.export.tracing import NoTracing, SpanRecorder
+from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
 
 __all__ = ["EndpointError", "MetricsEndpoint"]
 log = logging.getLogger(__name__)

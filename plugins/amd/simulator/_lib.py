@@ -8,7 +8,7 @@ from __future__ import annotations
 import ctypes
 from pathlib import Path
 
-from plugins.simulator_core.control import ControlLib
+from gpu_otel_agent.plugins.simulator_core.control import ControlLib
 
 # amdsmi_evt_notification_type_t, by the names the control socket accepts.
 EVENT_TYPES: dict[str, int] = {

@@ -13,8 +13,14 @@ import importlib.util
 import re
 from pathlib import Path
 
-from plugins.simulator_core.build import BuildError, Generated, cache_root, compile_cached, digest
-from plugins.simulator_core.tables import macro_names
+from gpu_otel_agent.plugins.simulator_core.build import (
+    BuildError,
+    Generated,
+    cache_root,
+    compile_cached,
+    digest,
+)
+from gpu_otel_agent.plugins.simulator_core.tables import macro_names
 
 SOURCE = Path(__file__).with_name("libamd_smi_sim.c")
 LIBRARY_NAME = "libamd_smi.so"

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from plugins.amd.simulator._lib import EVENT_TYPES
-from plugins.simulator_core.tables import macro_names
+from gpu_otel_agent.plugins.amd.simulator._lib import EVENT_TYPES
+from gpu_otel_agent.plugins.simulator_core.tables import macro_names
 
 SOURCE = Path(__file__).with_name("libamd_smi_sim.c")
 

@@ -22,9 +22,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
-from plugins.nvidia.simulator.build import BuildError, build_library
-from plugins.nvidia.simulator.control import SimCommandError, send
-from plugins.nvidia.simulator.scenario import Scenario, ScenarioError, load_scenario
+from gpu_otel_agent.plugins.nvidia.simulator.build import BuildError, build_library
+from gpu_otel_agent.plugins.nvidia.simulator.control import SimCommandError, send
+from gpu_otel_agent.plugins.nvidia.simulator.scenario import Scenario, ScenarioError, load_scenario
 
 __all__ = [
     "BuildError",
@@ -35,9 +35,6 @@ __all__ = [
     "attach_in_process",
     "load_scenario",
 ]
-
-_REPO_ROOT = Path(__file__).resolve().parents[3]
-
 
 class SimulatedNode:
     """A running simulated node (daemon in a child process)."""
@@ -74,14 +71,11 @@ class SimulatedNode:
         sdir.mkdir(parents=True, exist_ok=True)
         log = (sdir / "node.log").open("ab")
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(_REPO_ROOT), env.get("PYTHONPATH")) if p
-        )
         proc = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
-                "plugins.nvidia.simulator.node",
+                "gpu_otel_agent.plugins.nvidia.simulator.node",
                 str(sc.path),
                 "--dir",
                 str(sdir),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ctypes
 from pathlib import Path
 
-from plugins.simulator_core.control import ControlLib
+from gpu_otel_agent.plugins.simulator_core.control import ControlLib
 
 # nvml.h nvmlEventType* bits used by the control operations.
 EVENT_SINGLE_BIT_ECC = 0x1

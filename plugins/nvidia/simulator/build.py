@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from plugins.simulator_core.build import (
+from gpu_otel_agent.plugins.simulator_core.build import (
     BuildError,
     Generated,
     cache_root,

@@ -10,8 +10,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from plugins.amd.simulator import _lib as amd_lib
-from plugins.nvidia.simulator.control import default_socket_path, default_state_dir, send
+from gpu_otel_agent.plugins.amd.simulator import _lib as amd_lib
+from gpu_otel_agent.plugins.nvidia.simulator.control import (
+    default_socket_path,
+    default_state_dir,
+    send,
+)
 
 
 def add_sim_commands(subparsers: Any) -> argparse.ArgumentParser:
@@ -127,7 +131,7 @@ def _request(args: argparse.Namespace) -> dict[str, object]:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from plugins.nvidia.simulator import node
+    from gpu_otel_agent.plugins.nvidia.simulator import node
 
     state_dir = args.dir or default_state_dir()
     argv = [str(args.scenario), "--dir", str(state_dir)]
@@ -158,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Stand-alone entry (``python -m plugins.nvidia.simulator.cli sim ...``)."""
+    """Stand-alone entry (``python -m gpu_otel_agent.plugins.nvidia.simulator.cli sim ...``)."""
     parser = argparse.ArgumentParser(prog="gpu-agent")
     add_sim_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)

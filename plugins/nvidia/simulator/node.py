@@ -1,6 +1,6 @@
 """The simulated node daemon: owns the state file, plays the scenario, serves control.
 
-Run as ``python -m plugins.nvidia.simulator.node SCENARIO --dir DIR``.  When ready it
+Run as ``python -m gpu_otel_agent.plugins.nvidia.simulator.node SCENARIO --dir DIR``.  When ready it
 prints one JSON line (``{"ready": true, ...}``) followed by the shell lines that attach
 another client.  The tick thread (10 Hz) evaluates patterns, plays the timeline and
 integrates counters; its CPU is the node's, not the agent's.
@@ -30,14 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from plugins.amd.simulator import _lib as amd_lib
-from plugins.amd.simulator import models as amd_models
-from plugins.amd.simulator import scenario as amd_scenario
-from plugins.amd.simulator.build import build_library as build_amd_library
-from plugins.nvidia.simulator import _lib
-from plugins.nvidia.simulator.build import build_library
-from plugins.nvidia.simulator.models import BASE, model_info
-from plugins.nvidia.simulator.scenario import (
+from gpu_otel_agent.plugins.amd.simulator import _lib as amd_lib
+from gpu_otel_agent.plugins.amd.simulator import models as amd_models
+from gpu_otel_agent.plugins.amd.simulator import scenario as amd_scenario
+from gpu_otel_agent.plugins.amd.simulator.build import build_library as build_amd_library
+from gpu_otel_agent.plugins.nvidia.simulator import _lib
+from gpu_otel_agent.plugins.nvidia.simulator.build import build_library
+from gpu_otel_agent.plugins.nvidia.simulator.models import BASE, model_info
+from gpu_otel_agent.plugins.nvidia.simulator.scenario import (
     DeviceSpec,
     Random,
     Scenario,
@@ -616,7 +616,7 @@ def default_socket_in(state_dir: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m plugins.nvidia.simulator.node")
+    ap = argparse.ArgumentParser(prog="python -m gpu_otel_agent.plugins.nvidia.simulator.node")
     ap.add_argument("scenario", type=Path)
     ap.add_argument("--dir", type=Path, required=True, help="state directory")
     ap.add_argument("--socket", type=Path, default=None, help="control socket path")

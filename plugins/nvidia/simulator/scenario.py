@@ -15,9 +15,8 @@ from pathlib import Path
 from types import MappingProxyType
 
 import yaml
-
-from plugins.amd.simulator import scenario as amd_scenario
-from plugins.simulator_core.tables import macro_names
+from gpu_otel_agent.plugins.amd.simulator import scenario as amd_scenario
+from gpu_otel_agent.plugins.simulator_core.tables import macro_names
 
 SOURCE = Path(__file__).with_name("libnvml_sim.c")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from plugins.amd.processes import MIN_WINDOW_NS, ProcessSampler
+from gpu_otel_agent.plugins.amd.processes import MIN_WINDOW_NS, ProcessSampler
 
 
 class Clock:
@@ -71,7 +71,7 @@ class HostileSmi:
 
 
 def test_health_event_names_from_amdsmi_are_sanitised() -> None:
-    from plugins.amd.processes import amd_process_lookup
+    from gpu_otel_agent.plugins.amd.processes import amd_process_lookup
 
     lookup = amd_process_lookup(HostileSmi(), {"GPU-A": object()})
     names = {p.pid: p.executable for p in lookup.processes_on("GPU-A")}

@@ -3,8 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from agent.config.load import ConfigError, Overrides, load
+from gpu_otel_agent.config.load import ConfigError, Overrides, load
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -6,9 +6,8 @@ import asyncio
 from dataclasses import replace
 
 import pytest
-
-from agent.config.load import load
-from agent.runtime.config_holder import ConfigHolder
+from gpu_otel_agent.config.load import load
+from gpu_otel_agent.runtime.config_holder import ConfigHolder
 
 
 def test_cancellation_is_not_swallowed_when_a_reload_wakes_the_sleeper() -> None:

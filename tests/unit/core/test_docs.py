@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.docs import metrics_markdown
-from agent.model.metrics import DEVICE_METRICS
+from gpu_otel_agent.docs import metrics_markdown
+from gpu_otel_agent.model.metrics import DEVICE_METRICS
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "metrics.md"
 
@@ -21,8 +21,8 @@ def test_every_metric_is_documented() -> None:
 
 
 def test_docs_cli_is_generated_from_the_parser() -> None:
-    from agent.cli import build_parser
-    from agent.docs import cli_markdown
+    from gpu_otel_agent.cli import build_parser
+    from gpu_otel_agent.docs import cli_markdown
 
     generated = cli_markdown(build_parser())
     assert (DOC.parent / "cli.md").read_text(encoding="utf-8") == generated, (
@@ -34,7 +34,7 @@ def test_docs_cli_is_generated_from_the_parser() -> None:
 
 
 def test_docs_config_is_generated_from_the_defaults() -> None:
-    from agent.config.keys import config_markdown, leaves
+    from gpu_otel_agent.config.keys import config_markdown, leaves
 
     generated = config_markdown()
     assert (DOC.parent / "config.md").read_text(encoding="utf-8") == generated, (
@@ -45,9 +45,9 @@ def test_docs_config_is_generated_from_the_defaults() -> None:
 
 
 def test_docs_events_is_generated_from_the_event_and_xid_catalogs() -> None:
-    from agent.docs import events_markdown
-    from agent.health.events import EVENTS
-    from agent.health.xid import CATALOG
+    from gpu_otel_agent.docs import events_markdown
+    from gpu_otel_agent.gpu_health.events import EVENTS
+    from gpu_otel_agent.gpu_health.xid import CATALOG
 
     generated = events_markdown()
     assert (DOC.parent / "events.md").read_text(encoding="utf-8") == generated, (

@@ -1,10 +1,7 @@
 from __future__ import annotations
 
-from opentelemetry.sdk.metrics.export import Gauge, Sum
-from opentelemetry.sdk.resources import Resource
-
-from agent.export.encode import encode
-from agent.model.snapshot import (
+from gpu_otel_agent.export.encode import encode
+from gpu_otel_agent.model.snapshot import (
     DeviceIdentity,
     DeviceSnapshot,
     GroupSample,
@@ -12,6 +9,8 @@ from agent.model.snapshot import (
     NodeSnapshot,
     Reading,
 )
+from opentelemetry.sdk.metrics.export import Gauge, Sum
+from opentelemetry.sdk.resources import Resource
 
 IDENTITY = DeviceIdentity("GPU-1", 0, "nvidia", "H100", "00000000:18:00.0")
 

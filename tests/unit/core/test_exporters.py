@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from agent.config.load import load
-from agent.export.exporters import ExporterConfigError, otlp_protocol, otlp_settings
+from gpu_otel_agent.config.load import load
+from gpu_otel_agent.export.exporters import ExporterConfigError, otlp_protocol, otlp_settings
 
 
 def _config(tmp_path: Path) -> Path:

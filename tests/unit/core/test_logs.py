@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import logging
 
-from agent.logs import RateLimit
+from gpu_otel_agent.logs import RateLimit
 
 
 def _record(msg: str, name: str = "opentelemetry.exporter.otlp.proto.grpc.exporter",
@@ -25,4 +25,5 @@ def test_rate_limit_passes_one_per_period_and_reports_what_it_held() -> None:
 
 def test_other_loggers_are_never_limited() -> None:
     limit = RateLimit(60.0, prefix="opentelemetry.exporter.otlp", clock=lambda: 0.0)
-    assert all(limit.filter(_record("GPU lost", name="agent.runtime.sampler")) for _ in range(3))
+    name = "gpu_otel_agent.sampling.sampler"
+    assert all(limit.filter(_record("GPU lost", name=name)) for _ in range(3))

@@ -6,12 +6,12 @@ import asyncio
 import threading
 from dataclasses import replace
 
-from agent.config.load import load
-from agent.config.schema import GroupConfig
-from agent.model.snapshot import DeviceIdentity, HealthState, Reading, SnapshotStore
-from agent.runtime.config_holder import ConfigHolder
-from agent.runtime.sampler import DeviceSampler
-from agent.sampling.backend import DeviceLost
+from gpu_otel_agent.backends.protocol import DeviceLost
+from gpu_otel_agent.config.load import load
+from gpu_otel_agent.config.schema import GroupConfig
+from gpu_otel_agent.model.snapshot import DeviceIdentity, HealthState, Reading, SnapshotStore
+from gpu_otel_agent.runtime.config_holder import ConfigHolder
+from gpu_otel_agent.sampling.sampler import DeviceSampler
 
 
 class ScriptedDevice:

@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-
-from agent.health.events import EVENTS
+from gpu_otel_agent.gpu_health.events import EVENTS
 
 REPO = Path(__file__).resolve().parents[3]
 CONFIGS = REPO / "otel-config"

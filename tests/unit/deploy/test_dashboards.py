@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agent.health.events import EVENTS
+from gpu_otel_agent.gpu_health.events import EVENTS
 
 REPO = Path(__file__).resolve().parents[3]
 DASHBOARDS = sorted((REPO / "otel-config" / "dashboards").glob("*.json"))

@@ -52,12 +52,12 @@ def test_the_build_stage_compiles_the_bpf_object_into_the_package() -> None:
     installs = " ".join(runs)
     for package in ("clang", "llvm", "bpftool", "libbpf-dev"):
         assert re.search(rf"apt-get install [^&]*\b{re.escape(package)}\b", installs), package
-    (step,) = [run for run in runs if "plugins.ebpf.build" in run]
+    (step,) = [run for run in runs if "plugins/ebpf/build.py" in run]
     # Built before the install (the object is package data), then checked in the package.
-    assert step.index("python -m plugins.ebpf.build") < step.index("pip install .") \
+    assert step.index("python plugins/ebpf/build.py") < step.index("pip install .") \
         < step.index("OBJECT.is_file()")
     package_data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"][
-        "package-data"]["plugins.ebpf"]
+        "package-data"]["gpu_otel_agent.plugins.ebpf"]
     assert "bpf/*.bpf.o" in package_data
     final_runs = " ".join(arg for op, arg in final if op == "RUN")
     for tool in ("clang", "llvm", "bpftool", "libbpf-dev"):

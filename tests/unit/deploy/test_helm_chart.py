@@ -12,9 +12,8 @@ import helm_python as helm
 import kubernetes_validate
 import pytest
 import yaml
-
-from agent.config.load import load
-from agent.config.schema import AgentConfig
+from gpu_otel_agent.config.load import load
+from gpu_otel_agent.config.schema import AgentConfig
 
 REPO = Path(__file__).resolve().parents[3]
 CHART = REPO / "helm" / "gpu-otel-agent"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from agent.model.snapshot import AgentSample
-from agent.model.workload import GpuProcess, Workload
-from plugins.ebpf.activity import Activity
-from plugins.ebpf.layout import CudaStats
+from gpu_otel_agent.model.snapshot import AgentSample
+from gpu_otel_agent.model.workload import GpuProcess, Workload
+from gpu_otel_agent.plugins.ebpf.activity import Activity
+from gpu_otel_agent.plugins.ebpf.layout import CudaStats
 
 S = 1_000_000_000
 POD = Workload(container_id="c1", pod_uid="u1", pod_name="trainer", namespace="ml")

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from agent.config.load import ConfigError, load, to_tree
-from agent.config.schema import AgentConfig
+from gpu_otel_agent.config.load import ConfigError, load, to_tree
+from gpu_otel_agent.config.schema import AgentConfig
 
 
 def _load(tmp_path: Path, text: str, environ: dict[str, str] | None = None) -> AgentConfig:

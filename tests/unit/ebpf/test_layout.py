@@ -7,9 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from plugins.ebpf.build import SOURCE_DIR
-from plugins.ebpf.layout import (
+from gpu_otel_agent.plugins.ebpf.build import SOURCE_DIR
+from gpu_otel_agent.plugins.ebpf.layout import (
     CudaStats,
     CudaStatsStruct,
     EventKind,
@@ -18,7 +17,7 @@ from plugins.ebpf.layout import (
     LifecycleEventStruct,
     SettingsStruct,
 )
-from plugins.simulator_core.build import BuildError, find_compiler
+from gpu_otel_agent.plugins.simulator_core.build import BuildError, find_compiler
 
 MIRRORS: dict[str, type[ctypes.Structure]] = {
     "cuda_stats": CudaStatsStruct,

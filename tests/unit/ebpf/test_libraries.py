@@ -6,9 +6,10 @@ import os
 import re
 from pathlib import Path
 
-from plugins.ebpf.build import SOURCE
-from plugins.ebpf.libraries import LibraryFile, mapped_libraries, parse_maps
-from plugins.ebpf.symbols import PROBES, PROGRAMS, LibraryKind, library_kind
+from gpu_otel_agent.plugins.ebpf.build import SOURCE
+from gpu_otel_agent.plugins.ebpf.libraries import LibraryFile, mapped_libraries, parse_maps
+from gpu_otel_agent.plugins.ebpf.symbols import PROBES, PROGRAMS, LibraryKind, library_kind
+
 from tests.cuda_standin.driver import CudaWorkload
 
 ROOT = Path("/proc/77/root")

@@ -7,11 +7,10 @@ import errno
 from pathlib import Path
 
 import pytest
-
-from plugins.ebpf.libbpf import BpfError
-from plugins.ebpf.libraries import LibraryFile, MappedLibrary
-from plugins.ebpf.probes import ENOTSUPP, ProbeSet
-from plugins.ebpf.symbols import DRIVER_PROBES, RUNTIME_PROBES, LibraryKind
+from gpu_otel_agent.plugins.ebpf.libbpf import BpfError
+from gpu_otel_agent.plugins.ebpf.libraries import LibraryFile, MappedLibrary
+from gpu_otel_agent.plugins.ebpf.probes import ENOTSUPP, ProbeSet
+from gpu_otel_agent.plugins.ebpf.symbols import DRIVER_PROBES, RUNTIME_PROBES, LibraryKind
 
 
 class FakeLink:

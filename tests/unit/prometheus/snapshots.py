@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from agent.model.snapshot import (
+from gpu_otel_agent.model.snapshot import (
     AgentSample,
     DeviceIdentity,
     DeviceSnapshot,

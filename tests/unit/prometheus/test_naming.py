@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
-
-from agent.export.prometheus.naming import label_name, metric_name, prometheus_type
-from agent.model.metrics import AGENT_METRICS, DEVICE_METRICS, spec_for
+from gpu_otel_agent.export.prometheus.naming import label_name, metric_name, prometheus_type
+from gpu_otel_agent.model.metrics import AGENT_METRICS, DEVICE_METRICS, spec_for
 
 
 @pytest.mark.parametrize(("otel", "prometheus"), [

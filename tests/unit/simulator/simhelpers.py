@@ -11,14 +11,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 
 REPO = Path(__file__).resolve().parents[3]
 
 _PRELUDE = """
 import json, os, sys, time
 sys.path.insert(0, {repo!r})
-from plugins.nvidia.simulator import attach_in_process
+from gpu_otel_agent.plugins.nvidia.simulator import attach_in_process
 attach_in_process(dict(os.environ))
 import pynvml as N
 N.nvmlInit()

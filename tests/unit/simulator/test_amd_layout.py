@@ -7,8 +7,8 @@ import subprocess
 import sys
 import textwrap
 
-from plugins.amd.simulator._lib import AmdNodeLib
-from plugins.amd.simulator.build import (
+from gpu_otel_agent.plugins.amd.simulator._lib import AmdNodeLib
+from gpu_otel_agent.plugins.amd.simulator.build import (
     build_library,
     find_wrapper,
     implemented_functions,

@@ -5,8 +5,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from plugins.nvidia.simulator.build import BuildError, build_library, find_nvml_header
+from gpu_otel_agent.plugins.nvidia.simulator.build import (
+    BuildError,
+    build_library,
+    find_nvml_header,
+)
 
 
 def test_header_found_through_package() -> None:

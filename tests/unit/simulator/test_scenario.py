@@ -3,9 +3,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from plugins.nvidia.simulator.models import BASE, GENERIC, MODELS
-from plugins.nvidia.simulator.scenario import (
+from gpu_otel_agent.plugins.nvidia.simulator.models import BASE, GENERIC, MODELS
+from gpu_otel_agent.plugins.nvidia.simulator.scenario import (
     Random,
     ScenarioError,
     Sine,
@@ -13,6 +12,7 @@ from plugins.nvidia.simulator.scenario import (
     load_scenario,
     reading_names,
 )
+
 from tests.unit.simulator.simhelpers import REPO, write_scenario
 
 EXAMPLES = sorted((REPO / "examples" / "scenarios").glob("*.yaml"))

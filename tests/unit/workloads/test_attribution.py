@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.model.process import ProcessUsage
-from agent.model.snapshot import DeviceIdentity, Reading
-from agent.workloads.attribution import Attribution, AttributionSettings
-from agent.workloads.procfs import ProcReader
-from agent.workloads.resolver import WorkloadResolver
+from gpu_otel_agent.model.process import ProcessUsage
+from gpu_otel_agent.model.snapshot import DeviceIdentity, Reading
+from gpu_otel_agent.workloads.attribution import Attribution, AttributionSettings
+from gpu_otel_agent.workloads.procfs import ProcReader
+from gpu_otel_agent.workloads.resolver import WorkloadResolver
 
 GPU = DeviceIdentity("GPU-0", 0, "nvidia", "H100", "00000000:18:00.0")
 UID = "aaaaaaaa-1111-2222-3333-444455556666"

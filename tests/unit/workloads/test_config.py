@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from agent.config.load import ConfigError, load, to_tree
+from gpu_otel_agent.config.load import ConfigError, load, to_tree
 
 
 def _load(tmp_path: Path, text: str, environ: dict[str, str] | None = None):  # type: ignore[no-untyped-def]

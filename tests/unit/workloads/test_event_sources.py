@@ -9,12 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from agent.workloads.build import report_namespaces
-from agent.workloads.inotify import IN_CREATE, IN_DELETE, IN_ISDIR, Inotify
-from agent.workloads.netlink import ProcConnector
-from agent.workloads.procfs import ProcReader
-from agent.workloads.resolver import WorkloadResolver
+from gpu_otel_agent.workloads.build import report_namespaces
+from gpu_otel_agent.workloads.inotify import IN_CREATE, IN_DELETE, IN_ISDIR, Inotify
+from gpu_otel_agent.workloads.netlink import ProcConnector
+from gpu_otel_agent.workloads.procfs import ProcReader
+from gpu_otel_agent.workloads.resolver import WorkloadResolver
 
 
 async def _until(condition: object, timeout: float = 5.0) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.workloads.names import MAX_NAME, sanitize
+from gpu_otel_agent.workloads.names import MAX_NAME, sanitize
 
 
 def test_newlines_and_escapes_become_single_spaces() -> None:

@@ -7,8 +7,7 @@ from typing import Any
 
 import pynvml
 import pytest
-
-from plugins.nvidia.processes import HANDSHAKE_TRIES, HEADROOM, _sized_call
+from gpu_otel_agent.plugins.nvidia.processes import HANDSHAKE_TRIES, HEADROOM, _sized_call
 
 
 class GrowingList:

@@ -5,10 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
-from agent.workloads.procfs import ProcReader
-from agent.workloads.resolver import MIB, MPS_LIMIT_ENV, GpuDevice, WorkloadResolver, mps_limit
+from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
+from gpu_otel_agent.workloads.procfs import ProcReader
+from gpu_otel_agent.workloads.resolver import (
+    MIB,
+    MPS_LIMIT_ENV,
+    GpuDevice,
+    WorkloadResolver,
+    mps_limit,
+)
 
 UID_A = "aaaaaaaa-1111-2222-3333-444455556666"
 UID_B = "bbbbbbbb-1111-2222-3333-444455556666"

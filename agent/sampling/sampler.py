@@ -16,11 +16,17 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from agent.model.snapshot import DeviceSnapshot, GroupSample, HealthState, Reading, SnapshotStore
-from agent.runtime.config_holder import ConfigHolder
-from agent.runtime.worker import DeviceWorker
-from agent.sampling.backend import PROCESS_GROUP, Device, DeviceLost, ProcessReader
-from agent.workloads.attribution import Attribution
+from gpu_otel_agent.backends.protocol import PROCESS_GROUP, Device, DeviceLost, ProcessReader
+from gpu_otel_agent.model.snapshot import (
+    DeviceSnapshot,
+    GroupSample,
+    HealthState,
+    Reading,
+    SnapshotStore,
+)
+from gpu_otel_agent.runtime.config_holder import ConfigHolder
+from gpu_otel_agent.sampling.worker import DeviceWorker
+from gpu_otel_agent.workloads.attribution import Attribution
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from agent.health.events import HealthEvent
+from gpu_otel_agent.gpu_health.events import HealthEvent
 
 log = logging.getLogger(__name__)
 _PREFIX, _SUFFIX = "seg-", ".jsonl"

@@ -15,24 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agent.health import events as ev
-from agent.health.dedup import CrossSourceDedup
-from agent.health.delivery import Delivery, Pending
-from agent.health.events import EventAttributes, EventValue, HealthEvent
-from agent.health.polled import PolledWatcher
-from agent.health.severity import Severity
-from agent.health.state import HealthMachine, Transition
-from agent.health.storm import StormControl, Summary
-from agent.health.xid import ACTIONS, lookup
-from agent.model.snapshot import (
-    DeviceIdentity,
-    DeviceOverlay,
-    HealthState,
-    Reading,
-    SnapshotStore,
-)
-from agent.model.workload import WorkloadLookup
-from agent.sampling.backend import (
+from gpu_otel_agent.backends.protocol import (
     EVENT_ECC_CORRECTED,
     EVENT_ECC_UNCORRECTED,
     EVENT_FATAL_POISON,
@@ -47,6 +30,23 @@ from agent.sampling.backend import (
     EVENT_XID,
     DeviceEvent,
 )
+from gpu_otel_agent.gpu_health import events as ev
+from gpu_otel_agent.gpu_health.dedup import CrossSourceDedup
+from gpu_otel_agent.gpu_health.delivery import Delivery, Pending
+from gpu_otel_agent.gpu_health.events import EventAttributes, EventValue, HealthEvent
+from gpu_otel_agent.gpu_health.polled import PolledWatcher
+from gpu_otel_agent.gpu_health.severity import Severity
+from gpu_otel_agent.gpu_health.state import HealthMachine, Transition
+from gpu_otel_agent.gpu_health.storm import StormControl, Summary
+from gpu_otel_agent.gpu_health.xid import ACTIONS, lookup
+from gpu_otel_agent.model.snapshot import (
+    DeviceIdentity,
+    DeviceOverlay,
+    HealthState,
+    Reading,
+    SnapshotStore,
+)
+from gpu_otel_agent.model.workload import WorkloadLookup
 
 log = logging.getLogger(__name__)
 _MEMORY_FAULTS = {
@@ -206,7 +206,7 @@ class HealthEngine:
                                      f"the driver asks for a {action}")
         self._transition(gpu, change, event.time_ns)
 
-    # -- inputs from the sampler (agent.runtime.sampler.DeviceObserver) -------------------
+    # -- inputs from the sampler (gpu_otel_agent.sampling.sampler.DeviceObserver) ---------------
 
     def unresponsive(self, uuid: str, call: str | None, seconds: float) -> None:
         gpu = self._gpus.get(uuid)

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from agent.health.severity import Severity
+from gpu_otel_agent.gpu_health.severity import Severity
 
 EventValue = str | int | float | bool | tuple[str, ...] | tuple[int, ...]
 EventAttributes = tuple[tuple[str, EventValue], ...]

@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
-from agent.sampling.backend import Backend, BackendInfo, BackendUnavailable, Device
+from gpu_otel_agent.backends.protocol import Backend, BackendInfo, BackendUnavailable, Device
 
 log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "gpu_otel_agent.backends"

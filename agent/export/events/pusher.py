@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from agent.export.event_senders import EventSender
-from agent.health.events import HealthEvent
-from agent.health.spool import Spool
-from agent.runtime.worker import DeviceWorker
+from gpu_otel_agent.export.events.senders import EventSender
+from gpu_otel_agent.export.events.spool import Spool
+from gpu_otel_agent.gpu_health.events import HealthEvent
+from gpu_otel_agent.sampling.worker import DeviceWorker
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

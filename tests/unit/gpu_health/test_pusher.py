@@ -9,11 +9,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-
-from agent.export.event_pusher import EventPusher
-from agent.health.events import HealthEvent
-from agent.health.severity import Severity
-from agent.health.spool import Spool
+from gpu_otel_agent.export.events.pusher import EventPusher
+from gpu_otel_agent.export.events.spool import Spool
+from gpu_otel_agent.gpu_health.events import HealthEvent
+from gpu_otel_agent.gpu_health.severity import Severity
 
 
 class Collector:
@@ -109,7 +108,7 @@ class SizeLimitedCollector(Collector):
 def test_shutdown_sends_pending_events_in_bounded_requests_and_spools_the_rest(
     tmp_path: Path,
 ) -> None:
-    from agent.export.event_pusher import MAX_BATCH
+    from gpu_otel_agent.export.events.pusher import MAX_BATCH
 
     collector = SizeLimitedCollector(limit=MAX_BATCH, budget=2)
     spool = Spool(tmp_path, 64 << 20)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.model.snapshot import HealthState, worst
+from gpu_otel_agent.model.snapshot import HealthState, worst
 
 # Causes a GPU reset (lost -> back) clears.
 STICKY_PREFIXES = ("xid:", "ecc:", "mem:", "recovery_action")

@@ -12,9 +12,9 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agent.health.events import EventAttributes, EventValue, HealthEvent
-from agent.model.workload import GpuProcess, WorkloadLookup
-from agent.runtime.worker import DeviceWorker
+from gpu_otel_agent.gpu_health.events import EventAttributes, EventValue, HealthEvent
+from gpu_otel_agent.model.workload import GpuProcess, WorkloadLookup
+from gpu_otel_agent.sampling.worker import DeviceWorker
 
 LOOKUP_TIMEOUT_S = 0.25
 

@@ -4,7 +4,7 @@ Each backend (NVML, amdsmi) knows only how to list one GPU's processes; the cach
 is the same for all: answers are kept for ``TTL_S`` per GPU, so an event storm costs one query
 per GPU per second, and a failed query answers with the last list known (the GPU may be lost
 or busy). Containers and pods come from the workload resolver through the same seam
-(:class:`agent.model.workload.WorkloadLookup`).
+(:class:`gpu_otel_agent.model.workload.WorkloadLookup`).
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agent.model.workload import GpuProcess
+from gpu_otel_agent.model.workload import GpuProcess
 
 # The processes on the GPU behind a handle, or None when the query failed.
 ProcessQuery = Callable[[Any], "tuple[GpuProcess, ...] | None"]
 
 
 class CachedProcessLookup:
-    """:class:`agent.model.workload.WorkloadLookup` over a backend's per-GPU process query."""
+    """A :class:`~gpu_otel_agent.model.workload.WorkloadLookup` over one backend's GPU processes."""
 
     TTL_S = 1.0
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.model.snapshot import Reading
+from gpu_otel_agent.model.snapshot import Reading
 
 # Clock-event reasons that mean the GPU is held back (idle or application clocks are not).
 SLOWDOWN_REASONS = frozenset({

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.health.events import HealthEvent
-from agent.health.severity import Severity
-from agent.health.spool import Spool
+from gpu_otel_agent.export.events.spool import Spool
+from gpu_otel_agent.gpu_health.events import HealthEvent
+from gpu_otel_agent.gpu_health.severity import Severity
 
 
 def event(i: int) -> HealthEvent:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from gpu_otel_agent.export.events.encode import LogEncoder
+from gpu_otel_agent.export.events.senders import ConsoleEventSender
+from gpu_otel_agent.gpu_health.events import HealthEvent
+from gpu_otel_agent.gpu_health.severity import Severity
 from opentelemetry.sdk.resources import Resource
 
-from agent.export.event_senders import ConsoleEventSender
-from agent.export.log_encode import LogEncoder
-from agent.health.events import HealthEvent
-from agent.health.severity import Severity
 from tests.receivers.decode import log_events
 
 EVENT = HealthEvent("gpu.xid", 1_700_000_000_123_456_789, Severity.FATAL, "XID 79 ...",

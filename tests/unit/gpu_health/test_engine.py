@@ -6,16 +6,16 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-from agent.health.engine import EngineSettings, HealthEngine
-from agent.health.events import HealthEvent
-from agent.model.snapshot import DeviceIdentity, HealthState, SnapshotStore
-from agent.model.workload import GpuProcess, Workload
-from agent.sampling.backend import (
+from gpu_otel_agent.backends.protocol import (
     EVENT_ECC_CORRECTED,
     EVENT_FATAL_POISON,
     EVENT_XID,
     DeviceEvent,
 )
+from gpu_otel_agent.gpu_health.engine import EngineSettings, HealthEngine
+from gpu_otel_agent.gpu_health.events import HealthEvent
+from gpu_otel_agent.model.snapshot import DeviceIdentity, HealthState, SnapshotStore
+from gpu_otel_agent.model.workload import GpuProcess, Workload
 
 GPU = DeviceIdentity("GPU-a", 0, "nvidia", "NVIDIA H100", "00000000:18:00.0")
 

@@ -10,9 +10,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from agent.model.process import ProcessUsage
-from agent.model.snapshot import DeviceIdentity, Reading
-from agent.model.workload import WorkloadLookup
+from gpu_otel_agent.model.process import ProcessUsage
+from gpu_otel_agent.model.snapshot import DeviceIdentity, Reading
+from gpu_otel_agent.model.workload import WorkloadLookup
 
 
 class BackendUnavailable(Exception):

@@ -3,13 +3,13 @@ polled transitions."""
 
 from __future__ import annotations
 
-from agent.health.dedup import CrossSourceDedup
-from agent.health.polled import PolledWatcher
-from agent.health.severity import Severity
-from agent.health.state import HealthMachine
-from agent.health.storm import StormControl
-from agent.health.xid import ACTIONS, CATALOG, lookup
-from agent.model.snapshot import HealthState, Reading
+from gpu_otel_agent.gpu_health.dedup import CrossSourceDedup
+from gpu_otel_agent.gpu_health.polled import PolledWatcher
+from gpu_otel_agent.gpu_health.severity import Severity
+from gpu_otel_agent.gpu_health.state import HealthMachine
+from gpu_otel_agent.gpu_health.storm import StormControl
+from gpu_otel_agent.gpu_health.xid import ACTIONS, CATALOG, lookup
+from gpu_otel_agent.model.snapshot import HealthState, Reading
 
 
 def test_catalog_covers_the_critical_codes_with_actions() -> None:

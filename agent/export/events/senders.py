@@ -15,15 +15,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from gpu_otel_agent.config.schema import AgentConfig
+from gpu_otel_agent.export.events.encode import LogEncoder
+from gpu_otel_agent.export.exporters import otlp_settings
+from gpu_otel_agent.gpu_health.events import HealthEvent
 from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.sdk._logs.export import LogRecordExportResult
 from opentelemetry.sdk.resources import Resource
-
-from agent.config.schema import AgentConfig
-from agent.export.exporters import otlp_settings
-from agent.export.log_encode import LogEncoder
-from agent.health.events import HealthEvent
 
 
 class EventSender(Protocol):
@@ -36,7 +35,7 @@ class EventSender(Protocol):
 class _GrpcLogs(OTLPLogExporter):
     def _translate_data(self, data: Any) -> ExportLogsServiceRequest:
         if isinstance(data, ExportLogsServiceRequest):
-            return data  # encoded by agent.export.log_encode
+            return data  # encoded by gpu_otel_agent.export.events.encode
         result: ExportLogsServiceRequest = super()._translate_data(data)
         return result
 
@@ -56,7 +55,7 @@ class _HttpTransport(Protocol):
 
 
 def _http_logs(**kwargs: Any) -> _HttpTransport:
-    from agent.export.http_senders import HttpLogs
+    from gpu_otel_agent.export.http_senders import HttpLogs
 
     return HttpLogs(**kwargs)
 

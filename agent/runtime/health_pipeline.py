@@ -11,24 +11,23 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from opentelemetry.sdk.resources import Resource
-
-from agent.config.schema import AgentConfig
-from agent.export.event_pusher import EventPusher
-from agent.export.event_senders import build_event_sender
-from agent.health.engine import EngineSettings, HealthEngine
-from agent.health.spool import Spool
-from agent.health.telemetry import HealthTelemetry
-from agent.model.snapshot import Reading, SnapshotStore
-from agent.model.workload import GpuProcess, WorkloadLookup
-from agent.runtime.discovery import OpenBackend
-from agent.sampling.backend import (
+from gpu_otel_agent.backends.discovery import OpenBackend
+from gpu_otel_agent.backends.protocol import (
     DeviceEvent,
     EventCapable,
     EventSource,
     EventSourceOptions,
     WorkloadCapable,
 )
+from gpu_otel_agent.config.schema import AgentConfig
+from gpu_otel_agent.export.events.pusher import EventPusher
+from gpu_otel_agent.export.events.senders import build_event_sender
+from gpu_otel_agent.export.events.spool import Spool
+from gpu_otel_agent.gpu_health.engine import EngineSettings, HealthEngine
+from gpu_otel_agent.gpu_health.telemetry import HealthTelemetry
+from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
+from gpu_otel_agent.model.workload import GpuProcess, WorkloadLookup
+from opentelemetry.sdk.resources import Resource
 
 log = logging.getLogger(__name__)
 MIB = 1024 * 1024

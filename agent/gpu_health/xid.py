@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from agent.health.severity import Severity
-from agent.model.snapshot import HealthState
+from gpu_otel_agent.gpu_health.severity import Severity
+from gpu_otel_agent.model.snapshot import HealthState
 
 
 @dataclass(frozen=True)

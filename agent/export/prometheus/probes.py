@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agent.config.schema import AgentConfig
-from agent.model.snapshot import HealthState, SnapshotStore
+from gpu_otel_agent.config.schema import AgentConfig
+from gpu_otel_agent.model.snapshot import HealthState, SnapshotStore
 
 MIN_STALL_SECONDS = 10.0
 
