@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from gpu_otel_agent.config.load import ConfigError, Overrides, load, to_tree
 from gpu_otel_agent.config.schema import EXPORTERS, LOG_LEVELS
 from gpu_otel_agent.docs import cli_markdown, events_markdown, metrics_markdown

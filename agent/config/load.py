@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 import yaml
+
 from gpu_otel_agent.config.defaults import DEFAULTS
 from gpu_otel_agent.config.schema import (
     EXPORTERS,

@@ -8,10 +8,6 @@ exactly while the snapshot has a reading for it. (OTLP pushes skip this step: se
 
 from __future__ import annotations
 
-from gpu_otel_agent.export.series import SeriesPoint, series
-from gpu_otel_agent.model.metrics import Instrument, spec_for
-from gpu_otel_agent.model.snapshot import NodeSnapshot
-from gpu_otel_agent.version import VERSION
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
     Gauge,
@@ -24,6 +20,11 @@ from opentelemetry.sdk.metrics.export import (
 )
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+from gpu_otel_agent.export.series import SeriesPoint, series
+from gpu_otel_agent.model.metrics import Instrument, spec_for
+from gpu_otel_agent.model.snapshot import NodeSnapshot
+from gpu_otel_agent.version import VERSION
 
 SCOPE = InstrumentationScope("gpu_otel_agent", VERSION)
 

@@ -12,6 +12,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricExporter
+from opentelemetry.sdk.resources import Resource
+
 from gpu_otel_agent.config.schema import AgentConfig
 from gpu_otel_agent.export.otlp_proto import ProtoEncoder
 from gpu_otel_agent.export.snapshot_exporters import (
@@ -19,8 +22,6 @@ from gpu_otel_agent.export.snapshot_exporters import (
     SdkSnapshotExporter,
     SnapshotExporter,
 )
-from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricExporter
-from opentelemetry.sdk.resources import Resource
 
 
 class ExporterConfigError(ValueError):

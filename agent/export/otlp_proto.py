@@ -17,17 +17,18 @@ from __future__ import annotations
 
 import struct
 
-from gpu_otel_agent.export.encode import SCOPE
-from gpu_otel_agent.export.proto_values import any_value, proto_resource
-from gpu_otel_agent.export.series import series
-from gpu_otel_agent.model.metrics import Instrument, spec_for
-from gpu_otel_agent.model.snapshot import Attributes, NodeSnapshot
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 from opentelemetry.sdk.resources import Resource
+
+from gpu_otel_agent.export.encode import SCOPE
+from gpu_otel_agent.export.proto_values import any_value, proto_resource
+from gpu_otel_agent.export.series import series
+from gpu_otel_agent.model.metrics import Instrument, spec_for
+from gpu_otel_agent.model.snapshot import Attributes, NodeSnapshot
 
 # Bounds the cache when series come and go (processes, pods): cleared, not grown, past this.
 MAX_CACHED_ATTRIBUTE_SETS = 20_000

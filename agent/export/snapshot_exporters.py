@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
+from opentelemetry.sdk.resources import Resource
+
 from gpu_otel_agent.export.encode import encode
 from gpu_otel_agent.export.otlp_proto import ProtoEncoder
 from gpu_otel_agent.export.senders import RequestExporter
 from gpu_otel_agent.model.snapshot import NodeSnapshot
-from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
-from opentelemetry.sdk.resources import Resource
 
 
 class SnapshotExporter(Protocol):

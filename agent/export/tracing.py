@@ -15,12 +15,13 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
+from opentelemetry.sdk.resources import Resource
+
 from gpu_otel_agent.config.schema import AgentConfig
 from gpu_otel_agent.export.exporters import otlp_settings
 from gpu_otel_agent.export.snapshot_exporters import SnapshotExporter
 from gpu_otel_agent.model.snapshot import NodeSnapshot
 from gpu_otel_agent.version import VERSION
-from opentelemetry.sdk.resources import Resource
 
 log = logging.getLogger(__name__)
 SpanAttributes = Mapping[str, str | int | float | bool]

@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from opentelemetry.sdk.resources import Resource
+
 from gpu_otel_agent.backends.discovery import OpenBackend, installed_backends, open_backends
 from gpu_otel_agent.backends.protocol import PROCESS_GROUP, Backend
 from gpu_otel_agent.config.load import ConfigError, Overrides, load
@@ -37,7 +39,6 @@ from gpu_otel_agent.sampling.sampler import DeviceSampler
 from gpu_otel_agent.version import VERSION
 from gpu_otel_agent.workloads.attribution import Attribution
 from gpu_otel_agent.workloads.build import build as build_attribution
-from opentelemetry.sdk.resources import Resource
 
 if TYPE_CHECKING:
     from gpu_otel_agent.export.prometheus.server import MetricsEndpoint

@@ -11,6 +11,8 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from opentelemetry.sdk.resources import Resource
+
 from gpu_otel_agent.backends.discovery import OpenBackend
 from gpu_otel_agent.backends.protocol import (
     DeviceEvent,
@@ -27,7 +29,6 @@ from gpu_otel_agent.gpu_health.engine import EngineSettings, HealthEngine
 from gpu_otel_agent.gpu_health.telemetry import HealthTelemetry
 from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
 from gpu_otel_agent.model.workload import GpuProcess, WorkloadLookup
-from opentelemetry.sdk.resources import Resource
 
 log = logging.getLogger(__name__)
 MIB = 1024 * 1024

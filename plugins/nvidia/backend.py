@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pynvml
+
 from gpu_otel_agent.backends.protocol import (
     BackendInfo,
     BackendUnavailable,

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pynvml
+
 from gpu_otel_agent.backends.protocol import PROCESS_GROUP, DeviceLost
 from gpu_otel_agent.model.process import ProcessUsage
 from gpu_otel_agent.model.snapshot import DeviceIdentity, Reading

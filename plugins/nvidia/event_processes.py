@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pynvml
+
 from gpu_otel_agent.backends.process_lookup import CachedProcessLookup
 from gpu_otel_agent.model.workload import GpuProcess
 from gpu_otel_agent.workloads.procfs import ProcReader

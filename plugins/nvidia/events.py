@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pynvml
+
 from gpu_otel_agent.backends.protocol import (
     EVENT_ECC_CORRECTED,
     EVENT_ECC_UNCORRECTED,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pynvml
+
 from gpu_otel_agent.model.snapshot import Reading
 
 METRICS: tuple[tuple[int, str], ...] = (

@@ -11,6 +11,7 @@ import logging
 import threading
 
 import pynvml
+
 from gpu_otel_agent.backends.protocol import DeviceLost
 
 log = logging.getLogger(__name__)

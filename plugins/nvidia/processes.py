@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pynvml
+
 from gpu_otel_agent.model.process import TASK_DECODER, TASK_ENCODER, TASK_GENERAL, ProcessUsage
 from gpu_otel_agent.plugins.nvidia.nvml import Unavailable, classify
 

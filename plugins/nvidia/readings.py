@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pynvml
+
 from gpu_otel_agent.model.snapshot import Attributes, Reading
 
 Handle = object

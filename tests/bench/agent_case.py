@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, load_scenario
 
+from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, load_scenario
 from tests.bench.calls import per_gpu_per_cycle
 from tests.bench.procstat import peak_rss_mib
 from tests.bench.results import AgentResult

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 
+from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 from tests.bench.results import AttributionResult
 from tests.integration.cgroups import Cgroups, v2_root
 

@@ -36,10 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+
 from gpu_otel_agent.plugins.ebpf.build import OBJECT
 from gpu_otel_agent.plugins.ebpf.support import missing_support
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, load_scenario
-
 from tests.bench.agent_case import run_summary, summed
 from tests.bench.procstat import peak_rss_mib
 from tests.bench.results import EbpfCallCostResult, EbpfLoadResult, EbpfLoadRun

@@ -24,7 +24,6 @@ from pathlib import Path
 from types import MappingProxyType
 
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, load_scenario
-
 from tests.bench.results import EncodeResult
 
 METHOD = (
@@ -39,6 +38,8 @@ def _measure(node_env: Mapping[str, str], repeats: int) -> dict[str, float | int
 
     attach_in_process(node_env)  # before pynvml's nvmlInit, which NvidiaBackend.open calls
 
+    from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+
     from gpu_otel_agent.backends.discovery import OpenBackend
     from gpu_otel_agent.config.load import load
     from gpu_otel_agent.export.encode import encode
@@ -46,7 +47,6 @@ def _measure(node_env: Mapping[str, str], repeats: int) -> dict[str, float | int
     from gpu_otel_agent.model.snapshot import DeviceSnapshot, GroupSample, HealthState, NodeSnapshot
     from gpu_otel_agent.plugins.nvidia.backend import NvidiaBackend
     from gpu_otel_agent.runtime.agent import build_resource
-    from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 
     backend = NvidiaBackend()
     info = backend.open()

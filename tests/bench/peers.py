@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, load_scenario
-
 from tests.bench.calls import CallCounts, per_gpu_per_cycle, settle
 from tests.bench.procstat import peak_rss_mib, run_child
 from tests.bench.results import AgentResult, ExporterPeerResult, OneShotPeerResult

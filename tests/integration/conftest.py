@@ -4,8 +4,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 
+from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 from tests.integration.cgroups import Cgroups, cgroups, v2_root
 from tests.integration.harness import h100, write_scenario
 

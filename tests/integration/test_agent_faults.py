@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 
+from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 from tests.integration.conftest import UUIDS
 from tests.integration.harness import AgentProcess, h100, write_scenario
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from gpu_otel_agent.model.metrics import DEVICE_METRICS, PROCESS_METRICS
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
-
 from tests.integration.conftest import UUIDS
 from tests.integration.harness import SCENARIOS, AgentProcess, h100, write_scenario
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
@@ -218,7 +218,6 @@ def test_a_process_on_an_amd_gpu_is_attributed_to_its_pod_like_an_nvidia_one(
     mixed_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path
 ) -> None:
     from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
-
     from tests.integration.cgroups import cgroups, v2_root
     from tests.integration.exports import select, wait_export
     from tests.integration.test_attribution import _config

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
-
 from tests.integration.cgroups import Cgroups, Pod, container_id, v1_root
 from tests.integration.conftest import UUIDS
 from tests.integration.exports import select, wait_export

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from gpu_otel_agent.plugins.ebpf import build as bpf_build
 from gpu_otel_agent.plugins.ebpf.libraries import LibraryFile, MappedLibrary
 from gpu_otel_agent.plugins.ebpf.plugin import EbpfSettings, open_plugin
@@ -22,7 +23,6 @@ from gpu_otel_agent.plugins.ebpf.tracer import Tracer
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 from gpu_otel_agent.workloads.lifecycle import ProcessCallbacks
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
-
 from tests.cuda_standin.driver import CudaWorkload, can_unshare_mount
 from tests.integration.cgroups import Cgroups, Pod
 from tests.integration.conftest import UUIDS

@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 
 import pytest
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 
+from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 from tests.integration.harness import SCENARIOS, AgentProcess
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.receivers.store import Store

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 import yaml
+
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
-
 from tests.integration.cgroups import Cgroups, Pod, cgroups, v1_root, v2_root
 from tests.integration.conftest import UUIDS
 from tests.integration.harness import REPO, AgentProcess, h100, write_scenario

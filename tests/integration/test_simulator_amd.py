@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from gpu_otel_agent.plugins.nvidia.simulator import ScenarioError, SimCommandError, SimulatedNode
 from gpu_otel_agent.plugins.nvidia.simulator.cli import main as sim_cli
-
 from tests.unit.simulator.simhelpers import client_env, run_client, write_scenario
 
 pytestmark = pytest.mark.integration

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from gpu_otel_agent.plugins.nvidia.simulator import ScenarioError, SimCommandError, SimulatedNode
 from gpu_otel_agent.plugins.nvidia.simulator.control import send
-
 from tests.unit.simulator.simhelpers import (
     client_env,
     read_json_line,

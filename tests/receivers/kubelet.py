@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+
 from gpu_otel_agent.plugins.kubernetes import api
 from gpu_otel_agent.workloads.pods import PodAllocation
 

@@ -15,14 +15,15 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from gpu_otel_agent.config.schema import AgentConfig
-from gpu_otel_agent.export.events.encode import LogEncoder
-from gpu_otel_agent.export.exporters import otlp_settings
-from gpu_otel_agent.gpu_health.events import HealthEvent
 from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.sdk._logs.export import LogRecordExportResult
 from opentelemetry.sdk.resources import Resource
+
+from gpu_otel_agent.config.schema import AgentConfig
+from gpu_otel_agent.export.events.encode import LogEncoder
+from gpu_otel_agent.export.exporters import otlp_settings
+from gpu_otel_agent.gpu_health.events import HealthEvent
 
 
 class EventSender(Protocol):

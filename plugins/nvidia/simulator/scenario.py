@@ -15,6 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 import yaml
+
 from gpu_otel_agent.plugins.amd.simulator import scenario as amd_scenario
 from gpu_otel_agent.plugins.simulator_core.tables import macro_names
 

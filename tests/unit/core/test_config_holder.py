@@ -6,6 +6,7 @@ import asyncio
 from dataclasses import replace
 
 import pytest
+
 from gpu_otel_agent.config.load import load
 from gpu_otel_agent.runtime.config_holder import ConfigHolder
 

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from opentelemetry.sdk.metrics.export import Gauge, Sum
+from opentelemetry.sdk.resources import Resource
+
 from gpu_otel_agent.export.encode import encode
 from gpu_otel_agent.model.snapshot import (
     DeviceIdentity,
@@ -9,8 +12,6 @@ from gpu_otel_agent.model.snapshot import (
     NodeSnapshot,
     Reading,
 )
-from opentelemetry.sdk.metrics.export import Gauge, Sum
-from opentelemetry.sdk.resources import Resource
 
 IDENTITY = DeviceIdentity("GPU-1", 0, "nvidia", "H100", "00000000:18:00.0")
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+from opentelemetry.sdk.resources import Resource
+
 from gpu_otel_agent.export.encode import encode
 from gpu_otel_agent.export.otlp_proto import ProtoEncoder
 from gpu_otel_agent.model.snapshot import (
@@ -12,8 +15,6 @@ from gpu_otel_agent.model.snapshot import (
     NodeSnapshot,
     Reading,
 )
-from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
-from opentelemetry.sdk.resources import Resource
 
 RESOURCE = Resource.create({"service.name": "gpu-otel-agent", "host.name": "node-1"})
 

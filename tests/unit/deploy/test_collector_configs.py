@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from gpu_otel_agent.gpu_health.events import EVENTS
 
 REPO = Path(__file__).resolve().parents[3]

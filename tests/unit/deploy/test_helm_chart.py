@@ -12,6 +12,7 @@ import helm_python as helm
 import kubernetes_validate
 import pytest
 import yaml
+
 from gpu_otel_agent.config.load import load
 from gpu_otel_agent.config.schema import AgentConfig
 

@@ -3,6 +3,8 @@ Prometheus schemes, with its own attributes and counter start times."""
 
 from __future__ import annotations
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from gpu_otel_agent.export.prometheus.dcgm_scheme import DcgmTranslator
 from gpu_otel_agent.export.prometheus.exposition import Families, render
 from gpu_otel_agent.export.prometheus.otel_scheme import otel_families
@@ -11,7 +13,6 @@ from gpu_otel_agent.model.snapshot import AgentSample, NodeSnapshot, SnapshotSto
 from gpu_otel_agent.model.workload import GpuProcess, Workload
 from gpu_otel_agent.plugins.ebpf.activity import Activity
 from gpu_otel_agent.plugins.ebpf.layout import CudaStats
-from prometheus_client.parser import text_string_to_metric_families
 
 S = 1_000_000_000
 POD = Workload(container_id="c1", pod_uid="u1", pod_name="trainer", namespace="ml",

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from gpu_otel_agent.plugins.ebpf.build import SOURCE_DIR
 from gpu_otel_agent.plugins.ebpf.layout import (
     CudaStats,

@@ -9,7 +9,6 @@ from pathlib import Path
 from gpu_otel_agent.plugins.ebpf.build import SOURCE
 from gpu_otel_agent.plugins.ebpf.libraries import LibraryFile, mapped_libraries, parse_maps
 from gpu_otel_agent.plugins.ebpf.symbols import PROBES, PROGRAMS, LibraryKind, library_kind
-
 from tests.cuda_standin.driver import CudaWorkload
 
 ROOT = Path("/proc/77/root")

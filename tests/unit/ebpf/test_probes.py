@@ -7,6 +7,7 @@ import errno
 from pathlib import Path
 
 import pytest
+
 from gpu_otel_agent.plugins.ebpf.libbpf import BpfError
 from gpu_otel_agent.plugins.ebpf.libraries import LibraryFile, MappedLibrary
 from gpu_otel_agent.plugins.ebpf.probes import ENOTSUPP, ProbeSet

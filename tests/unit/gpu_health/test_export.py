@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from opentelemetry.sdk.resources import Resource
+
 from gpu_otel_agent.export.events.encode import LogEncoder
 from gpu_otel_agent.export.events.senders import ConsoleEventSender
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
-from opentelemetry.sdk.resources import Resource
-
 from tests.receivers.decode import log_events
 
 EVENT = HealthEvent("gpu.xid", 1_700_000_000_123_456_789, Severity.FATAL, "XID 79 ...",

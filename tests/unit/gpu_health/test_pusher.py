@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+
 from gpu_otel_agent.export.events.pusher import EventPusher
 from gpu_otel_agent.export.events.spool import Spool
 from gpu_otel_agent.gpu_health.events import HealthEvent

@@ -6,6 +6,7 @@ import logging
 import threading
 
 import pytest
+
 from gpu_otel_agent.plugins.nvidia.kmsg import KmsgXidReader, parse_line, pci_key
 
 GPUS = {(0, 0x3B, 0): "GPU-a", (1, 0x86, 0): "GPU-b"}

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import bcrypt
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
 from gpu_otel_agent.config.load import load
 from gpu_otel_agent.config.schema import AgentConfig, PrometheusConfig
 from gpu_otel_agent.export.prometheus.probes import HealthCheck
 from gpu_otel_agent.export.prometheus.server import EndpointError, MetricsEndpoint
 from gpu_otel_agent.export.prometheus.webconfig import WebConfigError, load_web_config
 from gpu_otel_agent.model.snapshot import HealthState, SnapshotStore
-from prometheus_client.parser import text_string_to_metric_families
-
 from tests.unit.prometheus.snapshots import device, store_with
 
 RESOURCE = {"service.name": "gpu-otel-agent", "host.name": "vm-1"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from gpu_otel_agent.export.prometheus.naming import label_name, metric_name, prometheus_type
 from gpu_otel_agent.model.metrics import AGENT_METRICS, DEVICE_METRICS, spec_for
 

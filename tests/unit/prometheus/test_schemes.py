@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
 from gpu_otel_agent.export.prometheus.dcgm_scheme import DcgmTranslator
 from gpu_otel_agent.export.prometheus.exposition import Families, render
 from gpu_otel_agent.export.prometheus.otel_scheme import otel_families
 from gpu_otel_agent.export.series import series
 from gpu_otel_agent.model.snapshot import NodeSnapshot
-from prometheus_client.parser import text_string_to_metric_families
-
 from tests.unit.prometheus.snapshots import POD_A, POD_B, UUIDS, device, node
 
 RESOURCE = {"service.name": "gpu-otel-agent", "host.name": "vm-1", "k8s.node.name": "gpu-node-7"}

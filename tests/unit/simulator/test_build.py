@@ -5,6 +5,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from gpu_otel_agent.plugins.nvidia.simulator.build import (
     BuildError,
     build_library,

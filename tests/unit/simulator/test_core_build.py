@@ -7,6 +7,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+
 from gpu_otel_agent.plugins.simulator_core import build as core_build
 
 _ROOT = Path(__file__).resolve().parents[3]

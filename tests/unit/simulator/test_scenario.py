@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from gpu_otel_agent.plugins.nvidia.simulator.models import BASE, GENERIC, MODELS
 from gpu_otel_agent.plugins.nvidia.simulator.scenario import (
     Random,
@@ -12,7 +13,6 @@ from gpu_otel_agent.plugins.nvidia.simulator.scenario import (
     load_scenario,
     reading_names,
 )
-
 from tests.unit.simulator.simhelpers import REPO, write_scenario
 
 EXAMPLES = sorted((REPO / "examples" / "scenarios").glob("*.yaml"))

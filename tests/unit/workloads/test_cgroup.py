@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from gpu_otel_agent.workloads.cgroup import parse_path, parse_proc_cgroup
 
 UID = "1a2b3c4d-1111-2222-3333-444455556666"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from gpu_otel_agent.config.load import ConfigError, load, to_tree
 
 

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from gpu_otel_agent.workloads.build import report_namespaces
 from gpu_otel_agent.workloads.inotify import IN_CREATE, IN_DELETE, IN_ISDIR, Inotify
 from gpu_otel_agent.workloads.netlink import ProcConnector

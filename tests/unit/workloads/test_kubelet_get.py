@@ -7,12 +7,12 @@ import contextlib
 from pathlib import Path
 
 import pytest
+
 from gpu_otel_agent.plugins.kubernetes.podresources import PodResourcesClient
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 from gpu_otel_agent.workloads.procfs import NAMESPACE_FILE, ProcReader
 from gpu_otel_agent.workloads.resolver import GpuDevice, WorkloadResolver
 from gpu_otel_agent.workloads.service import ServiceSettings, WorkloadService
-
 from tests.receivers.kubelet import FakeKubelet
 
 UID = "aaaaaaaa-1111-2222-3333-444455556666"

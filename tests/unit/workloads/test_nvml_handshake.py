@@ -7,6 +7,7 @@ from typing import Any
 
 import pynvml
 import pytest
+
 from gpu_otel_agent.plugins.nvidia.processes import HANDSHAKE_TRIES, HEADROOM, _sized_call
 
 

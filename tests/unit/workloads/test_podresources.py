@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from gpu_otel_agent.plugins.kubernetes.podresources import (
     PodResourcesClient,
     PodResourcesUnavailable,
 )
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
-
 from tests.receivers.kubelet import FakeKubelet
 
 POD = PodAllocation("ml", "trainer-0", (

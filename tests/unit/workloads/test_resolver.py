@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 from gpu_otel_agent.workloads.procfs import ProcReader
 from gpu_otel_agent.workloads.resolver import (
