@@ -175,6 +175,33 @@ class EbpfLoadResult:
 
 
 @dataclass(frozen=True)
+class PrometheusFloodResult:
+    """The Prometheus endpoint: scrape size and latency, and a flood of idle connections."""
+
+    case: str
+    scenario: str
+    gpus: int
+    connections: int  # idle sockets opened at once
+    scrapes: int  # per latency median
+    plain_bytes: int  # text 0.0.4, no compression
+    gzip_openmetrics_bytes: int  # what Prometheus asks for: OpenMetrics, gzip
+    openmetrics_served: bool
+    scrape_ms_idle: float  # median, fresh connection per scrape, nothing else connected
+    scrape_ms_flood: float  # median, while the idle sockets are open
+    held_max: int  # most idle sockets the agent held open at once within 15 s (/proc/<pid>/fd)
+    accepts_per_s: float  # connections / all_held_s (NaN: never all held at once)
+    all_held_s: float  # connects -> the agent holds every one of them (NaN: never)
+    eighth_held_s: float  # connects -> the agent holds 8 of them
+
+    threads_before: int  # the agent's threads
+    threads_flood: int  # most seen while the flood was open
+    threads_after: int
+    rss_before_mib: float  # the agent's resident memory
+    rss_flood_mib: float
+    rss_after_mib: float  # a few seconds after the idle sockets closed
+
+
+@dataclass(frozen=True)
 class SkippedCase:
     case: str
     reason: str
@@ -195,5 +222,6 @@ class Report:
     events: tuple[EventLatencyResult, ...] = ()
     ebpf_call_cost: tuple[EbpfCallCostResult, ...] = ()
     ebpf_load: tuple[EbpfLoadResult, ...] = ()
+    prometheus: tuple[PrometheusFloodResult, ...] = ()
     skipped: tuple[SkippedCase, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
