@@ -18,6 +18,7 @@ from tests.bench.ebpf_case import run_call_cost_case, run_load_case
 from tests.bench.encoding import run_encode_case
 from tests.bench.events_case import run_event_case
 from tests.bench.peers import run_gpustat, run_nvitop_exporter
+from tests.bench.prometheus_flood import run_prometheus_flood_case
 from tests.bench.results import (
     AgentResult,
     EbpfCallCostResult,
@@ -65,6 +66,11 @@ def run(suite: plan.Plan, workdir: Path) -> Report:
     for ev in suite.events:
         log.info("%s: %d events, one at a time", ev.name, ev.events)
         events.append(run_event_case(ev, workdir / ev.name))
+    floods = []
+    for flood in suite.prometheus:
+        log.info("%s: %d idle connections at once, %d scrapes", flood.name, flood.connections,
+                 flood.scrapes)
+        floods.append(run_prometheus_flood_case(flood, workdir / flood.name))
     skipped: list[SkippedCase] = []
     call_costs: list[EbpfCallCostResult] = []
     for cost in suite.ebpf_call_cost:
@@ -96,6 +102,7 @@ def run(suite: plan.Plan, workdir: Path) -> Report:
         events=tuple(events),
         ebpf_call_cost=tuple(call_costs),
         ebpf_load=tuple(loads),
+        prometheus=tuple(floods),
         skipped=tuple(skipped),
         notes=report.NOTES,
     )

@@ -19,6 +19,7 @@ from tests.bench.ebpf_case import EbpfCallCostCase, EbpfLoadCase
 from tests.bench.encoding import EncodeCase
 from tests.bench.events_case import EventCase
 from tests.bench.peers import PeerCase
+from tests.bench.prometheus_flood import PrometheusFloodCase
 from tests.integration.harness import SCENARIOS
 
 NODE_8 = SCENARIOS / "bench-8gpu-64proc.yaml"
@@ -45,12 +46,14 @@ class Plan:
     events: tuple[EventCase, ...] = ()
     ebpf_call_cost: tuple[EbpfCallCostCase, ...] = ()
     ebpf_load: tuple[EbpfLoadCase, ...] = ()
+    prometheus: tuple[PrometheusFloodCase, ...] = ()
 
     def case_names(self) -> tuple[str, ...]:
         return (*(c.name for c in self.agent), *(c.name for c in self.nvitop_exporter),
                 *(c.name for c in self.gpustat), *(c.name for c in self.encode),
                 *(c.name for c in self.attribution), *(c.name for c in self.events),
-                *(c.name for c in self.ebpf_call_cost), *(c.name for c in self.ebpf_load))
+                *(c.name for c in self.ebpf_call_cost), *(c.name for c in self.ebpf_load),
+                *(c.name for c in self.prometheus))
 
     def only(self, names: set[str]) -> Plan:
         """The cases named, and nothing else (peers still need the agent case they are
@@ -58,7 +61,8 @@ class Plan:
         return Plan(self.smoke, _kept(self.agent, names), _kept(self.nvitop_exporter, names),
                     _kept(self.gpustat, names), _kept(self.encode, names),
                     _kept(self.attribution, names), _kept(self.events, names),
-                    _kept(self.ebpf_call_cost, names), _kept(self.ebpf_load, names))
+                    _kept(self.ebpf_call_cost, names), _kept(self.ebpf_load, names),
+                    _kept(self.prometheus, names))
 
 
 class _Named(Protocol):
@@ -112,4 +116,6 @@ def build(smoke: bool) -> Plan:
                              1 if smoke else 5, entry="endbr64"),
         ),
         ebpf_load=(EbpfLoadCase("ebpf-100k", NODE_8, 1.0, 2 if smoke else 20, 100_000),),
+        # The Prometheus endpoint: gzip/OpenMetrics scrape of 16 GPUs, 300 idle sockets at once.
+        prometheus=(PrometheusFloodCase("prometheus-flood", NODE_16, 300, 5 if smoke else 20),),
     )

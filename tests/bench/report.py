@@ -187,6 +187,23 @@ def _encoding(report: Report) -> list[str]:
     return _table(header, rows)
 
 
+def _prometheus(report: Report) -> list[str]:
+    rows = [[p.case, f"{p.gpus}", _fmt(p.plain_bytes), _fmt(p.gzip_openmetrics_bytes),
+             _fmt(p.scrape_ms_idle, 1), _fmt(p.scrape_ms_flood, 1),
+             f"{_fmt(min(p.held_max, p.connections))} / {_fmt(p.connections)}",
+             _fmt(p.all_held_s, 3), _fmt(p.eighth_held_s, 3),
+             f"{p.threads_before} / {p.threads_flood} / {p.threads_after}",
+             f"{_fmt(p.rss_before_mib, 1)} / {_fmt(p.rss_flood_mib, 1)} / "
+             f"{_fmt(p.rss_after_mib, 1)} / {_fmt(p.rss_after_second_mib, 1)}"]
+            for p in report.prometheus]
+    header = ["endpoint case", "GPUs", "text 0.0.4 (bytes)", "OpenMetrics + gzip (bytes)",
+              "scrape (ms, median)", "scrape during the flood (ms)",
+              "idle sockets held at once", "all held after (s)", "8th held after (s)",
+              "agent threads before / during / after", "agent RSS MiB before / during / "
+              "after / after a second flood"]
+    return _table(header, rows)
+
+
 def _attribution(report: Report) -> list[str]:
     rows = [[a.case, _fmt(a.gpu_processes), _fmt(a.idle_host_processes),
              _fmt(a.host_processes_seen), _fmt(a.attribute_us_median, 1),
@@ -303,6 +320,10 @@ def markdown(report: Report, heading: str = "###", ebpf: bool = True) -> str:
         f"{heading} Encoding one export",
         "",
         *_encoding(report),
+        "",
+        f"{heading} Prometheus endpoint: scrape size, and 300 idle connections at once",
+        "",
+        *_prometheus(report),
         "",
         f"{heading} Attribution cost per cycle",
         "",

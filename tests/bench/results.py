@@ -199,6 +199,7 @@ class PrometheusFloodResult:
     rss_before_mib: float  # the agent's resident memory
     rss_flood_mib: float
     rss_after_mib: float  # a few seconds after the idle sockets closed
+    rss_after_second_mib: float  # the same again after a second identical flood
 
 
 @dataclass(frozen=True)

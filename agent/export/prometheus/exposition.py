@@ -28,7 +28,7 @@ class Family:
     def add(self, labels: Labels, value: float | int) -> None:
         # Prometheus fails the whole scrape on a duplicate series: keep the first, say so.
         if labels in self.samples:
-            _warn_once(f"duplicate series {self.name}{render_labels(labels)} dropped")
+            warn_once(f"duplicate series {self.name}{render_labels(labels)} dropped")
             return
         self.samples[labels] = value
 
@@ -45,7 +45,7 @@ class Families:
             existing = Family(name, type_, help_)
             self._by_name[name] = existing
         elif existing.type != type_:
-            _warn_once(f"{name} is both a {existing.type} and a {type_}; the {type_} is dropped")
+            warn_once(f"{name} is both a {existing.type} and a {type_}; the {type_} is dropped")
             return None
         return existing
 
@@ -59,7 +59,7 @@ class Families:
 _warned: set[str] = set()
 
 
-def _warn_once(message: str) -> None:
+def warn_once(message: str) -> None:
     if message not in _warned and len(_warned) < 1000:
         _warned.add(message)
         log.warning("prometheus endpoint: %s", message)

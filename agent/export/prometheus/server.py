@@ -1,10 +1,16 @@
-"""The HTTP endpoint: ``/metrics``, ``/healthz``, ``/readyz``, on threads of its own.
+"""The HTTP endpoint: ``/metrics``, ``/healthz``, ``/readyz``, off the agent's event loop.
 
-Scrapes never touch a GPU library and never run on the event loop: a handler thread takes
-the current snapshot and encodes it, so a slow scraper or a hung GPU cannot delay sampling
-or each other. TLS is negotiated in the connection's own thread, and the web configuration
-file is re-read when it changes (certificate rotation without a restart), as exporter-toolkit
-does.
+Scrapes never touch a GPU library and never run on the agent's event loop: the endpoint's own
+loop thread handles the connections and a small fixed pool of threads takes the current
+snapshot and encodes it (``connections.py``), so a slow scraper, a flood of idle clients or a
+hung GPU cannot delay sampling or each other. TLS is negotiated per connection with the
+context of the moment, and the web configuration file is re-read when it changes (certificate
+rotation without a restart), as exporter-toolkit does.
+
+``/metrics`` speaks what the scraper asks for (``negotiation.py``): OpenMetrics 1.0.0 where the
+``Accept`` header prefers it (Prometheus's does), text 0.0.4 otherwise, gzip-compressed when
+``Accept-Encoding`` allows (a 16-GPU node's text is hundreds of kilobytes; gzip makes it a
+tenth).
 
 ``/healthz`` and ``/readyz`` need no credentials: the kubelet's probes cannot send them, and
 they reveal nothing but the answer.
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import gzip
 import logging
 import socket
 import ssl
@@ -21,14 +28,15 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 from gpu_otel_agent.config.schema import AgentConfig
 from gpu_otel_agent.export.prometheus import EndpointError
+from gpu_otel_agent.export.prometheus.connections import HttpServer, Limits, Request, Response
 from gpu_otel_agent.export.prometheus.dcgm_scheme import DcgmTranslator
-from gpu_otel_agent.export.prometheus.exposition import CONTENT_TYPE, render
+from gpu_otel_agent.export.prometheus.exposition import Families, render
+from gpu_otel_agent.export.prometheus.negotiation import Format, accepts_gzip, choose_format
+from gpu_otel_agent.export.prometheus.openmetrics import render_openmetrics
 from gpu_otel_agent.export.prometheus.otel_scheme import otel_families
 from gpu_otel_agent.export.prometheus.probes import HealthCheck
 from gpu_otel_agent.export.prometheus.webconfig import BasicAuth, WebConfig, load_web_config
@@ -36,9 +44,12 @@ from gpu_otel_agent.export.series import series
 from gpu_otel_agent.export.tracing import NoTracing, SpanRecorder
 from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
 
-__all__ = ["EndpointError", "MetricsEndpoint"]
+__all__ = ["EndpointError", "Limits", "MetricsEndpoint"]
 log = logging.getLogger(__name__)
-CONNECTION_TIMEOUT_SECONDS = 10.0
+# Level 1: a 16-GPU scrape compresses about as well as at the default level 6 (text repeats
+# itself) in a fraction of the CPU; Prometheus scrapes every few seconds.
+GZIP_LEVEL = 1
+PLAIN = "text/plain; charset=utf-8"
 LANDING = b"""<html><head><title>gpu-otel-agent</title></head><body>
 <h1>gpu-otel-agent</h1><p><a href="/metrics">Metrics</a> &middot;
 <a href="/healthz">healthz</a> &middot; <a href="/readyz">readyz</a></p></body></html>
@@ -54,6 +65,8 @@ def split_listen(listen: str) -> tuple[str, int]:
 class ServerStats:
     scrapes: int = 0
     unauthorized: int = 0
+    gzip: int = 0
+    openmetrics: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def count(self, what: str) -> None:
@@ -103,88 +116,6 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    endpoint: MetricsEndpoint
-
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        request.settimeout(CONNECTION_TIMEOUT_SECONDS)
-        watch = self.endpoint.web
-        watch.refresh()
-        context = watch.context
-        if context is not None:
-            try:
-                request = context.wrap_socket(request, server_side=True)
-            except (ssl.SSLError, OSError) as error:
-                log.debug("TLS handshake with %s failed: %s", client_address, error)
-                return
-        super().finish_request(request, client_address)
-
-
-class _Server6(_Server):
-    address_family = socket.AF_INET6
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s " + format, self.address_string(), *args)
-
-    def do_GET(self) -> None:
-        endpoint = self.server.endpoint
-        path = self.path.split("?", 1)[0]
-        if path in ("/healthz", "/readyz"):
-            verdict = endpoint.health.healthy() if path == "/healthz" else \
-                endpoint.health.ready()
-            self._send(200 if verdict.ok else 503, (verdict.reason + "\n").encode(),
-                       "text/plain; charset=utf-8")
-            return
-        if not self._authorized(endpoint):
-            return
-        if path == "/metrics":
-            body = endpoint.scrape()
-            self._send(200, body, CONTENT_TYPE)
-        elif path == "/":
-            self._send(200, LANDING, "text/html; charset=utf-8")
-        else:
-            self._send(404, b"not found\n", "text/plain; charset=utf-8")
-
-    def _authorized(self, endpoint: MetricsEndpoint) -> bool:
-        auth = endpoint.web.auth
-        if not auth.enabled:
-            return True
-        header = self.headers.get("Authorization", "")
-        scheme, _, encoded = header.partition(" ")
-        if scheme.lower() == "basic":
-            try:
-                user, sep, password = base64.b64decode(encoded, validate=True).decode(
-                    "utf-8").partition(":")
-            except (binascii.Error, UnicodeDecodeError):
-                sep = ""
-            if sep and auth.check(user, password):
-                return True
-        endpoint.stats.count("unauthorized")
-        self._send(401, b"Unauthorized\n", "text/plain; charset=utf-8",
-                   {"WWW-Authenticate": 'Basic realm="gpu-otel-agent"'})
-        return False
-
-    def _send(self, status: int, body: bytes, content_type: str,
-              extra: Mapping[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in {**self.server.endpoint.web.config.headers, **(extra or {})}.items():
-            self.send_header(name, value)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    def do_HEAD(self) -> None:  # http.server dispatches by name
-        self.do_GET()
-
-
 class MetricsEndpoint:
     def __init__(
         self,
@@ -193,6 +124,8 @@ class MetricsEndpoint:
         resource: Mapping[str, object],
         health: HealthCheck,
         tracer: SpanRecorder | None = None,
+        *,
+        limits: Limits | None = None,
     ) -> None:
         self._config = config
         self._tracer: SpanRecorder = tracer or NoTracing()
@@ -208,29 +141,38 @@ class MetricsEndpoint:
         except Exception as error:
             raise EndpointError(f"prometheus.web_config_file: {error}") from error
         self._listen = settings.listen
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
+        self._limits = limits or Limits()
+        self._server: HttpServer | None = None
 
     @property
     def address(self) -> tuple[str, int]:
         if self._server is None:
             raise RuntimeError("endpoint not started")
-        host, port = self._server.server_address[:2]
-        return str(host), int(port)
+        return self._server.address
+
+    @property
+    def server(self) -> HttpServer:
+        if self._server is None:
+            raise RuntimeError("endpoint not started")
+        return self._server
 
     def start(self) -> None:
         host, port = split_listen(self._listen)
-        server_class = _Server6 if ":" in host else _Server
         try:
-            server = server_class((host, port), _Handler, bind_and_activate=True)
+            sock = socket.create_server(
+                (host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET,
+                backlog=socket.SOMAXCONN)
         except OSError as error:
             raise EndpointError(f"prometheus.listen {self._listen}: cannot listen: "
                                 f"{error.strerror or error}") from error
-        server.endpoint = self
+        server = HttpServer(sock, self.handle, self._tls, lambda: self.web.config.headers,
+                            self._limits)
+        try:
+            server.start()
+        except OSError as error:
+            sock.close()
+            raise EndpointError(f"prometheus.listen {self._listen}: {error}") from error
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={
-            "poll_interval": 0.25}, name="prometheus-http", daemon=True)
-        self._thread.start()
         scheme = "https" if self.web.context is not None else "http"
         log.info("prometheus endpoint on %s://%s/metrics (scheme %s%s)", scheme, self._listen,
                  self._config().prometheus.scheme,
@@ -238,19 +180,64 @@ class MetricsEndpoint:
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()
 
-    def scrape(self) -> bytes:
+    def _tls(self) -> ssl.SSLContext | None:
+        self.web.refresh()
+        return self.web.context
+
+    def handle(self, request: Request) -> Response:
+        """One request, in a worker thread of the endpoint."""
+        path = request.path
+        if path in ("/healthz", "/readyz"):
+            verdict = self.health.healthy() if path == "/healthz" else self.health.ready()
+            return Response(200 if verdict.ok else 503, (verdict.reason + "\n").encode())
+        if not self._authorized(request):
+            self.stats.count("unauthorized")
+            return Response(401, b"Unauthorized\n",
+                            headers=(("WWW-Authenticate", 'Basic realm="gpu-otel-agent"'),))
+        if path == "/metrics":
+            return self._metrics(request)
+        if path == "/":
+            return Response(200, LANDING, "text/html; charset=utf-8")
+        return Response(404, b"not found\n")
+
+    def _authorized(self, request: Request) -> bool:
+        auth = self.web.auth
+        if not auth.enabled:
+            return True
+        scheme, _, encoded = (request.header("authorization") or "").partition(" ")
+        if scheme.lower() != "basic":
+            return False
+        try:
+            user, sep, password = base64.b64decode(encoded.strip(), validate=True).decode(
+                "utf-8").partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return False
+        return bool(sep) and auth.check(user, password)
+
+    def _metrics(self, request: Request) -> Response:
+        format_ = choose_format(request.header("accept"))
+        body = self.scrape(format_)
+        vary = (("Vary", "Accept, Accept-Encoding"),)
+        if format_ is Format.OPENMETRICS:
+            self.stats.count("openmetrics")
+        if accepts_gzip(request.header("accept-encoding")):
+            self.stats.count("gzip")
+            return Response(200, gzip.compress(body, GZIP_LEVEL, mtime=0), format_.content_type,
+                            (("Content-Encoding", "gzip"), *vary))
+        return Response(200, body, format_.content_type, vary)
+
+    def scrape(self, format_: Format = Format.TEXT) -> bytes:
         self.stats.count("scrapes")
         scheme = self._config().prometheus.scheme
         with self._tracer.span("gpu_agent.scrape", {"gpu_agent.scheme": scheme}) as span:
             snapshot = self._store.current(time.time_ns())
             points = series(snapshot)
-            if scheme == "dcgm":
-                body = render(self._dcgm.families(points))
-            else:
-                body = render(otel_families(points, self._resource))
+            families: Families = (self._dcgm.families(points) if scheme == "dcgm"
+                                  else otel_families(points, self._resource))
+            body = render_openmetrics(families) if format_ is Format.OPENMETRICS \
+                else render(families)
             if span is not None:
                 span.set_attribute("gpu_agent.scrape.bytes", len(body))
             return body

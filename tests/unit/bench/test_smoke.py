@@ -23,7 +23,7 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> Path:
     output = tmp_path_factory.mktemp("bench")
     done = subprocess.run(
         [sys.executable, "-m", "tests.bench", "--smoke", "--output", str(output)],
-        cwd=REPO, capture_output=True, text=True, timeout=170, check=False,
+        cwd=REPO, capture_output=True, text=True, timeout=190, check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     return output
@@ -36,11 +36,11 @@ def report(smoke: Path) -> dict[str, Any]:
     return parsed
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(200)
 def test_reports_exist_and_contain_every_case(smoke: Path, report: dict[str, Any]) -> None:
     names = [c["case"] for key in ("agent", "exporter_peers", "one_shot_peers", "encoding",
                                    "attribution", "events", "ebpf_call_cost", "ebpf_load",
-                                   "skipped")
+                                   "prometheus", "skipped")
              for c in report[key]]
     assert sorted(names) == sorted(plan.build(smoke=True).case_names())
     markdown = (smoke / "report.md").read_text(encoding="utf-8")
@@ -48,6 +48,14 @@ def test_reports_exist_and_contain_every_case(smoke: Path, report: dict[str, Any
         assert name in markdown
     assert report["smoke"] is True
     assert report["machine"]["packages"]["opentelemetry-sdk"] != "not installed"
+
+
+def test_prometheus_flood_counts_are_sane(report: dict[str, Any]) -> None:
+    (case,) = report["prometheus"]
+    assert case["openmetrics_served"] is True
+    assert 0 < case["gzip_openmetrics_bytes"] < case["plain_bytes"]
+    assert case["held_max"] >= case["connections"]  # every idle socket accepted at once
+    assert case["threads_flood"] <= case["threads_before"] + 3  # no thread per connection
 
 
 def test_agent_counts_are_sane(report: dict[str, Any]) -> None:
