@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import gzip
+import http.client
 import os
 import ssl
 import subprocess
@@ -15,6 +17,9 @@ from pathlib import Path
 
 import bcrypt
 import pytest
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as openmetrics_families,
+)
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpu_otel_agent.config.load import load
@@ -24,6 +29,7 @@ from gpu_otel_agent.export.prometheus.server import EndpointError, MetricsEndpoi
 from gpu_otel_agent.export.prometheus.webconfig import WebConfigError, load_web_config
 from gpu_otel_agent.model.snapshot import HealthState, SnapshotStore
 from tests.unit.prometheus.snapshots import device, store_with
+from tests.unit.prometheus.test_negotiation import PROMETHEUS_2 as PROMETHEUS_ACCEPT
 
 RESOURCE = {"service.name": "gpu-otel-agent", "host.name": "vm-1"}
 
@@ -117,6 +123,50 @@ def test_metrics_over_plain_http_by_default(start: Callable[..., MetricsEndpoint
     assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
     names = {f.name for f in text_string_to_metric_families(body)}
     assert {"hw_gpu_utilization_ratio", "target_info", "hw_status"} <= names
+
+
+def _fetch(endpoint: MetricsEndpoint, headers: dict[str, str],
+           method: str = "GET") -> tuple[int, bytes, dict[str, str]]:
+    host, port = endpoint.address
+    connection = http.client.HTTPConnection(host, port, timeout=30)
+    try:
+        connection.request(method, "/metrics", headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read(), dict(response.headers)
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("scheme", ["otel", "dcgm"])
+def test_gzip_and_openmetrics_when_the_scraper_asks_for_them(
+    start: Callable[..., MetricsEndpoint], scheme: str,
+) -> None:
+    store = store_with(device(0, 0.37, 100, time.time_ns()))
+    endpoint = start(store, config(scheme=scheme), devices=1)
+    _, plain, headers = _fetch(endpoint, {})
+    assert headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert "Content-Encoding" not in headers
+    status, body, headers = _fetch(endpoint, {"Accept": PROMETHEUS_ACCEPT,
+                                              "Accept-Encoding": "gzip"})
+    assert status == 200
+    assert headers["Content-Type"] == "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    assert headers["Content-Encoding"] == "gzip"
+    assert headers["Vary"] == "Accept, Accept-Encoding"
+    assert int(headers["Content-Length"]) == len(body) < len(plain)
+    openmetrics = gzip.decompress(body).decode()
+    assert openmetrics.endswith("# EOF\n")
+    om_names = {s.name for f in openmetrics_families(openmetrics) for s in f.samples}
+    text_names = {line.split("{")[0].split(" ")[0] for line in plain.decode().splitlines()
+                  if line and not line.startswith("#")}
+    assert om_names == text_names  # names as stored by Prometheus do not change
+    _, zipped_text, headers = _fetch(endpoint, {"Accept-Encoding": "gzip"})
+    assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    assert {f.name for f in text_string_to_metric_families(gzip.decompress(
+        zipped_text).decode())} == {f.name for f in text_string_to_metric_families(
+            plain.decode())}
+    status, head_body, headers = _fetch(endpoint, {"Accept-Encoding": "gzip"}, "HEAD")
+    assert (status, head_body, headers["Content-Encoding"]) == (200, b"", "gzip")
+    assert endpoint.stats.gzip == 3 and endpoint.stats.openmetrics == 1
 
 
 def test_dcgm_scheme_from_configuration(start: Callable[..., MetricsEndpoint]) -> None:
