@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -88,11 +90,103 @@ class Webhook:
         self._server.server_close()
 
 
+@dataclass(frozen=True)
+class Exchange:
+    """One request through a RecordingProxy: header fields (lower-case names) both ways."""
+
+    path: str
+    request: Mapping[str, str]
+    response: Mapping[str, str]
+    body_bytes: int
+
+
+def _read_head(sock: socket.socket, buffer: bytearray) -> bytes | None:
+    while b"\r\n\r\n" not in buffer:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return None
+        buffer += chunk
+    head, _, rest = bytes(buffer).partition(b"\r\n\r\n")
+    buffer[:] = rest
+    return head
+
+
+def _fields(head: bytes) -> tuple[str, dict[str, str]]:
+    first, *lines = head.decode("latin-1").split("\r\n")
+    fields = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        fields[name.strip().lower()] = value.strip()
+    return first, fields
+
+
+class RecordingProxy:
+    """An HTTP/1.1 proxy between Prometheus and an agent that records what each side sent
+    (what Prometheus asks for, what the agent answered). ``accept``, if given, replaces the
+    scraper's Accept header and drops Accept-Encoding: an older scraper, for the fallback."""
+
+    def __init__(self, upstream: str, accept: str | None = None) -> None:
+        host, _, port = upstream.rpartition(":")
+        self._upstream = (host, int(port))
+        self._accept = accept
+        self.exchanges: list[Exchange] = []
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._accept_loop, daemon=True).start()
+
+    def _accept_loop(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._relay, args=(client,), daemon=True).start()
+
+    def _relay(self, client: socket.socket) -> None:
+        upstream = socket.create_connection(self._upstream, timeout=30)
+        from_client, from_upstream = bytearray(), bytearray()
+        try:
+            while (head := _read_head(client, from_client)) is not None:
+                if self._accept is not None:
+                    lines = [h for h in head.decode("latin-1").split("\r\n")
+                             if not h.lower().startswith(("accept:", "accept-encoding:"))]
+                    head = "\r\n".join([*lines, f"Accept: {self._accept}"]).encode("latin-1")
+                line, request = _fields(head)  # as the agent receives it
+                upstream.sendall(head + b"\r\n\r\n")
+                answer = _read_head(upstream, from_upstream)
+                if answer is None:
+                    return
+                _, response = _fields(answer)
+                length = int(response.get("content-length", "0"))
+                while len(from_upstream) < length:
+                    chunk = upstream.recv(65536)
+                    if not chunk:
+                        return
+                    from_upstream += chunk
+                body = bytes(from_upstream[:length])
+                del from_upstream[:length]
+                self.exchanges.append(Exchange(line.split(" ")[1], request, response, length))
+                client.sendall(answer + b"\r\n\r\n" + body)
+        except OSError:
+            pass
+        finally:
+            upstream.close()
+            client.close()
+
+    def metrics_exchanges(self) -> list[Exchange]:
+        return [e for e in list(self.exchanges) if e.path.startswith("/metrics")]
+
+    def close(self) -> None:
+        self._listener.close()
+
+
 class Stack:
     """Prometheus scraping ``targets`` (job -> host:port), rules, Alertmanager, webhook."""
 
-    def __init__(self, workdir: Path, targets: dict[str, str], rule_files: Sequence[Path]) -> None:
+    def __init__(self, workdir: Path, targets: dict[str, str], rule_files: Sequence[Path],
+                 job_extra: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self.workdir = workdir
+        self._job_extra = job_extra or {}
         self.webhook = Webhook()
         self._processes: list[subprocess.Popen[bytes]] = []
         self._logs: list[Any] = []
@@ -138,7 +232,8 @@ class Stack:
             "alerting": {"alertmanagers": [{"static_configs": [
                 {"targets": [self.alertmanager.removeprefix("http://")]}]}]},
             "scrape_configs": [
-                {"job_name": job, "static_configs": [{"targets": [target]}]}
+                {"job_name": job, "static_configs": [{"targets": [target]}],
+                 **self._job_extra.get(job, {})}
                 for job, target in targets.items()
             ],
         }
@@ -170,6 +265,13 @@ class Stack:
             time.sleep(0.25)
         raise AssertionError(f"{promql}: last result {result}\n"
                              f"prometheus log: {self._prometheus_log.read_text()[-2000:]}")
+
+    def target_metadata(self, job: str, metric: str) -> list[dict[str, Any]]:
+        """What Prometheus recorded of a metric family's TYPE from the job's scrapes."""
+        query = urllib.parse.urlencode({"match_target": f'{{job="{job}"}}', "metric": metric})
+        answer = _get_json(f"{self.prometheus}/api/v1/targets/metadata?{query}")
+        data: list[dict[str, Any]] = answer["data"]
+        return data
 
     def targets_health(self) -> dict[str, str]:
         answer = _get_json(self.prometheus + "/api/v1/targets")

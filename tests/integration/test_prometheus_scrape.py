@@ -24,7 +24,7 @@ from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices,
 from tests.integration.cgroups import Cgroups, Pod, cgroups, v1_root, v2_root
 from tests.integration.conftest import UUIDS
 from tests.integration.harness import REPO, AgentProcess, h100, write_scenario
-from tests.integration.prometheus_stack import Stack, binaries_missing
+from tests.integration.prometheus_stack import RecordingProxy, Stack, binaries_missing
 from tests.receivers.kubelet import FakeKubelet
 from tests.receivers.netutil import free_port, wait_for_port
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
@@ -40,6 +40,9 @@ VARIABLES = {"$node": "gpu-node-a", "$gpu": ".*", "$namespace": "ml", "$pod": ".
 EMPTY_WHEN_HEALTHY = {"GPUs not ok", "XIDs by code (24 h)", "XIDs", "Idle pods holding GPU memory",
                       "Throttle reasons active", "ECC errors"}
 NODE = "gpu-node-a"
+TEXT_JOB = "gpu-agent-text"
+TEXT_ONLY = "text/plain;version=0.0.4"
+OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 UTIL = (10, 20, 30, 45)
 USED_MIB = (1000, 2000, 3000, 4500)
 MIB = 1024 * 1024
@@ -56,6 +59,7 @@ class Scenario:
     stack: Stack
     agents: dict[str, AgentProcess]
     pods: dict[str, Pod]
+    proxies: dict[str, RecordingProxy]  # job -> the proxy Prometheus scrapes it through
 
 
 def _pods(groups: Cgroups, node: SimulatedNode, kubelet: FakeKubelet) -> dict[str, Pod]:
@@ -119,12 +123,22 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
             for scheme, port in ports.items():
                 agents[scheme] = _agent(workdir, node, receiver, scheme=scheme, port=port,
                                         kubelet=kubelet.socket_path)
-            stack = Stack(workdir, {f"gpu-agent-{s}": f"127.0.0.1:{p}" for s, p in ports.items()},
-                          [RULES])
+            # Prometheus scrapes through recording proxies (what it asks for, what it gets);
+            # the "text" job scrapes the otel agent as a scraper that only takes text 0.0.4
+            # would, its series renamed text_* so they never mix with the others.
+            proxies = {f"gpu-agent-{s}": RecordingProxy(f"127.0.0.1:{p}")
+                       for s, p in ports.items()}
+            proxies[TEXT_JOB] = RecordingProxy(f"127.0.0.1:{ports['otel']}", accept=TEXT_ONLY)
+            stack = Stack(workdir, {job: proxy.address for job, proxy in proxies.items()},
+                          [RULES], {TEXT_JOB: {"metric_relabel_configs": [
+                              {"source_labels": ["__name__"], "regex": "(.*)",
+                               "target_label": "__name__", "replacement": "text_${1}"}]}})
             try:
-                yield Scenario(node, stack, agents, pods)
+                yield Scenario(node, stack, agents, pods, proxies)
             finally:
                 stack.close()
+                for proxy in proxies.values():
+                    proxy.close()
         finally:
             for agent in agents.values():
                 agent.close()
@@ -145,7 +159,56 @@ def test_otel_names_in_prometheus_equal_the_simulated_values(scenario: Scenario)
     # Self-telemetry: 4 GPUs read every 0.5 s (fast) and every 1 s (slow) = 12 reads/s.
     stack.wait_query('sum(rate(gpu_agent_cycles_total{job="gpu-agent-otel"}[5s]))',
                      lambda r: bool(r) and 9 < float(r[0]["value"][1]) < 15)
-    assert stack.targets_health() == {"gpu-agent-otel": "up ", "gpu-agent-dcgm": "up "}
+    assert stack.targets_health() == {"gpu-agent-otel": "up ", "gpu-agent-dcgm": "up ",
+                                      TEXT_JOB: "up "}
+
+
+def _scraped(proxy: RecordingProxy) -> Any:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if exchanges := proxy.metrics_exchanges():
+            return exchanges[-1]
+        time.sleep(0.2)
+    raise AssertionError("Prometheus never scraped through the proxy")
+
+
+@pytest.mark.parametrize("job", ["gpu-agent-otel", "gpu-agent-dcgm"])
+def test_prometheus_asks_for_openmetrics_and_gzip_and_gets_them(
+    scenario: Scenario, job: str,
+) -> None:
+    exchange = _scraped(scenario.proxies[job])
+    accept = exchange.request["accept"]
+    # What this Prometheus really sends, and what the agent made of it.
+    assert accept.startswith("application/openmetrics-text;version=1.0.0")
+    assert "text/plain;version=0.0.4" in accept
+    assert "gzip" in exchange.request["accept-encoding"]
+    assert exchange.response["content-type"] == OPENMETRICS
+    assert exchange.response["content-encoding"] == "gzip"
+    stack = scenario.stack
+    stack.wait_query(f'up{{job="{job}"}} == 1', bool)
+    # Prometheus parsed OpenMetrics: the counter family is named without _total there ...
+    family = "hw_energy_joules" if job.endswith("otel") else "gpu_agent_exports"
+    metadata = stack.target_metadata(job, family)
+    assert {m["type"] for m in metadata} == {"counter"}, metadata
+    if job.endswith("otel"):
+        assert {m["type"] for m in stack.target_metadata(job, "target")} == {"info"}
+    # ... while the series keep their names.
+    name = "hw_energy_joules_total" if job.endswith("otel") else "gpu_agent_exports_total"
+    assert stack.wait_query(f'{name}{{job="{job}"}}', bool)
+
+
+def test_a_scraper_that_takes_only_text_gets_plain_text_0_0_4(scenario: Scenario) -> None:
+    exchange = _scraped(scenario.proxies[TEXT_JOB])
+    assert exchange.request["accept"] == TEXT_ONLY
+    assert "accept-encoding" not in exchange.request
+    assert exchange.response["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert "content-encoding" not in exchange.response
+    stack = scenario.stack
+    assert {m["type"] for m in stack.target_metadata(TEXT_JOB, "hw_energy_joules_total")} == {
+        "counter"}
+    text = stack.wait_query('text_hw_gpu_utilization_ratio{hw_gpu_task="general"}',
+                            lambda r: len(r) == 4)
+    assert _values(text, "hw_id") == {UUIDS[i]: UTIL[i] / 100 for i in range(4)}
 
 
 def test_library_call_telemetry_counts_the_calls_the_node_served(scenario: Scenario) -> None:
