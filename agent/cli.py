@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from gpu_otel_agent.config.load import ConfigError, Overrides, load, to_tree
-from gpu_otel_agent.config.schema import EXPORTERS, LOG_LEVELS
+from gpu_otel_agent.config.table import EXPORTERS, LOG_LEVELS
 from gpu_otel_agent.docs import cli_markdown, events_markdown, metrics_markdown
 from gpu_otel_agent.export.exporters import ExporterConfigError
 from gpu_otel_agent.logs import setup_logging
@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "docs":
             if args.docs_command == "config":
-                from gpu_otel_agent.config.keys import config_markdown
+                from gpu_otel_agent.config.docs import config_markdown
 
                 text = config_markdown()
             elif args.docs_command == "cli":
