@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from gpu_otel_agent.config.load import ConfigError, Overrides, load, to_tree
-from gpu_otel_agent.config.schema import EXPORTERS, LOG_LEVELS
+from gpu_otel_agent.config.table import EXPORTERS, LOG_LEVELS
 from gpu_otel_agent.docs import cli_markdown, events_markdown, metrics_markdown
 from gpu_otel_agent.export.exporters import ExporterConfigError
 from gpu_otel_agent.logs import setup_logging
@@ -77,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     config_doc = docs_commands.add_parser("config",
                                           help="the configuration keys (docs/config.md)")
     config_doc.add_argument("--output", type=Path, help="write to this file instead of stdout")
+    chart_schema = docs_commands.add_parser(
+        "chart-schema", help="values.schema.json with the chart values that set agent keys "
+        "derived from the configuration table")
+    chart_schema.add_argument("schema", type=Path, help="the chart's values.schema.json")
+    chart_schema.add_argument("--output", type=Path, help="write to this file instead of stdout")
     events = docs_commands.add_parser("events", help="the health events and the XID catalog "
                                       "(docs/events.md)")
     events.add_argument("--output", type=Path, help="write to this file instead of stdout")
@@ -134,9 +139,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "docs":
             if args.docs_command == "config":
-                from gpu_otel_agent.config.keys import config_markdown
+                from gpu_otel_agent.config.docs import config_markdown
 
                 text = config_markdown()
+            elif args.docs_command == "chart-schema":
+                from gpu_otel_agent.config.chart import chart_schema_text
+
+                text = chart_schema_text(args.schema.read_text(encoding="utf-8"))
             elif args.docs_command == "cli":
                 text = cli_markdown(parser)
             else:

@@ -23,7 +23,7 @@ from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.backends.discovery import OpenBackend, installed_backends, open_backends
 from gpu_otel_agent.backends.protocol import PROCESS_GROUP, Backend
-from gpu_otel_agent.config.load import ConfigError, Overrides, load
+from gpu_otel_agent.config.load import ConfigError, Overrides, load, restart_needed
 from gpu_otel_agent.config.schema import AgentConfig
 from gpu_otel_agent.export.exporters import build_snapshot_exporter
 from gpu_otel_agent.export.prometheus import EndpointError
@@ -112,12 +112,9 @@ class Agent:
         old = self._holder.current
         if new == old:
             return
-        if (new.exporter, new.otlp) != (old.exporter, old.otlp):
-            log.warning("exporter settings changed; they take effect at the next restart")
-        if new.attribution != old.attribution:
-            log.warning("attribution settings changed; they take effect at the next restart")
-        if new.health != old.health:
-            log.warning("health settings changed; they take effect at the next restart")
+        later = restart_needed(old, new)
+        if later:
+            log.warning("changed keys take effect at the next restart: %s", ", ".join(later))
         logging.getLogger().setLevel(new.log_level.upper())
         self._holder.replace(new)
         log.info("configuration reloaded")

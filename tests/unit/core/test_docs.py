@@ -33,17 +33,6 @@ def test_docs_cli_is_generated_from_the_parser() -> None:
         assert f"`{flag}`" in generated
 
 
-def test_docs_config_is_generated_from_the_defaults() -> None:
-    from gpu_otel_agent.config.keys import config_markdown, leaves
-
-    generated = config_markdown()
-    assert (DOC.parent / "config.md").read_text(encoding="utf-8") == generated, (
-        "docs/config.md is stale: run gpu-agent docs config --output docs/config.md"
-    )
-    for dotted, _ in leaves():
-        assert f"`{dotted}`" in generated
-
-
 def test_docs_events_is_generated_from_the_event_and_xid_catalogs() -> None:
     from gpu_otel_agent.docs import events_markdown
     from gpu_otel_agent.gpu_health.events import EVENTS
