@@ -15,7 +15,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-_reported: set[tuple[str, str, str]] = set()
+_reported: set[tuple[str, str, str, str]] = set()
 _reported_lock = threading.Lock()
 
 
@@ -26,9 +26,10 @@ class LoadedEntry:
 
 
 def _report_once(entry: EntryPoint, group: str, error: BaseException) -> None:
-    # The same broken plugin may be looked up more than once in a process (docs, reload...);
-    # one line per plugin is enough to say what is missing.
-    key = (group, entry.name, entry.value)
+    # The same broken plugin may be looked up more than once in a process; one line per plugin
+    # is enough to say what is missing. Another installed copy of it is another plugin.
+    where = str(entry.dist.locate_file("")) if entry.dist is not None else ""
+    key = (group, entry.name, entry.value, where)
     with _reported_lock:
         if key in _reported:
             return
