@@ -125,3 +125,13 @@ def test_a_node_plugin_that_raises_at_start_is_left_out(
                if r.name == "gpu_otel_agent.runtime.node_plugins"]
     assert len(reports) == 1 and plugin_dist.CRASHING_NODE_PLUGIN in reports[0], reports
     assert "this plugin has a bug" in reports[0]
+
+
+def test_run_simulate_brings_the_simulated_node_through_its_entry_point(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.yaml"
+    done = subprocess.run([sys.executable, "-c", PROBE, "run", "--simulate", str(missing)],
+                          capture_output=True, text=True, timeout=60, check=True)
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["code"] == 2  # a scenario that cannot be read is a clear error...
+    assert f"gpu-agent: simulated node: {missing}" in done.stderr
+    assert f"{SIMULATOR}.simulate" in result["modules"]  # ...said by the plugin's node
