@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu_otel_agent.workloads.build import report_namespaces
+from gpu_otel_agent.config.schema import AttributionConfig
+from gpu_otel_agent.workloads.build import build
 from gpu_otel_agent.workloads.inotify import IN_CREATE, IN_DELETE, IN_ISDIR, Inotify
 from gpu_otel_agent.workloads.netlink import ProcConnector
 from gpu_otel_agent.workloads.procfs import ProcReader
@@ -64,14 +65,34 @@ def test_directories_appearing_and_vanishing(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
+class _NoProcessEvents:
+    """A process event source that never starts: reconciliation alone (no root needed)."""
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> bool:
+        return False
+
+    def stop(self) -> None:
+        pass
+
+
+PRIVATE_CGROUP_NS = "the agent runs in a private cgroup namespace"
+HIDDEN_PID = "does not share the host PID namespace"
+
+
 def test_private_cgroup_namespace_is_reported_once(tmp_path: Path,
                                                    caplog: pytest.LogCaptureFixture) -> None:
     for who in ("self", "1"):
         (tmp_path / who / "ns").mkdir(parents=True)
         (tmp_path / who / "ns" / "cgroup").write_text(who)  # two files: two inodes
+    config = AttributionConfig(proc_root=str(tmp_path), cgroup_root=str(tmp_path / "cgroup"))
     with caplog.at_level(logging.WARNING):
-        report_namespaces(tmp_path)
-    assert "private cgroup namespace" in caplog.text
+        _, service = build(config, lambda callbacks: _NoProcessEvents())
+        assert caplog.text.count(PRIVATE_CGROUP_NS) == 1  # said at start...
+        for cycle in range(3):  # ...and not again on the cycles and reconciles that follow
+            service.resolver.process(200 + cycle)
+            service.resolver.reconcile()
+            service.resolver.on_cgroup_change()
+    assert caplog.text.count(PRIVATE_CGROUP_NS) == 1, caplog.text
 
 
 def test_missing_host_pid_namespace_is_reported_once(tmp_path: Path,
@@ -81,4 +102,13 @@ def test_missing_host_pid_namespace_is_reported_once(tmp_path: Path,
         for pid in (100, 101, 102):
             facts = resolver.process(pid)
             assert facts is not None and not facts.exists
-    assert caplog.text.count("hostPID") == 1
+        assert caplog.text.count(HIDDEN_PID) == 1
+        # The next cycles: the same PIDs forgotten and looked up again, new PIDs, reconciles.
+        for cycle in range(3):
+            resolver.reconcile()
+            resolver.retain(set())
+            for pid in (100, 101, 102, 300 + cycle):
+                facts = resolver.process(pid)
+                assert facts is not None and not facts.exists
+    assert resolver.resolutions >= 7  # the lookups really went to /proc again
+    assert caplog.text.count(HIDDEN_PID) == 1, caplog.text
