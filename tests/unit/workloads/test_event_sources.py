@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from gpu_otel_agent.config.schema import AttributionConfig
 from gpu_otel_agent.workloads.build import build
 from gpu_otel_agent.workloads.inotify import IN_CREATE, IN_DELETE, IN_ISDIR, Inotify
-from gpu_otel_agent.workloads.netlink import ProcConnector
+from gpu_otel_agent.workloads.netlink import ProcConnector, kernel_filters
 from gpu_otel_agent.workloads.procfs import ProcReader
 from gpu_otel_agent.workloads.resolver import WorkloadResolver
 
@@ -44,6 +45,85 @@ def test_exec_and_exit_of_a_real_process_arrive() -> None:
             connector.stop()
 
     asyncio.run(scenario())
+
+
+def test_thread_exits_are_not_process_exits() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the proc connector needs CAP_NET_ADMIN")
+    exits: list[int] = []
+
+    async def scenario() -> None:
+        connector = ProcConnector(lambda pid: None, exits.append, lambda: None)
+        assert connector.start(asyncio.get_running_loop())
+        try:
+            code = ("import threading; t = threading.Thread(target=lambda: None); t.start(); "
+                    "t.join(); print(t.native_id)")
+            child = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", code, stdout=asyncio.subprocess.PIPE)
+            out, _ = await child.communicate()
+            thread = int(out)
+            await _until(lambda: child.pid in exits)
+            # The thread ended before its process, so its event was decoded before this one.
+            assert thread != child.pid and thread not in exits
+        finally:
+            connector.stop()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("filtered", [True, False], ids=["event-mask", "all-events"])
+def test_both_control_messages_are_understood_by_the_kernel(filtered: bool) -> None:
+    """The 6.6+ ``struct proc_input`` (exec and exit only) and the bare operation (all)."""
+    if os.geteuid() != 0:
+        pytest.skip("the proc connector needs CAP_NET_ADMIN")
+    if filtered and not kernel_filters():
+        pytest.skip("this kernel predates event masks (Linux 6.6)")
+    forks: list[int] = []
+    exits: list[int] = []
+
+    async def scenario() -> None:
+        connector = ProcConnector(lambda pid: None, exits.append, lambda: None,
+                                  on_fork=forks.append)
+        connector.filtered = filtered
+        assert connector.start(asyncio.get_running_loop())
+        try:
+            child = subprocess.Popen(["true"])
+            child.wait()
+            await _until(lambda: child.pid in exits)
+            # A fork precedes its exit on the socket: by now it has arrived if it was sent.
+            if filtered:
+                assert forks == []
+            else:
+                assert child.pid in forks
+        finally:
+            connector.stop()
+
+    asyncio.run(scenario())
+
+
+def test_the_netlink_source_leaves_pyroute2_alone() -> None:
+    """Starting the connector imports no pyroute2 module (a user's own import stays intact)."""
+    code = """
+import asyncio, importlib.util, os, sys
+from gpu_otel_agent.workloads.netlink import ProcConnector, kernel_filters
+
+async def main():
+    connector = ProcConnector(lambda pid: None, lambda pid: None, lambda: None)
+    connector.start(asyncio.get_running_loop())
+    connector.stop()
+
+asyncio.run(main())
+assert not [m for m in sys.modules if m.split(".")[0] == "pyroute2"], "pyroute2 was imported"
+if importlib.util.find_spec("pyroute2") is not None:
+    from pyroute2 import IPRoute
+    with IPRoute() as ipr:
+        assert ipr.link_lookup(ifname="lo")
+print("ok")
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
 
 
 def test_directories_appearing_and_vanishing(tmp_path: Path) -> None:
