@@ -16,7 +16,9 @@ self-telemetry).
 from __future__ import annotations
 
 import struct
+from typing import Any
 
+from google.protobuf.descriptor import FieldDescriptor
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
@@ -44,6 +46,34 @@ _GAUGE_DOUBLE = struct.Struct("<BQBd")  # 0x19 time, 0x21 as_double
 _GAUGE_INT = struct.Struct("<BQBq")  # 0x19 time, 0x31 as_int
 _SUM_DOUBLE = struct.Struct("<BQBQBd")  # 0x11 start, 0x19 time, 0x21 as_double
 _SUM_INT = struct.Struct("<BQBQBq")  # 0x11 start, 0x19 time, 0x31 as_int
+
+
+# (message, field name, field number, field type) for every tag written by hand above: the
+# contract between this encoder and opentelemetry-proto. ``wire_contract_problem`` checks it
+# against the installed descriptors at start-up; the exporter falls back to the SDK's encoder
+# when it does not hold.
+_FD = FieldDescriptor
+WIRE_CONTRACT: tuple[tuple[Any, str, int, int], ...] = (
+    (metrics_pb2.Gauge, "data_points", 1, _FD.TYPE_MESSAGE),
+    (metrics_pb2.Sum, "data_points", 1, _FD.TYPE_MESSAGE),
+    (metrics_pb2.NumberDataPoint, "start_time_unix_nano", 2, _FD.TYPE_FIXED64),
+    (metrics_pb2.NumberDataPoint, "time_unix_nano", 3, _FD.TYPE_FIXED64),
+    (metrics_pb2.NumberDataPoint, "as_double", 4, _FD.TYPE_DOUBLE),
+    (metrics_pb2.NumberDataPoint, "as_int", 6, _FD.TYPE_SFIXED64),
+    (metrics_pb2.NumberDataPoint, "attributes", 7, _FD.TYPE_MESSAGE),
+)
+
+
+def wire_contract_problem() -> str | None:
+    """None when the installed opentelemetry-proto has the fields written by hand here."""
+    for message, name, number, kind in WIRE_CONTRACT:
+        field = message.DESCRIPTOR.fields_by_name.get(name)
+        if field is None:
+            return f"{message.DESCRIPTOR.full_name} has no field {name}"
+        if (field.number, field.type) != (number, kind):
+            return (f"{message.DESCRIPTOR.full_name}.{name} is field {field.number} of type "
+                    f"{field.type}, the encoder writes field {number} of type {kind}")
+    return None
 
 
 def _varint(value: int) -> bytes:
