@@ -10,10 +10,13 @@ not much after (margins are generous; speed is the benchmark's business).
 from __future__ import annotations
 
 import socket
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from concurrent import futures
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -345,3 +348,57 @@ def test_shutdown_ends_a_retry_wait(grpc_receiver: OtlpGrpcReceiver) -> None:
     sender.shutdown()
     worker.join(MARGIN_S)  # far less than the 60 s of retries it had left
     assert outcome == [False]
+
+
+# --- TLS over HTTP (gRPC TLS: tests/integration/test_agent_tls.py) --------------------------
+
+
+class _Accepting(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+@pytest.fixture
+def https_endpoint(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Accepting)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"https://127.0.0.1:{server.server_address[1]}", cert
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_https_verifies_the_collector_with_the_configured_ca(
+    https_endpoint: tuple[str, Path],
+) -> None:
+    endpoint, cert = https_endpoint
+    request = ProtoEncoder(RESOURCE).encode(_snapshot(1))
+    trusted = build_request_sender(_target("http/protobuf", endpoint,
+                                           OTEL_EXPORTER_OTLP_CERTIFICATE=str(cert)))
+    untrusted = build_request_sender(_target("http/protobuf", endpoint,
+                                             OTEL_EXPORTER_OTLP_TIMEOUT="60"))
+    try:
+        assert trusted.send(request)
+        started = time.monotonic()
+        assert not untrusted.send(request)  # an unknown CA: refused, and not retried
+        assert time.monotonic() - started < 60
+    finally:
+        trusted.shutdown()
+        untrusted.shutdown()
