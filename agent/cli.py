@@ -1,4 +1,8 @@
-"""``gpu-agent``: run the agent, show its configuration, drive the simulated node."""
+"""``gpu-agent``: run the agent, show its configuration, generate its reference docs.
+
+Plugins add command groups of their own (``gpu-agent sim ...``) and the simulated node behind
+``run --simulate``, both through entry points (:mod:`gpu_otel_agent.extensions`).
+"""
 
 from __future__ import annotations
 
@@ -14,9 +18,12 @@ from typing import Any
 import yaml
 
 from gpu_otel_agent.config.load import ConfigError, Overrides, load, to_tree
-from gpu_otel_agent.config.schema import EXPORTERS, LOG_LEVELS
+from gpu_otel_agent.config.table import EXPORTERS, LOG_LEVELS
 from gpu_otel_agent.docs import cli_markdown, events_markdown, metrics_markdown
 from gpu_otel_agent.export.exporters import ExporterConfigError
+from gpu_otel_agent.extensions.commands import COMMAND_GROUP, Commands
+from gpu_otel_agent.extensions.loading import load_group
+from gpu_otel_agent.extensions.simulation import SIMULATED_NODE_GROUP, SimulatedNodeError
 from gpu_otel_agent.logs import setup_logging
 
 log = logging.getLogger(__name__)
@@ -77,13 +84,23 @@ def build_parser() -> argparse.ArgumentParser:
     config_doc = docs_commands.add_parser("config",
                                           help="the configuration keys (docs/config.md)")
     config_doc.add_argument("--output", type=Path, help="write to this file instead of stdout")
+    chart_schema = docs_commands.add_parser(
+        "chart-schema", help="values.schema.json with the chart values that set agent keys "
+        "derived from the configuration table")
+    chart_schema.add_argument("schema", type=Path, help="the chart's values.schema.json")
+    chart_schema.add_argument("--output", type=Path, help="write to this file instead of stdout")
     events = docs_commands.add_parser("events", help="the health events and the XID catalog "
                                       "(docs/events.md)")
     events.add_argument("--output", type=Path, help="write to this file instead of stdout")
 
-    from gpu_otel_agent.plugins.nvidia.simulator.cli import add_sim_commands
-
-    add_sim_commands(commands)
+    # After the core's own commands: their order is the order of `--help` and docs/cli.md.
+    plugin_commands: Commands = commands  # what a command group may use of it
+    for group in load_group(COMMAND_GROUP):
+        try:
+            group.value(plugin_commands)
+        except Exception as error:  # e.g. a name already taken; the other commands still work
+            log.error("command group %s could not be added, left out: %s: %s",
+                      group.name, type(error).__name__, error)
     return parser
 
 
@@ -92,11 +109,14 @@ def _simulated_node(scenario: Path | None) -> Iterator[None]:
     if scenario is None:
         yield
         return
-    from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, attach_in_process
-
-    with SimulatedNode.start(scenario) as node:
-        attach_in_process(node)
-        log.info("simulated node up: control socket %s", node.socket_path)
+    factories = load_group(SIMULATED_NODE_GROUP)
+    if not factories:
+        raise SimulatedNodeError(
+            f"none is installed (entry-point group {SIMULATED_NODE_GROUP})")
+    if len(factories) > 1:
+        log.info("simulated nodes %s are installed; using %s",
+                 ", ".join(f.name for f in factories), factories[0].name)
+    with factories[0].value(scenario):
         yield
 
 
@@ -121,8 +141,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from gpu_otel_agent.plugins.nvidia.simulator import BuildError, ScenarioError
-
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -134,9 +152,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "docs":
             if args.docs_command == "config":
-                from gpu_otel_agent.config.keys import config_markdown
+                from gpu_otel_agent.config.docs import config_markdown
 
                 text = config_markdown()
+            elif args.docs_command == "chart-schema":
+                from gpu_otel_agent.config.chart import chart_schema_text
+
+                text = chart_schema_text(args.schema.read_text(encoding="utf-8"))
             elif args.docs_command == "cli":
                 text = cli_markdown(parser)
             else:
@@ -153,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, ExporterConfigError) as error:
         print(f"gpu-agent: configuration error: {error}", file=sys.stderr)
         return 2
-    except (ScenarioError, BuildError) as error:
+    except SimulatedNodeError as error:
         print(f"gpu-agent: simulated node: {error}", file=sys.stderr)
         return 2
     parser.error(f"unknown command {args.command}")

@@ -1,8 +1,10 @@
-"""Generates ``docs/metrics.md`` and ``docs/cli.md`` from the code, so the docs cannot drift."""
+"""Generates ``docs/metrics.md``, ``docs/events.md`` and ``docs/cli.md`` from the code, so the
+docs cannot drift; a name without a description is an error, not an empty cell."""
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from gpu_otel_agent.model.metrics import (
     AGENT_METRICS,
@@ -13,6 +15,16 @@ from gpu_otel_agent.model.metrics import (
     WORKLOAD_ATTRIBUTES,
     MetricSpec,
 )
+
+if TYPE_CHECKING:
+    from gpu_otel_agent.gpu_health.events import EventSpec
+
+
+def described(name: str, description: str) -> str:
+    """``description``, or a ValueError: a docs row without one is a defect, not a blank cell."""
+    if not description.strip():
+        raise ValueError(f"{name} has no description: give it one where it is defined")
+    return description
 
 
 def metrics_markdown() -> str:
@@ -25,7 +37,7 @@ def metrics_markdown() -> str:
         "",
         "| attribute | value |",
         "| --- | --- |",
-        *(f"| `{name}` | {meaning} |" for name, meaning in DEVICE_ATTRIBUTES),
+        *(f"| `{name}` | {described(name, meaning)} |" for name, meaning in DEVICE_ATTRIBUTES),
         "",
         "`hw.type` is set on the `hw.*` metrics only. A value the device cannot provide is "
         "absent, never 0.",
@@ -35,7 +47,7 @@ def metrics_markdown() -> str:
         "| name | instrument | unit | attributes | group | vendors | description |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    lines.extend(_metric_rows(DEVICE_METRICS))
+    lines.extend(metric_rows(DEVICE_METRICS))
     lines += [
         "",
         "## Process and workload metrics",
@@ -44,11 +56,12 @@ def metrics_markdown() -> str:
         "",
         "| attribute | source |",
         "| --- | --- |",
-        *(f"| `{name}` | {meaning} |" for name, meaning in WORKLOAD_ATTRIBUTES),
+        *(f"| `{name}` | {described(name, meaning)} |"
+          for name, meaning in WORKLOAD_ATTRIBUTES),
         "",
         "| name | instrument | unit | attributes | group | vendors | description |",
         "| --- | --- | --- | --- | --- | --- | --- |",
-        *_metric_rows(PROCESS_METRICS),
+        *metric_rows(PROCESS_METRICS),
         "",
         "## CUDA activity (eBPF plugin)",
         "",
@@ -59,7 +72,7 @@ def metrics_markdown() -> str:
         "",
         "| name | instrument | unit | attributes | group | vendors | description |",
         "| --- | --- | --- | --- | --- | --- | --- |",
-        *_metric_rows(CUDA_METRICS),
+        *metric_rows(CUDA_METRICS),
     ]
     lines.extend(_vendor_sections())
     lines.extend([
@@ -75,7 +88,7 @@ def metrics_markdown() -> str:
     for spec in AGENT_METRICS:
         attributes = ", ".join(f"`{a}`" for a in spec.attributes) or "—"
         lines.append(f"| `{spec.name}` | {spec.instrument.value} | `{spec.unit}` | "
-                     f"{attributes} | {spec.description} |")
+                     f"{attributes} | {described(spec.name, spec.description)} |")
     lines.append("")
     return "\n".join(lines)
 
@@ -95,16 +108,14 @@ def events_markdown() -> str:
         "",
         "| attribute | meaning |",
         "| --- | --- |",
-        *(f"| `{name}` | {meaning} |" for name, meaning in COMMON_ATTRIBUTES),
+        *(f"| `{name}` | {described(name, meaning)} |" for name, meaning in COMMON_ATTRIBUTES),
         "",
         "## Events",
         "",
         "| event | attributes | description |",
         "| --- | --- | --- |",
     ]
-    for spec in EVENTS:
-        attributes = ", ".join(f"`{a}`" for a in spec.attributes) or "—"
-        lines.append(f"| `{spec.name}` | {attributes} | {spec.description} |")
+    lines.extend(event_rows(EVENTS))
     lines += [
         "",
         "## XID catalog",
@@ -116,14 +127,24 @@ def events_markdown() -> str:
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for info in CATALOG.values():
-        lines.append(f"| {info.code} | `{info.name}` | {info.meaning} | {info.severity.text} | "
+        lines.append(f"| {info.code} | `{info.name}` | {described(info.name, info.meaning)} | "
+                     f"{info.severity.text} | "
                      f"`{info.action}` | {info.state.value} |")
     lines += ["", "| action | meaning |", "| --- | --- |",
-              *(f"| `{name}` | {meaning} |" for name, meaning in ACTIONS.items()), ""]
+              *(f"| `{name}` | {described(name, meaning)} |" for name, meaning in ACTIONS.items()),
+              ""]
     return "\n".join(lines)
 
 
-def _metric_rows(specs: tuple[MetricSpec, ...]) -> list[str]:
+def event_rows(specs: tuple[EventSpec, ...]) -> list[str]:
+    rows = []
+    for spec in specs:
+        attributes = ", ".join(f"`{a}`" for a in spec.attributes) or "—"
+        rows.append(f"| `{spec.name}` | {attributes} | {described(spec.name, spec.description)} |")
+    return rows
+
+
+def metric_rows(specs: tuple[MetricSpec, ...]) -> list[str]:
     rows = []
     for spec in specs:
         attributes = ", ".join(f"`{a}`" for a in spec.attributes) or "—"
@@ -131,7 +152,7 @@ def _metric_rows(specs: tuple[MetricSpec, ...]) -> list[str]:
         vendors = ", ".join(spec.vendors)
         rows.append(
             f"| `{spec.name}` | {spec.instrument.value} | `{spec.unit}` | {attributes} | "
-            f"{group} | {vendors} | {spec.description} |"
+            f"{group} | {vendors} | {described(spec.name, spec.description)} |"
         )
     return rows
 
@@ -182,7 +203,8 @@ def _flag_rows(parser: argparse.ArgumentParser) -> list[str]:
                 name += f" {value}"
         else:
             name = value
-        rows.append(f"| `{name}` | {action.help or ''} |")
+        where = f"argument {name} of {parser.prog}"
+        rows.append(f"| `{name}` | {described(where, action.help or '')} |")
     return rows
 
 

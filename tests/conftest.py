@@ -1,1 +1,1 @@
-pytest_plugins = ["tests.receivers.fixtures"]
+pytest_plugins = ["tests.receivers.fixtures", "tests.skip_policy"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 
 from gpu_otel_agent.backends.protocol import Backend, BackendInfo, BackendUnavailable, Device
+from gpu_otel_agent.extensions.loading import load_group
 
 log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "gpu_otel_agent.backends"
@@ -22,11 +22,11 @@ class OpenBackend:
 
 def installed_backends() -> list[Backend]:
     backends: list[Backend] = []
-    for entry in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+    for entry in load_group(ENTRY_POINT_GROUP):
         try:
-            backends.append(entry.load()())
+            backends.append(entry.value())
         except Exception as exc:  # a broken plugin must not take the others down
-            log.error("backend %s could not be loaded: %s", entry.name, exc)
+            log.error("backend %s could not be created: %s", entry.name, exc)
     return backends
 
 

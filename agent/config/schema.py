@@ -1,4 +1,9 @@
-"""The validated, immutable agent configuration."""
+"""The validated, immutable agent configuration.
+
+The classes give the shape the code reads (``config.groups["fast"].interval``); every default
+comes from the table (``table.py``), so ``AgentConfig()`` is the configuration without file,
+environment or flags. ``load.py`` fills the fields from the table's rows by their dotted names.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-EXPORTERS = ("otlp", "console")
-OTLP_PROTOCOLS = ("grpc", "http/protobuf")
-LOG_LEVELS = ("debug", "info", "warning", "error")
-PROMETHEUS_SCHEMES = ("otel", "dcgm")
-PROCESS_EVENT_SOURCES = ("netlink", "ebpf")
+from gpu_otel_agent.config.table import GROUPS
+from gpu_otel_agent.config.table import default as _d
 
 
 @dataclass(frozen=True)
@@ -21,98 +23,106 @@ class GroupConfig:
     interval: float  # seconds
 
 
+def _groups() -> Mapping[str, GroupConfig]:
+    return MappingProxyType({
+        name: GroupConfig(_d(f"groups.{name}.enabled"), _d(f"groups.{name}.interval"))
+        for name in GROUPS
+    })
+
+
 @dataclass(frozen=True)
 class OtlpConfig:
     """Fallbacks for the standard OTEL_EXPORTER_OTLP_* variables, which win when set."""
 
-    protocol: str | None = None
-    endpoint: str | None = None
-    headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    insecure: bool | None = None
-    compression: str | None = None
-    timeout: float | None = None  # seconds
-    certificate: str | None = None
+    protocol: str | None = _d("otlp.protocol")
+    endpoint: str | None = _d("otlp.endpoint")
+    headers: Mapping[str, str] = field(default_factory=lambda: _d("otlp.headers"))
+    insecure: bool | None = _d("otlp.insecure")
+    compression: str | None = _d("otlp.compression")
+    timeout: float | None = _d("otlp.timeout")  # seconds
+    certificate: str | None = _d("otlp.certificate")
 
 
 @dataclass(frozen=True)
 class HealthConfig:
     """Health events; changes take effect at the next restart."""
 
-    enabled: bool = True
-    kmsg: bool = True
-    storm_window: float = 10.0  # seconds
-    dedup_window: float = 2.0  # seconds
-    spool_path: str | None = "/var/lib/gpu-otel-agent/events"
-    spool_max_mib: float = 16.0
+    enabled: bool = _d("health.enabled")
+    kmsg: bool = _d("health.kmsg")
+    storm_window: float = _d("health.storm_window")  # seconds
+    dedup_window: float = _d("health.dedup_window")  # seconds
+    spool_path: str | None = _d("health.spool_path")
+    spool_max_mib: float = _d("health.spool_max_mib")
 
 
 @dataclass(frozen=True)
 class PrometheusConfig:
     """The pull endpoint (/metrics, /healthz, /readyz); off unless enabled."""
 
-    enabled: bool = False
-    listen: str = "0.0.0.0:9400"  # host:port; dcgm-exporter's port, so scrape configs carry over
-    scheme: str = "otel"  # "otel": OTel->Prometheus translation; "dcgm": dcgm-exporter names
-    web_config_file: str | None = None  # exporter-toolkit format: TLS and basic auth
-    stall_after: float | None = None  # seconds without a sample before /healthz fails
+    enabled: bool = _d("prometheus.enabled")
+    listen: str = _d("prometheus.listen")  # host:port
+    scheme: str = _d("prometheus.scheme")  # "otel" or "dcgm" (dcgm-exporter names)
+    web_config_file: str | None = _d("prometheus.web_config_file")  # exporter-toolkit format
+    stall_after: float | None = _d("prometheus.stall_after")  # seconds
 
 
 @dataclass(frozen=True)
 class TracingConfig:
     """Spans of the agent's own pipeline (exports, scrapes) over OTLP; off unless enabled."""
 
-    enabled: bool = False
-    sample_ratio: float = 1.0
+    enabled: bool = _d("tracing.enabled")
+    sample_ratio: float = _d("tracing.sample_ratio")
 
 
 @dataclass(frozen=True)
 class KubeletConfig:
-    socket: str | None = "/var/lib/kubelet/pod-resources/kubelet.sock"  # None: no pod names
-    refresh_interval: float = 30.0  # seconds between pod-resources List calls (besides events)
-    timeout: float = 5.0  # seconds per call
+    socket: str | None = _d("attribution.kubelet.socket")  # None: no pod names
+    refresh_interval: float = _d("attribution.kubelet.refresh_interval")  # seconds
+    timeout: float = _d("attribution.kubelet.timeout")  # seconds per call
 
 
 @dataclass(frozen=True)
 class AttributionConfig:
     """Who uses each GPU: processes, containers, pods, Slurm jobs."""
 
-    enabled: bool = True
-    max_process_series: int = 256  # per GPU
-    export_command_line: bool = False
-    reconcile_interval: float = 60.0  # seconds
-    proc_root: str = "/proc"
-    cgroup_root: str = "/sys/fs/cgroup"
+    enabled: bool = _d("attribution.enabled")
+    max_process_series: int = _d("attribution.max_process_series")  # per GPU
+    export_command_line: bool = _d("attribution.export_command_line")
+    reconcile_interval: float = _d("attribution.reconcile_interval")  # seconds
+    proc_root: str = _d("attribution.proc_root")
+    cgroup_root: str = _d("attribution.cgroup_root")
     # device-plugin resource name -> bytes per allocated unit (fractional GPU memory)
-    memory_resources: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
-    kubelet: KubeletConfig = KubeletConfig()
-    process_events: str = "netlink"  # or "ebpf": exec/exit from the eBPF plugin's tracepoints
+    memory_resources: Mapping[str, int] = field(
+        default_factory=lambda: _d("attribution.memory_resources"))
+    kubelet: KubeletConfig = field(default_factory=KubeletConfig)
+    process_events: str = _d("attribution.process_events")  # "netlink" or "ebpf"
 
 
 @dataclass(frozen=True)
 class EbpfConfig:
     """Per-process CUDA activity from uprobes (plugins/ebpf); off unless enabled."""
 
-    enabled: bool = False
-    object_path: str | None = None  # None: the object built into the package
-    interval: float = 1.0  # seconds between reads of the counters (and library scans)
-    max_allocations: int = 65536  # live CUDA allocations tracked, over all processes
-    max_process_series: int = 1024  # per node; the rest is counted, never merged
-    workload_retention: float = 300.0  # seconds a container's totals outlive its last process
+    enabled: bool = _d("ebpf.enabled")
+    object_path: str | None = _d("ebpf.object_path")  # None: the object built into the package
+    interval: float = _d("ebpf.interval")  # seconds
+    max_allocations: int = _d("ebpf.max_allocations")
+    max_process_series: int = _d("ebpf.max_process_series")  # per node
+    workload_retention: float = _d("ebpf.workload_retention")  # seconds
 
 
 @dataclass(frozen=True)
 class AgentConfig:
-    exporter: str
-    export_interval: float  # seconds
-    call_timeout: float  # seconds a device call may take before the device is unresponsive
-    lost_reprobe_interval: float  # seconds between probes of a lost device
-    shutdown_timeout: float  # seconds for the final export on SIGTERM
-    log_level: str
-    node_name: str | None
-    groups: Mapping[str, GroupConfig]
-    otlp: OtlpConfig
-    prometheus: PrometheusConfig = field(default_factory=PrometheusConfig)
+    exporter: str = _d("exporter")
+    export_interval: float = _d("export_interval")  # seconds
+    call_timeout: float = _d("call_timeout")  # seconds before a device is unresponsive
+    lost_reprobe_interval: float = _d("lost_reprobe_interval")  # seconds
+    shutdown_timeout: float = _d("shutdown_timeout")  # seconds for the final export
+    log_level: str = _d("log_level")
+    node_name: str | None = _d("node_name")
+    groups: Mapping[str, GroupConfig] = field(default_factory=_groups)
+    attribution: AttributionConfig = field(default_factory=AttributionConfig)
+    ebpf: EbpfConfig = field(default_factory=EbpfConfig)
+    health: HealthConfig = field(default_factory=HealthConfig)
+    otlp: OtlpConfig = field(default_factory=OtlpConfig)
     tracing: TracingConfig = field(default_factory=TracingConfig)
-    attribution: AttributionConfig = AttributionConfig()
-    health: HealthConfig = HealthConfig()
-    ebpf: EbpfConfig = EbpfConfig()
+    prometheus: PrometheusConfig = field(default_factory=PrometheusConfig)

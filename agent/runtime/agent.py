@@ -23,7 +23,7 @@ from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.backends.discovery import OpenBackend, installed_backends, open_backends
 from gpu_otel_agent.backends.protocol import PROCESS_GROUP, Backend
-from gpu_otel_agent.config.load import ConfigError, Overrides, load
+from gpu_otel_agent.config.load import ConfigError, Overrides, load, restart_needed
 from gpu_otel_agent.config.schema import AgentConfig
 from gpu_otel_agent.export.exporters import build_snapshot_exporter
 from gpu_otel_agent.export.prometheus import EndpointError
@@ -32,8 +32,12 @@ from gpu_otel_agent.export.tracing import SpanRecorder, TracedExporter, build_tr
 from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
 from gpu_otel_agent.model.workload import WorkloadLookup
 from gpu_otel_agent.runtime.config_holder import ConfigHolder
-from gpu_otel_agent.runtime.ebpf import open_ebpf, process_events
 from gpu_otel_agent.runtime.health_pipeline import HealthRuntime
+from gpu_otel_agent.runtime.node_plugins import (
+    RunningNodePlugin,
+    open_node_plugins,
+    process_events,
+)
 from gpu_otel_agent.runtime.self_telemetry import SelfTelemetry
 from gpu_otel_agent.sampling.sampler import DeviceSampler
 from gpu_otel_agent.version import VERSION
@@ -42,7 +46,6 @@ from gpu_otel_agent.workloads.build import build as build_attribution
 
 if TYPE_CHECKING:
     from gpu_otel_agent.export.prometheus.server import MetricsEndpoint
-    from gpu_otel_agent.plugins.ebpf.plugin import EbpfPlugin
 
 log = logging.getLogger(__name__)
 RELOAD_POLL_SECONDS = 2.0
@@ -97,7 +100,7 @@ class Agent:
         self.store = SnapshotStore()
         self.samplers: list[DeviceSampler] = []
         self.attribution: Attribution | None = None
-        self.ebpf: EbpfPlugin | None = None
+        self.node_plugins: list[RunningNodePlugin] = []
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -112,12 +115,9 @@ class Agent:
         old = self._holder.current
         if new == old:
             return
-        if (new.exporter, new.otlp) != (old.exporter, old.otlp):
-            log.warning("exporter settings changed; they take effect at the next restart")
-        if new.attribution != old.attribution:
-            log.warning("attribution settings changed; they take effect at the next restart")
-        if new.health != old.health:
-            log.warning("health settings changed; they take effect at the next restart")
+        later = restart_needed(old, new)
+        if later:
+            log.warning("changed keys take effect at the next restart: %s", ", ".join(later))
         logging.getLogger().setLevel(new.log_level.upper())
         self._holder.replace(new)
         log.info("configuration reloaded")
@@ -152,12 +152,12 @@ class Agent:
             return 1
         resource = build_resource(self._initial, opened)
         workload_service = None
-        self.ebpf = open_ebpf(self._initial, lambda: self.attribution,
-                              lambda: (s.snapshot.identity.uuid for s in self.samplers),
-                              self.store)
+        self.node_plugins = open_node_plugins(
+            self._initial, lambda: self.attribution,
+            lambda: (s.snapshot.identity.uuid for s in self.samplers), self.store)
         if self._initial.attribution.enabled:
             self.attribution, workload_service = build_attribution(
-                self._initial.attribution, process_events(self._initial, self.ebpf))
+                self._initial.attribution, process_events(self._initial, self.node_plugins))
         if self._initial.health.enabled:
             # Attribution's lookup knows containers and pods; the backend's only PIDs. It is
             # filled by the processes group, so without that group it would name nobody.
@@ -190,8 +190,8 @@ class Agent:
         telemetry.add(lambda: _export_readings(pusher))
         if self.health is not None:
             telemetry.add(self.health.readings)
-        if self.ebpf is not None:
-            telemetry.add(self.ebpf.readings)
+        for node_plugin in self.node_plugins:
+            telemetry.add(node_plugin.plugin.readings)
         self.store.set_agent_source(telemetry.sample)
         try:
             endpoint = self._start_endpoint(resource, telemetry, tracer)
@@ -205,8 +205,8 @@ class Agent:
         tasks.append(asyncio.create_task(self._watch_file(), name="config-watch"))
         if workload_service is not None:
             tasks.append(asyncio.create_task(workload_service.run(), name="workloads"))
-        if self.ebpf is not None:
-            tasks.append(asyncio.create_task(self.ebpf.run(), name="ebpf"))
+        tasks.extend(asyncio.create_task(p.plugin.run(), name=p.name)
+                     for p in self.node_plugins)
         if self.health is not None:
             tasks.extend(self.health.start())
         for task in tasks:
@@ -229,8 +229,8 @@ class Agent:
         if endpoint is not None:
             endpoint.stop()
         tracer.shutdown(0.5)
-        if self.ebpf is not None:
-            self.ebpf.close()
+        for node_plugin in self.node_plugins:
+            node_plugin.plugin.close()
         self._close_backends(opened)
         log.info("run summary %s", json.dumps(self.summary(), sort_keys=True))
         return 0

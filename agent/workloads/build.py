@@ -1,12 +1,20 @@
-"""Builds the workload resolver and its service from the configuration."""
+"""Builds the workload resolver and its service from the configuration.
+
+Who devices are allocated to comes from a workload source plugin (entry-point group
+``gpu_otel_agent.workload_sources``: the kubelet's pod-resources API); none is needed for
+processes and containers.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from gpu_otel_agent.config.schema import AttributionConfig
+from gpu_otel_agent.extensions.loading import LoadedEntry, load_group
+from gpu_otel_agent.extensions.workloads import WORKLOAD_SOURCE_GROUP
 from gpu_otel_agent.workloads.attribution import Attribution, AttributionSettings
 from gpu_otel_agent.workloads.lifecycle import ProcessEventsFactory, netlink_events
 from gpu_otel_agent.workloads.procfs import ProcReader
@@ -30,6 +38,29 @@ def report_namespaces(proc_root: Path) -> None:
             "cgroupns=host, or a read-only host /sys/fs/cgroup) for full attribution")
 
 
+def pod_source(config: AttributionConfig, factories: Iterable[LoadedEntry] | None = None,
+               ) -> PodSource | None:
+    """The first installed workload source (by name) that is configured, if any."""
+    offered: list[tuple[str, PodSource]] = []
+    entries = load_group(WORKLOAD_SOURCE_GROUP) if factories is None else factories
+    for entry in entries:
+        try:
+            source = entry.value(config)
+        except Exception as error:  # a source's bug must not stop attribution
+            log.error("workload source %s failed to start, left out: %s: %s",
+                      entry.name, type(error).__name__, error, exc_info=error)
+            continue
+        if source is not None:
+            offered.append((entry.name, source))
+    if len(offered) > 1:
+        # The service asks one source; two configured ones would disagree about allocations.
+        log.warning("workload sources %s are all configured; using %s",
+                    ", ".join(name for name, _ in offered), offered[0][0])
+        for _, extra in offered[1:]:
+            extra.close()
+    return offered[0][1] if offered else None
+
+
 def build(config: AttributionConfig, process_events: ProcessEventsFactory = netlink_events,
           ) -> tuple[Attribution, WorkloadService]:
     proc_root = Path(config.proc_root)
@@ -42,11 +73,7 @@ def build(config: AttributionConfig, process_events: ProcessEventsFactory = netl
     attribution = Attribution(resolver, AttributionSettings(
         max_process_series=config.max_process_series,
         command_line=config.export_command_line))
-    pods: PodSource | None = None
-    if config.kubelet.socket:
-        from gpu_otel_agent.plugins.kubernetes.podresources import PodResourcesClient
-
-        pods = PodResourcesClient(Path(config.kubelet.socket), config.kubelet.timeout)
+    pods = pod_source(config)
     service = WorkloadService(resolver, ServiceSettings(
         cgroup_root=Path(config.cgroup_root),
         reconcile_interval=config.reconcile_interval,

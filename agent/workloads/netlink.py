@@ -1,10 +1,11 @@
 """Process exec and exit events from the kernel's netlink proc connector.
 
 The socket is a plain non-blocking netlink socket watched by the event loop (``add_reader``);
-messages are built and decoded with pyroute2's connector definitions. Events cost us only for
-processes that start or end, never for idle ones, and a PID we are not tracking is one dict
-miss. Without CAP_NET_ADMIN (or in a network/PID namespace that hides it) the socket cannot be
-opened: we say so once and the low-rate reconciliation carries attribution alone.
+messages are built and decoded with ``struct`` against the kernel's layouts (``cn_proc``).
+Events cost us only for processes that start or end, never for idle ones, and a PID we are not
+tracking is one dict miss. Without CAP_NET_ADMIN (or in a network/PID namespace that hides it)
+the socket cannot be opened: we say so once and the low-rate reconciliation carries
+attribution alone.
 """
 
 from __future__ import annotations
@@ -21,20 +22,18 @@ from collections.abc import Callable
 
 from gpu_otel_agent.workloads.cn_proc import (
     CN_IDX_PROC,
-    CN_VAL_PROC,
+    EXEC_PID_OFFSET,
+    EXIT_PID_OFFSET,
+    FORK_CHILD_OFFSET,
+    MIN_EVENT_LENGTH,
     NETLINK_CONNECTOR,
-    NLMSG_DONE,
     PROC_CN_MCAST_IGNORE,
     PROC_CN_MCAST_LISTEN,
     PROC_EVENT_EXEC,
     PROC_EVENT_EXIT,
     PROC_EVENT_FORK,
-    field_offset,
-    proc_event_control,
-    proc_event_exec,
-    proc_event_exit,
-    proc_event_filter,
-    proc_event_fork,
+    WHAT_OFFSET,
+    control_message,
 )
 
 log = logging.getLogger(__name__)
@@ -51,15 +50,9 @@ WANTED = PROC_EVENT_EXEC | PROC_EVENT_EXIT
 COALESCE_SECONDS = 0.05
 
 # A busy host forks and exits thousands of times a second; every event passes through here, so
-# it is decoded with precomputed offsets (from pyroute2's definitions) instead of the generic
-# marshal, which costs tens of microseconds a message.
+# it reads just the fields it needs at fixed offsets.
 _U32 = struct.Struct("=I")
-_PAIR = struct.Struct("=II")
-_LENGTH = _U32
-_WHAT = field_offset(proc_event_exit, "what")
-_EXIT_PID = field_offset(proc_event_exit, "process_pid")
-_EXEC_PID = field_offset(proc_event_exec, "process_pid")
-_FORK_CHILD = field_offset(proc_event_fork, "child_pid")
+_PAIR = struct.Struct("=ii")  # (pid, tgid)
 
 
 def kernel_filters(release: str | None = None) -> bool:
@@ -125,17 +118,7 @@ class ProcConnector:
         sock.close()
 
     def _control(self, action: int) -> bytes:
-        msg = proc_event_filter() if self.filtered else proc_event_control()
-        msg["header"] = {"type": NLMSG_DONE, "flags": 0, "sequence_number": 0,
-                         "pid": os.getpid()}
-        msg["idx"] = CN_IDX_PROC
-        msg["val"] = CN_VAL_PROC
-        msg["len"] = 8 if self.filtered else 4
-        msg["action"] = action
-        if self.filtered:
-            msg["event_type"] = WANTED
-        msg.encode()
-        return bytes(msg.data)
+        return control_message(action, os.getpid(), WANTED if self.filtered else None)
 
     def _readable(self) -> None:
         sock, loop = self._sock, self._loop
@@ -162,22 +145,22 @@ class ProcConnector:
     def handle(self, data: bytes) -> None:
         offset = 0
         end = len(data)
-        while offset + _EXIT_PID + _PAIR.size <= end:
-            (length,) = _LENGTH.unpack_from(data, offset)
-            if length < _FORK_CHILD + _PAIR.size or offset + length > end:
+        while offset + MIN_EVENT_LENGTH <= end:
+            (length,) = _U32.unpack_from(data, offset)
+            if length < MIN_EVENT_LENGTH or offset + length > end:
                 return  # not a whole process event: nothing more to read
-            (what,) = _U32.unpack_from(data, offset + _WHAT)
+            (what,) = _U32.unpack_from(data, offset + WHAT_OFFSET)
             self.events += 1
             if what == PROC_EVENT_EXIT:
-                pid, tgid = _PAIR.unpack_from(data, offset + _EXIT_PID)
+                pid, tgid = _PAIR.unpack_from(data, offset + EXIT_PID_OFFSET)
                 if pid == tgid:  # a process, not one of its threads
                     self._on_exit(pid)
             elif what == PROC_EVENT_EXEC:
-                pid, tgid = _PAIR.unpack_from(data, offset + _EXEC_PID)
+                pid, tgid = _PAIR.unpack_from(data, offset + EXEC_PID_OFFSET)
                 if pid == tgid:
                     self._on_exec(pid)
             elif what == PROC_EVENT_FORK:
-                pid, tgid = _PAIR.unpack_from(data, offset + _FORK_CHILD)
+                pid, tgid = _PAIR.unpack_from(data, offset + FORK_CHILD_OFFSET)
                 if pid == tgid:
                     self._on_fork(pid)
             offset += (length + 3) & ~3  # NLMSG_ALIGN

@@ -12,14 +12,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 
 from gpu_otel_agent.plugins.kubernetes import api
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 
 log = logging.getLogger(__name__)
+_Response = TypeVar("_Response", bound=Message)
 MAX_MESSAGE = 16 * 1024 * 1024  # the kubelet's own limit for this API
 
 
@@ -27,7 +29,12 @@ class PodResourcesUnavailable(Exception):
     """The kubelet could not be asked (no socket, restarting, refused)."""
 
 
-def _pod(message: Any) -> PodAllocation:
+def _serialize(message: Message) -> bytes:
+    # Not ``Message.SerializeToString``: the C-backed classes override it, the base raises.
+    return message.SerializeToString()
+
+
+def _pod(message: api.PodResources) -> PodAllocation:
     return PodAllocation(
         namespace=str(message.namespace),
         name=str(message.name),
@@ -51,24 +58,25 @@ class PodResourcesClient:
         self._channel: grpc.Channel | None = None
         self._get_supported = True
 
-    def _stub(self, method: str, request: Any, response: Any) -> Any:
+    def _stub(self, method: str, response: type[Message]) -> Any:
         if self._channel is None:
             self._channel = grpc.insecure_channel(
                 f"unix://{self.socket_path}",
                 options=[("grpc.max_receive_message_length", MAX_MESSAGE)],
             )
         return self._channel.unary_unary(
-            method, request_serializer=request.SerializeToString,
+            method, request_serializer=_serialize,
             response_deserializer=response.FromString,
         )
 
-    def _call(self, method: str, request_type: Any, response_type: Any, request: Any) -> Any:
+    def _call(self, method: str, request: Message, response: type[_Response]) -> _Response:
         if not self.socket_path.exists():
             self.close()
             raise PodResourcesUnavailable(f"no kubelet socket at {self.socket_path}")
         try:
-            return self._stub(method, request_type, response_type)(
+            answer: _Response = self._stub(method, response)(
                 request, timeout=self._timeout, wait_for_ready=False)
+            return answer
         except grpc.RpcError as error:
             code = error.code() if isinstance(error, grpc.Call) else None
             if code in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.NOT_FOUND):
@@ -79,7 +87,7 @@ class PodResourcesClient:
                 f"{code.name if code else error}") from error
 
     def list_blocking(self) -> tuple[PodAllocation, ...]:
-        response = self._call(api.LIST, api.ListRequest, api.ListResponse, api.ListRequest())
+        response = self._call(api.LIST, api.ListRequest(), api.ListResponse)
         return tuple(_pod(p) for p in response.pod_resources)
 
     def get_blocking(self, namespace: str, name: str) -> PodAllocation | None:
@@ -88,7 +96,7 @@ class PodResourcesClient:
             return None
         request = api.GetRequest(pod_name=name, pod_namespace=namespace)
         try:
-            response = self._call(api.GET, api.GetRequest, api.GetResponse, request)
+            response = self._call(api.GET, request, api.GetResponse)
         except grpc.RpcError as error:
             if isinstance(error, grpc.Call) and error.code() is grpc.StatusCode.UNIMPLEMENTED:
                 self._get_supported = False

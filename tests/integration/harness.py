@@ -91,6 +91,16 @@ class AgentProcess:
             ) from None
         return time.monotonic() - start
 
+    def shutdown(self, timeout: float = 60.0) -> None:
+        """SIGTERM, then the agent must exit by itself with code 0 after logging its run
+        summary. The bound is generous on purpose: a clean exit is the behaviour under test,
+        how fast it is goes in the benchmark suite, not here (a loaded CI machine is slow)."""
+        self.terminate(timeout)
+        log = self.log()
+        assert self.process.returncode == 0, (
+            f"agent exited with {self.process.returncode}; its log:\n{log[-4000:]}")
+        assert "run summary" in log, f"agent exited without its run summary:\n{log[-4000:]}"
+
     def close(self) -> None:
         if self.process.poll() is None:
             self.process.kill()

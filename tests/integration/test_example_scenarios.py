@@ -58,7 +58,7 @@ def test_mixed_node_older_driver_and_a_gpu_falling_off_the_bus(
                     if p.received_at > failed_seen + 0.6] == []
             assert lost_after > 15
         finally:
-            assert agent.terminate() < 5
+            agent.shutdown()
             agent.close()
         for missing in ("nvmlDeviceGetMemoryInfo_v2", "nvmlGpmQueryDeviceSupport"):
             assert agent.log().count(f"NVML function {missing} is not in this driver") == 1

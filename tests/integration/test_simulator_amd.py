@@ -205,6 +205,6 @@ def test_timeline_event_reaches_a_reader(tmp_path: Path) -> None:
                     break
         """)
         assert seen == ["from the timeline"]
-        assert time.monotonic() - start < 10
+        assert time.monotonic() - start < 60
         nvidia = run_client(amd_only, 'out = len(h)')
         assert nvidia == 0  # an AMD-only node: NVML initialises and lists no GPU

@@ -1,7 +1,9 @@
 """A test kubelet pod-resources v1 server: real gRPC over a unix socket.
 
 It registers the real service and method names (``/v1.PodResourcesLister/List`` …) with the
-real message encoding, so the agent's client cannot tell it from a kubelet. Tests change its
+real message encoding: messages and names come from the code generated from Kubernetes' own
+``api.proto`` (vendored in ``plugins/kubernetes``), so the agent's client cannot tell it from a
+kubelet, and a field the agent got wrong would not round-trip here either. Tests change its
 pods at any time and can stop it (socket removed) and start it again (a kubelet restart).
 """
 
@@ -11,15 +13,14 @@ import threading
 from collections.abc import Iterable
 from concurrent import futures
 from pathlib import Path
-from typing import Any
 
 import grpc
 
-from gpu_otel_agent.plugins.kubernetes import api
+from gpu_otel_agent.plugins.kubernetes import api_pb2
 from gpu_otel_agent.workloads.pods import PodAllocation
 
 
-def _fill(message: Any, pod: PodAllocation) -> None:
+def _fill(message: api_pb2.PodResources, pod: PodAllocation) -> None:
     message.name = pod.name
     message.namespace = pod.namespace
     for container in pod.containers:
@@ -42,45 +43,51 @@ class FakeKubelet:
         with self._lock:
             self._pods = tuple(pods)
 
-    def _list(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def _list(self, request: api_pb2.ListPodResourcesRequest,
+              context: grpc.ServicerContext) -> api_pb2.ListPodResourcesResponse:
         self.calls["List"] += 1
-        response = api.ListResponse()
+        response = api_pb2.ListPodResourcesResponse()
         with self._lock:
             for pod in self._pods:
                 _fill(response.pod_resources.add(), pod)
         return response
 
-    def _get(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def _get(self, request: api_pb2.GetPodResourcesRequest,
+             context: grpc.ServicerContext) -> api_pb2.GetPodResourcesResponse:
         self.calls["Get"] += 1
         with self._lock:
             found = [p for p in self._pods
                      if p.name == request.pod_name and p.namespace == request.pod_namespace]
         if not found:
             context.abort(grpc.StatusCode.NOT_FOUND, "pod not found")
-        response = api.GetResponse()
+        response = api_pb2.GetPodResourcesResponse()
         _fill(response.pod_resources, found[0])
         return response
 
-    def _allocatable(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def _allocatable(self, request: api_pb2.AllocatableResourcesRequest,
+                     context: grpc.ServicerContext) -> api_pb2.AllocatableResourcesResponse:
         self.calls["GetAllocatableResources"] += 1
-        return api.AllocatableResponse()
+        return api_pb2.AllocatableResourcesResponse()
 
     def start(self) -> None:
         handlers = {
             "List": grpc.unary_unary_rpc_method_handler(
-                self._list, request_deserializer=api.ListRequest.FromString,
-                response_serializer=api.ListResponse.SerializeToString),
+                self._list, request_deserializer=api_pb2.ListPodResourcesRequest.FromString,
+                response_serializer=api_pb2.ListPodResourcesResponse.SerializeToString),
             "GetAllocatableResources": grpc.unary_unary_rpc_method_handler(
-                self._allocatable, request_deserializer=api.AllocatableRequest.FromString,
-                response_serializer=api.AllocatableResponse.SerializeToString),
+                self._allocatable,
+                request_deserializer=api_pb2.AllocatableResourcesRequest.FromString,
+                response_serializer=api_pb2.AllocatableResourcesResponse.SerializeToString),
         }
         if self._with_get:
             handlers["Get"] = grpc.unary_unary_rpc_method_handler(
-                self._get, request_deserializer=api.GetRequest.FromString,
-                response_serializer=api.GetResponse.SerializeToString)
+                self._get, request_deserializer=api_pb2.GetPodResourcesRequest.FromString,
+                response_serializer=api_pb2.GetPodResourcesResponse.SerializeToString)
+        service = api_pb2.DESCRIPTOR.services_by_name["PodResourcesLister"]
+        assert set(handlers) <= set(service.methods_by_name)
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
         server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(api.SERVICE, handlers),))
+            (grpc.method_handlers_generic_handler(service.full_name, handlers),))
         self.socket_path.parent.mkdir(parents=True, exist_ok=True)
         server.add_insecure_port(f"unix://{self.socket_path}")
         server.start()

@@ -1,4 +1,8 @@
-"""``gpu-agent sim ...``: bring a simulated node up and drive it from the shell."""
+"""``gpu-agent sim ...``: bring a simulated node up and drive it from the shell.
+
+The arguments are defined in :mod:`gpu_otel_agent.plugins.nvidia.sim_commands` (imported by
+every ``gpu-agent`` command); this module runs them.
+"""
 
 from __future__ import annotations
 
@@ -8,75 +12,13 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from gpu_otel_agent.plugins.amd.simulator import _lib as amd_lib
+from gpu_otel_agent.plugins.nvidia.sim_commands import add_sim_commands
 from gpu_otel_agent.plugins.nvidia.simulator.control import (
     default_socket_path,
     default_state_dir,
     send,
 )
-
-
-def add_sim_commands(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``sim`` and its sub-commands on an argparse ``add_subparsers()`` object.
-
-    The parser defaults ``func`` and ``handler`` to :func:`run`, which returns the exit code.
-    """
-    sim = subparsers.add_parser("sim", help="simulated GPU node (no GPU needed)")
-    sim.set_defaults(func=run, handler=run)
-    sub = sim.add_subparsers(dest="sim_cmd", required=True)
-
-    def _sock(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        p.add_argument(
-            "--socket",
-            type=Path,
-            default=None,
-            help="control socket (default: $GPU_SIM_SOCKET or the `sim up` default)",
-        )
-        return p
-
-    up = sub.add_parser("up", help="run a simulated node in the foreground")
-    up.add_argument("scenario", type=Path)
-    up.add_argument("--dir", type=Path, default=None, help="state directory")
-    _sock(up)
-    _sock(sub.add_parser("xid", help="queue an XID critical-error event")).add_argument(
-        "--code", type=int, required=True
-    )
-    ecc = _sock(sub.add_parser("ecc", help="ECC error event + counter increment"))
-    ecc.add_argument("--type", choices=("single_bit", "double_bit"), default="single_bit")
-    _sock(sub.add_parser("lost", help="the GPU falls off the bus (GPU_IS_LOST)"))
-    _sock(sub.add_parser("recover", help="the GPU is back"))
-    _sock(sub.add_parser("hang", help="calls on the device block")).add_argument(
-        "--ms", type=int, required=True
-    )
-    st = _sock(
-        sub.add_parser("set", help="change readings: NAME=VALUE ... (VALUE null = unsupported)")
-    )
-    st.add_argument("assignments", nargs="+", metavar="NAME=VALUE")
-    proc = sub.add_parser("proc", help="GPU processes")
-    psub = proc.add_subparsers(dest="proc_cmd", required=True)
-    padd = _sock(psub.add_parser("add", help="add a GPU process"))
-    padd.add_argument("--pid", type=int, required=True)
-    padd.add_argument("--memory-mib", type=float, default=0.0)
-    padd.add_argument("--sm-util", type=float, default=0.0)
-    padd.add_argument("--mem-util", type=float, default=0.0)
-    padd.add_argument("--type", choices=("compute", "graphics", "mps"), default="compute")
-    prm = _sock(psub.add_parser("rm", help="remove a GPU process"))
-    prm.add_argument("--pid", type=int, required=True)
-    ev = _sock(sub.add_parser("event", help="queue an amdsmi event notification (AMD GPU)"))
-    ev.add_argument("--type", required=True, choices=tuple(amd_lib.EVENT_TYPES))
-    ev.add_argument("--message", default="", help="the notification's message text")
-    _sock(sub.add_parser(
-        "reset", help="AMD GPU reset: pre-reset event, calls fail for --ms, post-reset event"
-    )).add_argument("--ms", type=int, default=1000)
-    _sock(sub.add_parser("stats", help="NVML and amdsmi call counts per function and device"))
-    for name in ("xid", "ecc", "lost", "recover", "hang", "set", "event", "reset"):
-        sub.choices[name].add_argument("--device", type=int, required=True)
-    padd.add_argument("--device", type=int, required=True)
-    prm.add_argument("--device", type=int, default=None)
-    parser: argparse.ArgumentParser = sim
-    return parser
 
 
 def _value(text: str) -> object:

@@ -57,8 +57,8 @@ def test_the_build_stage_compiles_the_bpf_object_into_the_package() -> None:
     assert step.index("python plugins/ebpf/build.py") < step.index("pip install .") \
         < step.index("OBJECT.is_file()")
     package_data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"][
-        "package-data"]["gpu_otel_agent.plugins.ebpf"]
-    assert "bpf/*.bpf.o" in package_data
+        "package-data"]["gpu_otel_agent.plugins.ebpf.bpf"]
+    assert "*.bpf.o" in package_data
     final_runs = " ".join(arg for op, arg in final if op == "RUN")
     for tool in ("clang", "llvm", "bpftool", "libbpf-dev"):
         assert not re.search(rf"\b{re.escape(tool)}\b", final_runs), tool  # runtime: libbpf1

@@ -6,13 +6,15 @@ import asyncio
 import logging
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from gpu_otel_agent.workloads.build import report_namespaces
+from gpu_otel_agent.config.schema import AttributionConfig
+from gpu_otel_agent.workloads.build import build
 from gpu_otel_agent.workloads.inotify import IN_CREATE, IN_DELETE, IN_ISDIR, Inotify
-from gpu_otel_agent.workloads.netlink import ProcConnector
+from gpu_otel_agent.workloads.netlink import ProcConnector, kernel_filters
 from gpu_otel_agent.workloads.procfs import ProcReader
 from gpu_otel_agent.workloads.resolver import WorkloadResolver
 
@@ -45,6 +47,85 @@ def test_exec_and_exit_of_a_real_process_arrive() -> None:
     asyncio.run(scenario())
 
 
+def test_thread_exits_are_not_process_exits() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the proc connector needs CAP_NET_ADMIN")
+    exits: list[int] = []
+
+    async def scenario() -> None:
+        connector = ProcConnector(lambda pid: None, exits.append, lambda: None)
+        assert connector.start(asyncio.get_running_loop())
+        try:
+            code = ("import threading; t = threading.Thread(target=lambda: None); t.start(); "
+                    "t.join(); print(t.native_id)")
+            child = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", code, stdout=asyncio.subprocess.PIPE)
+            out, _ = await child.communicate()
+            thread = int(out)
+            await _until(lambda: child.pid in exits)
+            # The thread ended before its process, so its event was decoded before this one.
+            assert thread != child.pid and thread not in exits
+        finally:
+            connector.stop()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("filtered", [True, False], ids=["event-mask", "all-events"])
+def test_both_control_messages_are_understood_by_the_kernel(filtered: bool) -> None:
+    """The 6.6+ ``struct proc_input`` (exec and exit only) and the bare operation (all)."""
+    if os.geteuid() != 0:
+        pytest.skip("the proc connector needs CAP_NET_ADMIN")
+    if filtered and not kernel_filters():
+        pytest.skip("this kernel predates event masks (Linux 6.6)")
+    forks: list[int] = []
+    exits: list[int] = []
+
+    async def scenario() -> None:
+        connector = ProcConnector(lambda pid: None, exits.append, lambda: None,
+                                  on_fork=forks.append)
+        connector.filtered = filtered
+        assert connector.start(asyncio.get_running_loop())
+        try:
+            child = subprocess.Popen(["true"])
+            child.wait()
+            await _until(lambda: child.pid in exits)
+            # A fork precedes its exit on the socket: by now it has arrived if it was sent.
+            if filtered:
+                assert forks == []
+            else:
+                assert child.pid in forks
+        finally:
+            connector.stop()
+
+    asyncio.run(scenario())
+
+
+def test_the_netlink_source_leaves_pyroute2_alone() -> None:
+    """Starting the connector imports no pyroute2 module (a user's own import stays intact)."""
+    code = """
+import asyncio, importlib.util, os, sys
+from gpu_otel_agent.workloads.netlink import ProcConnector, kernel_filters
+
+async def main():
+    connector = ProcConnector(lambda pid: None, lambda pid: None, lambda: None)
+    connector.start(asyncio.get_running_loop())
+    connector.stop()
+
+asyncio.run(main())
+assert not [m for m in sys.modules if m.split(".")[0] == "pyroute2"], "pyroute2 was imported"
+if importlib.util.find_spec("pyroute2") is not None:
+    from pyroute2 import IPRoute
+    with IPRoute() as ipr:
+        assert ipr.link_lookup(ifname="lo")
+print("ok")
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
 def test_directories_appearing_and_vanishing(tmp_path: Path) -> None:
     seen: list[tuple[str, int]] = []
 
@@ -64,14 +145,34 @@ def test_directories_appearing_and_vanishing(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
+class _NoProcessEvents:
+    """A process event source that never starts: reconciliation alone (no root needed)."""
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> bool:
+        return False
+
+    def stop(self) -> None:
+        pass
+
+
+PRIVATE_CGROUP_NS = "the agent runs in a private cgroup namespace"
+HIDDEN_PID = "does not share the host PID namespace"
+
+
 def test_private_cgroup_namespace_is_reported_once(tmp_path: Path,
                                                    caplog: pytest.LogCaptureFixture) -> None:
     for who in ("self", "1"):
         (tmp_path / who / "ns").mkdir(parents=True)
         (tmp_path / who / "ns" / "cgroup").write_text(who)  # two files: two inodes
+    config = AttributionConfig(proc_root=str(tmp_path), cgroup_root=str(tmp_path / "cgroup"))
     with caplog.at_level(logging.WARNING):
-        report_namespaces(tmp_path)
-    assert "private cgroup namespace" in caplog.text
+        _, service = build(config, lambda callbacks: _NoProcessEvents())
+        assert caplog.text.count(PRIVATE_CGROUP_NS) == 1  # said at start...
+        for cycle in range(3):  # ...and not again on the cycles and reconciles that follow
+            service.resolver.process(200 + cycle)
+            service.resolver.reconcile()
+            service.resolver.on_cgroup_change()
+    assert caplog.text.count(PRIVATE_CGROUP_NS) == 1, caplog.text
 
 
 def test_missing_host_pid_namespace_is_reported_once(tmp_path: Path,
@@ -81,4 +182,13 @@ def test_missing_host_pid_namespace_is_reported_once(tmp_path: Path,
         for pid in (100, 101, 102):
             facts = resolver.process(pid)
             assert facts is not None and not facts.exists
-    assert caplog.text.count("hostPID") == 1
+        assert caplog.text.count(HIDDEN_PID) == 1
+        # The next cycles: the same PIDs forgotten and looked up again, new PIDs, reconciles.
+        for cycle in range(3):
+            resolver.reconcile()
+            resolver.retain(set())
+            for pid in (100, 101, 102, 300 + cycle):
+                facts = resolver.process(pid)
+                assert facts is not None and not facts.exists
+    assert resolver.resolutions >= 7  # the lookups really went to /proc again
+    assert caplog.text.count(HIDDEN_PID) == 1, caplog.text

@@ -1,0 +1,20 @@
+"""How plugins reach the core: one entry-point group per kind, one small Protocol per group.
+
+The core never imports a concrete plugin (``tests/unit/core/test_plugin_boundary.py`` checks
+it). A plugin, in this distribution or any other, declares itself in its own
+``[project.entry-points."<group>"]`` table and is found with
+:func:`importlib.metadata.entry_points`:
+
+=================================  ===========================================================
+group                              the entry point's object
+=================================  ===========================================================
+``gpu_otel_agent.backends``        a :class:`~gpu_otel_agent.backends.protocol.Backend` class
+``gpu_otel_agent.node_plugins``    a :class:`~.node.NodePluginFactory`
+``gpu_otel_agent.workload_sources``  a :class:`~.workloads.PodSourceFactory`
+``gpu_otel_agent.commands``        a :class:`~.commands.CommandGroup`
+``gpu_otel_agent.simulated_nodes`` a :class:`~.simulation.SimulatedNodeFactory`
+=================================  ===========================================================
+
+A plugin that cannot be loaded (an ImportError, a missing C library) is logged once with its
+name and left out; the agent goes on with the others (:mod:`.loading`).
+"""

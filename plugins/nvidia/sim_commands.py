@@ -1,0 +1,100 @@
+"""The ``sim`` command group (entry-point group ``gpu_otel_agent.commands``, name ``sim``).
+
+Every ``gpu-agent`` command builds the whole parser, so this module holds only the arguments:
+the simulator (its C build, the node daemon, the control socket client) is imported by the
+handler, when a ``sim`` command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from gpu_otel_agent.extensions.commands import CommandGroup, Commands
+
+# The names of amdsmi's events; importing the binding loads no library (the node daemon does).
+from gpu_otel_agent.plugins.amd.simulator._lib import EVENT_TYPES as AMD_EVENT_TYPES
+
+
+def _handle(args: argparse.Namespace) -> int:
+    from gpu_otel_agent.plugins.nvidia.simulator import BuildError, ScenarioError
+    from gpu_otel_agent.plugins.nvidia.simulator.cli import run
+
+    try:
+        return run(args)
+    except (ScenarioError, BuildError) as error:
+        print(f"gpu-agent: simulated node: {error}", file=sys.stderr)
+        return 2
+
+
+def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
+    """Register ``sim`` and its sub-commands on an argparse ``add_subparsers()`` object.
+
+    The parser defaults ``func`` and ``handler`` to a function that runs the parsed command
+    (:func:`gpu_otel_agent.plugins.nvidia.simulator.cli.run`) and returns the exit code.
+    """
+    sim = subparsers.add_parser("sim", help="simulated GPU node (no GPU needed)")
+    sim.set_defaults(func=_handle, handler=_handle)
+    sub = sim.add_subparsers(dest="sim_cmd", required=True)
+
+    def _sock(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument(
+            "--socket",
+            type=Path,
+            default=None,
+            help="control socket (default: $GPU_SIM_SOCKET or the `sim up` default)",
+        )
+        return p
+
+    up = sub.add_parser("up", help="run a simulated node in the foreground")
+    up.add_argument("scenario", type=Path, help="scenario YAML file (examples/scenarios/)")
+    up.add_argument("--dir", type=Path, default=None, help="state directory")
+    _sock(up)
+    _sock(sub.add_parser("xid", help="queue an XID critical-error event")).add_argument(
+        "--code", type=int, required=True, help="XID code"
+    )
+    ecc = _sock(sub.add_parser("ecc", help="ECC error event + counter increment"))
+    ecc.add_argument("--type", choices=("single_bit", "double_bit"), default="single_bit",
+                     help="single_bit (corrected) or double_bit (uncorrected)")
+    _sock(sub.add_parser("lost", help="the GPU falls off the bus (GPU_IS_LOST)"))
+    _sock(sub.add_parser("recover", help="the GPU is back"))
+    _sock(sub.add_parser("hang", help="calls on the device block")).add_argument(
+        "--ms", type=int, required=True, help="how long each call blocks (ms)"
+    )
+    st = _sock(
+        sub.add_parser("set", help="change readings: NAME=VALUE ... (VALUE null = unsupported)")
+    )
+    st.add_argument("assignments", nargs="+", metavar="NAME=VALUE",
+                    help="scenario reading and its new value (JSON; null = unsupported)")
+    proc = sub.add_parser("proc", help="GPU processes")
+    psub = proc.add_subparsers(dest="proc_cmd", required=True)
+    padd = _sock(psub.add_parser("add", help="add a GPU process"))
+    padd.add_argument("--pid", type=int, required=True, help="process id NVML reports")
+    padd.add_argument("--memory-mib", type=float, default=0.0, help="used GPU memory (MiB)")
+    padd.add_argument("--sm-util", type=float, default=0.0, help="SM utilization (%%)")
+    padd.add_argument("--mem-util", type=float, default=0.0,
+                      help="memory controller utilization (%%)")
+    padd.add_argument("--type", choices=("compute", "graphics", "mps"), default="compute",
+                      help="NVML process list the process is in")
+    prm = _sock(psub.add_parser("rm", help="remove a GPU process"))
+    prm.add_argument("--pid", type=int, required=True, help="process id to remove")
+    ev = _sock(sub.add_parser("event", help="queue an amdsmi event notification (AMD GPU)"))
+    ev.add_argument("--type", required=True, choices=tuple(AMD_EVENT_TYPES),
+                    help="amdsmi event type")
+    ev.add_argument("--message", default="", help="the notification's message text")
+    _sock(sub.add_parser(
+        "reset", help="AMD GPU reset: pre-reset event, calls fail for --ms, post-reset event"
+    )).add_argument("--ms", type=int, default=1000, help="how long the reset lasts (ms)")
+    _sock(sub.add_parser("stats", help="NVML and amdsmi call counts per function and device"))
+    for name in ("xid", "ecc", "lost", "recover", "hang", "set", "event", "reset"):
+        sub.choices[name].add_argument("--device", type=int, required=True,
+                                       help="device index")
+    padd.add_argument("--device", type=int, required=True, help="device index")
+    prm.add_argument("--device", type=int, default=None,
+                     help="device index (default: every device)")
+    parser: argparse.ArgumentParser = sim
+    return parser
+
+
+_GROUP: CommandGroup = add_sim_commands  # mypy checks it against the core's Protocol
