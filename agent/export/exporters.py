@@ -1,13 +1,16 @@
 """Builds the metric exporter: OTLP over gRPC (default) or HTTP/protobuf, or the console.
 
-The OpenTelemetry exporters read the standard ``OTEL_EXPORTER_OTLP_*`` variables themselves
-(endpoint, headers, compression, certificate, timeout, insecure). Values from the agent's
-configuration file are passed only where the matching variable is unset, so the environment
-wins over the file as everywhere else in the agent.
+OTLP goes through the agent's own encoder and transports (``senders``), configured by
+``otlp_target``. The SDK's exporters remain for the console, for pipeline traces and as the
+OTLP fallback (``senders`` says when). They read the standard ``OTEL_EXPORTER_OTLP_*``
+variables themselves; ``otlp_settings`` passes values from the agent's configuration file
+only where the matching variable is unset, so the environment wins over the file as
+everywhere else in the agent.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -16,31 +19,17 @@ from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricExport
 from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.config.schema import AgentConfig
-from gpu_otel_agent.export.otlp_proto import ProtoEncoder
+from gpu_otel_agent.export.otlp_proto import ProtoEncoder, wire_contract_problem
+from gpu_otel_agent.export.otlp_target import ExporterConfigError, otlp_protocol, resolve_target
+from gpu_otel_agent.export.senders import build_request_sender, credential_provider
 from gpu_otel_agent.export.snapshot_exporters import (
     OtlpSnapshotExporter,
     SdkSnapshotExporter,
     SnapshotExporter,
 )
 
-
-class ExporterConfigError(ValueError):
-    pass
-
-
-def otlp_protocol(
-    config: AgentConfig, environ: Mapping[str, str], signal: str = "METRICS"
-) -> str:
-    for name in (f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
-        value = environ.get(name)
-        if value:
-            if value not in ("grpc", "http/protobuf"):
-                raise ExporterConfigError(
-                    f"environment variable {name}: protocol {value!r} is not supported "
-                    "(use grpc or http/protobuf)"
-                )
-            return value
-    return config.otlp.protocol or "grpc"
+__all__ = ["ExporterConfigError", "build_snapshot_exporter", "otlp_protocol", "otlp_settings"]
+log = logging.getLogger(__name__)
 
 
 def _unset(environ: Mapping[str, str], *names: str) -> bool:
@@ -97,27 +86,44 @@ def otlp_settings(
     return protocol, kwargs
 
 
-def _build_otlp_exporter(config: AgentConfig, env: Mapping[str, str]) -> MetricExporter:
+def _sdk_otlp_exporter(config: AgentConfig, env: Mapping[str, str]) -> MetricExporter:
     protocol, kwargs = otlp_settings(config, env, "METRICS")
     if protocol == "grpc":
-        from gpu_otel_agent.export.senders import GrpcRequestExporter
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 
-        return GrpcRequestExporter(**kwargs)
+        return OTLPMetricExporter(**kwargs)
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+        OTLPMetricExporter as HttpOTLPMetricExporter,
+    )
 
-    from gpu_otel_agent.export.http_senders import HttpRequestExporter
+    return HttpOTLPMetricExporter(**kwargs)
 
-    return HttpRequestExporter(**kwargs)
+
+def fast_path_problem(config: AgentConfig, env: Mapping[str, str]) -> str | None:
+    """Why the agent's own encoder and transport cannot be used here (None: they can)."""
+    problem = wire_contract_problem()
+    if problem is not None:
+        return f"the installed opentelemetry-proto changed: {problem}"
+    provider = credential_provider(resolve_target(config, env, "METRICS"), env)
+    if provider is not None:
+        return f"{provider} names an SDK credential provider"
+    return None
 
 
 def build_snapshot_exporter(
-    config: AgentConfig, resource: Resource, environ: Mapping[str, str] | None = None
+    config: AgentConfig,
+    resource: Resource,
+    environ: Mapping[str, str] | None = None,
+    *,
+    problem: str | None = None,
 ) -> SnapshotExporter:
+    """The exporter for ``config``; ``problem`` forces the SDK fallback (for its tests)."""
     env = os.environ if environ is None else environ
     if config.exporter == "console":
         return SdkSnapshotExporter(ConsoleMetricExporter(), resource)
-    exporter = _build_otlp_exporter(config, env)
-    from gpu_otel_agent.export.senders import RequestExporter
-
-    if isinstance(exporter, RequestExporter) and exporter.sends_requests():
-        return OtlpSnapshotExporter(exporter, ProtoEncoder(resource))
-    return SdkSnapshotExporter(exporter, resource)
+    problem = problem or fast_path_problem(config, env)
+    if problem is not None:
+        log.warning("metrics go through the OpenTelemetry SDK's exporter (slower): %s", problem)
+        return SdkSnapshotExporter(_sdk_otlp_exporter(config, env), resource)
+    target = resolve_target(config, env, "METRICS")
+    return OtlpSnapshotExporter(build_request_sender(target), ProtoEncoder(resource))

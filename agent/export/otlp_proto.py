@@ -16,7 +16,9 @@ self-telemetry).
 from __future__ import annotations
 
 import struct
+from typing import Any
 
+from google.protobuf.descriptor import FieldDescriptor
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
@@ -39,11 +41,43 @@ CUMULATIVE = metrics_pb2.AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATI
 # as_int = 6 (sfixed64), attributes = 7 (KeyValue). Gauge/Sum data_points = 1 (message).
 _DATA_POINTS_TAG = b"\x0a"
 _ATTRIBUTE_TAG = b"\x3a"
+_START_TIME_TAG, _TIME_TAG, _AS_DOUBLE_TAG, _AS_INT_TAG = 0x11, 0x19, 0x21, 0x31
 # Gauges carry no start time, as the SDK sends them; sums do.
 _GAUGE_DOUBLE = struct.Struct("<BQBd")  # 0x19 time, 0x21 as_double
 _GAUGE_INT = struct.Struct("<BQBq")  # 0x19 time, 0x31 as_int
 _SUM_DOUBLE = struct.Struct("<BQBQBd")  # 0x11 start, 0x19 time, 0x21 as_double
 _SUM_INT = struct.Struct("<BQBQBq")  # 0x11 start, 0x19 time, 0x31 as_int
+
+
+# The contract between this encoder and opentelemetry-proto: every tag written by hand above,
+# with the field it must be. ``wire_contract_problem`` checks the tags against the installed
+# descriptors at start-up (field number and wire type); the exporter falls back to the SDK's
+# encoder when it does not hold, and tests/unit/core/test_otlp_contract.py fails.
+WIRE_CONTRACT: tuple[tuple[Any, str, int], ...] = (
+    (metrics_pb2.Gauge, "data_points", _DATA_POINTS_TAG[0]),
+    (metrics_pb2.Sum, "data_points", _DATA_POINTS_TAG[0]),
+    (metrics_pb2.NumberDataPoint, "start_time_unix_nano", _START_TIME_TAG),
+    (metrics_pb2.NumberDataPoint, "time_unix_nano", _TIME_TAG),
+    (metrics_pb2.NumberDataPoint, "as_double", _AS_DOUBLE_TAG),
+    (metrics_pb2.NumberDataPoint, "as_int", _AS_INT_TAG),
+    (metrics_pb2.NumberDataPoint, "attributes", _ATTRIBUTE_TAG[0]),
+)
+_FD = FieldDescriptor
+_WIRE_TYPES = {_FD.TYPE_FIXED64: 1, _FD.TYPE_SFIXED64: 1, _FD.TYPE_DOUBLE: 1,
+               _FD.TYPE_MESSAGE: 2}
+
+
+def wire_contract_problem() -> str | None:
+    """None when the installed opentelemetry-proto has the fields written by hand here."""
+    for message, name, tag in WIRE_CONTRACT:
+        field = message.DESCRIPTOR.fields_by_name.get(name)
+        if field is None:
+            return f"{message.DESCRIPTOR.full_name} has no field {name}"
+        expected = (field.number, _WIRE_TYPES.get(field.type))
+        if (tag >> 3, tag & 7) != expected:
+            return (f"{message.DESCRIPTOR.full_name}.{name} is field {field.number} "
+                    f"(wire type {expected[1]}), the encoder writes tag {tag:#04x}")
+    return None
 
 
 def _varint(value: int) -> bytes:
@@ -102,19 +136,22 @@ class ProtoEncoder:
                 data = metric.sum
             chunks = []
             head = self._head
+            start_tag, time_tag, double_tag, int_tag = (
+                _START_TIME_TAG, _TIME_TAG, _AS_DOUBLE_TAG, _AS_INT_TAG)
             for point in points:
                 value = point.value
                 if gauge:
                     if isinstance(value, int):
-                        packed = _GAUGE_INT.pack(0x19, point.time_ns, 0x31, value)
+                        packed = _GAUGE_INT.pack(time_tag, point.time_ns, int_tag, value)
                     else:
-                        packed = _GAUGE_DOUBLE.pack(0x19, point.time_ns, 0x21, value)
+                        packed = _GAUGE_DOUBLE.pack(time_tag, point.time_ns, double_tag,
+                                                    value)
                 elif isinstance(value, int):
-                    packed = _SUM_INT.pack(0x11, point.start_time_ns, 0x19, point.time_ns,
-                                           0x31, value)
+                    packed = _SUM_INT.pack(start_tag, point.start_time_ns, time_tag,
+                                           point.time_ns, int_tag, value)
                 else:
-                    packed = _SUM_DOUBLE.pack(0x11, point.start_time_ns, 0x19, point.time_ns,
-                                              0x21, value)
+                    packed = _SUM_DOUBLE.pack(start_tag, point.start_time_ns, time_tag,
+                                              point.time_ns, double_tag, value)
                 chunks.append(head(point.attributes, len(packed)))
                 chunks.append(packed)
             # Repeated data_points: parsing appends each point, as add() would have.

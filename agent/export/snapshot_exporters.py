@@ -9,7 +9,7 @@ from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.export.encode import encode
 from gpu_otel_agent.export.otlp_proto import ProtoEncoder
-from gpu_otel_agent.export.senders import RequestExporter
+from gpu_otel_agent.export.senders import RequestSender
 from gpu_otel_agent.model.snapshot import NodeSnapshot
 
 
@@ -20,22 +20,27 @@ class SnapshotExporter(Protocol):
 
 
 class OtlpSnapshotExporter:
-    """Encodes straight to OTLP protobuf and sends through the SDK's transport."""
+    """Encodes straight to OTLP protobuf and sends it itself (see ``senders``)."""
 
-    def __init__(self, exporter: RequestExporter, encoder: ProtoEncoder) -> None:
-        self._exporter = exporter
+    def __init__(self, sender: RequestSender, encoder: ProtoEncoder) -> None:
+        self._sender = sender
         self._encoder = encoder
 
     def export(self, snapshot: NodeSnapshot, timeout_s: float) -> bool:
-        return self._exporter.send(self._encoder.encode(snapshot))
+        # The caller's deadline reaches the wire (gRPC deadline, HTTP socket timeout).
+        return self._sender.send(self._encoder.encode(snapshot), timeout_s)
 
     def shutdown(self, timeout_s: float) -> None:
-        if isinstance(self._exporter, MetricExporter):
-            self._exporter.shutdown(timeout_millis=timeout_s * 1000)
+        self._sender.shutdown()
 
 
 class SdkSnapshotExporter:
-    """Any SDK metric exporter (console, or OTLP where the fast path is unavailable)."""
+    """Any SDK metric exporter (console, or OTLP where the fast path is unavailable).
+
+    The SDK's OTLP exporters bound an export by their configured timeout; the gRPC one does
+    not take ``timeout_millis`` into account (an SDK to-do), so ``timeout_s`` is passed for
+    the exporters that do.
+    """
 
     def __init__(self, exporter: MetricExporter, resource: Resource) -> None:
         self._exporter = exporter

@@ -1,0 +1,130 @@
+"""OTLP/gRPC: an encoded request sent through opentelemetry-proto's generated service stub.
+
+Public APIs only: ``grpc`` channels and ``*_service_pb2_grpc`` stubs, the same pair the SDK's
+exporter uses underneath. What the SDK exporter added on top is reproduced here, following the
+OTLP specification: TLS with the configured CA and client certificate, headers as call
+metadata, gzip, a deadline on every call, and retries with back-off on the retryable status
+codes (honouring the collector's ``RetryInfo``). After UNAVAILABLE the channel is rebuilt, as
+the SDK does: a channel left in gRPC's reconnect back-off would fail fast for a minute or more
+after the collector came back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+from google.rpc.error_details_pb2 import RetryInfo
+
+from gpu_otel_agent.export.otlp_target import OtlpTarget
+from gpu_otel_agent.export.retry import Attempt, with_retries
+from gpu_otel_agent.version import VERSION
+
+log = logging.getLogger(__name__)
+
+# https://opentelemetry.io/docs/specs/otlp/#failures : these may succeed when tried again.
+RETRYABLE = frozenset({
+    grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.ABORTED,
+    grpc.StatusCode.OUT_OF_RANGE,
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DATA_LOSS,
+})
+USER_AGENT = f"gpu-otel-agent/{VERSION}"
+_RETRY_INFO_KEY = "google.rpc.retryinfo-bin"
+
+
+def _read(path: str | None) -> bytes | None:
+    if path is None:
+        return None
+    with open(path, "rb") as pem:
+        return pem.read()
+
+
+def channel_credentials(target: OtlpTarget) -> grpc.ChannelCredentials:
+    # Read now, not per call: a missing file is a configuration error at start-up.
+    return grpc.ssl_channel_credentials(
+        root_certificates=_read(target.certificate),
+        private_key=_read(target.client_key),
+        certificate_chain=_read(target.client_certificate),
+    )
+
+
+def _retry_delay(error: grpc.RpcError) -> float | None:
+    trailing: Any = error.trailing_metadata() if hasattr(error, "trailing_metadata") else None
+    for key, value in trailing or ():
+        if key == _RETRY_INFO_KEY:
+            delay = RetryInfo.FromString(value).retry_delay
+            return float(delay.seconds) + float(delay.nanos) / 1e9
+    return None
+
+
+class GrpcTransport:
+    """Sends requests of one signal; ``stub`` is e.g. ``MetricsServiceStub``."""
+
+    def __init__(self, target: OtlpTarget, stub: Callable[[grpc.Channel], Any]) -> None:
+        self._target = target
+        self._stub_type = stub
+        self._credentials = channel_credentials(target) if target.tls else None
+        self._compression = (grpc.Compression.Gzip if target.compression == "gzip"
+                             else grpc.Compression.NoCompression)
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._channel, self._export = self._connect()
+
+    @property
+    def target(self) -> OtlpTarget:
+        return self._target
+
+    def _connect(self) -> tuple[grpc.Channel, Callable[..., Any]]:
+        options = [("grpc.primary_user_agent", USER_AGENT)]
+        if self._credentials is None:
+            channel = grpc.insecure_channel(self._target.endpoint, options=options,
+                                            compression=self._compression)
+        else:
+            channel = grpc.secure_channel(self._target.endpoint, self._credentials,
+                                          options=options, compression=self._compression)
+        return channel, self._stub_type(channel).Export
+
+    def _reconnect(self) -> None:
+        with self._lock:
+            if self._stop.is_set():
+                return
+            old = self._channel
+            self._channel, self._export = self._connect()
+        old.close()
+
+    def send(self, request: Message, timeout_s: float | None = None) -> bool:
+        """True when the collector accepted ``request``; bounded by the configured timeout
+        and by ``timeout_s`` when the caller has a shorter deadline of its own."""
+        budget = self._target.timeout_s if timeout_s is None else min(
+            timeout_s, self._target.timeout_s)
+        return with_retries(lambda remaining: self._attempt(request, remaining), budget,
+                            self._stop)
+
+    def _attempt(self, request: Message, remaining_s: float) -> Attempt:
+        try:
+            self._export(request, timeout=remaining_s, metadata=self._target.headers)
+        except grpc.RpcError as error:
+            code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
+            retryable = code in RETRYABLE
+            log.debug("OTLP/gRPC export to %s: %s (%s)", self._target.endpoint, code,
+                      "will retry" if retryable else "final")
+            if code is grpc.StatusCode.UNAVAILABLE:
+                self._reconnect()
+            if not retryable:
+                log.warning("OTLP/gRPC export to %s refused: %s %s", self._target.endpoint,
+                            code, error.details() if hasattr(error, "details") else "")
+            return Attempt(ok=False, retryable=retryable, delay_s=_retry_delay(error))
+        return Attempt(ok=True)
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        with self._lock:
+            self._channel.close()
