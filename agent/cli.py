@@ -11,14 +11,15 @@ import asyncio
 import contextlib
 import logging
 import sys
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from gpu_otel_agent.config.kinds import Choice, Invalid, Seconds
 from gpu_otel_agent.config.load import ConfigError, Overrides, load, to_tree
-from gpu_otel_agent.config.table import EXPORTERS, LOG_LEVELS
+from gpu_otel_agent.config.table import FLAGS, Key, flag_dest
 from gpu_otel_agent.docs import cli_markdown, events_markdown, metrics_markdown
 from gpu_otel_agent.export.exporters import ExporterConfigError
 from gpu_otel_agent.extensions.commands import COMMAND_GROUP, Commands
@@ -29,34 +30,31 @@ from gpu_otel_agent.logs import setup_logging
 log = logging.getLogger(__name__)
 
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
-    return value
+def _flag_type(row: Key) -> Callable[[str], object]:
+    """argparse ``type`` of a table row's flag: the row's kind parses and checks the text, so
+    a flag accepts exactly what the key's environment variable accepts."""
+
+    def parse(text: str) -> object:
+        try:
+            return row.kind.check(row.kind.from_env(text))
+        except Invalid as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return parse
 
 
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+    """``--config`` and one flag per table row that has one (``agent/config/table.py``)."""
     parser.add_argument("--config", type=Path, metavar="FILE", help="YAML configuration file")
-    parser.add_argument("--interval", type=_positive_seconds, metavar="SECONDS",
-                        help="sampling interval of the fast metric group")
-    parser.add_argument("--export-interval", type=_positive_seconds, metavar="SECONDS",
-                        help="how often metrics are pushed")
-    parser.add_argument("--exporter", choices=EXPORTERS,
-                        help="otlp (push to a collector) or console (print)")
-    parser.add_argument("--log-level", choices=LOG_LEVELS, help="log verbosity")
+    for flag, row in FLAGS.items():
+        choices = row.kind.choices if isinstance(row.kind, Choice) else None
+        metavar = "SECONDS" if isinstance(row.kind, Seconds) else None
+        parser.add_argument(flag, dest=flag_dest(flag), type=_flag_type(row), choices=choices,
+                            metavar=metavar, help=f"{row.description} (key `{row.key}`)")
 
 
 def _overrides(args: argparse.Namespace) -> Overrides:
-    return Overrides(
-        interval=args.interval,
-        export_interval=args.export_interval,
-        exporter=args.exporter,
-        log_level=args.log_level,
-    )
+    return Overrides(**{flag_dest(flag): getattr(args, flag_dest(flag)) for flag in FLAGS})
 
 
 def build_parser() -> argparse.ArgumentParser:

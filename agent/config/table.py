@@ -105,7 +105,12 @@ class Key:
     @property
     def override(self) -> str | None:
         """The attribute of :class:`~gpu_otel_agent.config.load.Overrides` the flag fills."""
-        return None if self.flag is None else self.flag.removeprefix("--").replace("-", "_")
+        return None if self.flag is None else flag_dest(self.flag)
+
+
+def flag_dest(flag: str) -> str:
+    """``--export-interval`` -> ``export_interval``: argparse's dest, the Overrides field."""
+    return flag.removeprefix("--").replace("-", "_")
 
 
 def _group(name: str, interval: float, what: str, interval_what: str) -> tuple[Key, Key]:
@@ -261,6 +266,9 @@ TABLE: tuple[Key, ...] = (
 )
 
 BY_KEY: Mapping[str, Key] = MappingProxyType({row.key: row for row in TABLE})
+# The command-line flags of ``run`` and ``config show``, by flag, in table order.
+FLAGS: Mapping[str, Key] = MappingProxyType(
+    {row.flag: row for row in TABLE if row.flag is not None})
 # Known group names; any other name under ``groups`` takes the ``groups.*`` rows.
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(
     row.key.split(".")[1] for row in TABLE

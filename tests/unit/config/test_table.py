@@ -279,3 +279,31 @@ def test_kinds_reject_what_they_do_not_hold() -> None:
         SizeMap().check({"x/y": True})
     assert SizeMap().check(None) == {}
     assert Choice(choices=("info",), fold_case=True).check("INFO") == "info"
+
+
+@pytest.mark.parametrize(("flag", "bad", "message"), [
+    ("--interval", "0", "must be a positive number of seconds, got 0.0"),
+    ("--export-interval", "soon", "expected a number, got 'soon'"),
+    ("--exporter", "kafka", "must be one of otlp, console, got 'kafka'"),
+])
+def test_the_parser_rejects_a_bad_flag_value_with_the_kinds_reason(
+    flag: str, bad: str, message: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The parser's flags are built from the table rows, so they check what the key checks."""
+    from gpu_otel_agent.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["config", "show", flag, bad])
+    assert exited.value.code == 2
+    assert f"argument {flag}: {message}" in capsys.readouterr().err
+
+
+def test_a_flag_value_is_parsed_as_the_keys_environment_variable_would_be(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from gpu_otel_agent.cli import main
+
+    assert main(["config", "show", "--log-level", "WARNING", "--interval", "2.5"]) == 0
+    shown = yaml.safe_load(capsys.readouterr().out)
+    assert shown["log_level"] == "warning"
+    assert shown["groups"]["fast"]["interval"] == 2.5
