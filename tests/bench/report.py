@@ -35,7 +35,8 @@ NOTES = (
     "node's control socket takes it onto one GPU; the first occurrence goes out at once, "
     "repeats are folded into one summary per storm window (`gpu.event.count`). The storm "
     "ends when the receiver holds the `gpu.xid.errors` counter at the number injected and "
-    "records that add up to it (arrival times). Agent CPU per 1000 XIDs is its CPU over that "
+    "records that add up to it (arrival times); the summary is due when the window ends, so "
+    "that time is mostly the window itself. Agent CPU per 1000 XIDs is its CPU over that "
     "span less its rate at rest just before. The other GPUs' largest gap is between distinct "
     "sample times at the receiver (an export that carries no new sample widens it too); "
     "missed cycles are the agent's own `gpu_agent.cycles.missed` over the storm.",
