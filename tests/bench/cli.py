@@ -26,6 +26,7 @@ from tests.bench.results import (
     Report,
     SkippedCase,
 )
+from tests.bench.storm_case import run_storm_case
 from tests.integration.harness import REPO
 
 log = logging.getLogger("tests.bench")
@@ -66,6 +67,11 @@ def run(suite: plan.Plan, workdir: Path) -> Report:
     for ev in suite.events:
         log.info("%s: %d events, one at a time", ev.name, ev.events)
         events.append(run_event_case(ev, workdir / ev.name))
+    storms = []
+    for storm in suite.storm:
+        log.info("%s: %d XIDs on GPU %d at once, %gs sampling, %gs storm window", storm.name,
+                 storm.xids, storm.device, storm.interval, storm.storm_window)
+        storms.append(run_storm_case(storm, workdir / storm.name))
     floods = []
     for flood in suite.prometheus:
         log.info("%s: %d idle connections at once, %d scrapes", flood.name, flood.connections,
@@ -100,6 +106,7 @@ def run(suite: plan.Plan, workdir: Path) -> Report:
         encoding=tuple(encodings),
         attribution=tuple(attribution),
         events=tuple(events),
+        storm=tuple(storms),
         ebpf_call_cost=tuple(call_costs),
         ebpf_load=tuple(loads),
         prometheus=tuple(floods),

@@ -20,6 +20,7 @@ from tests.bench.encoding import EncodeCase
 from tests.bench.events_case import EventCase
 from tests.bench.peers import PeerCase
 from tests.bench.prometheus_flood import PrometheusFloodCase
+from tests.bench.storm_case import StormCase
 from tests.integration.harness import SCENARIOS
 
 NODE_8 = SCENARIOS / "bench-8gpu-64proc.yaml"
@@ -47,13 +48,14 @@ class Plan:
     ebpf_call_cost: tuple[EbpfCallCostCase, ...] = ()
     ebpf_load: tuple[EbpfLoadCase, ...] = ()
     prometheus: tuple[PrometheusFloodCase, ...] = ()
+    storm: tuple[StormCase, ...] = ()
 
     def case_names(self) -> tuple[str, ...]:
         return (*(c.name for c in self.agent), *(c.name for c in self.nvitop_exporter),
                 *(c.name for c in self.gpustat), *(c.name for c in self.encode),
                 *(c.name for c in self.attribution), *(c.name for c in self.events),
-                *(c.name for c in self.ebpf_call_cost), *(c.name for c in self.ebpf_load),
-                *(c.name for c in self.prometheus))
+                *(c.name for c in self.storm), *(c.name for c in self.ebpf_call_cost),
+                *(c.name for c in self.ebpf_load), *(c.name for c in self.prometheus))
 
     def only(self, names: set[str]) -> Plan:
         """The cases named, and nothing else (peers still need the agent case they are
@@ -62,7 +64,7 @@ class Plan:
                     _kept(self.gpustat, names), _kept(self.encode, names),
                     _kept(self.attribution, names), _kept(self.events, names),
                     _kept(self.ebpf_call_cost, names), _kept(self.ebpf_load, names),
-                    _kept(self.prometheus, names))
+                    _kept(self.prometheus, names), _kept(self.storm, names))
 
 
 class _Named(Protocol):
@@ -108,6 +110,10 @@ def build(smoke: bool) -> Plan:
         ),
         # XID -> receiver latency, one event at a time (the smoke run only proves it works).
         events=(EventCase("events-8gpu", NODE_8, 20 if smoke else 200),),
+        # 10 000 copies of one XID on one GPU, sampling every 0.25 s with a 1 s storm window
+        # (the integration test's storm, on the 8-GPU node); the smoke run injects fewer.
+        storm=(StormCase("xid-storm", NODE_8, 1_000 if smoke else 10_000, interval=0.25,
+                         storm_window=1.0, rest_s=1.0 if smoke else 5.0),),
         # The eBPF plugin's overhead (root only; skipped with the reason elsewhere).
         ebpf_call_cost=(
             EbpfCallCostCase("ebpf-call-cost", NODE_8, 20_000 if smoke else 100_000,

@@ -31,6 +31,15 @@ NOTES = (
     "one, on a different (GPU, code), so no queue or storm window is in the figure. The "
     "health events' waiting threads (nvmlEventSetWait_v2, 200 ms timeout) are left out of "
     "the NVML call counts above: a wait is not a reading.",
+    "XID storm: one XID (13, which leaves the GPU healthy) pipelined as fast as the simulated "
+    "node's control socket takes it onto one GPU; the first occurrence goes out at once, "
+    "repeats are folded into one summary per storm window (`gpu.event.count`). The storm "
+    "ends when the receiver holds the `gpu.xid.errors` counter at the number injected and "
+    "records that add up to it (arrival times); the summary is due when the window ends, so "
+    "that time is mostly the window itself. Agent CPU per 1000 XIDs is its CPU over that "
+    "span less its rate at rest just before. The other GPUs' largest gap is between distinct "
+    "sample times at the receiver (an export that carries no new sample widens it too); "
+    "missed cycles are the agent's own `gpu_agent.cycles.missed` over the storm.",
     "agent-8amd-1s is agent-8gpu-1s with eight AMD MI300X (bench-8mi300x-64proc.yaml) read "
     "through the real amdsmi package from the simulated libamd_smi.so: amdsmi calls instead of "
     "NVML calls (the firmware metrics table, VRAM usage and the energy counter in the fast "
@@ -227,6 +236,22 @@ def _events(report: Report) -> list[str]:
     return _table(header, rows)
 
 
+def _storm(report: Report) -> list[str]:
+    rows = [[s.case, f"{_fmt(s.xids)} on 1 of {s.gpus} GPUs ({s.interval_s:g} s sampling, "
+             f"{s.storm_window_s:g} s window)", _fmt(int(s.inject_per_s)),
+             _fmt(s.first_record_ms, 1), _fmt(s.accounted_s, 2),
+             f"{_fmt(s.log_records)} ({_fmt(s.xids_in_records)} XIDs)",
+             _fmt(s.cpu_ms_per_1000_xids, 1), _fmt(s.rest_cpu_percent, 2),
+             f"{_fmt(s.max_gap_intervals, 2)} / {_fmt(s.missed_cycles)}"]
+            for s in report.storm]
+    header = ["storm case", "XIDs injected at once", "injected / s",
+              "first XID → first record (ms)", "first XID → every XID in a record (s)",
+              "log records (XIDs they account for)", "agent CPU per 1000 XIDs (ms)",
+              "agent CPU at rest (% of one core)",
+              "other GPUs: largest sample gap (intervals) / missed cycles"]
+    return _table(header, rows)
+
+
 def _ebpf_call_cost(report: Report) -> list[str]:
     rows = [[c.case, " / ".join(f"`{f}`: {i}" for f, i in c.entry_instructions.items()),
              _fmt(c.uprobes_per_call), _fmt(c.untraced_ns_per_call, 1),
@@ -332,6 +357,10 @@ def markdown(report: Report, heading: str = "###", ebpf: bool = True) -> str:
         f"{heading} Health events: XID injected → log record at the receiver",
         "",
         *_events(report),
+        "",
+        f"{heading} Health events: a storm of one XID",
+        "",
+        *_storm(report),
         "",
         f"{heading} How to read these",
         "",

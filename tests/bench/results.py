@@ -126,6 +126,33 @@ class EventLatencyResult:
 
 
 @dataclass(frozen=True)
+class StormResult:
+    """A storm of one XID on one GPU: injection, storm control's summaries, cost, cadence."""
+
+    case: str
+    scenario: str
+    gpus: int
+    interval_s: float  # sampling = export interval
+    storm_window_s: float  # health.storm_window
+    xids: int  # injected, every one acknowledged by the node
+    inject_s: float  # first line sent -> last answer, one pipelined control connection
+    inject_per_s: float
+    first_record_ms: float  # first XID sent -> the storm's first log record at the receiver
+    first_is_single: bool  # the first record is the XID itself, not a summary
+    accounted_s: float  # first XID sent -> counter and summaries at the receiver add up to xids
+    xids_counted: int  # the agent's gpu.xid.errors counter at the end
+    xids_in_records: int  # 1 per plain record + gpu.event.count of each summary
+    log_records: int  # gpu.xid records the storm produced (storm control's compression)
+    suppressed: int  # occurrences folded into summaries (the agent's run summary)
+    agent_cpu_s: float  # utime + stime over [first XID sent, accounted]
+    rest_cpu_percent: float  # the same agent just before, at rest (percent of one core)
+    cpu_ms_per_1000_xids: float  # storm CPU less the rest rate over as long, per 1000 XIDs
+    other_gpus: int
+    max_gap_intervals: float  # largest gap between another GPU's samples at the receiver
+    missed_cycles: int  # the other GPUs' gpu_agent.cycles.missed over the storm, summed
+
+
+@dataclass(frozen=True)
 class EbpfCallCostResult:
     """ns per traced cudaLaunchKernel (its runtime uprobe and the nested driver call's)."""
 
@@ -221,6 +248,7 @@ class Report:
     encoding: tuple[EncodeResult, ...] = ()
     attribution: tuple[AttributionResult, ...] = ()
     events: tuple[EventLatencyResult, ...] = ()
+    storm: tuple[StormResult, ...] = ()
     ebpf_call_cost: tuple[EbpfCallCostResult, ...] = ()
     ebpf_load: tuple[EbpfLoadResult, ...] = ()
     prometheus: tuple[PrometheusFloodResult, ...] = ()

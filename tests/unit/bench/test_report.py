@@ -8,6 +8,8 @@ from tests.bench import plan
 from tests.bench.agent_case import run_summary, summed
 from tests.bench.calls import CallCounts, per_gpu_per_cycle
 from tests.bench.readme import EBPF_END, EBPF_START, END, START, MarkersMissing, replace_block
+from tests.bench.storm_case import accounted, max_gap
+from tests.receivers.records import LogEvent
 
 
 def test_replace_block_touches_only_the_marked_block() -> None:
@@ -60,7 +62,33 @@ def test_the_ebpf_block_is_replaced_alone() -> None:
 
 def test_plan_only_keeps_the_named_cases() -> None:
     full = plan.build(smoke=True)
-    chosen = full.only({"ebpf-call-cost", "ebpf-100k", "events-8gpu"})
-    assert sorted(chosen.case_names()) == ["ebpf-100k", "ebpf-call-cost", "events-8gpu"]
+    chosen = full.only({"ebpf-call-cost", "ebpf-100k", "events-8gpu", "xid-storm"})
+    assert sorted(chosen.case_names()) == ["ebpf-100k", "ebpf-call-cost", "events-8gpu",
+                                           "xid-storm"]
+    assert [c.xids for c in chosen.storm] == [c.xids for c in full.storm]
     assert chosen.smoke
     assert full.only(set(full.case_names())) == full
+
+
+def test_max_gap_counts_the_gaps_that_touch_the_span() -> None:
+    samples = [0.0, 1.0, 2.0, 5.0, 6.0, 20.0]
+    # Span [1.5, 5.5]: 1.0 (last before) .. 2.0 .. 5.0 .. 6.0 (first after); 2.0 -> 5.0 is 3.
+    assert max_gap(samples, 1.5, 5.5) == 3.0
+    # The gap that spans the start counts, and so does the one that outlasts the end.
+    assert max_gap(samples, 0.5, 0.6) == 1.0
+    assert max_gap(samples, 6.5, 7.0) == 14.0
+    assert max_gap([1.0, 1.0, 2.0], 0.0, 3.0) == 1.0  # one sample exported twice: one time
+    with pytest.raises(ValueError):
+        max_gap([1.0], 0.0, 2.0)
+
+
+def _record(**attributes: object) -> LogEvent:
+    return LogEvent("gpu.xid", 17, "ERROR", "", attributes, {}, 0, 0, 0.0)
+
+
+def test_storm_records_account_for_the_first_xid_and_each_summary_count() -> None:
+    records = [_record(**{"gpu.xid.code": 13}),
+               _record(**{"gpu.xid.code": 13, "gpu.event.count": 6000}),
+               _record(**{"gpu.xid.code": 13, "gpu.event.count": 3999})]
+    assert accounted(records) == 10_000
+    assert accounted([]) == 0

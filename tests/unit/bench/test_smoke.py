@@ -39,7 +39,7 @@ def report(smoke: Path) -> dict[str, Any]:
 @pytest.mark.timeout(200)
 def test_reports_exist_and_contain_every_case(smoke: Path, report: dict[str, Any]) -> None:
     names = [c["case"] for key in ("agent", "exporter_peers", "one_shot_peers", "encoding",
-                                   "attribution", "events", "ebpf_call_cost", "ebpf_load",
+                                   "attribution", "events", "storm", "ebpf_call_cost", "ebpf_load",
                                    "prometheus", "skipped")
              for c in report[key]]
     assert sorted(names) == sorted(plan.build(smoke=True).case_names())
@@ -110,6 +110,25 @@ def test_event_latency_is_sane(report: dict[str, Any]) -> None:
     assert 0 < case["p50_ms"] <= case["p99_ms"] <= case["max_ms"]
     assert case["suppressed"] == 0  # every injected XID went out as its own event
     assert case["sent"] >= 20
+
+
+def test_xid_storm_counts_add_up(report: dict[str, Any]) -> None:
+    (case,) = report["storm"]
+    xids = plan.build(smoke=True).storm[0].xids
+    assert case["xids"] == xids
+    # Every injected XID was counted, and the storm's records account for each exactly once:
+    # the first as itself, the rest in summaries, which the run summary calls suppressed.
+    assert case["xids_counted"] == case["xids_in_records"] == xids
+    assert case["suppressed"] == xids - 1
+    assert case["first_is_single"] is True
+    # Compressed: the first record, then at most one summary per window the storm spanned
+    # (plus one for the window still open when it ended).
+    assert 2 <= case["log_records"] <= 2 + case["accounted_s"] / case["storm_window_s"]
+    assert 0 < case["first_record_ms"] <= case["accounted_s"] * 1000
+    assert case["inject_per_s"] > 0
+    assert case["other_gpus"] == case["gpus"] - 1
+    assert case["max_gap_intervals"] > 0
+    assert case["missed_cycles"] >= 0
 
 
 def _ebpf_ran(report: dict[str, Any]) -> None:
