@@ -272,3 +272,35 @@ def test_configuration_keys_and_errors(tmp_path: Path) -> None:
         path.write_text(f"prometheus: {bad}\n", encoding="utf-8")
         with pytest.raises(ValueError, match=message):
             load(path, environ={})
+
+
+def test_a_revoked_user_is_refused_on_a_kept_alive_connection(
+    start: Callable[..., MetricsEndpoint], tmp_path: Path,
+) -> None:
+    # Prometheus keeps its connection open between scrapes (idle timeout > scrape interval), so
+    # a user removed from the web config must be refused on that same connection, not only on
+    # the next one, which may never come.
+    web = tmp_path / "web.yaml"
+    web.write_text(f"basic_auth_users: {{prometheus: '{_hash('s3cret')}'}}\n", encoding="utf-8")
+    store = store_with(device(0, 0.37, 100, time.time_ns()))
+    endpoint = start(store, config(web_config_file=str(web)), devices=1)
+    host, port = endpoint.address
+    token = base64.b64encode(b"prometheus:s3cret").decode()
+    connection = http.client.HTTPConnection(host, port, timeout=30)
+    try:
+        def scrape() -> int:
+            connection.request("GET", "/metrics", headers={"Authorization": f"Basic {token}"})
+            response = connection.getresponse()
+            response.read()
+            return response.status
+
+        assert scrape() == 200
+        sock = connection.sock
+        web.write_text(f"basic_auth_users: {{scraper: '{_hash('s3cret')}'}}\n",
+                       encoding="utf-8")
+        future = time.time() + 5
+        os.utime(web, (future, future))
+        assert scrape() == 401
+        assert connection.sock is sock  # the same connection: the server did not close it
+    finally:
+        connection.close()
