@@ -239,6 +239,35 @@ def test_a_final_refusal_is_not_retried(grpc_receiver: OtlpGrpcReceiver) -> None
     assert len(grpc_receiver.store.received(accepted=None)) == 1
 
 
+class _GarbledRetryInfo(metrics_service_pb2_grpc.MetricsServiceServicer):
+    """Refuses with UNAVAILABLE and a ``RetryInfo`` trailer that is not a RetryInfo."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def Export(self, request: Any, context: Any) -> Any:  # noqa: N802 - gRPC name
+        self.calls += 1
+        context.set_trailing_metadata((("google.rpc.retryinfo-bin", b"\xff\xff\xff"),))
+        context.abort(grpc.StatusCode.UNAVAILABLE, "busy")
+
+
+def test_a_garbled_retry_info_from_the_collector_is_a_failed_export_not_a_crash() -> None:
+    # The trailer is the collector's to write; a bad one must not raise out of the sender.
+    servicer = _GarbledRetryInfo()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    sender = build_request_sender(_target("grpc", f"http://127.0.0.1:{port}",
+                                          OTEL_EXPORTER_OTLP_TIMEOUT="1"))
+    try:
+        assert sender.send(ProtoEncoder(RESOURCE).encode(_snapshot(1))) is False
+    finally:
+        sender.shutdown()
+        server.stop(None).wait(5)
+    assert servicer.calls >= 1
+
+
 # --- the deadline reaches the wire ----------------------------------------------------------
 
 
