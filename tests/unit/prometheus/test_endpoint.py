@@ -236,6 +236,13 @@ def test_tls_and_bcrypt_basic_auth_as_exporter_toolkit_configures_them(
      "cannot load certificates"),
     ("tls_server_config: {cert_file: a, key_file: b, min_version: TLS99}\n",
      "unknown 'TLS99'"),
+    # Every response carries these headers: one that cannot be sent would fail every answer.
+    ("http_server_config: {headers: {X-Note: \"caf\\u00e9 \\u2019\"}}\n",
+     "http_server_config.headers.X-Note: the value must be printable ISO-8859-1 text"),
+    ("http_server_config: {headers: {X-Note: \"a\\r\\nSet-Cookie: x=1\"}}\n",
+     "http_server_config.headers.X-Note: the value must be printable ISO-8859-1 text"),
+    ("http_server_config: {headers: {\"X Note\": a}}\n",
+     "http_server_config.headers: 'X Note' is not a header name"),
 ])
 def test_bad_web_config_is_a_clear_error(tmp_path: Path, text: str, message: str) -> None:
     web = tmp_path / "web.yaml"
