@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 from google.rpc.error_details_pb2 import RetryInfo
 
 from gpu_otel_agent.export.otlp_target import OtlpTarget
@@ -57,11 +57,17 @@ def channel_credentials(target: OtlpTarget) -> grpc.ChannelCredentials:
 
 
 def _retry_delay(error: grpc.RpcError) -> float | None:
+    """The delay the collector asked for; None (our own back-off) when it named none we can
+    read. The trailer is the collector's input: a garbled one must not escape ``send``."""
     trailing: Any = error.trailing_metadata() if hasattr(error, "trailing_metadata") else None
     for key, value in trailing or ():
         if key == _RETRY_INFO_KEY:
-            delay = RetryInfo.FromString(value).retry_delay
-            return float(delay.seconds) + float(delay.nanos) / 1e9
+            try:
+                delay = RetryInfo.FromString(value).retry_delay
+            except DecodeError:
+                log.debug("OTLP/gRPC: unreadable %s trailer ignored", _RETRY_INFO_KEY)
+                return None
+            return max(float(delay.seconds) + float(delay.nanos) / 1e9, 0.0)
     return None
 
 

@@ -5,16 +5,19 @@ after its first send this costs about 2 MiB of resident memory where the SDK's H
 (``requests``, urllib3 and its transport package) cost about 7 MiB, and no CPU more per
 export. What that exporter does is reproduced after the OTLP specification: the CA bundle
 and client certificate for TLS, headers, gzip or deflate bodies, a timeout on the socket
-equal to what is left of the deadline, and retries with back-off on 429, 502, 503 and 504
-honouring ``Retry-After``. A kept-alive connection the collector closed meanwhile is retried
-once at once, as the SDK does.
+equal to what is left of the deadline (and a timer that cuts the connection at the deadline,
+since the socket timeout bounds each read, not a slowly trickled answer), and retries with
+back-off on 429, 502, 503 and 504 honouring ``Retry-After``. A kept-alive connection the
+collector closed meanwhile is retried once at once, as the SDK does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import http.client
 import logging
+import socket
 import ssl
 import threading
 import time
@@ -123,6 +126,24 @@ class HttpTransport:
     def _attempt(self, body: bytes, remaining_s: float) -> Attempt:
         deadline = time.monotonic() + remaining_s
         reused = self._connection is not None
+        watchdog = threading.Timer(remaining_s, self._cut)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            return self._attempt_until(body, deadline, reused)
+        finally:
+            watchdog.cancel()
+
+    def _cut(self) -> None:
+        """At the deadline: end the exchange in progress (its read then fails at once)."""
+        connection = self._connection
+        sock = connection.sock if connection is not None else None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def _attempt_until(self, body: bytes, deadline: float, reused: bool) -> Attempt:
+        remaining_s = deadline - time.monotonic()
         try:
             try:
                 status, retry_after = self._post(body, remaining_s)

@@ -50,10 +50,6 @@ class OtlpTarget:
     client_key: str | None  # mutual TLS
     client_certificate: str | None
 
-    @property
-    def http_path(self) -> str:
-        return f"/v1/{self.signal.lower()}"
-
 
 def otlp_protocol(
     config: AgentConfig, environ: Mapping[str, str], signal: str = "METRICS"

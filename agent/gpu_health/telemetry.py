@@ -1,7 +1,7 @@
 """The health pipeline's self-telemetry, as one immutable reading of its counters.
 
 The agent's self-metrics endpoint reads :meth:`HealthRuntime.telemetry` (see
-``agent/runtime/health.py``); nothing here blocks or allocates per event.
+``gpu_otel_agent.runtime.health_pipeline``); nothing here blocks or allocates per event.
 """
 
 from __future__ import annotations

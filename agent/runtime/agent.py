@@ -191,7 +191,7 @@ class Agent:
         if self.health is not None:
             telemetry.add(self.health.readings)
         for node_plugin in self.node_plugins:
-            telemetry.add(node_plugin.plugin.readings)
+            telemetry.add(node_plugin.readings)
         self.store.set_agent_source(telemetry.sample)
         try:
             endpoint = self._start_endpoint(resource, telemetry, tracer)
@@ -230,7 +230,7 @@ class Agent:
             endpoint.stop()
         tracer.shutdown(0.5)
         for node_plugin in self.node_plugins:
-            node_plugin.plugin.close()
+            node_plugin.close()
         self._close_backends(opened)
         log.info("run summary %s", json.dumps(self.summary(), sort_keys=True))
         return 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpu_otel_agent.config.schema import AgentConfig
 from gpu_otel_agent.extensions.loading import LoadedEntry, load_group
@@ -20,7 +20,7 @@ from gpu_otel_agent.extensions.node import (
     NodePlugin,
     ProcessEventSource,
 )
-from gpu_otel_agent.model.snapshot import SnapshotStore
+from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
 from gpu_otel_agent.model.workload import GpuProcess, WorkloadLookup
 from gpu_otel_agent.workloads.lifecycle import ProcessEventsFactory, netlink_events
 
@@ -30,8 +30,33 @@ NETLINK = "netlink"  # the built-in process event source; any other name is a no
 
 @dataclass(frozen=True)
 class RunningNodePlugin:
+    """A started plugin as the core calls it: its bugs are reported, never passed on.
+
+    ``readings`` is read with every snapshot, so an exception there would fail every export
+    and scrape; ``close`` runs in the shutdown sequence, so one there would skip the rest.
+    """
+
     name: str  # its entry-point name: also the source name of its samples in the snapshot
     plugin: NodePlugin
+    _failed_readings: set[str] = field(default_factory=set, compare=False, repr=False)
+
+    def readings(self) -> tuple[Reading, ...]:
+        try:
+            return self.plugin.readings()
+        except Exception as error:  # reported once; its self-telemetry is left out meanwhile
+            kind = type(error).__name__
+            if kind not in self._failed_readings:
+                self._failed_readings.add(kind)
+                log.error("node plugin %s: readings failed, left out of the snapshot: %s: %s",
+                          self.name, kind, error, exc_info=error)
+            return ()
+
+    def close(self) -> None:
+        try:
+            self.plugin.close()
+        except Exception as error:
+            log.error("node plugin %s failed to close: %s: %s", self.name,
+                      type(error).__name__, error, exc_info=error)
 
 
 def gpu_processes(lookup: WorkloadLookup | None, uuids: Iterable[str],

@@ -250,13 +250,16 @@ class HttpServer:
             timeout = self.limits.header_timeout
             while True:
                 state.idle_since = time.monotonic()
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
+                try:
+                    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
+                except (asyncio.LimitOverrunError, ValueError):  # ValueError: limit, mid-buffer
+                    # Only the head read: a ValueError from answering is a bug, not a 431.
+                    await self._reply_error(writer, 431, "request head too large")
+                    break
                 state.idle_since = None
                 if not await self._respond(head, writer):
                     break
                 timeout = self.limits.idle_timeout
-        except (asyncio.LimitOverrunError, ValueError):  # ValueError: the limit, mid-buffer
-            await self._reply_error(writer, 431, "request head too large")
         except (asyncio.IncompleteReadError, OSError) as error:  # timeouts, resets, TLS
             log.debug("connection from %s ended: %s", peer, error or type(error).__name__)
         finally:

@@ -5,7 +5,8 @@ loop thread handles the connections and a small fixed pool of threads takes the 
 snapshot and encodes it (``connections.py``), so a slow scraper, a flood of idle clients or a
 hung GPU cannot delay sampling or each other. TLS is negotiated per connection with the
 context of the moment, and the web configuration file is re-read when it changes (certificate
-rotation without a restart), as exporter-toolkit does.
+rotation without a restart; users and headers apply from the next request, also on a kept-alive
+connection), as exporter-toolkit does.
 
 ``/metrics`` speaks what the scraper asks for (``negotiation.py``): OpenMetrics 1.0.0 where the
 ``Accept`` header prefers it (Prometheus's does), text 0.0.4 otherwise, gzip-compressed when
@@ -188,6 +189,9 @@ class MetricsEndpoint:
 
     def handle(self, request: Request) -> Response:
         """One request, in a worker thread of the endpoint."""
+        # Per request, not only per connection: Prometheus keeps its connection open across
+        # scrapes, so a user removed from the web config must be refused on it too.
+        self.web.refresh()
         path = request.path
         if path in ("/healthz", "/readyz"):
             verdict = self.health.healthy() if path == "/healthz" else self.health.ready()

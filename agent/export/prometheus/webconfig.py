@@ -158,7 +158,7 @@ def parse_web_config(text: str, base: Path, origin: str = "web config") -> WebCo
         tls.context()  # fail now, at start-up, not at the first scrape
     http = _mapping(top.get("http_server_config"), "http_server_config")
     _check_keys(http, _HTTP_KEYS, "http_server_config")
-    headers = _mapping(http.get("headers"), "http_server_config.headers")
+    headers = _headers(_mapping(http.get("headers"), "http_server_config.headers"))
     users = _mapping(top.get("basic_auth_users"), "basic_auth_users")
     for user, hashed in users.items():
         if not isinstance(hashed, str) or not hashed.startswith(("$2a$", "$2b$", "$2y$")):
@@ -171,8 +171,26 @@ def parse_web_config(text: str, base: Path, origin: str = "web config") -> WebCo
     return WebConfig(
         tls=tls,
         users=MappingProxyType({str(k): str(v) for k, v in users.items()}),
-        headers=MappingProxyType({str(k): str(v) for k, v in headers.items()}),
+        headers=MappingProxyType(headers),
     )
+
+
+_TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def _headers(raw: dict[str, Any]) -> dict[str, str]:
+    """Header fields every response carries, checked now: one that cannot be written (a
+    character outside ISO-8859-1, a line break) would otherwise fail every answer."""
+    headers: dict[str, str] = {}
+    for raw_name, raw_value in raw.items():
+        name, value = str(raw_name), str(raw_value)
+        if not name or not set(name) <= _TOKEN:
+            raise WebConfigError(f"http_server_config.headers: {name!r} is not a header name")
+        if not all(ch == "\t" or " " <= ch <= "~" or "\xa0" <= ch <= "\xff" for ch in value):
+            raise WebConfigError(f"http_server_config.headers.{name}: the value must be "
+                                 f"printable ISO-8859-1 text on one line, got {value!r}")
+        headers[name] = value
+    return headers
 
 
 def load_web_config(path: Path) -> WebConfig:

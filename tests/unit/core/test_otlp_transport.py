@@ -239,6 +239,35 @@ def test_a_final_refusal_is_not_retried(grpc_receiver: OtlpGrpcReceiver) -> None
     assert len(grpc_receiver.store.received(accepted=None)) == 1
 
 
+class _GarbledRetryInfo(metrics_service_pb2_grpc.MetricsServiceServicer):
+    """Refuses with UNAVAILABLE and a ``RetryInfo`` trailer that is not a RetryInfo."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def Export(self, request: Any, context: Any) -> Any:  # noqa: N802 - gRPC name
+        self.calls += 1
+        context.set_trailing_metadata((("google.rpc.retryinfo-bin", b"\xff\xff\xff"),))
+        context.abort(grpc.StatusCode.UNAVAILABLE, "busy")
+
+
+def test_a_garbled_retry_info_from_the_collector_is_a_failed_export_not_a_crash() -> None:
+    # The trailer is the collector's to write; a bad one must not raise out of the sender.
+    servicer = _GarbledRetryInfo()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    sender = build_request_sender(_target("grpc", f"http://127.0.0.1:{port}",
+                                          OTEL_EXPORTER_OTLP_TIMEOUT="1"))
+    try:
+        assert sender.send(ProtoEncoder(RESOURCE).encode(_snapshot(1))) is False
+    finally:
+        sender.shutdown()
+        server.stop(None).wait(5)
+    assert servicer.calls >= 1
+
+
 # --- the deadline reaches the wire ----------------------------------------------------------
 
 
@@ -334,6 +363,51 @@ def test_http_export_to_a_hung_collector_ends_at_its_timeout(
     assert not ok
     # Not before the timeout (the socket timeout is what is left of it), and not much after.
     assert expected * 0.9 <= elapsed < expected + MARGIN_S
+
+
+def _trickling_server(seconds: float) -> tuple[socket.socket, str]:
+    """Answers every request one byte at a time, each within any socket timeout, so the
+    whole answer takes ``seconds``: a collector that is slow, not silent."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    answer = b"HTTP/1.1 200 OK\r\n" + b"X-Pad: " + b"." * 40 + b"\r\nContent-Length: 0\r\n\r\n"
+
+    def serve(connection: socket.socket) -> None:
+        with connection:
+            try:
+                connection.recv(1 << 16)
+                for byte in answer:
+                    connection.sendall(bytes([byte]))
+                    time.sleep(seconds / len(answer))
+            except OSError:
+                return
+
+    def accept() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(connection,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return listener, f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+
+def test_http_export_to_a_trickling_collector_ends_at_its_timeout() -> None:
+    # The socket timeout bounds each read; the deadline must bound the whole answer.
+    trickle_s = 2.0 + MARGIN_S + 10.0
+    listener, endpoint = _trickling_server(trickle_s)
+    sender = build_request_sender(_target("http/protobuf", endpoint,
+                                          OTEL_EXPORTER_OTLP_TIMEOUT="2"))
+    started = time.monotonic()
+    try:
+        ok = sender.send(ProtoEncoder(RESOURCE).encode(_snapshot(1)))
+    finally:
+        sender.shutdown()
+        listener.close()
+    elapsed = time.monotonic() - started
+    assert not ok
+    assert 2.0 * 0.9 <= elapsed < 2.0 + MARGIN_S  # the trickle would take trickle_s
 
 
 def test_shutdown_ends_a_retry_wait(grpc_receiver: OtlpGrpcReceiver) -> None:

@@ -236,6 +236,13 @@ def test_tls_and_bcrypt_basic_auth_as_exporter_toolkit_configures_them(
      "cannot load certificates"),
     ("tls_server_config: {cert_file: a, key_file: b, min_version: TLS99}\n",
      "unknown 'TLS99'"),
+    # Every response carries these headers: one that cannot be sent would fail every answer.
+    ("http_server_config: {headers: {X-Note: \"caf\\u00e9 \\u2019\"}}\n",
+     "http_server_config.headers.X-Note: the value must be printable ISO-8859-1 text"),
+    ("http_server_config: {headers: {X-Note: \"a\\r\\nSet-Cookie: x=1\"}}\n",
+     "http_server_config.headers.X-Note: the value must be printable ISO-8859-1 text"),
+    ("http_server_config: {headers: {\"X Note\": a}}\n",
+     "http_server_config.headers: 'X Note' is not a header name"),
 ])
 def test_bad_web_config_is_a_clear_error(tmp_path: Path, text: str, message: str) -> None:
     web = tmp_path / "web.yaml"
@@ -272,3 +279,35 @@ def test_configuration_keys_and_errors(tmp_path: Path) -> None:
         path.write_text(f"prometheus: {bad}\n", encoding="utf-8")
         with pytest.raises(ValueError, match=message):
             load(path, environ={})
+
+
+def test_a_revoked_user_is_refused_on_a_kept_alive_connection(
+    start: Callable[..., MetricsEndpoint], tmp_path: Path,
+) -> None:
+    # Prometheus keeps its connection open between scrapes (idle timeout > scrape interval), so
+    # a user removed from the web config must be refused on that same connection, not only on
+    # the next one, which may never come.
+    web = tmp_path / "web.yaml"
+    web.write_text(f"basic_auth_users: {{prometheus: '{_hash('s3cret')}'}}\n", encoding="utf-8")
+    store = store_with(device(0, 0.37, 100, time.time_ns()))
+    endpoint = start(store, config(web_config_file=str(web)), devices=1)
+    host, port = endpoint.address
+    token = base64.b64encode(b"prometheus:s3cret").decode()
+    connection = http.client.HTTPConnection(host, port, timeout=30)
+    try:
+        def scrape() -> int:
+            connection.request("GET", "/metrics", headers={"Authorization": f"Basic {token}"})
+            response = connection.getresponse()
+            response.read()
+            return response.status
+
+        assert scrape() == 200
+        sock = connection.sock
+        web.write_text(f"basic_auth_users: {{scraper: '{_hash('s3cret')}'}}\n",
+                       encoding="utf-8")
+        future = time.time() + 5
+        os.utime(web, (future, future))
+        assert scrape() == 401
+        assert connection.sock is sock  # the same connection: the server did not close it
+    finally:
+        connection.close()
