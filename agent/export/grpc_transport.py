@@ -22,7 +22,7 @@ from google.rpc.error_details_pb2 import RetryInfo
 
 from gpu_otel_agent.export.otlp_target import OtlpTarget
 from gpu_otel_agent.export.retry import Attempt, with_retries
-from gpu_otel_agent.version import VERSION
+from gpu_otel_agent.version import USER_AGENT
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,6 @@ RETRYABLE = frozenset({
     grpc.StatusCode.UNAVAILABLE,
     grpc.StatusCode.DATA_LOSS,
 })
-USER_AGENT = f"gpu-otel-agent/{VERSION}"
 _RETRY_INFO_KEY = "google.rpc.retryinfo-bin"
 
 

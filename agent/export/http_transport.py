@@ -29,12 +29,11 @@ from google.protobuf.message import Message
 
 from gpu_otel_agent.export.otlp_target import ExporterConfigError, OtlpTarget
 from gpu_otel_agent.export.retry import Attempt, with_retries
-from gpu_otel_agent.version import VERSION
+from gpu_otel_agent.version import USER_AGENT
 
 log = logging.getLogger(__name__)
 
 RETRYABLE = frozenset({429, 502, 503, 504})
-USER_AGENT = f"gpu-otel-agent/{VERSION}"
 
 
 def _retry_after(value: str | None) -> float | None:

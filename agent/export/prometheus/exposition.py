@@ -87,6 +87,12 @@ def format_value(value: float | int) -> str:
     return repr(value)
 
 
+def sample_lines(family: Family) -> Iterator[str]:
+    """The family's sample lines; text 0.0.4 and OpenMetrics write them alike."""
+    return (f"{family.name}{render_labels(labels)} {format_value(value)}"
+            for labels, value in family.samples.items())
+
+
 def render(families: Families) -> bytes:
     lines: list[str] = []
     for family in families:
@@ -95,9 +101,6 @@ def render(families: Families) -> bytes:
         help_text = family.help.replace("\\", "\\\\").replace("\n", "\\n")
         lines.append(f"# HELP {family.name} {help_text}")
         lines.append(f"# TYPE {family.name} {family.type}")
-        lines.extend(
-            f"{family.name}{render_labels(labels)} {format_value(value)}"
-            for labels, value in family.samples.items()
-        )
+        lines.extend(sample_lines(family))
     lines.append("")
     return "\n".join(lines).encode("utf-8")

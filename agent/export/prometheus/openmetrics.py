@@ -25,8 +25,7 @@ import math
 from gpu_otel_agent.export.prometheus.exposition import (
     Families,
     Family,
-    format_value,
-    render_labels,
+    sample_lines,
     warn_once,
 )
 
@@ -74,9 +73,6 @@ def render_openmetrics(families: Families) -> bytes:
         seen |= _owned(name, type_)
         lines.append(f"# TYPE {name} {type_}")
         lines.append(f"# HELP {name} {_help(family.help)}")
-        lines.extend(
-            f"{family.name}{render_labels(labels)} {format_value(value)}"
-            for labels, value in family.samples.items()
-        )
+        lines.extend(sample_lines(family))
     lines.append("# EOF\n")
     return "\n".join(lines).encode("utf-8")
