@@ -90,7 +90,7 @@ class AmdDevice:
                 info = self._smi.amdsmi_get_gpu_asic_info(self._handle)
             except self._smi.AmdSmiException:
                 return None
-            units = sentinels.value(info.get("num_of_compute_units"), 32)
+            units = sentinels.value(info.get("num_compute_units"), 32)
             self._compute_units = int(units) if units else 0
         return self._compute_units or None
 

@@ -332,12 +332,14 @@ SIM_EXPORT void simamd_count_call(int fn, int dev) { count_call(fn, dev); }
  * reports as AMDSMI_STATUS_NOT_FOUND on every per-device call. */
 /* During a GPU reset amdgpu answers sysfs reads with EPERM (older kernels) or EBUSY, which
  * rocm_smi's ErrnoToRsmiStatus turns into NOT_SUPPORTED or BUSY (rocm_smi_utils.cc).  What
- * amdsmi holds from init (BDF, processor type) and the KFD event file keep answering. */
+ * amdsmi holds from init (BDF, processor type), the KFD event file and KFD's process list keep
+ * answering. */
 static int reset_exempt(int fn) {
     return fn == FN_amdsmi_get_gpu_device_bdf || fn == FN_amdsmi_get_processor_type ||
            fn == FN_amdsmi_init_gpu_event_notification ||
            fn == FN_amdsmi_set_gpu_event_notification_mask ||
-           fn == FN_amdsmi_stop_gpu_event_notification;
+           fn == FN_amdsmi_stop_gpu_event_notification ||
+           fn == FN_amdsmi_get_gpu_process_list; /* KFD's /sys/class/kfd/kfd/proc */
 }
 
 static amdsmi_status_t dev_enter(int fn, const void *h, amd_dev_t **out) {
