@@ -101,8 +101,8 @@ def test_each_asic_serves_its_table_and_power_belongs_to_the_package(node: Simul
             d.probe()
             fast = rd(d, "fast")
             out["power"].append(metric(fast, "hw.power"))
-            out["clock"].append(metric(fast, "gpu.clock.frequency", **{{"gpu.clock.domain": "graphics"}}))
-        out["violation"] = [err for err in [None]]
+            gfx = {{"gpu.clock.domain": "graphics"}}
+            out["clock"].append(metric(fast, "gpu.clock.frequency", **gfx))
         try:
             A.amdsmi_get_violation_status(devs[{MI210}].handle)
             out["violation"] = "ok"
@@ -223,8 +223,10 @@ def test_hip_process_is_never_zero_percent_and_shows_cu_occupancy(node: Simulate
             d.probe()
             d.read_processes()
             time.sleep(1.2)
-            got = {{p.pid: [dict(p.utilization), p.compute_unit_occupancy] for p in d.read_processes()}}
-            raw = {{p["pid"]: p["engine_usage"]["gfx"] for p in A.amdsmi_get_gpu_process_list(d.handle)}}
+            got = {{p.pid: [dict(p.utilization), p.compute_unit_occupancy]
+                    for p in d.read_processes()}}
+            raw = {{p["pid"]: p["engine_usage"]["gfx"]
+                    for p in A.amdsmi_get_gpu_process_list(d.handle)}}
             out = {{"got": got, "raw": raw}}
         """)
     finally:
