@@ -179,8 +179,17 @@ PROCESS_METRICS: tuple[MetricSpec, ...] = (
                "Fraction of the engine's time used by the process.",
                (*_PROCESS, "hw.gpu.task"), "processes",
                vendor_notes=(("amd", "`general` (GFX) and `encoder` from the growth of the "
-                                     "process's engine-time counters between two reads; "
-                                     "absent at a process's first read"),)),
+                                     "process's DRM engine-time counters between two reads; "
+                                     "absent at a process's first read and while the counter "
+                                     "does not move (HIP work is invisible there: see "
+                                     "`gpu.process.compute_unit.occupancy`)"),)),
+    MetricSpec("gpu.process.compute_unit.occupancy", G, "1",
+               "Fraction of the GPU's compute units running the process's waves.",
+               _PROCESS, "processes", vendors=AMD_ONLY,
+               vendor_notes=(("amd", "KFD's per-process `cu_occupancy` "
+                                     "(amdsmi_get_gpu_process_list) over the device's compute "
+                                     "units; HIP work shows here, not in "
+                                     "`gpu.process.utilization`"),)),
     MetricSpec("gpu.process.series.overflow", U, "{process}",
                "Processes on the GPU beyond the per-process series limit (not exported one by "
                "one; still counted in their container's totals).", (), "processes"),

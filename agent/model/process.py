@@ -22,3 +22,6 @@ class ProcessUsage:
     memory_bytes: int | None = None
     # task -> fraction 0..1 of the engine's time this process used (absent: no sample yet)
     utilization: tuple[tuple[str, float], ...] = ()
+    # fraction 0..1 of the GPU's compute units running this process's waves (AMD: KFD's
+    # cu_occupancy over the device's CU count); None where the vendor does not report it
+    compute_unit_occupancy: float | None = None

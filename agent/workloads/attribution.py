@@ -21,6 +21,7 @@ from gpu_otel_agent.workloads.resolver import GpuDevice, WorkloadResolver
 
 PROCESS_MEMORY = "gpu.process.memory.usage"
 PROCESS_UTILIZATION = "gpu.process.utilization"
+PROCESS_CU_OCCUPANCY = "gpu.process.compute_unit.occupancy"
 CONTAINER_MEMORY = "gpu.container.memory.usage"
 CONTAINER_UTILIZATION = "gpu.container.utilization"
 CONTAINER_LIMIT = "gpu.container.memory.limit"
@@ -134,6 +135,8 @@ class Attribution:
             out.append(Reading(PROCESS_MEMORY, item.usage.memory_bytes, base))
         for task, value in item.usage.utilization:
             out.append(Reading(PROCESS_UTILIZATION, value, (*base, ("hw.gpu.task", task))))
+        if item.usage.compute_unit_occupancy is not None:
+            out.append(Reading(PROCESS_CU_OCCUPANCY, item.usage.compute_unit_occupancy, base))
         return out
 
     @staticmethod

@@ -6,10 +6,23 @@ wall time between two reads. Reads closer together than :data:`MIN_WINDOW_NS` ke
 figure instead (the driver's counters move in steps, so a short window is mostly noise). A
 process's utilization is absent (never 0) until one window has passed, and a process that
 leaves the list is forgotten.
+
+The engine counters come from DRM fdinfo. A HIP process submits its work through /dev/kfd
+(user-mode queues the DRM scheduler never sees), so its ``gfx`` time stays at 0 ns however busy
+the GPU is: ``amd-smi process`` on a busy MI300X shows ``GFX: 0 ns`` next to
+``CU_OCCUPANCY`` (ROCm device-metrics-exporter, ``internal/metricsmap.md``). A counter that did
+not move over a window therefore says nothing, and no utilization is exported for it (never
+0 %). What HIP work does show is KFD's per-process ``cu_occupancy`` ("Num CUs utilized",
+``amdsmi_proc_info_t`` in ``amdsmi.h``; the exporter's ``GPU_PROCESS_CU_OCCUPANCY``), which
+is exported as ``gpu.process.compute_unit.occupancy``: that count over the device's CUs.
+
+Newer ROCm names a process by its executable's path (``NAME: /usr/bin/python3.12`` in the
+same ``amd-smi process`` output); only the base name is used.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -18,6 +31,7 @@ from typing import Any
 from gpu_otel_agent.backends.process_lookup import CachedProcessLookup
 from gpu_otel_agent.model.process import TASK_ENCODER, TASK_GENERAL, ProcessUsage
 from gpu_otel_agent.model.workload import GpuProcess
+from gpu_otel_agent.plugins.amd import sentinels
 from gpu_otel_agent.plugins.amd.smi import number
 from gpu_otel_agent.workloads.names import sanitize
 
@@ -37,9 +51,11 @@ class ProcessSampler:
     """Keeps the engine counters of one device's processes between reads."""
 
     def __init__(self, list_processes: Callable[[], list[dict[str, Any]]],
-                 clock_ns: Callable[[], int] = time.monotonic_ns) -> None:
+                 clock_ns: Callable[[], int] = time.monotonic_ns,
+                 compute_units: Callable[[], int | None] = lambda: None) -> None:
         self._list = list_processes
         self._clock_ns = clock_ns
+        self._compute_units = compute_units
         self._tracks: dict[int, _Track] = {}
 
     def read(self) -> tuple[ProcessUsage, ...]:
@@ -58,12 +74,26 @@ class ProcessSampler:
                     (task, min((engines[key] - track.engines[key]) / wall, 1.0))
                     for key, task in _ENGINES
                     if key in engines and key in track.engines
-                    and engines[key] >= track.engines[key]
+                    and engines[key] > track.engines[key]  # unmoved: KFD work, unknown
                 ))
             tracks[pid] = track
-            out.append(ProcessUsage(pid, None if vram is None else int(vram), track.utilization))
+            out.append(ProcessUsage(pid, None if vram is None else int(vram), track.utilization,
+                                    self._occupancy(info.get("cu_occupancy"))))
         self._tracks = tracks
         return tuple(sorted(out, key=lambda p: p.pid))
+
+    def _occupancy(self, raw: Any) -> float | None:
+        cus = sentinels.value(raw, 32)  # the wrapper says "N/A" for UINT32 max
+        total = self._compute_units()
+        if cus is None or not total:
+            return None
+        return min(cus / total, 1.0)
+
+
+def process_name(raw: Any) -> str:
+    """amdsmi's process name: ``comm`` in older ROCm, the executable's path in newer."""
+    name = str(raw)
+    return "" if name in ("", "N/A") else os.path.basename(name)
 
 
 def amd_process_lookup(smi: Any, handles: Mapping[str, Any]) -> CachedProcessLookup:
@@ -76,7 +106,7 @@ def amd_process_lookup(smi: Any, handles: Mapping[str, Any]) -> CachedProcessLoo
         except smi.AmdSmiException:
             return None
         # Names come from the process itself: sanitised like every other exported name.
-        return tuple(GpuProcess(int(p["pid"]), "" if p["name"] == "N/A" else sanitize(p["name"]))
+        return tuple(GpuProcess(int(p["pid"]), sanitize(process_name(p["name"])))
                      for p in listed)
 
     return CachedProcessLookup(handles, query)

@@ -21,7 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_otel_agent.model.snapshot import Attributes, Reading
-from gpu_otel_agent.plugins.amd.smi import number
+from gpu_otel_agent.plugins.amd import sentinels
+from gpu_otel_agent.plugins.amd.accumulators import MonotonicCounter, ResidencyThrottle
+from gpu_otel_agent.plugins.amd.sentinels import NA16, NA64
+from gpu_otel_agent.plugins.amd.smi import STATUS_NOT_SUPPORTED, number, status_of
 
 MIB = 1024 * 1024
 KIB = 1024
@@ -40,11 +43,8 @@ def reading_key(reading: Reading) -> tuple[str, Attributes]:
     return reading.metric, reading.attributes
 
 
-_NA16, _NA32, _NA64 = 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF
-
-
 def _v16(value: int) -> int | None:
-    return None if value == _NA16 else int(value)
+    return None if value == NA16 else int(value)
 
 
 def _metrics_table(smi: Any, h: Any) -> Any:
@@ -58,7 +58,7 @@ def _metrics_table(smi: Any, h: Any) -> Any:
 
 
 def _table_pct(value: int) -> float | None:
-    return None if value == _NA16 or value > 100 else value / 100
+    return None if value == NA16 or value > 100 else value / 100
 
 
 def _table_fast(smi: Any, h: Any) -> tuple[Reading, ...]:
@@ -75,39 +75,46 @@ def _table_fast(smi: Any, h: Any) -> tuple[Reading, ...]:
                             (t.temperature_mem, "memory")):
         if (celsius := _v16(value)) is not None:
             out.append(Reading("hw.temperature", celsius, (("hw.sensor_location", location),)))
-    watts = _v16(t.current_socket_power)
+    # MI300 (v1.4+) fills current_socket_power; MI200 (v1.3) only average_socket_power, on
+    # the GCD that owns the package (0 on its sibling: absent there, never 0 W).
+    watts = sentinels.watts(t.current_socket_power, 16)
     if watts is None:
-        watts = _v16(t.average_socket_power)
+        watts = sentinels.watts(t.average_socket_power, 16)
     if watts is not None:
         out.append(Reading("hw.power", watts))
-    # MI300 reports a clock per XCC and leaves the single GFX clock N/A.
-    clocks = [c for c in (t.current_gfxclk, *t.current_gfxclks) if c != _NA16]
+    # MI300 reports a clock per XCC and leaves the single GFX clock N/A (MI200: the reverse).
+    clocks = [c for c in (t.current_gfxclk, *t.current_gfxclks) if c != NA16]
     if clocks:
         out.append(Reading("gpu.clock.frequency", max(clocks) * 1_000_000,
                            (("gpu.clock.domain", "graphics"),)))
     return tuple(out)
 
 
-def _table_slow(smi: Any, h: Any) -> tuple[Reading, ...]:
-    t = _metrics_table(smi, h)
-    out: list[Reading] = []
-    memory = _v16(t.current_uclk)
-    if memory is None:
-        memory = _v16(t.average_uclk_frequency)
-    video = next((c for c in (t.current_vclk0, *t.current_vclk0s) if c != _NA16), None)
-    for mhz, domain in ((memory, "memory"), (video, "video")):
-        if mhz is not None:
-            out.append(Reading("gpu.clock.frequency", mhz * 1_000_000,
-                               (("gpu.clock.domain", domain),)))
-    if t.pcie_replay_count_acc != _NA64:
-        out.append(Reading("gpu.pcie.replay", int(t.pcie_replay_count_acc)))
-    reads = [int(v) for v in t.xgmi_read_data_acc if v != _NA64]
-    writes = [int(v) for v in t.xgmi_write_data_acc if v != _NA64]
-    if reads and writes:  # KB per link, summed over the links
-        out.append(Reading("gpu.xgmi.io", sum(reads) * KIB, (("network.io.direction", "receive"),)))
-        out.append(Reading("gpu.xgmi.io", sum(writes) * KIB,
-                           (("network.io.direction", "transmit"),)))
-    return tuple(out)
+def _table_slow(throttle: ResidencyThrottle) -> Read:
+    def read(smi: Any, h: Any) -> tuple[Reading, ...]:
+        t = _metrics_table(smi, h)
+        out: list[Reading] = []
+        memory = _v16(t.current_uclk)
+        if memory is None:
+            memory = _v16(t.average_uclk_frequency)
+        video = next((c for c in (t.current_vclk0, *t.current_vclk0s) if c != NA16), None)
+        for mhz, domain in ((memory, "memory"), (video, "video")):
+            if mhz is not None:
+                out.append(Reading("gpu.clock.frequency", mhz * 1_000_000,
+                                   (("gpu.clock.domain", domain),)))
+        if t.pcie_replay_count_acc != NA64:
+            out.append(Reading("gpu.pcie.replay", int(t.pcie_replay_count_acc)))
+        reads = [int(v) for v in t.xgmi_read_data_acc if v != NA64]
+        writes = [int(v) for v in t.xgmi_write_data_acc if v != NA64]
+        if reads and writes:  # KB per link, summed over the links
+            out.append(Reading("gpu.xgmi.io", sum(reads) * KIB,
+                               (("network.io.direction", "receive"),)))
+            out.append(Reading("gpu.xgmi.io", sum(writes) * KIB,
+                               (("network.io.direction", "transmit"),)))
+        out.extend(throttle.readings(t))
+        return tuple(out)
+
+    return read
 
 
 def _pct(value: Any) -> float | None:
@@ -149,16 +156,25 @@ def _temperature(sensor: str, location: str) -> Read:
 
 
 def _power(smi: Any, h: Any) -> tuple[Reading, ...]:
-    watts = number(smi.amdsmi_get_power_info(h)["socket_power"])
+    info = smi.amdsmi_get_power_info(h)
+    watts = sentinels.watts(info["socket_power"], 64)
+    for key in ("current_socket_power", "average_socket_power"):
+        if watts is None:
+            watts = sentinels.watts(info[key], 32)
     return () if watts is None else (Reading("hw.power", watts),)
 
 
-def _energy(smi: Any, h: Any) -> tuple[Reading, ...]:
-    e = smi.amdsmi_get_energy_count(h)
-    count, resolution = number(e["energy_accumulator"]), number(e["counter_resolution"])
-    if count is None or resolution is None:
-        return ()
-    return (Reading("hw.energy", count * resolution * 1e-6),)  # counter x uJ per count -> J
+def _energy(counter: MonotonicCounter) -> Read:
+    def read(smi: Any, h: Any) -> tuple[Reading, ...]:
+        e = smi.amdsmi_get_energy_count(h)
+        count = sentinels.value(e["energy_accumulator"], 64)
+        resolution = number(e["counter_resolution"])
+        if count is None or resolution is None:
+            return ()
+        # counter x uJ per count -> J, never backwards on the wire
+        return (Reading("hw.energy", counter.update(count * resolution * 1e-6)),)
+
+    return read
 
 
 def _clock(clock: str, domain: str) -> Read:
@@ -180,41 +196,41 @@ def _error_type(value: str) -> Attributes:
     return (("error.type", value),)
 
 
-def _ecc(smi: Any, h: Any) -> tuple[Reading, ...]:
-    e = smi.amdsmi_get_gpu_total_ecc_count(h)
-    out = []
-    for key, kind in (
-        ("correctable_count", "corrected"),
-        ("uncorrectable_count", "uncorrected"),
-        ("deferred_count", "deferred"),  # uncorrectable, poisoned and deferred to the consumer
-    ):
-        if (count := number(e[key])) is not None:
-            out.append(Reading("hw.errors", count, _error_type(kind)))
-    return tuple(out)
+def _ecc() -> Read:
+    """ECC totals, only where RAS is on. ``amdsmi_get_gpu_total_ecc_count`` sums the blocks
+    whose RAS feature is enabled and answers SUCCESS with 0/0/0 when none is (amdsmi
+    ``amd_smi.cc`` at 0ceca28): a count of nothing, not a count of zero errors. The enabled
+    blocks come from ``amdsmi_get_gpu_ecc_enabled`` (a bit mask of ``amdsmi_gpu_block_t``),
+    asked once: RAS is set at driver load (``amdgpu.ras_enable``)."""
+    enabled: list[bool] = []
+
+    def read(smi: Any, h: Any) -> tuple[Reading, ...]:
+        if not enabled:
+            try:
+                enabled.append(bool(smi.amdsmi_get_gpu_ecc_enabled(h)))
+            except smi.AmdSmiLibraryException as error:
+                if status_of(error) != STATUS_NOT_SUPPORTED:
+                    raise  # transient: ask again next time
+                enabled.append(True)  # a library without the call: counts as before
+        if not enabled[0]:
+            return ()
+        e = smi.amdsmi_get_gpu_total_ecc_count(h)
+        out = []
+        for key, kind in (
+            ("correctable_count", "corrected"),
+            ("uncorrectable_count", "uncorrected"),
+            ("deferred_count", "deferred"),  # uncorrectable, poisoned and deferred to the consumer
+        ):
+            if (count := sentinels.value(e[key], 64)) is not None:
+                out.append(Reading("hw.errors", count, _error_type(kind)))
+        return tuple(out)
+
+    return read
 
 
 def _pcie_replay(smi: Any, h: Any) -> tuple[Reading, ...]:
     replays = number(smi.amdsmi_get_pcie_info(h)["pcie_metric"]["pcie_replay_count"])
     return () if replays is None else (Reading("gpu.pcie.replay", replays),)
-
-
-# amdsmi_violation_status_t "active_*" flags: AMD's own throttle reasons.
-THROTTLE_REASONS: tuple[tuple[str, str], ...] = (
-    ("active_ppt_pwr", "ppt_power"),
-    ("active_socket_thrm", "socket_thermal"),
-    ("active_vr_thrm", "vr_thermal"),
-    ("active_hbm_thrm", "hbm_thermal"),
-    ("active_prochot_thrm", "prochot"),
-)
-
-
-def _throttle(smi: Any, h: Any) -> tuple[Reading, ...]:
-    status = smi.amdsmi_get_violation_status(h)
-    return tuple(
-        Reading("gpu.clock.throttle", int(value), (("gpu.clock.throttle.reason", reason),))
-        for key, reason in THROTTLE_REASONS
-        if isinstance(value := status.get(key), bool)  # "N/A" where the firmware has none
-    )
 
 
 def _fan(smi: Any, h: Any) -> tuple[Reading, ...]:
@@ -224,8 +240,15 @@ def _fan(smi: Any, h: Any) -> tuple[Reading, ...]:
 
 
 def _xgmi(smi: Any, h: Any) -> tuple[Reading, ...]:
+    """amdsmi copies the table's per-link counters and always says 8 links: a link whose
+    counters are all ones does not exist (a part without XGMI answers SUCCESS with 8 of
+    them), and a device with no real link has no XGMI reading at all."""
     metrics = smi.amdsmi_get_link_metrics(h)
-    links = metrics["links"][: int(metrics["num_links"])]
+    links = [link for link in metrics["links"][: int(metrics["num_links"])]
+             if sentinels.value(link["read"], 64) is not None
+             and sentinels.value(link["write"], 64) is not None]
+    if not links:
+        return ()
     read = sum(int(link["read"]) for link in links)
     write = sum(int(link["write"]) for link in links)
     return (  # KB per link, summed over the links
@@ -234,28 +257,32 @@ def _xgmi(smi: Any, h: Any) -> tuple[Reading, ...]:
     )
 
 
-FAST: tuple[CallReading, ...] = (
-    CallReading("amdsmi_get_gpu_metrics_info", _table_fast),
-    CallReading("amdsmi_get_gpu_vram_usage", _vram),
-    CallReading("amdsmi_get_energy_count", _energy),  # the table's count has no resolution
-    CallReading("amdsmi_get_gpu_activity", _activity, fallback=True),
-    CallReading("amdsmi_get_temp_metric", _temperature("HOTSPOT", "gpu"), fallback=True),
-    CallReading("amdsmi_get_temp_metric", _temperature("EDGE", "edge"), fallback=True),
-    CallReading("amdsmi_get_temp_metric", _temperature("VRAM", "memory"), fallback=True),
-    CallReading("amdsmi_get_power_info", _power, fallback=True),
-    CallReading("amdsmi_get_clock_info", _clock("GFX", "graphics"), fallback=True),
-)
+def build_groups() -> dict[str, tuple[CallReading, ...]]:
+    """One device's calls per metric group (fresh each time: some carry state between reads).
 
-SLOW: tuple[CallReading, ...] = (
-    CallReading("amdsmi_get_gpu_metrics_info", _table_slow),
-    CallReading("amdsmi_get_power_cap_info", _power_cap),
-    CallReading("amdsmi_get_gpu_total_ecc_count", _ecc),
-    CallReading("amdsmi_get_violation_status", _throttle),
-    CallReading("amdsmi_get_gpu_fan_speed", _fan),
-    CallReading("amdsmi_get_clock_info", _clock("MEM", "memory"), fallback=True),
-    CallReading("amdsmi_get_clock_info", _clock("VCLK0", "video"), fallback=True),
-    CallReading("amdsmi_get_pcie_info", _pcie_replay, fallback=True),
-    CallReading("amdsmi_get_link_metrics", _xgmi, fallback=True),
-)
-
-GROUPS: dict[str, tuple[CallReading, ...]] = {"fast": FAST, "slow": SLOW}
+    ``amdsmi_get_violation_status`` is not among them: it sleeps 100 ms inside and computes
+    what the slow group's table read already yields (see :mod:`.accumulators`).
+    """
+    fast = (
+        CallReading("amdsmi_get_gpu_metrics_info", _table_fast),
+        CallReading("amdsmi_get_gpu_vram_usage", _vram),
+        # the table's count has no resolution
+        CallReading("amdsmi_get_energy_count", _energy(MonotonicCounter())),
+        CallReading("amdsmi_get_gpu_activity", _activity, fallback=True),
+        CallReading("amdsmi_get_temp_metric", _temperature("HOTSPOT", "gpu"), fallback=True),
+        CallReading("amdsmi_get_temp_metric", _temperature("EDGE", "edge"), fallback=True),
+        CallReading("amdsmi_get_temp_metric", _temperature("VRAM", "memory"), fallback=True),
+        CallReading("amdsmi_get_power_info", _power, fallback=True),
+        CallReading("amdsmi_get_clock_info", _clock("GFX", "graphics"), fallback=True),
+    )
+    slow = (
+        CallReading("amdsmi_get_gpu_metrics_info", _table_slow(ResidencyThrottle())),
+        CallReading("amdsmi_get_power_cap_info", _power_cap),
+        CallReading("amdsmi_get_gpu_total_ecc_count", _ecc()),
+        CallReading("amdsmi_get_gpu_fan_speed", _fan),
+        CallReading("amdsmi_get_clock_info", _clock("MEM", "memory"), fallback=True),
+        CallReading("amdsmi_get_clock_info", _clock("VCLK0", "video"), fallback=True),
+        CallReading("amdsmi_get_pcie_info", _pcie_replay, fallback=True),
+        CallReading("amdsmi_get_link_metrics", _xgmi, fallback=True),
+    )
+    return {"fast": fast, "slow": slow}

@@ -5,9 +5,18 @@ the library it prints two lines to stdout and dies of a KeyError. So the library
 for first, the same way the wrapper does, and the package is imported only when it is there
 (with its prints captured), so a node without ROCm gets one clear log line instead.
 
-Errors become the three outcomes the rest of the plugin cares about, as for NVML: the call
-is not available on this device (never try again), the device is lost, or this one read
-failed (absent this cycle).
+Errors become the outcomes the rest of the plugin cares about: the call cannot work with this
+library (never try again), the call is not supported *now* (retry later), the device is lost,
+or this one read failed (absent this cycle).
+
+NOT_SUPPORTED is not a property of the device alone. rocm_smi maps the errno of a failed sysfs
+access with ``ErrnoToRsmiStatus``: EPERM and ENOENT become RSMI_STATUS_NOT_SUPPORTED, EBUSY
+becomes RSMI_STATUS_BUSY (amdsmi ``rocm_smi/src/rocm_smi_utils.cc`` at 0ceca28), and amdsmi
+passes both through as AMDSMI_STATUS_NOT_SUPPORTED / AMDSMI_STATUS_BUSY (``rsmi_status_map``
+in ``include/amd_smi/impl/amd_smi_common.h``). amdgpu answers EPERM (older kernels) or EBUSY
+to sysfs reads while the GPU is in reset, so a probe that runs during a reset sees
+NOT_SUPPORTED from calls that work a second later. Hence: NOT_SUPPORTED at probe defers the
+call (re-probed with backoff), NOT_SUPPORTED or BUSY while sampling costs one cycle only.
 """
 
 from __future__ import annotations
@@ -35,21 +44,26 @@ STATUS_NOT_SUPPORTED = 2
 STATUS_NOT_YET_IMPLEMENTED = 3
 STATUS_FAIL_LOAD_SYMBOL = 5
 STATUS_NO_PERM = 10
+STATUS_BUSY = 30
 STATUS_NOT_FOUND = 31
 STATUS_DRIVER_NOT_LOADED = 34
 STATUS_NO_DATA = 40
 
-# "This device or library cannot do that", as opposed to a transient failure.
+# "This library cannot do that for us", whatever moment it is asked: a symbol missing, a
+# function not written, an argument it rejects, a permission the agent lacks.
 _PERMANENT = frozenset(
-    {STATUS_INVAL, STATUS_NOT_SUPPORTED, STATUS_NOT_YET_IMPLEMENTED, STATUS_FAIL_LOAD_SYMBOL,
-     STATUS_NO_PERM}
+    {STATUS_INVAL, STATUS_NOT_YET_IMPLEMENTED, STATUS_FAIL_LOAD_SYMBOL, STATUS_NO_PERM}
 )
 # amdgpu's sysfs and DRM nodes of a device that fell off the bus are gone.
 _LOST = frozenset({STATUS_NOT_FOUND, STATUS_DRIVER_NOT_LOADED})
 
 
 class Unavailable(Exception):
-    """The call does not work on this device or library; probing drops it for good."""
+    """The call does not work with this library; probing drops it for good."""
+
+
+class NotSupportedNow(Exception):
+    """NOT_SUPPORTED: true of the device, or of this moment (a reset); probing defers it."""
 
 
 def library_candidates() -> list[str]:
@@ -106,12 +120,15 @@ def status_of(error: BaseException) -> int | None:
 
 
 def classify(error: Exception, call: str) -> Exception:
-    """Map an amdsmi error to Unavailable, DeviceLost or (transient) the error itself."""
+    """Map an amdsmi error to Unavailable, NotSupportedNow, DeviceLost or (transient, BUSY
+    among them) the error itself."""
     code = status_of(error)
     if code in _LOST:
         return DeviceLost(f"{call}: amdsmi status {code} (device gone)")
     if code in _PERMANENT:
         return Unavailable(f"{call}: amdsmi status {code}")
+    if code == STATUS_NOT_SUPPORTED:
+        return NotSupportedNow(f"{call}: amdsmi status {code}")
     return error
 
 

@@ -83,9 +83,13 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
     ev.add_argument("--type", required=True, choices=tuple(AMD_EVENT_TYPES),
                     help="amdsmi event type")
     ev.add_argument("--message", default="", help="the notification's message text")
-    _sock(sub.add_parser(
+    rst = _sock(sub.add_parser(
         "reset", help="AMD GPU reset: pre-reset event, calls fail for --ms, post-reset event"
-    )).add_argument("--ms", type=int, default=1000, help="how long the reset lasts (ms)")
+    ))
+    rst.add_argument("--ms", type=int, default=1000, help="how long the reset lasts (ms)")
+    rst.add_argument("--errno", choices=("EPERM", "EBUSY"), default="EPERM",
+                     help="what amdgpu answers sysfs reads during the reset: EPERM (older "
+                          "kernels; amdsmi says NOT_SUPPORTED) or EBUSY (amdsmi says BUSY)")
     _sock(sub.add_parser("stats", help="NVML and amdsmi call counts per function and device"))
     for name in ("xid", "ecc", "lost", "recover", "hang", "set", "event", "reset"):
         sub.choices[name].add_argument("--device", type=int, required=True,

@@ -247,9 +247,12 @@ def test_a_process_on_an_amd_gpu_is_attributed_to_its_pod_like_an_nvidia_one(
             store = otlp_grpc_receiver.store
 
             def complete(points: list[object]) -> bool:
-                return all(select(points, "gpu.container.utilization",  # type: ignore[arg-type]
-                                   k8s__pod__name=pod.name, hw__gpu__task="general")
-                           for pod in (amd_pod, nv_pod))
+                # The AMD process is a HIP one: its activity is CU occupancy, not engine time.
+                return bool(select(points, "gpu.container.utilization",  # type: ignore[arg-type]
+                                   k8s__pod__name=nv_pod.name, hw__gpu__task="general")
+                            and select(points,  # type: ignore[arg-type]
+                                       "gpu.process.compute_unit.occupancy",
+                                       k8s__pod__name=amd_pod.name))
 
             try:
                 points = wait_export(store, complete, "both pods named, with utilization")
@@ -268,9 +271,16 @@ def test_a_process_on_an_amd_gpu_is_attributed_to_its_pod_like_an_nvidia_one(
                 assert process.attributes["container.id"] == pod.container_id
                 assert process.attributes["k8s.pod.name"] == pod.name
                 assert process.attributes["k8s.container.name"] == "main"
-                (busy,) = select(points, "gpu.process.utilization", process__pid=pid,
-                                  hw__gpu__task="general")
-                assert busy.value == pytest.approx(util, abs=0.1)
+                busy = select(points, "gpu.process.utilization", process__pid=pid,
+                              hw__gpu__task="general")
+                if uuid == MI300X_UUID:  # fdinfo shows 0 ns for HIP work: absent, never 0 %
+                    assert busy == []
+                    (cus,) = select(points, "gpu.process.compute_unit.occupancy",
+                                    process__pid=pid)
+                    assert cus.value == pytest.approx(round(util * 304) / 304)
+                    assert cus.attributes["k8s.pod.name"] == pod.name
+                else:
+                    assert len(busy) == 1 and busy[0].value == pytest.approx(util, abs=0.1)
                 (total,) = select(points, "gpu.container.memory.usage", k8s__pod__uid=pod.uid)
                 assert total.value == memory * MIB and total.attributes["hw.id"] == uuid
             # The whole MI300X is allocated to the AMD pod: its limit is the GPU's memory.

@@ -44,7 +44,9 @@ class AmdNodeLib(ControlLib):
                 "set_bdf": (c_int, [c_int, c_ull, c_uint, c_uint, c_uint]),
                 "bump": (c_int, [c_int, c_int, c_double]),
                 "push_event": (c_ll, [c_int, c_uint, c_char_p]),
-                "proc_add": (c_int, [c_int, c_uint, c_double, c_double, c_double, c_uint]),
+                "proc_add": (c_int, [c_int, c_uint, c_double, c_double, c_double, c_uint,
+                                     c_uint]),
+                "set_reset": (c_int, [c_int, c_uint]),
                 "layout_count": (c_int, []),
                 "layout_name": (c_char_p, [c_int]),
                 "layout_size": (c_long, [c_int]),
@@ -82,10 +84,16 @@ class AmdNodeLib(ControlLib):
         gfx_util: float,
         enc_util: float = 0.0,
         cu_occupancy: int = 0,
+        drm: bool = False,
     ) -> None:
-        self._proc_added(
-            self._lib.simamd_proc_add(dev, pid, vram_mib, gfx_util, enc_util, cu_occupancy)
-        )
+        """``drm``: the process submits through DRM (graphics), so fdinfo counts its engine
+        time; a HIP process (the default) submits through /dev/kfd and shows 0 ns there."""
+        self._proc_added(self._lib.simamd_proc_add(
+            dev, pid, vram_mib, gfx_util, enc_util, cu_occupancy, int(drm)))
+
+    def set_reset(self, dev: int, status: int) -> None:
+        """Answer ``status`` from sysfs-backed calls (0: the reset is over)."""
+        self._check(self._lib.simamd_set_reset(dev, status), "reset")
 
     def layouts(self) -> dict[str, tuple[int, int]]:
         """``type.field`` -> (sizeof type, offsetof field), as compiled."""

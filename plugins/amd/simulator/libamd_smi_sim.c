@@ -17,7 +17,7 @@
 #include "simcore.h"
 
 #define AMD_MAGIC 0x314D53444D414953ULL /* "SIAMDSM1" */
-#define AMD_LAYOUT_VERSION 1
+#define AMD_LAYOUT_VERSION 2
 #define AMD_MAX_DEV 64
 #define AMD_MAX_PROC 4096
 #define AMD_RING 1024
@@ -29,7 +29,7 @@
 typedef uint32_t amdsmi_status_t;
 enum {
     AMDSMI_STATUS_SUCCESS = 0, AMDSMI_STATUS_INVAL = 1, AMDSMI_STATUS_NOT_SUPPORTED = 2,
-    AMDSMI_STATUS_TIMEOUT = 8, AMDSMI_STATUS_OUT_OF_RESOURCES = 15,
+    AMDSMI_STATUS_TIMEOUT = 8, AMDSMI_STATUS_OUT_OF_RESOURCES = 15, AMDSMI_STATUS_BUSY = 30,
     AMDSMI_STATUS_INPUT_OUT_OF_BOUNDS = 17, AMDSMI_STATUS_INIT_ERROR = 18,
     AMDSMI_STATUS_NOT_FOUND = 31, AMDSMI_STATUS_NOT_INIT = 32,
     AMDSMI_STATUS_DRIVER_NOT_LOADED = 34, AMDSMI_STATUS_NO_DATA = 40,
@@ -212,7 +212,8 @@ SIM_EXPORT long simamd_layout_offset(int i) { return i >= 0 && i < simamd_layout
     X(xgmi_write_kb) X(energy_uj) X(violation_acc_counter) X(violation_ppt_acc)   \
     X(violation_socket_thermal_acc) X(violation_vr_thermal_acc)                   \
     X(violation_hbm_thermal_acc) X(violation_prochot_acc)                         \
-    X(compute_units) X(pci_device_id) X(pci_revision) X(minor_number)
+    X(compute_units) X(pci_device_id) X(pci_revision) X(minor_number)             \
+    X(gpu_metrics_content_revision) X(package_power_here) X(ras_enabled)
 
 #define X_ENUM(n) R_##n,
 enum { AMD_READINGS(X_ENUM) R_COUNT };
@@ -236,7 +237,7 @@ static const char *const g_reading_names[] = {AMD_READINGS(X_STR)};
     X(amdsmi_get_gpu_event_notification) X(amdsmi_stop_gpu_event_notification)       \
     X(amdsmi_status_code_to_string) X(amdsmi_get_lib_version)                         \
     X(amdsmi_get_processor_handle_from_bdf) X(amdsmi_free_name_value_pairs)         \
-    X(amdsmi_get_gpu_metrics_info)
+    X(amdsmi_get_gpu_metrics_info) X(amdsmi_get_gpu_ecc_enabled)
 
 #define X_FENUM(n) FN_##n,
 enum { AMD_FUNCS(X_FENUM) FN_IMPLEMENTED };
@@ -257,6 +258,8 @@ typedef struct {
     uint64_t bdf;
     int32_t lost;
     int32_t hang_ms;
+    uint32_t reset_status; /* while in reset: the status sysfs-backed calls answer; 0 = none */
+    uint32_t pad_reset;
     double val[R_COUNT];
     uint8_t na[R_COUNT];
     uint8_t fn_unsup[FN_MAX];
@@ -268,7 +271,8 @@ typedef struct {
     uint64_t vram_bytes, gtt_bytes, cpu_bytes;
     double gfx_util, enc_util; /* percent, integrated into the ns counters by the tick */
     double gfx_ns, enc_ns;
-    uint32_t cu_occupancy, pad;
+    uint32_t cu_occupancy;
+    uint32_t drm; /* 1: submits through DRM (graphics); 0: a HIP/KFD process, invisible to fdinfo */
 } amd_proc_t;
 
 typedef struct {
@@ -326,9 +330,25 @@ SIM_EXPORT void simamd_count_call(int fn, int dev) { count_call(fn, dev); }
 
 /* A device that fell off the bus: amdgpu's sysfs and DRM nodes are gone, which amdsmi
  * reports as AMDSMI_STATUS_NOT_FOUND on every per-device call. */
+/* During a GPU reset amdgpu answers sysfs reads with EPERM (older kernels) or EBUSY, which
+ * rocm_smi's ErrnoToRsmiStatus turns into NOT_SUPPORTED or BUSY (rocm_smi_utils.cc).  What
+ * amdsmi holds from init (BDF, processor type), the KFD event file and KFD's process list keep
+ * answering. */
+static int reset_exempt(int fn) {
+    return fn == FN_amdsmi_get_gpu_device_bdf || fn == FN_amdsmi_get_processor_type ||
+           fn == FN_amdsmi_init_gpu_event_notification ||
+           fn == FN_amdsmi_set_gpu_event_notification_mask ||
+           fn == FN_amdsmi_stop_gpu_event_notification ||
+           fn == FN_amdsmi_get_gpu_process_list; /* KFD's /sys/class/kfd/kfd/proc */
+}
+
 static amdsmi_status_t dev_enter(int fn, const void *h, amd_dev_t **out) {
     switch (simcore_dev_enter(fn, h, out)) {
-    case SIMCORE_OK: return AMDSMI_STATUS_SUCCESS;
+    case SIMCORE_OK: {
+        uint32_t r = __atomic_load_n(&(*out)->reset_status, __ATOMIC_ACQUIRE);
+        if (r && !reset_exempt(fn)) return r;
+        return AMDSMI_STATUS_SUCCESS;
+    }
     case SIMCORE_UNINIT: return AMDSMI_STATUS_NOT_INIT;
     case SIMCORE_BAD_HANDLE: return AMDSMI_STATUS_INVAL;
     case SIMCORE_LOST: return AMDSMI_STATUS_NOT_FOUND;
@@ -537,12 +557,18 @@ SIM_EXPORT amdsmi_status_t amdsmi_get_temp_metric(void *h, uint32_t sensor, uint
 SIM_EXPORT amdsmi_status_t amdsmi_get_power_info(void *h, amdsmi_power_info_t *p) {
     DEV_ENTER(amdsmi_get_power_info); NEED(p);
     memset(p, 0, sizeof *p);
-    /* MI300 reports current socket power; average_socket_power is N/A there. */
-    p->socket_power = NA(power_w) ? AMD_NA16 : u64(RV(power_w));
-    p->current_socket_power = NA(power_w) ? AMD_NA16 : u32(RV(power_w));
-    p->average_socket_power = AMD_NA16;
-    p->gfx_voltage = AMD_NA16; p->soc_voltage = AMD_NA16; p->mem_voltage = AMD_NA16;
-    p->power_limit = NA(power_limit_w) ? AMD_NA16 : u32(RV(power_limit_w));
+    /* As a current library: copied from the metrics table, so MI300 (v1.4+) fills
+     * current_socket_power and MI200 (v1.3) average_socket_power -- on the GCD that owns the
+     * package, 0 W on its sibling; socket_power is whichever is valid.  Unavailable members
+     * are UINT32_MAX ("Unsupported struct members are set to UINT32_MAX", amdsmi.h) and a
+     * socket_power with nothing behind it is UINT64_MAX. */
+    uint32_t watts = NA(power_w) ? AMD_NA32 : RV(package_power_here) > 0 ? u32(RV(power_w)) : 0;
+    int v13 = RV(gpu_metrics_content_revision) < 4;
+    p->current_socket_power = v13 ? AMD_NA32 : watts;
+    p->average_socket_power = v13 ? watts : AMD_NA32;
+    p->socket_power = watts == AMD_NA32 ? AMD_NA64 : watts;
+    p->gfx_voltage = AMD_NA64; p->soc_voltage = AMD_NA64; p->mem_voltage = AMD_NA64;
+    p->power_limit = NA(power_limit_w) ? AMD_NA32 : u32(RV(power_limit_w));
     return AMDSMI_STATUS_SUCCESS;
 }
 
@@ -599,17 +625,34 @@ SIM_EXPORT amdsmi_status_t amdsmi_get_pcie_info(void *h, amdsmi_pcie_info_t *p) 
 
 SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_total_ecc_count(void *h, amdsmi_error_count_t *e) {
     DEV_ENTER(amdsmi_get_gpu_total_ecc_count); NEED(e);
-    if (NA(ecc_correctable)) return AMDSMI_STATUS_NOT_SUPPORTED; /* ECC disabled */
+    if (NA(ecc_correctable)) return AMDSMI_STATUS_NOT_SUPPORTED; /* no DRM support */
     memset(e, 0, sizeof *e);
+    /* amdsmi sums only the blocks whose RAS feature is enabled: with RAS off it answers
+     * SUCCESS and 0/0/0 (amd_smi.cc, amdsmi_get_gpu_total_ecc_count). */
+    if (RV(ras_enabled) <= 0) return AMDSMI_STATUS_SUCCESS;
     e->correctable_count = u64(RV(ecc_correctable));
     e->uncorrectable_count = u64(RV(ecc_uncorrectable));
     e->deferred_count = u64(RV(ecc_deferred));
     return AMDSMI_STATUS_SUCCESS;
 }
 
+/* The enabled RAS blocks (amdsmi_gpu_block_t bits: UMC, SDMA, GFX), 0 with RAS off. */
+SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_ecc_enabled(void *h, uint64_t *blocks) {
+    DEV_ENTER(amdsmi_get_gpu_ecc_enabled); NEED(blocks);
+    if (NA(ecc_correctable)) return AMDSMI_STATUS_NOT_SUPPORTED;
+    *blocks = RV(ras_enabled) > 0 ? 0x7ull : 0ull;
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+/* Like amdsmi: NOT_SUPPORTED where the table has no residency accumulators (v1.3), else two
+ * table reads 100 ms apart (system_wait(kFASTEST_POLL_TIME_MS) in amd_smi.cc): the call
+ * holds its thread for 100 ms every time. */
 SIM_EXPORT amdsmi_status_t amdsmi_get_violation_status(void *h, amdsmi_violation_status_t *v) {
     DEV_ENTER(amdsmi_get_violation_status); NEED(v);
-    if (NA(violation_acc_counter)) return AMDSMI_STATUS_NOT_SUPPORTED;
+    if (NA(violation_acc_counter) || RV(gpu_metrics_content_revision) < 4)
+        return AMDSMI_STATUS_NOT_SUPPORTED;
+    struct timespec nap = {0, 100 * 1000 * 1000};
+    while (nanosleep(&nap, &nap) != 0 && errno == EINTR) {}
     memset(v, 0xFF, sizeof *v); /* everything this firmware does not report is N/A */
     struct timespec t; clock_gettime(CLOCK_REALTIME, &t);
     v->reference_timestamp = (uint64_t)t.tv_sec * 1000000ULL + (uint64_t)t.tv_nsec / 1000ULL;
@@ -660,22 +703,23 @@ SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_fan_speed_max(void *h, uint32_t sensor
     return AMDSMI_STATUS_SUCCESS;
 }
 
+/* As amdsmi: the table's per-link counters copied as they are, num_links always
+ * AMDSMI_MAX_NUM_XGMI_LINKS (amd_smi.cc).  A table without XGMI fields (v1.3, or a part with
+ * no links) gives SUCCESS and all ones. */
+#define AMDSMI_MAX_NUM_XGMI_LINKS 8
+static void fill_metrics(amd_dev_t *d, amdsmi_gpu_metrics_t *m);
 SIM_EXPORT amdsmi_status_t amdsmi_get_link_metrics(void *h, amdsmi_link_metrics_t *m) {
     DEV_ENTER(amdsmi_get_link_metrics); NEED(m);
-    unsigned links = u32(RV(xgmi_links));
-    if (NA(xgmi_links) || links == 0) return AMDSMI_STATUS_NOT_SUPPORTED;
-    if (links > 8) links = 8;
+    amdsmi_gpu_metrics_t t;
+    fill_metrics(d, &t);
     memset(m, 0, sizeof *m);
-    m->num_links = links;
-    /* The counters are the device totals split evenly over the links. */
-    uint64_t rd = u64(RV(xgmi_read_kb)), wr = u64(RV(xgmi_write_kb));
-    for (unsigned i = 0; i < links; i++) {
-        m->links[i].bdf.as_uint = 0;
-        m->links[i].bit_rate = 32;
-        m->links[i].max_bandwidth = 64;
+    m->num_links = AMDSMI_MAX_NUM_XGMI_LINKS;
+    for (unsigned i = 0; i < AMDSMI_MAX_NUM_XGMI_LINKS; i++) {
+        m->links[i].bit_rate = t.xgmi_link_speed;
+        m->links[i].max_bandwidth = t.xgmi_link_width;
         m->links[i].link_type = 2; /* XGMI */
-        m->links[i].read = rd / links + (i < rd % links);
-        m->links[i].write = wr / links + (i < wr % links);
+        m->links[i].read = t.xgmi_read_data_acc[i];
+        m->links[i].write = t.xgmi_write_data_acc[i];
     }
     return AMDSMI_STATUS_SUCCESS;
 }
@@ -691,68 +735,88 @@ SIM_EXPORT amdsmi_status_t amdsmi_get_xgmi_info(void *h, amdsmi_xgmi_info_t *x) 
     return AMDSMI_STATUS_SUCCESS;
 }
 
-/* The firmware's metrics table (gpu_metrics v1.8 as amdsmi returns it): what MI300 reports,
- * the rest all ones (N/A).  Energy counts 15.259 uJ; XGMI data in KB; clocks in MHz. */
+/* The firmware's metrics table as amdsmi returns it: amdsmi_gpu_metrics_t starts all ones
+ * and only the fields of the ASIC's own table version are copied in.
+ *  - v1.3 (gpu_metrics_v1_3, kgd_pp_interface.h; MI200: aldebaran): one current_gfxclk,
+ *    average_socket_power (the package's, on the GCD that owns it, 0 on its sibling), no
+ *    current_socket_power, no XGMI, PCIe replay or throttle-residency fields.
+ *  - v1.4/v1.5 (gpu_metrics_v1_4/_5; MI300: smu_v13_0_6): per-XCC gfx clocks,
+ *    current_socket_power, XGMI per link, PCIe accumulators, residency accumulators.
+ * Energy counts 15.259 uJ; XGMI data in KB; clocks in MHz. */
 static uint16_t m16(amd_dev_t *d, int r) { return d->na[r] ? 0xFFFF : (uint16_t)(u32(d->val[r]) > 0xFFFE ? 0xFFFE : u32(d->val[r])); }
-SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_metrics_info(void *h, amdsmi_gpu_metrics_t *m) {
-    DEV_ENTER(amdsmi_get_gpu_metrics_info); NEED(m);
+static void fill_metrics(amd_dev_t *d, amdsmi_gpu_metrics_t *m) {
     memset(m, 0xFF, sizeof *m);
+    unsigned content = NA(gpu_metrics_content_revision) ? 5u : u32(RV(gpu_metrics_content_revision));
+    int v13 = content < 4;
     m->common_header.structure_size = (uint16_t)sizeof *m;
     m->common_header.format_revision = 1;
-    m->common_header.content_revision = 8;
+    m->common_header.content_revision = (uint8_t)content;
     m->temperature_edge = m16(d, R_temperature_c);
     m->temperature_hotspot = m16(d, R_hotspot_temperature_c);
     m->temperature_mem = m16(d, R_memory_temperature_c);
     m->average_gfx_activity = m16(d, R_utilization_gpu);
     m->average_umc_activity = m16(d, R_utilization_memory);
     m->average_mm_activity = m16(d, R_utilization_mm);
-    m->current_socket_power = m16(d, R_power_w);
+    uint16_t watts = RV(package_power_here) > 0 ? m16(d, R_power_w) : (NA(power_w) ? 0xFFFF : 0);
+    if (v13) m->average_socket_power = watts;
+    else m->current_socket_power = watts;
     m->energy_accumulator = NA(energy_uj) ? AMD_NA64 : (uint64_t)(RV(energy_uj) / (double)ENERGY_RESOLUTION_UJ);
     struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
     m->system_clock_counter = (uint64_t)t.tv_sec * 100000000ULL + (uint64_t)t.tv_nsec / 10ULL;
     m->firmware_timestamp = m->system_clock_counter;
+    m->current_uclk = m16(d, R_memory_clock_mhz);
+    m->pcie_link_width = m16(d, R_pcie_link_width);
+    m->pcie_link_speed = NA(pcie_link_speed_mts) ? 0xFFFF : (uint16_t)(RV(pcie_link_speed_mts) / 100); /* 0.1 GT/s */
+    if (v13) {
+        m->current_gfxclk = m16(d, R_gfx_clock_mhz);
+        m->current_socclk = m16(d, R_soc_clock_mhz);
+        m->current_vclk0 = m16(d, R_video_clock_mhz);
+        m->current_dclk0 = m16(d, R_decoder_clock_mhz);
+        return;
+    }
     /* MI300 reports per-XCC GFX clocks (current_gfxclks) and leaves current_gfxclk N/A. */
     for (int i = 0; i < 8; i++) m->current_gfxclks[i] = m16(d, R_gfx_clock_mhz);
-    m->current_uclk = m16(d, R_memory_clock_mhz);
     m->current_socclks[0] = m16(d, R_soc_clock_mhz);
     m->current_vclk0s[0] = m16(d, R_video_clock_mhz);
     m->current_dclk0s[0] = m16(d, R_decoder_clock_mhz);
-    m->pcie_link_width = m16(d, R_pcie_link_width);
-    m->pcie_link_speed = NA(pcie_link_speed_mts) ? 0xFFFF : (uint16_t)(RV(pcie_link_speed_mts) / 100); /* 0.1 GT/s */
     m->pcie_replay_count_acc = v64(d, R_pcie_replay_counter);
     unsigned links = NA(xgmi_links) ? 0 : u32(RV(xgmi_links));
     if (links > 8) links = 8;
+    if (links) { m->xgmi_link_width = 16; m->xgmi_link_speed = 32; }
     uint64_t rd = u64(RV(xgmi_read_kb)), wr = u64(RV(xgmi_write_kb));
     for (unsigned i = 0; i < links; i++) {
         m->xgmi_read_data_acc[i] = rd / links + (i < rd % links);
         m->xgmi_write_data_acc[i] = wr / links + (i < wr % links);
         m->xgmi_link_status[i] = 1;
     }
-    m->accumulation_counter = u64(RV(violation_acc_counter));
-    m->ppt_residency_acc = u64(RV(violation_ppt_acc));
-    m->socket_thm_residency_acc = u64(RV(violation_socket_thermal_acc));
-    m->vr_thm_residency_acc = u64(RV(violation_vr_thermal_acc));
-    m->hbm_thm_residency_acc = u64(RV(violation_hbm_thermal_acc));
-    m->prochot_residency_acc = u64(RV(violation_prochot_acc));
+    if (!NA(violation_acc_counter)) {
+        m->accumulation_counter = u64(RV(violation_acc_counter));
+        m->ppt_residency_acc = u64(RV(violation_ppt_acc));
+        m->socket_thm_residency_acc = u64(RV(violation_socket_thermal_acc));
+        m->vr_thm_residency_acc = u64(RV(violation_vr_thermal_acc));
+        m->hbm_thm_residency_acc = u64(RV(violation_hbm_thermal_acc));
+        m->prochot_residency_acc = u64(RV(violation_prochot_acc));
+    }
     m->num_partition = 1;
     m->xcp_stats[0].gfx_busy_inst[0] = NA(utilization_gpu) ? AMD_NA32 : u32(RV(utilization_gpu));
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_metrics_info(void *h, amdsmi_gpu_metrics_t *m) {
+    DEV_ENTER(amdsmi_get_gpu_metrics_info); NEED(m);
+    fill_metrics(d, m);
     return AMDSMI_STATUS_SUCCESS;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Processes                                                                */
 /* ------------------------------------------------------------------------ */
+/* Newer ROCm names a process by its executable's path (amd-smi process shows
+ * "NAME: /usr/bin/python3.12"), older ones by its comm. */
 static void proc_name(uint32_t pid, char *out, size_t len) {
     char path[64];
-    snprintf(path, sizeof path, "/proc/%u/comm", pid);
-    out[0] = 0;
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    size_t n = fread(out, 1, len - 1, f);
-    fclose(f);
-    out[n] = 0;
-    char *nl = strchr(out, '\n');
-    if (nl) *nl = 0;
+    snprintf(path, sizeof path, "/proc/%u/exe", pid);
+    ssize_t n = readlink(path, out, len - 1);
+    out[n > 0 ? n : 0] = 0;
 }
 
 /* Like amdsmi: *max_processes in = capacity, out = how many exist; a short buffer is filled
@@ -930,6 +994,12 @@ SIM_EXPORT int simamd_set_bdf(int dev, unsigned long long domain, unsigned bus, 
     d->bdf = b.as_uint;
     return 0;
 }
+SIM_EXPORT int simamd_set_reset(int dev, unsigned status) {
+    amd_dev_t *d = ctl_dev(dev);
+    if (!d) return -1;
+    __atomic_store_n(&d->reset_status, status, __ATOMIC_RELEASE);
+    return 0;
+}
 SIM_EXPORT int simamd_bump(int dev, int rid, double by) {
     amd_dev_t *d = ctl_dev(dev);
     if (!d || rid < 0 || rid >= R_COUNT || !isfinite(by)) return -1;
@@ -948,7 +1018,7 @@ SIM_EXPORT long long simamd_push_event(int dev, unsigned type, const char *messa
 }
 
 /* Adds or updates (pid, dev); the engine-time counters of an existing entry carry on. */
-SIM_EXPORT int simamd_proc_add(int dev, unsigned pid, double vram_mib, double gfx_util, double enc_util, unsigned cu) {
+SIM_EXPORT int simamd_proc_add(int dev, unsigned pid, double vram_mib, double gfx_util, double enc_util, unsigned cu, unsigned drm) {
     if (!ctl_dev(dev) || pid == 0) return -1;
     int existing;
     int slot = proc_slot(dev, pid, &existing);
@@ -959,7 +1029,7 @@ SIM_EXPORT int simamd_proc_add(int dev, unsigned pid, double vram_mib, double gf
     p->vram_bytes = u64(vram_mib * 1048576.0);
     p->gtt_bytes = 2 * 1048576ull;
     p->cpu_bytes = 0;
-    p->gfx_util = gfx_util; p->enc_util = enc_util; p->cu_occupancy = cu;
+    p->gfx_util = gfx_util; p->enc_util = enc_util; p->cu_occupancy = cu; p->drm = drm;
     p->dev = dev;
     proc_write_end();
     return 0;
@@ -990,6 +1060,9 @@ SIM_EXPORT int simamd_tick(double dt) {
     for (int i = 0; i < AMD_MAX_PROC; i++) {
         amd_proc_t *p = &g_ctl->proc[i];
         if (p->dev < 0 || g_ctl->dev[p->dev].lost) continue;
+        /* engine_usage comes from DRM fdinfo: work a HIP process submits through /dev/kfd
+         * (user-mode queues) is not counted there, however busy the GPU is. */
+        if (!p->drm) continue;
         p->gfx_ns += p->gfx_util / 100.0 * dt * 1e9;
         p->enc_ns += p->enc_util / 100.0 * dt * 1e9;
     }

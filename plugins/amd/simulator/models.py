@@ -2,6 +2,13 @@
 
 Public data-sheet / ``amd-smi static`` numbers, so a simulated MI300X looks like one to
 every amdsmi client. Unknown models get generic defaults.
+
+``gpu_metrics_content_revision`` is the ``gpu_metrics`` table version the part's firmware
+serves (format 1): MI200 (MI210, MI250X; the kernel's aldebaran_ppt.c) fills
+``gpu_metrics_v1_3``, MI300 (smu_v13_0_6_ppt.c) ``gpu_metrics_v1_4``/``v1_5`` (struct
+definitions in the kernel's ``drivers/gpu/drm/amd/include/kgd_pp_interface.h``). An MI250X
+OAM is two GCDs, each its own amdsmi processor; the package's power is reported on one of
+them (``package_power_here``) and 0 W on the other (see the node's pairing of MI250X GCDs).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ MODELS: Mapping[str, Mapping[str, float | None]] = MappingProxyType(
             "power_min_limit_w": 0, "power_max_limit_w": 750, "max_gfx_clock_mhz": 2100,
             "max_memory_clock_mhz": 1300, "pcie_max_link_width": 16,
             "pcie_max_link_speed_mts": 32000, "xgmi_links": 7,
+            "gpu_metrics_content_revision": 5,
         }),
         "AMD Instinct MI250X": MappingProxyType({
             **_NO_FAN, "pci_device_id": 0x740C, "pci_revision": 1, "compute_units": 110,
@@ -28,6 +36,7 @@ MODELS: Mapping[str, Mapping[str, float | None]] = MappingProxyType(
             "power_min_limit_w": 0, "power_max_limit_w": 560, "max_gfx_clock_mhz": 1700,
             "max_memory_clock_mhz": 1600, "pcie_max_link_width": 16,
             "pcie_max_link_speed_mts": 16000, "xgmi_links": 8,
+            "gpu_metrics_content_revision": 3,
         }),
         "AMD Instinct MI210": MappingProxyType({
             **_NO_FAN, "pci_device_id": 0x740F, "pci_revision": 2, "compute_units": 104,
@@ -35,6 +44,7 @@ MODELS: Mapping[str, Mapping[str, float | None]] = MappingProxyType(
             "power_min_limit_w": 0, "power_max_limit_w": 300, "max_gfx_clock_mhz": 1700,
             "max_memory_clock_mhz": 1600, "pcie_max_link_width": 16,
             "pcie_max_link_speed_mts": 16000, "xgmi_links": 0,
+            "gpu_metrics_content_revision": 3,
         }),
     }
 )
@@ -58,7 +68,11 @@ BASE: Mapping[str, float | None] = MappingProxyType({
     "xgmi_read_kb": 0, "xgmi_write_kb": 0, "energy_uj": 0, "violation_acc_counter": 0,
     "violation_ppt_acc": 0, "violation_socket_thermal_acc": 0, "violation_vr_thermal_acc": 0,
     "violation_hbm_thermal_acc": 0, "violation_prochot_acc": 0,
+    "gpu_metrics_content_revision": 5, "package_power_here": 1, "ras_enabled": 1,
 })
+
+# The MI200 OAM parts that are two GCDs (two amdsmi processors) on one package.
+DUAL_GCD = frozenset({"AMD Instinct MI250X", "AMD Instinct MI250"})
 
 
 def model_readings(model: str) -> Mapping[str, float | None]:

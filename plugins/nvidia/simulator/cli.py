@@ -43,7 +43,7 @@ def _request(args: argparse.Namespace) -> dict[str, object]:
     if cmd == "event":
         return {"op": "event", "device": args.device, "type": args.type, "message": args.message}
     if cmd == "reset":
-        return {"op": "reset", "device": args.device, "ms": args.ms}
+        return {"op": "reset", "device": args.device, "ms": args.ms, "errno": args.errno}
     if cmd == "set":
         values: dict[str, object] = {}
         for a in args.assignments:

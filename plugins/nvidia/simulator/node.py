@@ -90,6 +90,11 @@ _DERIVED: Mapping[str, Callable[[Mapping[str, float | None]], float]] = {
 }
 
 
+# What amdsmi answers while amdgpu refuses sysfs during a reset: rocm_smi's ErrnoToRsmiStatus
+# maps EPERM to NOT_SUPPORTED and EBUSY to BUSY (AMDSMI_STATUS_NOT_SUPPORTED 2, _BUSY 30).
+_RESET_STATUS: Mapping[str, int] = {"EPERM": 2, "EBUSY": 30}
+
+
 class CommandError(ValueError):
     """A control request is invalid; the node is not changed."""
 
@@ -204,6 +209,10 @@ class Node:
         vals: dict[str, Value] = dict(amd_models.BASE)
         vals.update(amd_models.model_readings(d.model))
         vals["minor_number"] = float(local)
+        if d.model in amd_models.DUAL_GCD:
+            # Consecutive GCDs of a dual-GCD model share a package: the second reports 0 W.
+            earlier = sum(1 for o in self.scenario.devices[: d.index] if o.model == d.model)
+            vals["package_power_here"] = 1.0 if earlier % 2 == 0 else 0.0
         vals.update(d.readings)
         self.values.append(vals)
         self.amd.set_string(local, "name", d.model)
@@ -286,7 +295,7 @@ class Node:
                 mem = _eval(p.mem_util, t, self.rng) or 0.0
                 vendor, local = self.slots[p.device]
                 if vendor == "amd" and self.amd is not None:
-                    self.amd.proc_add(local, p.pid, p.used_memory_mib, sm)
+                    self._amd_proc_add(p.device, local, p.pid, p.used_memory_mib, sm, kind=p.kind)
                 else:
                     self.lib.proc_add(local, p.pid, p.kind, p.used_memory_mib, sm, mem)
 
@@ -461,20 +470,34 @@ class Node:
         seq = amd[0].push_event(amd[1], str(kind), message or f"simulated {kind}")
         return {"ok": True, "seq": seq}
 
+    def _amd_proc_add(self, dev: int, local: int, pid: int, mem: float, sm: float, *,
+                      kind: str) -> None:
+        """A ``compute`` process is a HIP one (fdinfo engine time stays 0; its activity shows
+        as CU occupancy), a ``graphics`` one submits through DRM (engine time counts)."""
+        assert self.amd is not None
+        units = self.values[dev].get("compute_units")
+        cus = round(sm / 100 * units) if isinstance(units, float | int) else 0
+        self.amd.proc_add(local, pid, mem, sm, cu_occupancy=cus, drm=kind == "graphics")
+
     def _op_reset(self, req: Mapping[str, object]) -> dict[str, object]:
-        """An AMD GPU reset: GPU_PRE_RESET, calls fail for ``ms``, then GPU_POST_RESET."""
+        """An AMD GPU reset: GPU_PRE_RESET, then for ``ms`` every sysfs-backed call answers what
+        amdsmi answers while amdgpu refuses sysfs reads (``errno`` EPERM on older kernels ->
+        NOT_SUPPORTED, EBUSY -> BUSY), then GPU_POST_RESET."""
         dev = self._device(req)
         amd = self._amd_target(dev)
         if amd is None:
             raise CommandError(f"device {dev} is not an AMD GPU; 'reset' is for AMD devices")
         ms = self._int_arg(req, "ms") if "ms" in req else 1000
+        errno_name = req.get("errno", "EPERM")
+        if errno_name not in _RESET_STATUS:
+            raise CommandError(f"'errno' must be one of {', '.join(_RESET_STATUS)}")
         lib, local = amd
         lib.push_event(local, "gpu_pre_reset", "GPU reset begin")
-        lib.set_lost(local, True)
+        lib.set_reset(local, _RESET_STATUS[str(errno_name)])
 
         def _finish() -> None:
             with self.lock:
-                lib.set_lost(local, False)
+                lib.set_reset(local, 0)
                 lib.push_event(local, "gpu_post_reset", "GPU reset end")
 
         timer = threading.Timer(ms / 1000, _finish)
@@ -520,7 +543,7 @@ class Node:
             raise CommandError("process table full")
         self.procs[(dev, pid)] = _Proc(dev, pid, str(kind), mem, sm, mu)
         if amd is not None:
-            amd[0].proc_add(local, pid, mem, sm)
+            self._amd_proc_add(dev, local, pid, mem, sm, kind=str(kind))
         else:
             self.lib.proc_add(local, pid, str(kind), mem, sm, mu)
         return {"ok": True}
