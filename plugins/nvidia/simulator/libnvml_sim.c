@@ -59,7 +59,7 @@
     X(ecc_mode) X(display_mode) X(display_active) X(mig_mode)                \
     X(architecture) X(cuda_cc_major) X(cuda_cc_minor) X(brand)               \
     X(pci_device_id) X(pci_subsystem_id) X(minor_number) X(gpm_supported)    \
-    X(multiprocessor_count) X(power_source)
+    X(multiprocessor_count) X(power_source) X(recovery_action)
 
 #define X_ENUM(n) R_##n,
 enum { SIM_READINGS(X_ENUM) R_COUNT };
@@ -874,6 +874,8 @@ static void fill_field(sim_dev_t *d, nvmlFieldValue_t *v) {
     case NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN: fv_ull(v, d, R_violation_hw_thermal_ns); return;
     case NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN: fv_ull(v, d, R_violation_hw_power_brake_ns); return;
     case NVML_FI_DEV_NVLINK_LINK_COUNT: fv_uint(v, d, R_nvlink_links, 1); return;
+    /* nvml.h: the action a nvmlEventTypeGpuRecoveryAction event announces (its eventData is 0) */
+    case NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: fv_uint(v, d, R_recovery_action, 1); return;
     case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
     case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX:
     case NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX:
