@@ -82,8 +82,9 @@ class DeviceEvent:
     """Something a GPU reported on its own (not polled): an XID, an ECC error, ...
 
     ``kind`` is one of the ``EVENT_*`` names below. ``code`` is the XID number, or the
-    recovery action for ``recovery_action``. ``source`` says which channel saw it (``nvml``,
-    ``kmsg``), so one fault seen by two channels can be reported once.
+    recovery action for ``recovery_action`` (NVML's nvmlDeviceGpuRecoveryAction_t, 0-7, or
+    :data:`RECOVERY_ACTION_UNKNOWN` when the backend could not read it). ``source`` says which
+    channel saw it (``nvml``, ``kmsg``), so one fault seen by two channels can be reported once.
     """
 
     uuid: str
@@ -100,6 +101,7 @@ EVENT_ECC_CORRECTED = "ecc_corrected"
 EVENT_ECC_UNCORRECTED = "ecc_uncorrected"
 EVENT_UNAVAILABLE = "unavailable"
 EVENT_RECOVERY_ACTION = "recovery_action"
+RECOVERY_ACTION_UNKNOWN = -1
 # Memory faults with no event of their own in the contract: they change the GPU's health.
 EVENT_MEMORY_RETIREMENT = "memory_retirement"  # a page/row will be retired at the next reset
 EVENT_MEMORY_RETIREMENT_FAILURE = "memory_retirement_failure"

@@ -55,8 +55,19 @@ _MEMORY_FAULTS = {
     EVENT_MEMORY_RETIREMENT_FAILURE: (HealthState.DEGRADED, "memory retirement failed"),
     EVENT_FATAL_POISON: (HealthState.FAILED, "fatal poisoned-memory error"),
 }
-_RECOVERY_ACTIONS = {1: "GPU reset", 2: "node reboot", 3: "drain peer-to-peer",
-                     4: "drain and reset"}
+# The driver's recovery actions (nvml.h nvmlDeviceGpuRecoveryAction_t): what it asks for, and
+# the state the GPU is in until it is done. 0 (none) is the only one that clears; an action
+# that needs a reset or a reboot means the GPU cannot be trusted with work until then.
+_RECOVERY_ACTIONS: dict[int, tuple[HealthState, str]] = {
+    0: (HealthState.OK, "no recovery action needed"),
+    1: (HealthState.FAILED, "GPU reset"),
+    2: (HealthState.FAILED, "node reboot"),
+    3: (HealthState.DEGRADED, "drain of peer-to-peer traffic"),
+    4: (HealthState.FAILED, "drain of peer-to-peer traffic and GPU reset"),
+    5: (HealthState.DEGRADED, "recovery of the IMEX domain"),
+    6: (HealthState.FAILED, "reset of the GPU's PCIe bus"),
+    7: (HealthState.FAILED, "system reboot"),
+}
 
 
 @dataclass(frozen=True)
@@ -198,12 +209,12 @@ class HealthEngine:
         self._transition(gpu, change, event.time_ns)
 
     def _recovery_action(self, gpu: _Gpu, event: DeviceEvent) -> None:
-        action = _RECOVERY_ACTIONS.get(event.code)
-        if action is None:
+        state, action = _RECOVERY_ACTIONS.get(
+            event.code, (HealthState.DEGRADED, f"recovery action {event.code} (unknown)"))
+        if state is HealthState.OK:
             change = gpu.machine.clear("recovery_action", "the driver needs no recovery action")
         else:
-            change = gpu.machine.set("recovery_action", HealthState.DEGRADED,
-                                     f"the driver asks for a {action}")
+            change = gpu.machine.set("recovery_action", state, f"the driver asks for a {action}")
         self._transition(gpu, change, event.time_ns)
 
     # -- inputs from the sampler (gpu_otel_agent.sampling.sampler.DeviceObserver) ---------------

@@ -15,7 +15,7 @@ from gpu_otel_agent.model.snapshot import Reading
 # Clock-event reasons that mean the GPU is held back (idle or application clocks are not).
 SLOWDOWN_REASONS = frozenset({
     "sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
-    "hw_power_brake_slowdown",
+    "hw_power_brake_slowdown", "board_limit", "reliability",
     # AMD (amdsmi violation status)
     "ppt_power", "socket_thermal", "vr_thermal", "hbm_thermal", "prochot",
 })
@@ -28,6 +28,8 @@ CONDITIONS = {
     "gpu.memory.retired_pages.pending": ("retired_pages_pending",
                                          "retired pages pending (reset the GPU to retire them)"),
     "gpu.memory.row_remap.failure": ("row_remap_failure", "row remapping failed"),
+    "gpu.memory.row_remap.pending": ("row_remap_pending",
+                                     "remapped rows pending (reset the GPU to remap them)"),
 }
 
 

@@ -46,7 +46,12 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("hw.gpu.memory.utilization", G, "1",
           "Fraction of time the memory controller was busy.", (), "fast",
           vendor_notes=(("amd", "UMC activity"),)),
-    MetricSpec("hw.gpu.memory.usage", U, "By", "Used frame buffer memory.", (), "fast"),
+    MetricSpec("hw.gpu.memory.usage", U, "By",
+          "Frame buffer memory allocated, excluding what the driver reserves "
+          "(gpu.memory.reserved).", (), "fast",
+          vendor_notes=(("nvidia", "nvmlMemory_v2_t.used; absent on drivers without "
+                                   "nvmlDeviceGetMemoryInfo_v2, whose v1 figure includes the "
+                                   "reserve"),)),
     MetricSpec("hw.gpu.memory.limit", U, "By", "Total frame buffer memory.", (), "fast"),
     MetricSpec("gpu.memory.reserved", U, "By", "Frame buffer memory reserved by the driver.", (),
           "fast", vendors=NVIDIA_ONLY),
@@ -74,7 +79,9 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
           ("gpu.violation.policy",), "slow", vendors=NVIDIA_ONLY),
     MetricSpec("gpu.fan.speed", G, "1", "Fan speed as a fraction of its maximum.", (), "slow",
           vendor_notes=(("amd", "absent on Instinct parts (passively cooled)"),)),
-    MetricSpec("gpu.performance_state", G, "1", "Performance state (P-state number).", (), "slow",
+    MetricSpec("gpu.performance_state", G, "1",
+          "Performance state (P-state number, 0-15); absent while the driver reports it "
+          "unknown.", (), "slow",
           vendors=NVIDIA_ONLY),
     MetricSpec("gpu.pcie.replay", C, "{replay}", "PCIe replay count.", (), "slow"),
     MetricSpec("hw.errors", C, "{error}", "ECC errors since the driver was loaded.",
@@ -105,6 +112,9 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("gpu.memory.retired_pages.pending", G, "1",
           "1 while retired pages wait for a GPU reset to take effect.", (), "slow",
           vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.memory.row_remap.pending", G, "1",
+          "1 while remapped rows wait for a GPU reset to take effect (Ampere and newer; "
+          "older GPUs retire pages instead).", (), "slow", vendors=NVIDIA_ONLY),
 )
 
 # Self-telemetry: how the agent itself is doing (exported over OTLP and Prometheus alike).

@@ -28,9 +28,11 @@ from gpu_otel_agent.backends.protocol import (
     EVENT_RECOVERY_ACTION,
     EVENT_UNAVAILABLE,
     EVENT_XID,
+    RECOVERY_ACTION_UNKNOWN,
     DeviceEvent,
     EventBatch,
 )
+from gpu_otel_agent.plugins.nvidia.nvml import field_value
 
 log = logging.getLogger(__name__)
 WAIT_MS = 200  # shutdown waits at most this long for a waiting thread
@@ -139,7 +141,28 @@ class NvmlEventWatcher:
 
     def _event(self, data: Any) -> DeviceEvent:
         kind = _KINDS.get(int(data.eventType), EVENT_OTHER)
-        code = int(data.eventData) if kind in (EVENT_XID, EVENT_RECOVERY_ACTION) else 0
+        # nvml.h: eventData "Stores Xid error ... eventData is 0 for any other event"; the
+        # action a recovery-action event announces is the field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION.
+        code = 0
+        if kind == EVENT_XID:
+            code = int(data.eventData)
+        elif kind == EVENT_RECOVERY_ACTION:
+            code = self._recovery_action()
         storm = int(data.eventType) == _SBE_STORM
         return DeviceEvent(self._uuid, kind, time.time_ns(), code=code, source="nvml",
                            detail="single-bit ECC error storm" if storm else "")
+
+    def _recovery_action(self) -> int:
+        """The action the driver asks for now (nvmlDeviceGpuRecoveryAction_t), or unknown."""
+        try:
+            value = pynvml.nvmlDeviceGetFieldValues(
+                self._handle, [pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION])[0]
+        except pynvml.NVMLError as error:
+            log.warning("gpu %d: recovery-action event, but its field is unreadable: %s",
+                        self._index, error)
+            return RECOVERY_ACTION_UNKNOWN
+        if value.nvmlReturn != pynvml.NVML_SUCCESS:
+            log.warning("gpu %d: recovery-action event, but its field answers %s",
+                        self._index, pynvml.nvmlErrorString(value.nvmlReturn))
+            return RECOVERY_ACTION_UNKNOWN
+        return int(field_value(value))

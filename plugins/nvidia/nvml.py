@@ -29,6 +29,9 @@ _PERMANENT = frozenset(
         pynvml.NVML_ERROR_INVALID_ARGUMENT,
         pynvml.NVML_ERROR_NO_PERMISSION,
         pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH,
+        # The driver has withdrawn the call (nvmlDeviceGetTemperature in NVML 13): asking again
+        # every cycle cannot succeed; the replacement serves the value where there is one.
+        pynvml.NVML_ERROR_DEPRECATED,
     }
 )
 _LOST = frozenset({pynvml.NVML_ERROR_GPU_IS_LOST, pynvml.NVML_ERROR_GPU_NOT_FOUND})

@@ -4,8 +4,8 @@ Memory comes from the compute and graphics running-process lists, and the MPS li
 driver has it (under MPS the compute list shows only the MPS server; its clients, which are
 the pods sharing the GPU, are in the MPS list). A process in several lists is one process: its
 largest figure counts. Utilization comes from ``nvmlDeviceGetProcessUtilization``,
-asked only for samples newer than the last one seen: ``NVML_ERROR_NOT_FOUND`` then means "no new
-samples since", which is normal, and the last figures stand until the process leaves the list.
+asked only for samples newer than the last one seen; what its answer means (idle processes are
+absent, several samples per process in no order) is ``process_utilization.py``'s concern.
 
 The lists are read with the size handshake done here rather than in pynvml's wrappers, because a
 process starting between the two calls makes the second one fail with INSUFFICIENT_SIZE; we
@@ -21,8 +21,9 @@ from typing import Any
 
 import pynvml
 
-from gpu_otel_agent.model.process import TASK_DECODER, TASK_ENCODER, TASK_GENERAL, ProcessUsage
+from gpu_otel_agent.model.process import ProcessUsage
 from gpu_otel_agent.plugins.nvidia.nvml import Unavailable, classify
+from gpu_otel_agent.plugins.nvidia.process_utilization import ProcessUtilization, UtilSample
 
 log = logging.getLogger(__name__)
 
@@ -68,15 +69,15 @@ def read_running(handle: Any, name: str) -> list[Any]:
 
 
 class ProcessSampler:
-    """Keeps the utilization cursor and last figures of one device between reads."""
+    """Keeps the utilization cursor and newest samples of one device between reads."""
 
-    def __init__(self, handle: Any, invoke: Callable[..., Any]) -> None:
+    def __init__(self, handle: Any, invoke: Callable[..., Any],
+                 util: ProcessUtilization | None = None) -> None:
         self._handle = handle
         self._invoke = invoke  # the device's call wrapper (names the call while it runs)
         self._lists: tuple[str, ...] = ()
         self._utilization = False
-        self._last_seen = 0
-        self._util: dict[int, tuple[tuple[str, float], ...]] = {}
+        self._util = util or ProcessUtilization()
 
     def probe(self) -> bool:
         """Which of the list calls work here; utilization is optional."""
@@ -108,21 +109,20 @@ class ProcessSampler:
                 used = None if info.usedGpuMemory == _NOT_AVAILABLE else int(info.usedGpuMemory)
                 before = memory.get(info.pid)
                 memory[info.pid] = used if before is None else max(before, used or 0)
-        if self._utilization:
-            try:
-                self._invoke(UTIL_CALL, self._read_utilization)
-            except (Unavailable, pynvml.NVMLError) as error:
-                log.debug("%s this cycle: %s", UTIL_CALL, error)
-        # A process that left the list has no more figures; forget its last sample.
-        self._util = {pid: u for pid, u in self._util.items() if pid in memory}
-        return tuple(
-            ProcessUsage(pid, used, self._util.get(pid, ()))
-            for pid, used in sorted(memory.items())
-        )
+        if not self._utilization:
+            return tuple(ProcessUsage(pid, used) for pid, used in sorted(memory.items()))
+        answered = True
+        try:
+            self._invoke(UTIL_CALL, self._read_utilization)
+        except (Unavailable, pynvml.NVMLError) as error:
+            log.debug("%s this cycle: %s", UTIL_CALL, error)
+            answered = False
+        figures = self._util.figures(memory.keys(), answered)
+        return tuple(ProcessUsage(pid, used, figures[pid]) for pid, used in sorted(memory.items()))
 
     def _read_utilization(self) -> None:
         fn = _function(UTIL_CALL)
-        last = ctypes.c_ulonglong(self._last_seen)
+        last = ctypes.c_ulonglong(self._util.cursor)
         try:
             samples = _sized_call(
                 UTIL_CALL, lambda array, count: int(fn(self._handle, array, ctypes.byref(count),
@@ -130,12 +130,8 @@ class ProcessSampler:
                 pynvml.c_nvmlProcessUtilizationSample_t)
         except pynvml.NVMLError as error:
             if error.value == pynvml.NVML_ERROR_NOT_FOUND:
-                return  # no samples newer than the last one: the last figures stand
+                return  # no sample newer than the cursor: a successful, empty answer
             raise
-        for sample in samples:
-            self._last_seen = max(self._last_seen, int(sample.timeStamp))
-            self._util[int(sample.pid)] = (
-                (TASK_GENERAL, min(int(sample.smUtil), 100) / 100.0),
-                (TASK_ENCODER, min(int(sample.encUtil), 100) / 100.0),
-                (TASK_DECODER, min(int(sample.decUtil), 100) / 100.0),
-            )
+        self._util.add(UtilSample.from_percent(int(s.pid), int(s.timeStamp), int(s.smUtil),
+                                               int(s.encUtil), int(s.decUtil))
+                       for s in samples)

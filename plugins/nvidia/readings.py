@@ -44,6 +44,10 @@ def _utilization(handle: Handle) -> tuple[Reading, ...]:
     )
 
 
+# hw.gpu.memory.usage is allocated frame buffer, without what the driver/firmware reserves
+# (that is gpu.memory.reserved): nvml.h nvmlMemory_v2_t.used, "Allocated device memory". The v1
+# struct's used is "Sum of Reserved and Allocated", which cannot be split, so on a driver without
+# nvmlDeviceGetMemoryInfo_v2 the usage is absent rather than a figure that means something else.
 def _memory_v2(handle: Handle) -> tuple[Reading, ...]:
     memory = pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
     return (
@@ -55,13 +59,17 @@ def _memory_v2(handle: Handle) -> tuple[Reading, ...]:
 
 def _memory_v1(handle: Handle) -> tuple[Reading, ...]:
     memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
-    return (
-        Reading("hw.gpu.memory.usage", int(memory.used)),
-        Reading("hw.gpu.memory.limit", int(memory.total)),
-    )
+    return (Reading("hw.gpu.memory.limit", int(memory.total)),)
+
+
+def _temperature_v(handle: Handle) -> tuple[Reading, ...]:
+    celsius = pynvml.nvmlDeviceGetTemperatureV(handle, pynvml.NVML_TEMPERATURE_GPU)
+    return (Reading("hw.temperature", celsius, (("hw.sensor_location", "gpu"),)),)
 
 
 def _temperature(handle: Handle) -> tuple[Reading, ...]:
+    """Deprecated in NVML 13 (nvml.h: "Use nvmlDeviceGetTemperatureV instead"): only where the
+    replacement is missing; a DEPRECATED answer drops it at probe (nvml.classify)."""
     celsius = pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)
     return (Reading("hw.temperature", celsius, (("hw.sensor_location", "gpu"),)),)
 
@@ -95,7 +103,10 @@ def _fan(handle: Handle) -> tuple[Reading, ...]:
 
 
 def _pstate(handle: Handle) -> tuple[Reading, ...]:
-    return (Reading("gpu.performance_state", pynvml.nvmlDeviceGetPerformanceState(handle)),)
+    pstate = pynvml.nvmlDeviceGetPerformanceState(handle)
+    if pstate == pynvml.NVML_PSTATE_UNKNOWN:  # nvml.h: 32, "Unknown performance state"
+        return ()
+    return (Reading("gpu.performance_state", pstate),)
 
 
 def _power_limit(handle: Handle) -> tuple[Reading, ...]:
@@ -112,6 +123,10 @@ THROTTLE_REASONS: tuple[tuple[str, int], ...] = (
     ("hw_thermal_slowdown", pynvml.nvmlClocksEventReasonHwThermalSlowdown),
     ("hw_power_brake_slowdown", pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown),
     ("display_clock_setting", pynvml.nvmlClocksEventReasonDisplayClockSetting),
+    # nvml.h nvmlClocksEventReasonBoardLimit / nvmlClocksEventReasonReliability (pynvml names
+    # them ...ThrottleReason...); named like their gpu.violation.policy.
+    ("board_limit", 0x200),
+    ("reliability", 0x400),
 )
 
 
@@ -151,6 +166,7 @@ FAST_CALLS: tuple[CallReading, ...] = (
     CallReading("nvmlDeviceGetUtilizationRates", _utilization),
     CallReading("nvmlDeviceGetMemoryInfo_v2", _memory_v2, key="memory"),
     CallReading("nvmlDeviceGetMemoryInfo", _memory_v1, key="memory"),
+    CallReading("nvmlDeviceGetTemperatureV", _temperature_v, key="temperature.gpu"),
     CallReading("nvmlDeviceGetTemperature", _temperature, key="temperature.gpu"),
     CallReading("nvmlDeviceGetPowerUsage", _power, key="power"),
     CallReading("nvmlDeviceGetTotalEnergyConsumption", _energy, key="energy"),
@@ -171,6 +187,9 @@ SLOW_FIELDS: tuple[FieldReading, ...] = (
     FieldReading(pynvml.NVML_FI_DEV_REMAPPED_UNC, "gpu.memory.remapped_rows", 1.0,
                  _error_type("uncorrected")),
     FieldReading(pynvml.NVML_FI_DEV_REMAPPED_FAILURE, "gpu.memory.row_remap.failure", 1.0),
+    # Ampere and newer remap rows instead of retiring pages (nvmlDeviceGetRemappedRows'
+    # isPending, as a field in the same batch): a reset is needed to apply the remap.
+    FieldReading(pynvml.NVML_FI_DEV_REMAPPED_PENDING, "gpu.memory.row_remap.pending", 1.0),
     FieldReading(pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER, "gpu.pcie.replay", 1.0),
     FieldReading(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, "gpu.nvlink.io", 1024.0,
                  _direction("transmit"), scope_id=UINT_MAX),  # KiB, all links

@@ -54,6 +54,12 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
     _sock(sub.add_parser("xid", help="queue an XID critical-error event")).add_argument(
         "--code", type=int, required=True, help="XID code"
     )
+    _sock(sub.add_parser(
+        "recovery", help="the driver asks for a recovery action (field + event, as nvml.h)"
+    )).add_argument("--action", type=int, required=True, choices=range(8),
+                    help="nvmlDeviceGpuRecoveryAction_t: 0 none, 1 GPU reset, 2 node reboot, "
+                         "3 drain P2P, 4 drain and reset, 5 recover IMEX domain, 6 bus reset, "
+                         "7 system reboot")
     ecc = _sock(sub.add_parser("ecc", help="ECC error event + counter increment"))
     ecc.add_argument("--type", choices=("single_bit", "double_bit"), default="single_bit",
                      help="single_bit (corrected) or double_bit (uncorrected)")
@@ -91,7 +97,7 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
                      help="what amdgpu answers sysfs reads during the reset: EPERM (older "
                           "kernels; amdsmi says NOT_SUPPORTED) or EBUSY (amdsmi says BUSY)")
     _sock(sub.add_parser("stats", help="NVML and amdsmi call counts per function and device"))
-    for name in ("xid", "ecc", "lost", "recover", "hang", "set", "event", "reset"):
+    for name in ("xid", "recovery", "ecc", "lost", "recover", "hang", "set", "event", "reset"):
         sub.choices[name].add_argument("--device", type=int, required=True,
                                        help="device index")
     padd.add_argument("--device", type=int, required=True, help="device index")

@@ -149,6 +149,8 @@ THROTTLE_BITS: Mapping[str, int] = {
     "hw_thermal_slowdown": 0x40,
     "hw_power_brake_slowdown": 0x80,
     "display_clock_setting": 0x100,
+    "board_limit": 0x200,
+    "reliability": 0x400,
 }
 
 _DEVICE_KEYS = {"hw.id", "hw.type", "hw.vendor", "hw.model", "gpu.index", "gpu.pci.bus_id"}

@@ -14,6 +14,8 @@ from gpu_otel_agent.plugins.simulator_core.control import ControlLib
 EVENT_SINGLE_BIT_ECC = 0x1
 EVENT_DOUBLE_BIT_ECC = 0x2
 EVENT_XID = 0x8
+EVENT_RECOVERY_ACTION = 0x8000  # nvmlEventTypeGpuRecoveryAction
+RECOVERY_ACTIONS = range(8)  # nvmlDeviceGpuRecoveryAction_t: NONE (0) .. SYSTEM_REBOOT (7)
 PROC_KINDS = {"compute": 1, "graphics": 2, "mps": 4}
 
 

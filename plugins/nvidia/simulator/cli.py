@@ -34,6 +34,8 @@ def _request(args: argparse.Namespace) -> dict[str, object]:
     cmd = args.sim_cmd
     if cmd == "xid":
         return {"op": "xid", "device": args.device, "code": args.code}
+    if cmd == "recovery":
+        return {"op": "recovery", "device": args.device, "action": args.action}
     if cmd == "ecc":
         return {"op": "ecc", "device": args.device, "type": args.type}
     if cmd in ("lost", "recover"):

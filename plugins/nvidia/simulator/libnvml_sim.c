@@ -17,11 +17,14 @@
 #include "simcore.h"
 
 #define SIM_MAGIC 0x314D49534C4D564EULL /* "NVMLSIM1" */
-#define SIM_LAYOUT_VERSION 3
+#define SIM_LAYOUT_VERSION 4
 #define SIM_MAX_DEV 64
 #define SIM_MAX_PROC 4096
 #define SIM_RING 1024
 #define SIM_STR 96
+#define SIM_SAMPLE_PERIOD_US 167000 /* the driver's utilization sampling period */
+#define SIM_PROC_SAMPLE_US 500000ULL /* a new per-process sample every half second */
+#define SIM_PROC_OLDER 3 /* older samples kept per process: 1.5 s of history */
 
 /* ------------------------------------------------------------------------ */
 /* Readings: one double per (device, reading), plus an "unsupported" flag.  */
@@ -56,7 +59,7 @@
     X(ecc_mode) X(display_mode) X(display_active) X(mig_mode)                \
     X(architecture) X(cuda_cc_major) X(cuda_cc_minor) X(brand)               \
     X(pci_device_id) X(pci_subsystem_id) X(minor_number) X(gpm_supported)    \
-    X(multiprocessor_count) X(power_source)
+    X(multiprocessor_count) X(power_source) X(recovery_action)
 
 #define X_ENUM(n) R_##n,
 enum { SIM_READINGS(X_ENUM) R_COUNT };
@@ -158,6 +161,11 @@ typedef struct {
 } sim_dev_t;
 
 typedef struct {
+    uint64_t ts_us;
+    double sm, mem, enc, dec;
+} sim_sample_t;
+
+typedef struct {
     uint32_t pid;
     int32_t dev; /* -1: free slot */
     uint32_t kinds; /* bit0 compute, bit1 graphics, bit2 mps */
@@ -165,6 +173,10 @@ typedef struct {
     uint64_t used_mem_bytes;
     double sm_util, mem_util, enc_util, dec_util;
     uint64_t sample_ts_us;
+    /* Older samples, newest first (ts 0 = none): the driver's buffer holds several samples
+     * per process, and nvmlDeviceGetProcessUtilization returns every one newer than the
+     * caller's lastSeenTimeStamp, in no promised order. */
+    sim_sample_t older[SIM_PROC_OLDER];
 } sim_proc_t;
 
 typedef struct {
@@ -525,7 +537,7 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlU
 #define UTIL_FN(fname, reading)                                                             \
     SIM_EXPORT nvmlReturn_t fname(nvmlDevice_t device, unsigned int *u, unsigned int *period) { \
         DEV_ENTER(fname); NEED(u); NEED(period); SUP(reading);                               \
-        *u = u32(RV(reading)); *period = 167000; return NVML_SUCCESS;                        \
+        *u = u32(RV(reading)); *period = SIM_SAMPLE_PERIOD_US; return NVML_SUCCESS;          \
     }
 UTIL_FN(nvmlDeviceGetEncoderUtilization, encoder_util)
 UTIL_FN(nvmlDeviceGetDecoderUtilization, decoder_util)
@@ -862,6 +874,8 @@ static void fill_field(sim_dev_t *d, nvmlFieldValue_t *v) {
     case NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN: fv_ull(v, d, R_violation_hw_thermal_ns); return;
     case NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN: fv_ull(v, d, R_violation_hw_power_brake_ns); return;
     case NVML_FI_DEV_NVLINK_LINK_COUNT: fv_uint(v, d, R_nvlink_links, 1); return;
+    /* nvml.h: the action a nvmlEventTypeGpuRecoveryAction event announces (its eventData is 0) */
+    case NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: fv_uint(v, d, R_recovery_action, 1); return;
     case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
     case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX:
     case NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX:
@@ -892,7 +906,10 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int n, nvm
 /* ------------------------------------------------------------------------ */
 /* Processes                                                                */
 /* ------------------------------------------------------------------------ */
-typedef struct { uint32_t pid; uint64_t mem; double sm, memu, enc, dec; uint64_t ts; } proc_snap_t;
+typedef struct {
+    uint32_t pid; uint64_t mem; double sm, memu, enc, dec; uint64_t ts;
+    sim_sample_t older[SIM_PROC_OLDER];
+} proc_snap_t;
 
 /* Consistent snapshot of the processes on device idx with the given kind bit. */
 static unsigned snapshot_procs(int idx, uint32_t kind_bit, proc_snap_t *out, unsigned cap) {
@@ -907,6 +924,7 @@ static unsigned snapshot_procs(int idx, uint32_t kind_bit, proc_snap_t *out, uns
             if (n < cap) {
                 out[n].pid = p->pid; out[n].mem = p->used_mem_bytes; out[n].sm = p->sm_util;
                 out[n].memu = p->mem_util; out[n].enc = p->enc_util; out[n].dec = p->dec_util; out[n].ts = p->sample_ts_us;
+                memcpy(out[n].older, p->older, sizeof p->older);
             }
             n++;
         }
@@ -979,6 +997,18 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t devic
     return NVML_SUCCESS;
 }
 
+/* nvml.h: "One utilization sample structure is returned per process running, that had some
+ * non-zero utilization during the last sample period" -- an idle process has no sample; a
+ * process may have several (its current and previous one), returned in no promised order
+ * (shuffled here, so a client that takes the last one in the array is caught); only samples
+ * newer than lastSeenTimeStamp; NVML_ERROR_NOT_FOUND when there are none. */
+static int sample_active(double sm, double mem, double enc, double dec) {
+    return u32(sm) > 0 || u32(mem) > 0 || u32(enc) > 0 || u32(dec) > 0;
+}
+static uint64_t xorshift64(uint64_t *x) {
+    *x ^= *x << 13; *x ^= *x >> 7; *x ^= *x << 17;
+    return *x;
+}
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *u,
                                                         unsigned int *count, unsigned long long last) {
     DEV_ENTER(nvmlDeviceGetProcessUtilization); NEED(count);
@@ -986,16 +1016,34 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvm
     if (!s) return NVML_ERROR_MEMORY;
     unsigned n = snapshot_procs((int)(d - g_st->dev), 7u, s, SIM_MAX_PROC);
     if (n > SIM_MAX_PROC) n = SIM_MAX_PROC;
+    nvmlProcessUtilizationSample_t *out =
+        (nvmlProcessUtilizationSample_t *)malloc(sizeof(*out) * (SIM_PROC_OLDER + 1) * (n ? n : 1));
+    if (!out) { free(s); return NVML_ERROR_MEMORY; }
     unsigned m = 0;
-    for (unsigned i = 0; i < n; i++) if (s[i].ts > last) s[m++] = s[i];
-    if (m == 0) { *count = 0; free(s); return NVML_ERROR_NOT_FOUND; }
-    if (!u || *count < m) { *count = m; free(s); return NVML_ERROR_INSUFFICIENT_SIZE; }
-    for (unsigned i = 0; i < m; i++) {
-        u[i].pid = s[i].pid; u[i].timeStamp = s[i].ts; u[i].smUtil = u32(s[i].sm);
-        u[i].memUtil = u32(s[i].memu); u[i].encUtil = u32(s[i].enc); u[i].decUtil = u32(s[i].dec);
+    for (unsigned i = 0; i < n; i++) {
+        for (int k = 0; k < SIM_PROC_OLDER; k++) {
+            const sim_sample_t *o = &s[i].older[k];
+            if (o->ts_us > last && o->ts_us < s[i].ts && sample_active(o->sm, o->mem, o->enc, o->dec)) {
+                out[m++] = (nvmlProcessUtilizationSample_t){s[i].pid, o->ts_us, u32(o->sm), u32(o->mem),
+                                                            u32(o->enc), u32(o->dec)};
+            }
+        }
+        if (s[i].ts > last && sample_active(s[i].sm, s[i].memu, s[i].enc, s[i].dec)) {
+            out[m++] = (nvmlProcessUtilizationSample_t){s[i].pid, s[i].ts, u32(s[i].sm), u32(s[i].memu),
+                                                        u32(s[i].enc), u32(s[i].dec)};
+        }
     }
-    *count = m;
     free(s);
+    if (m == 0) { *count = 0; free(out); return NVML_ERROR_NOT_FOUND; }
+    if (!u || *count < m) { *count = m; free(out); return NVML_ERROR_INSUFFICIENT_SIZE; }
+    uint64_t x = now_us() | 1;
+    for (unsigned i = m - 1; i > 0; i--) {
+        unsigned j = (unsigned)(xorshift64(&x) % (i + 1));
+        nvmlProcessUtilizationSample_t t = out[i]; out[i] = out[j]; out[j] = t;
+    }
+    memcpy(u, out, sizeof(*out) * m);
+    *count = m;
+    free(out);
     return NVML_SUCCESS;
 }
 
@@ -1182,6 +1230,12 @@ SIM_EXPORT long long simnode_push_event(int dev, unsigned long long type, unsign
     return ring_publish(e, s);
 }
 
+/* The current sample becomes the newest of the older ones (the oldest drops out). */
+static void proc_sample_push(sim_proc_t *p) {
+    memmove(&p->older[1], &p->older[0], sizeof(sim_sample_t) * (SIM_PROC_OLDER - 1));
+    p->older[0] = (sim_sample_t){p->sample_ts_us, p->sm_util, p->mem_util, p->enc_util, p->dec_util};
+}
+
 /* Adds or updates (pid, dev).  kinds: bit0 compute, bit1 graphics, bit2 MPS. */
 SIM_EXPORT int simnode_proc_add(int dev, unsigned int pid, unsigned int kinds, double used_mib,
                                 double sm, double mem, double enc, double dec) {
@@ -1191,14 +1245,19 @@ SIM_EXPORT int simnode_proc_add(int dev, unsigned int pid, unsigned int kinds, d
     if (slot < 0) return -3;
     proc_write_begin();
     sim_proc_t *p = &g_ctl->proc[slot];
+    uint64_t now = now_us();
+    int changed = !existing || p->sm_util != sm || p->mem_util != mem || p->enc_util != enc || p->dec_util != dec;
+    if (!existing) memset(p->older, 0, sizeof p->older);
+    else if (changed && p->sample_ts_us < now) proc_sample_push(p); /* the old figures stay buffered */
     p->pid = pid; p->kinds = kinds ? kinds : 1u; p->used_mem_bytes = u64(used_mib * MIB);
     p->sm_util = sm; p->mem_util = mem; p->enc_util = enc; p->dec_util = dec;
-    p->sample_ts_us = now_us();
+    if (changed) p->sample_ts_us = now; /* unchanged: the periodic sample in simnode_tick stands */
     p->dev = dev;
     proc_write_end();
     return 0;
 }
-/* Advances counters by dt seconds; refreshes process samples about once a second. */
+/* Advances counters by dt seconds; takes a process-utilization sample every
+ * SIM_PROC_SAMPLE_US (the previous one stays in the buffer). */
 SIM_EXPORT int simnode_tick(double dt) {
     if (!g_ctl || !(dt >= 0)) return -1;
     for (unsigned i = 0; i < g_ctl->n_devices; i++) {
@@ -1222,10 +1281,15 @@ SIM_EXPORT int simnode_tick(double dt) {
         if (any) { bump(d, R_violation_app_clocks_ns, ns); bump(d, R_violation_base_clocks_ns, ns); }
     }
     uint64_t now = now_us();
-    if (now - g_ctl->proc_last_touch_us >= 1000000ULL) {
+    if (now - g_ctl->proc_last_touch_us >= SIM_PROC_SAMPLE_US) {
         g_ctl->proc_last_touch_us = now;
         proc_write_begin();
-        for (int i = 0; i < SIM_MAX_PROC; i++) if (g_ctl->proc[i].dev >= 0) g_ctl->proc[i].sample_ts_us = now;
+        for (int i = 0; i < SIM_MAX_PROC; i++) {
+            sim_proc_t *p = &g_ctl->proc[i];
+            if (p->dev < 0 || p->sample_ts_us >= now) continue;
+            proc_sample_push(p);
+            p->sample_ts_us = now;
+        }
         proc_write_end();
     }
     return 0;

@@ -170,6 +170,12 @@ MODELS: Mapping[str, ModelInfo] = MappingProxyType(
                 pcie_max_link_width=16,
                 multiprocessor_count=40,
                 bar1_total_mib=256,
+                # Turing retires pages; row remapping is Ampere and newer (nvml.h,
+                # nvmlDeviceGetRemappedRows): NOT_SUPPORTED here.
+                remapped_rows_correctable=None,
+                remapped_rows_uncorrectable=None,
+                remapped_rows_pending=None,
+                remapped_rows_failure=None,
             ),
             _m(
                 "NVIDIA L4",
@@ -307,6 +313,7 @@ BASE: Mapping[str, float | None] = MappingProxyType(
         "display_active": 0,
         "mig_mode": 0,
         "power_source": 0,
+        "recovery_action": 0,  # NVML_GPU_RECOVERY_ACTION_NONE
     }
 )
 

@@ -373,6 +373,8 @@ class Node:
                     )
                 seq = self.lib.push_event(self._slot(dev)[1], _lib.EVENT_XID, code)
                 return {"ok": True, "seq": seq}
+            if op == "recovery":
+                return self._op_recovery(req)
             if op == "ecc":
                 dev = self._device(req)
                 kind = req.get("type", "single_bit")
@@ -455,6 +457,21 @@ class Node:
             "uptime_s": round(time.monotonic() - self.t0, 3),
             **out,
         }
+
+    def _op_recovery(self, req: Mapping[str, object]) -> dict[str, object]:
+        """As the driver does: the field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION takes the action,
+        then a nvmlEventTypeGpuRecoveryAction event (eventData 0) says to read it."""
+        dev = self._device(req)
+        action = self._int_arg(req, "action")
+        if action not in _lib.RECOVERY_ACTIONS:
+            raise CommandError("'action' must be 0..7 (nvmlDeviceGpuRecoveryAction_t)")
+        if self._amd_target(dev) is not None:
+            raise CommandError(f"device {dev} is an AMD GPU: recovery actions are NVML's")
+        local = self._slot(dev)[1]
+        self.values[dev]["recovery_action"] = float(action)
+        self.lib.set_reading(local, "recovery_action", float(action))
+        seq = self.lib.push_event(local, _lib.EVENT_RECOVERY_ACTION, 0)
+        return {"ok": True, "seq": seq}
 
     def _op_event(self, req: Mapping[str, object]) -> dict[str, object]:
         dev = self._device(req)

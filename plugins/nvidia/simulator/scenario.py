@@ -98,7 +98,7 @@ class ProcessSpec:
 class TimelineEvent:
     at_s: float
     device: int | None
-    action: str  # xid | ecc | lost | recover | hang_ms | set | proc_add | proc_rm
+    action: str  # xid | ecc | recovery | lost | recover | hang_ms | set | proc_add | proc_rm
     args: Mapping[str, object]
 
 
@@ -349,6 +349,7 @@ def _process(ctx: _Ctx, raw: object, i: int, n_dev: int) -> ProcessSpec:
 
 _ACTIONS = (
     "xid", "ecc", "lost", "recover", "hang_ms", "set", "proc_add", "proc_rm", "event", "reset",
+    "recovery",
 )
 _AMD_ONLY = frozenset({"event", "reset"})
 
@@ -381,6 +382,13 @@ def _timeline(ctx: _Ctx, raw: object, i: int, vendors: Sequence[str]) -> Timelin
     args: dict[str, object]
     if action == "xid":
         args = {"code": _int(ctx, v, sub)}
+    elif action == "recovery":
+        if vendor == "amd":
+            raise ctx.fail(sub, "recovery actions are NVML's (nvmlEventTypeGpuRecoveryAction)")
+        action_code = _int(ctx, v, sub)
+        if action_code > 7:
+            raise ctx.fail(sub, "expected 0..7 (nvmlDeviceGpuRecoveryAction_t)")
+        args = {"action": action_code}
     elif action == "ecc":
         m = _mapping(ctx, v, sub, ("type",))
         t = m.get("type", "single_bit")

@@ -9,7 +9,9 @@ from collections.abc import Awaitable, Callable
 from gpu_otel_agent.backends.protocol import (
     EVENT_ECC_CORRECTED,
     EVENT_FATAL_POISON,
+    EVENT_RECOVERY_ACTION,
     EVENT_XID,
+    RECOVERY_ACTION_UNKNOWN,
     DeviceEvent,
 )
 from gpu_otel_agent.gpu_health.engine import EngineSettings, HealthEngine
@@ -145,3 +147,26 @@ def test_duplicates_dropped_and_undelivered_events_kept_at_shutdown() -> None:
         assert any(dict(e.attributes).get("gpu.event.count") == 2 for e in [*sink, *left])
 
     run(scenario)
+
+
+def test_every_recovery_action_of_nvml_h_and_only_none_clears() -> None:
+    """nvml.h nvmlDeviceGpuRecoveryAction_t: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P,
+    4 drain and reset, 5 recover IMEX domain, 6 bus reset, 7 system reboot."""
+    needs_reset_or_reboot = {1, 2, 4, 6, 7}
+
+    def recovery(code: int) -> DeviceEvent:
+        return DeviceEvent("GPU-a", EVENT_RECOVERY_ACTION, time.time_ns(), code=code)
+
+    for action in (*range(1, 8), RECOVERY_ACTION_UNKNOWN):
+        async def scenario(engine: HealthEngine, sink: list[HealthEvent], clock: Clock,
+                           action: int = action) -> None:
+            engine.on_events([recovery(action)])
+            await until(lambda: len(sink) >= 1)
+            clock.now += 1.0
+            engine.on_events([recovery(0)])  # the driver says: nothing to do any more
+            await until(lambda: len(sink) >= 2)
+            states = [dict(e.attributes)["hw.state"] for e in sink]
+            expected = "failed" if action in needs_reset_or_reboot else "degraded"
+            assert states == [expected, "ok"], (action, states)
+
+        run(scenario, window=0.001)
