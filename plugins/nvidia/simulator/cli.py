@@ -103,6 +103,8 @@ def _up(args: argparse.Namespace) -> int:
 
     state_dir = args.dir or default_state_dir()
     argv = [str(args.scenario), "--dir", str(state_dir)]
+    if args.dir is None:  # the default directory may belong to a running node: pick a free one
+        argv.append("--pick-free")
     sock = args.socket or (
         Path(os.environ["GPU_SIM_SOCKET"]) if os.environ.get("GPU_SIM_SOCKET") else None
     )

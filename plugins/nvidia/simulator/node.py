@@ -34,7 +34,7 @@ from gpu_otel_agent.plugins.amd.simulator import _lib as amd_lib
 from gpu_otel_agent.plugins.amd.simulator import models as amd_models
 from gpu_otel_agent.plugins.amd.simulator import scenario as amd_scenario
 from gpu_otel_agent.plugins.amd.simulator.build import build_library as build_amd_library
-from gpu_otel_agent.plugins.nvidia.simulator import _lib
+from gpu_otel_agent.plugins.nvidia.simulator import _lib, statedir
 from gpu_otel_agent.plugins.nvidia.simulator.build import build_library
 from gpu_otel_agent.plugins.nvidia.simulator.faults import (
     ChaosSpec,
@@ -641,9 +641,8 @@ class Node:
         class Server(socketserver.ThreadingUnixStreamServer):
             daemon_threads = True
 
-        with contextlib.suppress(FileNotFoundError):
-            self.socket_path.unlink()
         self.socket_path.parent.mkdir(parents=True, exist_ok=True)
+        statedir.claim_socket(self.socket_path)  # never take over a live node's socket
         self.server = Server(str(self.socket_path), Handler)
         threading.Thread(target=self.tick_loop, name="sim-tick", daemon=True).start()
         threading.Thread(target=self.server.serve_forever, name="sim-ctl", daemon=True).start()
@@ -679,6 +678,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("scenario", type=Path)
     ap.add_argument("--dir", type=Path, required=True, help="state directory")
     ap.add_argument("--socket", type=Path, default=None, help="control socket path")
+    ap.add_argument("--pick-free", action="store_true",
+                    help="if --dir is in use by a running node, use the first free DIR.N")
     args = ap.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO,
@@ -690,9 +691,17 @@ def main(argv: list[str] | None = None) -> int:
     except ScenarioError as exc:
         print(json.dumps({"ready": False, "error": str(exc)}), flush=True)
         return 2
-    node = Node(scenario, args.dir.resolve(), args.socket)
+    try:
+        lock = statedir.acquire(args.dir.resolve(), args.pick_free)
+        node = Node(scenario, lock.path, args.socket)
+        statedir.claim_socket(node.socket_path)
+    except statedir.StateDirBusy as exc:
+        print(json.dumps({"ready": False, "error": str(exc)}), flush=True)
+        print(f"gpu-agent sim up: {exc}", file=sys.stderr)
+        return 2
     node.setup()
     node.serve()
+    lock.describe(scenario=str(scenario.path), socket=str(node.socket_path))
     done = threading.Event()
 
     def _stop(signum: int, frame: FrameType | None) -> None:
@@ -719,6 +728,7 @@ def main(argv: list[str] | None = None) -> int:
     os.close(devnull)
     done.wait()
     node.shutdown()
+    lock.release()
     return 0
 
 
