@@ -90,14 +90,52 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
                     help="amdsmi event type")
     ev.add_argument("--message", default="", help="the notification's message text")
     rst = _sock(sub.add_parser(
-        "reset", help="AMD GPU reset: pre-reset event, calls fail for --ms, post-reset event"
+        "reset", help="GPU reset. NVIDIA: volatile ECC, energy and PCIe/NVLink byte counters "
+        "and the GPU uptime restart, RESET_REQUIRED clears. AMD: pre-reset event, calls fail "
+        "for --ms, post-reset event"
     ))
-    rst.add_argument("--ms", type=int, default=1000, help="how long the reset lasts (ms)")
+    rst.add_argument("--ms", type=int, default=1000, help="how long an AMD reset lasts (ms)")
     rst.add_argument("--errno", choices=("EPERM", "EBUSY"), default="EPERM",
-                     help="what amdgpu answers sysfs reads during the reset: EPERM (older "
+                     help="AMD: what amdgpu answers sysfs reads during the reset: EPERM (older "
                           "kernels; amdsmi says NOT_SUPPORTED) or EBUSY (amdsmi says BUSY)")
+    chaos = _sock(sub.add_parser(
+        "chaos", help="random NVML errors (codes nvml.h documents per function) and slow calls"
+    ))
+    chaos.add_argument("--rate", type=float, help="probability that a call fails (0..1)")
+    chaos.add_argument("--seed", type=int, default=0, help="same seed + same calls = same faults")
+    chaos.add_argument("--functions", default="all", help="'all' or comma-separated NVML names")
+    chaos.add_argument("--codes", default="documented",
+                       help="'documented' (nvml.h @return) or comma-separated codes (999, UNKNOWN)")
+    chaos.add_argument("--devices", default="all", help="'all' or comma-separated indices")
+    chaos.add_argument("--slow-rate", type=float, default=0.0,
+                       help="probability that a call that did not fail is slow (0..1)")
+    chaos.add_argument("--slow-ms", type=int, default=0, help="how long a slow call takes (ms)")
+    chaos.add_argument("--off", action="store_true", help="stop random chaos")
+    fail = _sock(sub.add_parser(
+        "fail", help="targeted fault: calls of a function (or one field) return a code"
+    ))
+    fail.add_argument("--device", type=int, default=None, help="device index (default: every)")
+    fail.add_argument("--function", default=None,
+                      help="NVML function name (default: every function)")
+    fail.add_argument("--code", default=None,
+                      help="nvmlReturn_t value or name (999, NVML_ERROR_UNKNOWN, TIMEOUT)")
+    fail.add_argument("--count", type=int, default=None,
+                      help="fail this many calls, then answer normally (default: until --off)")
+    fail.add_argument("--field", type=int, default=None,
+                      help="nvmlDeviceGetFieldValues field id: only that field's nvmlReturn")
+    fail.add_argument("--off", action="store_true",
+                      help="clear the faults matching the given keys (none given: all)")
+    _sock(sub.add_parser(
+        "driver-reload", help="driver reload: clients answer UNINITIALIZED until they nvmlInit "
+        "again; volatile counters and uptime restart on every GPU"
+    ))
+    rr = _sock(sub.add_parser(
+        "reset-required", help="device calls answer NVML_ERROR_RESET_REQUIRED until `sim reset`"
+    ))
+    rr.add_argument("--off", action="store_true", help="clear the state without a reset")
     _sock(sub.add_parser("stats", help="NVML and amdsmi call counts per function and device"))
-    for name in ("xid", "recovery", "ecc", "lost", "recover", "hang", "set", "event", "reset"):
+    for name in ("xid", "recovery", "ecc", "lost", "recover", "hang", "set", "event", "reset",
+                 "reset-required"):
         sub.choices[name].add_argument("--device", type=int, required=True,
                                        help="device index")
     padd.add_argument("--device", type=int, required=True, help="device index")

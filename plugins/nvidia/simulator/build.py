@@ -63,7 +63,13 @@ def build_library(missing_symbols: Iterable[str] = ()) -> Path:
         if not name.isidentifier():
             raise BuildError(f"invalid symbol name in missing_symbols: {name!r}")
     header = find_nvml_header()
-    key = digest(SOURCE, _CFLAGS, header.read_bytes(), "\n".join(omit).encode())
+    key = digest(
+        SOURCE,
+        _CFLAGS,
+        header.read_bytes(),
+        *(h.read_bytes() for h in sorted(SOURCE.parent.glob("*.h"))),  # nvml_chaos*.h
+        "\n".join(omit).encode(),
+    )
 
     def version_script() -> tuple[Generated, ...]:
         if not omit:

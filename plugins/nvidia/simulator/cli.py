@@ -71,6 +71,32 @@ def _request(args: argparse.Namespace) -> dict[str, object]:
         return req
     if cmd == "stats":
         return {"op": "stats"}
+    if cmd == "chaos":
+        if args.off:
+            return {"op": "chaos", "off": True}
+        if args.rate is None:
+            raise ValueError("--rate is required (or --off)")
+        return {
+            "op": "chaos", "rate": args.rate, "seed": args.seed, "functions": args.functions,
+            "codes": args.codes, "devices": args.devices,
+            "slow_ms": {"rate": args.slow_rate, "ms": args.slow_ms},
+        }
+    if cmd == "fail":
+        req = {"op": "fail", "device": args.device, "function": args.function}
+        for key in ("count", "field"):
+            if getattr(args, key) is not None:
+                req[key] = getattr(args, key)
+        if args.off:
+            req["off"] = True
+        elif args.code is None:
+            raise ValueError("--code is required (or --off)")
+        else:
+            req["code"] = int(args.code) if args.code.isdigit() else args.code
+        return req
+    if cmd == "driver-reload":
+        return {"op": "driver_reload"}
+    if cmd == "reset-required":
+        return {"op": "reset_required", "device": args.device, "on": not args.off}
     raise ValueError(f"unknown sim command {cmd!r}")
 
 
@@ -79,6 +105,8 @@ def _up(args: argparse.Namespace) -> int:
 
     state_dir = args.dir or default_state_dir()
     argv = [str(args.scenario), "--dir", str(state_dir)]
+    if args.dir is None:  # the default directory may belong to a running node: pick a free one
+        argv.append("--pick-free")
     sock = args.socket or (
         Path(os.environ["GPU_SIM_SOCKET"]) if os.environ.get("GPU_SIM_SOCKET") else None
     )

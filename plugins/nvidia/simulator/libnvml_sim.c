@@ -17,7 +17,7 @@
 #include "simcore.h"
 
 #define SIM_MAGIC 0x314D49534C4D564EULL /* "NVMLSIM1" */
-#define SIM_LAYOUT_VERSION 4
+#define SIM_LAYOUT_VERSION 5
 #define SIM_MAX_DEV 64
 #define SIM_MAX_PROC 4096
 #define SIM_RING 1024
@@ -59,7 +59,8 @@
     X(ecc_mode) X(display_mode) X(display_active) X(mig_mode)                \
     X(architecture) X(cuda_cc_major) X(cuda_cc_minor) X(brand)               \
     X(pci_device_id) X(pci_subsystem_id) X(minor_number) X(gpm_supported)    \
-    X(multiprocessor_count) X(power_source) X(recovery_action)
+    X(multiprocessor_count) X(power_source) X(recovery_action)              \
+    X(pcie_counter_bits) X(pcie_replay_rollover)
 
 #define X_ENUM(n) R_##n,
 enum { SIM_READINGS(X_ENUM) R_COUNT };
@@ -136,11 +137,14 @@ static const char *const g_reading_names[] = {SIM_READINGS(X_STR)};
     X(nvmlDeviceGetConfComputeMemSizeInfo) X(nvmlDeviceGetDriverModel_v2)     \
     X(nvmlDeviceGetAccountingMode) X(nvmlDeviceGetSamples)                    \
     X(nvmlEventSetCreate) X(nvmlDeviceRegisterEvents) X(nvmlEventSetWait_v2)  \
-    X(nvmlEventSetWait) X(nvmlEventSetFree)
+    X(nvmlEventSetWait) X(nvmlEventSetFree)                                  \
+    X(nvmlDeviceGetGpuUptime_v1)
 
 #define X_FENUM(n) FN_##n,
 enum { SIM_FUNCS(X_FENUM) FN_COUNT };
 static const char *const g_func_names[] = {SIM_FUNCS(X_STR)};
+
+#include "nvml_chaos.h" /* faults: chaos, targeted failures, driver reload, RESET_REQUIRED */
 
 /* ------------------------------------------------------------------------ */
 /* Shared state                                                             */
@@ -203,11 +207,13 @@ typedef struct {
     sim_dev_t dev[SIM_MAX_DEV];
     sim_proc_t proc[SIM_MAX_PROC];
     uint64_t calls[FN_COUNT][SIM_MAX_DEV + 1]; /* last column: total */
+    sim_chaos_t chaos;
 } sim_state_t;
 
 struct nvmlDevice_st { unsigned int index; };
 struct nvmlEventSet_st {
     uint64_t last_seq;
+    uint32_t driver_gen; /* a set from before a driver reload answers UNKNOWN */
     uint64_t mask[SIM_MAX_DEV];
 };
 struct nvmlGpmSample_st {
@@ -234,7 +240,7 @@ static struct nvmlDevice_st g_handles[SIM_MAX_DEV];
 /* ------------------------------------------------------------------------ */
 /* Common prologue for NVML entry points                                    */
 /* ------------------------------------------------------------------------ */
-static nvmlReturn_t dev_enter(int fn, nvmlDevice_t device, sim_dev_t **out) {
+static nvmlReturn_t dev_enter_state(int fn, nvmlDevice_t device, sim_dev_t **out) {
     switch (simcore_dev_enter(fn, device, out)) {
     case SIMCORE_OK: return NVML_SUCCESS;
     case SIMCORE_UNINIT: return NVML_ERROR_UNINITIALIZED;
@@ -243,6 +249,20 @@ static nvmlReturn_t dev_enter(int fn, nvmlDevice_t device, sim_dev_t **out) {
     case SIMCORE_FN_UNSUP: return NVML_ERROR_NOT_SUPPORTED;
     }
     return NVML_ERROR_UNKNOWN;
+}
+/* The node's state, then the faults of nvml_chaos.h (driver reload, RESET_REQUIRED, chaos). */
+static nvmlReturn_t dev_enter(int fn, nvmlDevice_t device, sim_dev_t **out) {
+    nvmlReturn_t r = dev_enter_state(fn, device, out);
+    if (r == NVML_ERROR_UNINITIALIZED || chaos_stale_client(&g_st->chaos)) return NVML_ERROR_UNINITIALIZED;
+    if (r != NVML_SUCCESS) return r;
+    int idx = (int)(*out - g_st->dev);
+    if (__atomic_load_n(&g_st->chaos.reset_required[idx], __ATOMIC_ACQUIRE)) return NVML_ERROR_RESET_REQUIRED;
+    return chaos_call(&g_st->chaos, fn, idx);
+}
+/* The same for calls without a device handle (dev: the index a call names, else -1). */
+static nvmlReturn_t sys_faults(int fn, int dev) {
+    if (chaos_stale_client(&g_st->chaos)) return NVML_ERROR_UNINITIALIZED;
+    return chaos_call(&g_st->chaos, fn, dev);
 }
 
 #define DEV_ENTER(fname)                                              \
@@ -256,6 +276,8 @@ static nvmlReturn_t dev_enter(int fn, nvmlDevice_t device, sim_dev_t **out) {
     do {                                                              \
         count_call(FN_##fname, -1);                                   \
         if (!g_st || g_init_count <= 0) return NVML_ERROR_UNINITIALIZED; \
+        nvmlReturn_t _f = sys_faults(FN_##fname, -1);                 \
+        if (_f != NVML_SUCCESS) return _f;                            \
     } while (0)
 
 #define NEED(ptr) do { if (!(ptr)) return NVML_ERROR_INVALID_ARGUMENT; } while (0)
@@ -287,6 +309,7 @@ static nvmlReturn_t do_init(void) {
         for (unsigned i = 0; i < SIM_MAX_DEV; i++) g_handles[i].index = i;
     }
     g_init_count++;
+    g_client_driver_gen = __atomic_load_n(&g_st->chaos.driver_gen, __ATOMIC_ACQUIRE); /* (re)attach */
     pthread_mutex_unlock(&g_init_lock);
     return NVML_SUCCESS;
 }
@@ -380,18 +403,22 @@ SIM_EXPORT nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, u
     return NVML_SUCCESS;
 }
 
-static nvmlReturn_t get_count(unsigned int *c) {
+static nvmlReturn_t get_count(int fn, unsigned int *c) {
     if (!g_st || g_init_count <= 0) return NVML_ERROR_UNINITIALIZED;
+    nvmlReturn_t f = sys_faults(fn, -1);
+    if (f != NVML_SUCCESS) return f;
     NEED(c);
     *c = g_st->n_devices;
     return NVML_SUCCESS;
 }
-SIM_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *c) { count_call(FN_nvmlDeviceGetCount_v2, -1); return get_count(c); }
-SIM_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int *c) { count_call(FN_nvmlDeviceGetCount, -1); return get_count(c); }
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *c) { count_call(FN_nvmlDeviceGetCount_v2, -1); return get_count(FN_nvmlDeviceGetCount_v2, c); }
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int *c) { count_call(FN_nvmlDeviceGetCount, -1); return get_count(FN_nvmlDeviceGetCount, c); }
 
 static nvmlReturn_t by_index(int fn, unsigned int index, nvmlDevice_t *device) {
     count_call(fn, (int)index < SIM_MAX_DEV ? (int)index : -1);
     if (!g_st || g_init_count <= 0) return NVML_ERROR_UNINITIALIZED;
+    nvmlReturn_t f = sys_faults(fn, (int)index < SIM_MAX_DEV ? (int)index : -1);
+    if (f != NVML_SUCCESS) return f;
     NEED(device);
     if (index >= g_st->n_devices) return NVML_ERROR_INVALID_ARGUMENT;
     *device = &g_handles[index];
@@ -409,8 +436,10 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t
     return NVML_ERROR_NOT_FOUND;
 }
 
-static nvmlReturn_t by_pci(const char *bus, nvmlDevice_t *device) {
+static nvmlReturn_t by_pci(int fn, const char *bus, nvmlDevice_t *device) {
     if (!g_st || g_init_count <= 0) return NVML_ERROR_UNINITIALIZED;
+    nvmlReturn_t f = sys_faults(fn, -1);
+    if (f != NVML_SUCCESS) return f;
     NEED(bus); NEED(device);
     for (unsigned i = 0; i < g_st->n_devices; i++) {
         const char *mine = g_st->dev[i].pci_bus_id;
@@ -423,8 +452,8 @@ static nvmlReturn_t by_pci(const char *bus, nvmlDevice_t *device) {
     }
     return NVML_ERROR_NOT_FOUND;
 }
-SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *b, nvmlDevice_t *device) { count_call(FN_nvmlDeviceGetHandleByPciBusId_v2, -1); return by_pci(b, device); }
-SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *b, nvmlDevice_t *device) { count_call(FN_nvmlDeviceGetHandleByPciBusId, -1); return by_pci(b, device); }
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *b, nvmlDevice_t *device) { count_call(FN_nvmlDeviceGetHandleByPciBusId_v2, -1); return by_pci(FN_nvmlDeviceGetHandleByPciBusId_v2, b, device); }
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *b, nvmlDevice_t *device) { count_call(FN_nvmlDeviceGetHandleByPciBusId, -1); return by_pci(FN_nvmlDeviceGetHandleByPciBusId, b, device); }
 
 /* ------------------------------------------------------------------------ */
 /* Identity                                                                 */
@@ -824,6 +853,14 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned i
     return NVML_SUCCESS;
 }
 
+/* nvml.h: seconds since the driver initialised the GPU; restarts on driver reload and GPU reset. */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetGpuUptime_v1(nvmlDevice_t device, nvmlGpuUptime_v1_t *up) {
+    DEV_ENTER(nvmlDeviceGetGpuUptime_v1); NEED(up);
+    uint64_t since = __atomic_load_n(&g_st->chaos.device_up_us[d - g_st->dev], __ATOMIC_ACQUIRE), now = now_us();
+    up->uptime = now > since ? (unsigned int)((now - since) / 1000000ULL) : 0;
+    return NVML_SUCCESS;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Field values                                                             */
 /* ------------------------------------------------------------------------ */
@@ -834,6 +871,12 @@ static void fv_ull(nvmlFieldValue_t *v, sim_dev_t *d, int r) {
 static void fv_uint(nvmlFieldValue_t *v, sim_dev_t *d, int r, double scale) {
     if (d->unsup[r]) { v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED; return; }
     v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT; v->value.uiVal = u32(d->val[r] * scale); v->nvmlReturn = NVML_SUCCESS;
+}
+/* nvml.h: PCIe byte counters "can be wrapped"; they wrap at pcie_counter_bits (scenario). */
+static void fv_wrapped(nvmlFieldValue_t *v, sim_dev_t *d, int r) {
+    fv_ull(v, d, r);
+    unsigned bits = u32(RV(pcie_counter_bits));
+    if (v->nvmlReturn == NVML_SUCCESS && bits > 0 && bits < 64) v->value.ullVal &= (1ULL << bits) - 1;
 }
 static void fill_field(sim_dev_t *d, nvmlFieldValue_t *v) {
     v->latencyUsec = 0;
@@ -848,8 +891,9 @@ static void fill_field(sim_dev_t *d, nvmlFieldValue_t *v) {
     case NVML_FI_DEV_POWER_INSTANT:
     case NVML_FI_DEV_POWER_AVERAGE: fv_uint(v, d, R_power_w, 1000.0); return;
     case NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: fv_ull(v, d, R_energy_mj); return;
-    case NVML_FI_DEV_PCIE_COUNT_TX_BYTES: fv_ull(v, d, R_pcie_tx_bytes); return;
-    case NVML_FI_DEV_PCIE_COUNT_RX_BYTES: fv_ull(v, d, R_pcie_rx_bytes); return;
+    case NVML_FI_DEV_PCIE_COUNT_TX_BYTES: fv_wrapped(v, d, R_pcie_tx_bytes); return;
+    case NVML_FI_DEV_PCIE_COUNT_RX_BYTES: fv_wrapped(v, d, R_pcie_rx_bytes); return;
+    case NVML_FI_DEV_PCIE_REPLAY_ROLLOVER_COUNTER: fv_ull(v, d, R_pcie_replay_rollover); return;
     case NVML_FI_DEV_PCIE_REPLAY_COUNTER: fv_ull(v, d, R_pcie_replay_counter); return;
     case NVML_FI_DEV_ECC_SBE_VOL_TOTAL: if (RV(ecc_mode) != 0) fv_ull(v, d, R_ecc_sbe_volatile); return;
     case NVML_FI_DEV_ECC_DBE_VOL_TOTAL: if (RV(ecc_mode) != 0) fv_ull(v, d, R_ecc_dbe_volatile); return;
@@ -899,7 +943,12 @@ static void fill_field(sim_dev_t *d, nvmlFieldValue_t *v) {
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int n, nvmlFieldValue_t *values) {
     DEV_ENTER(nvmlDeviceGetFieldValues);
     if (n < 0 || (n > 0 && !values)) return NVML_ERROR_INVALID_ARGUMENT;
-    for (int i = 0; i < n; i++) fill_field(d, &values[i]);
+    int idx = (int)(d - g_st->dev);
+    for (int i = 0; i < n; i++) {
+        fill_field(d, &values[i]);
+        nvmlReturn_t f = chaos_field(&g_st->chaos, FN_nvmlDeviceGetFieldValues, idx, values[i].fieldId);
+        if (f != NVML_SUCCESS) { values[i].nvmlReturn = f; values[i].value.ullVal = 0; }
+    }
     return NVML_SUCCESS;
 }
 
@@ -1123,6 +1172,7 @@ SIM_EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
     struct nvmlEventSet_st *s = (struct nvmlEventSet_st *)calloc(1, sizeof(*s));
     if (!s) return NVML_ERROR_MEMORY;
     s->last_seq = __atomic_load_n(&g_st->ev_seq, __ATOMIC_ACQUIRE);
+    s->driver_gen = g_client_driver_gen;
     *set = s;
     return NVML_SUCCESS;
 }
@@ -1134,9 +1184,12 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned l
     return NVML_SUCCESS;
 }
 
-static nvmlReturn_t event_wait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
+static nvmlReturn_t event_wait(int fn, nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
     if (!g_st || g_init_count <= 0) return NVML_ERROR_UNINITIALIZED;
+    nvmlReturn_t f = sys_faults(fn, -1);
+    if (f != NVML_SUCCESS) return f;
     NEED(set); NEED(data);
+    if (set->driver_gen != g_client_driver_gen) return NVML_ERROR_UNKNOWN; /* its registrations died with the driver */
     uint64_t deadline = mono_ms() + timeoutms;
     for (;;) {
         uint32_t fw = __atomic_load_n(&g_st->ev_futex, __ATOMIC_ACQUIRE);
@@ -1163,10 +1216,10 @@ static nvmlReturn_t event_wait(nvmlEventSet_t set, nvmlEventData_t *data, unsign
     }
 }
 SIM_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
-    count_call(FN_nvmlEventSetWait_v2, -1); return event_wait(set, data, timeoutms);
+    count_call(FN_nvmlEventSetWait_v2, -1); return event_wait(FN_nvmlEventSetWait_v2, set, data, timeoutms);
 }
 SIM_EXPORT nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
-    count_call(FN_nvmlEventSetWait, -1); return event_wait(set, data, timeoutms);
+    count_call(FN_nvmlEventSetWait, -1); return event_wait(FN_nvmlEventSetWait, set, data, timeoutms);
 }
 SIM_EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
     SYS_ENTER(nvmlEventSetFree); NEED(set); free(set); return NVML_SUCCESS;
@@ -1197,6 +1250,7 @@ SIM_EXPORT int simnode_create(const char *path, int n_devices) {
         g_ctl->dev[i].supported_events = nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError |
             nvmlEventTypePState | nvmlEventTypeXidCriticalError | nvmlEventTypeClock |
             nvmlEventTypePowerSourceChange | nvmlEventTypeGpuUnavailableError | nvmlEventTypeGpuRecoveryAction;
+        g_ctl->chaos.device_up_us[i] = now_us();
     }
     return 0;
 }
@@ -1294,3 +1348,5 @@ SIM_EXPORT int simnode_tick(double dt) {
     }
     return 0;
 }
+
+#include "nvml_chaos_ctl.h"

@@ -284,6 +284,8 @@ BASE: Mapping[str, float | None] = MappingProxyType(
         "nvlink_tx_kib": 0,
         "nvlink_rx_kib": 0,
         "pcie_replay_counter": 0,
+        "pcie_replay_rollover": 0,  # NVML_FI_DEV_PCIE_REPLAY_ROLLOVER_COUNTER
+        "pcie_counter_bits": 64,  # PCIe byte fields wrap at this width ("can be wrapped")
         "ecc_sbe_volatile": 0,
         "ecc_dbe_volatile": 0,
         "ecc_sbe_aggregate": 0,

@@ -34,8 +34,16 @@ from gpu_otel_agent.plugins.amd.simulator import _lib as amd_lib
 from gpu_otel_agent.plugins.amd.simulator import models as amd_models
 from gpu_otel_agent.plugins.amd.simulator import scenario as amd_scenario
 from gpu_otel_agent.plugins.amd.simulator.build import build_library as build_amd_library
-from gpu_otel_agent.plugins.nvidia.simulator import _lib
+from gpu_otel_agent.plugins.nvidia.simulator import _lib, statedir
 from gpu_otel_agent.plugins.nvidia.simulator.build import build_library
+from gpu_otel_agent.plugins.nvidia.simulator.faults import (
+    ChaosSpec,
+    FailSpec,
+    FaultControl,
+    FaultSpecError,
+    parse_chaos,
+    parse_fail,
+)
 from gpu_otel_agent.plugins.nvidia.simulator.models import BASE, model_info
 from gpu_otel_agent.plugins.nvidia.simulator.scenario import (
     DeviceSpec,
@@ -143,6 +151,7 @@ class Node:
         self.state_path = state_dir / "node.shm"
         self.socket_path = socket_path or default_socket_in(state_dir)
         self.lib = _lib.NodeLib(self.library)
+        self.faults = FaultControl(self.library, self.lib.functions)
         # Each scenario device is served by its vendor's library under a vendor-local index.
         self.slots: list[tuple[str, int]] = []
         counts = {"nvidia": 0, "amd": 0}
@@ -196,6 +205,8 @@ class Node:
             for fn in d.unsupported:
                 self.lib.set_function_unsupported(local, fn)
         self._apply_values(0.0)
+        if sc.chaos is not None:
+            self.handle({"op": "chaos", **sc.chaos}, parsed=True)
         for p in sc.processes:
             pid = p.pid if p.pid is not None else self._spawn_placeholder(p.cgroup)
             self.procs[(p.device, pid)] = _Proc(
@@ -422,6 +433,8 @@ class Node:
                     else:
                         self.lib.proc_rm(self._slot(k[0])[1], pid)
                 return {"ok": True, "removed": len(keys)}
+            if op in ("chaos", "fail", "driver_reload", "reset_required"):
+                return self._op_fault(str(op), req)
             if op == "stats":
                 return {"ok": True, **self._stats()}
             if op == "info":
@@ -448,7 +461,9 @@ class Node:
             totals = {**totals, **amd_totals}
             processes += self.amd.proc_count()
             out["amd_event_seq"] = self.amd.event_seq()
+        nvidia_index = {local: i for i, (v, local) in enumerate(self.slots) if v == "nvidia"}
         return {
+            "chaos": self.faults.stats(nvidia_index),
             "calls": totals,
             "per_device": per_dev,
             "devices": len(self.values),
@@ -502,8 +517,9 @@ class Node:
         NOT_SUPPORTED, EBUSY -> BUSY), then GPU_POST_RESET."""
         dev = self._device(req)
         amd = self._amd_target(dev)
-        if amd is None:
-            raise CommandError(f"device {dev} is not an AMD GPU; 'reset' is for AMD devices")
+        if amd is None:  # NVIDIA: volatile counters and uptime restart, RESET_REQUIRED clears
+            self.faults.gpu_reset(self._slot(dev)[1])
+            return {"ok": True}
         ms = self._int_arg(req, "ms") if "ms" in req else 1000
         errno_name = req.get("errno", "EPERM")
         if errno_name not in _RESET_STATUS:
@@ -520,6 +536,49 @@ class Node:
         timer = threading.Timer(ms / 1000, _finish)
         timer.daemon = True
         timer.start()
+        return {"ok": True}
+
+    def _nvidia_device(self, req: Mapping[str, object], op: str) -> int:
+        dev = self._device(req)
+        if self._amd_target(dev) is not None:
+            raise CommandError(f"device {dev} is an AMD GPU; '{op}' is for NVIDIA devices")
+        return self._slot(dev)[1]
+
+    def _op_fault(self, op: str, req: Mapping[str, object]) -> dict[str, object]:
+        """chaos, fail, driver_reload, reset_required (nvml_chaos.h does the work)."""
+        functions = tuple(self.lib.functions)
+        n_dev = len(self.values)
+        body = {k: v for k, v in req.items() if k != "op"}
+        try:
+            if op == "chaos":
+                body.pop("device", None)  # a timeline entry carries device: null
+                spec = parse_chaos(body, functions, n_dev)
+                local = spec
+                if spec.devices is not None:
+                    nv = [self._slot(d)[1] for d in spec.devices if self._slot(d)[0] == "nvidia"]
+                    local = ChaosSpec(**{**spec.__dict__, "devices": tuple(nv)})
+                self.faults.apply_chaos(local, n_dev)
+                self.faults.spec = spec
+                return {"ok": True, "chaos": spec.as_request()}
+            if op == "fail":
+                if body.get("off") is True and set(body) <= {"off", "device"} and \
+                        body.get("device") is None:
+                    return {"ok": True, "cleared": self.faults.clear_faults()}
+                f = parse_fail(body, functions, n_dev)
+                if f.device is not None:
+                    f = FailSpec(**{**f.__dict__, "device": self._nvidia_device(req, op)})
+                self.faults.add_fault(f)
+                return {"ok": True}
+        except FaultSpecError as exc:
+            raise CommandError(str(exc)) from exc
+        if op == "driver_reload":
+            gen = self.faults.driver_reload()
+            return {"ok": True, "driver_generation": gen}
+        # reset_required
+        on = req.get("on", True)
+        if not isinstance(on, bool):
+            raise CommandError("'on' must be true or false")
+        self.faults.set_reset_required(self._nvidia_device(req, op), on)
         return {"ok": True}
 
     def _op_set(self, req: Mapping[str, object], parsed: bool) -> dict[str, object]:
@@ -622,9 +681,8 @@ class Node:
         class Server(socketserver.ThreadingUnixStreamServer):
             daemon_threads = True
 
-        with contextlib.suppress(FileNotFoundError):
-            self.socket_path.unlink()
         self.socket_path.parent.mkdir(parents=True, exist_ok=True)
+        statedir.claim_socket(self.socket_path)  # never take over a live node's socket
         self.server = Server(str(self.socket_path), Handler)
         threading.Thread(target=self.tick_loop, name="sim-tick", daemon=True).start()
         threading.Thread(target=self.server.serve_forever, name="sim-ctl", daemon=True).start()
@@ -660,6 +718,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("scenario", type=Path)
     ap.add_argument("--dir", type=Path, required=True, help="state directory")
     ap.add_argument("--socket", type=Path, default=None, help="control socket path")
+    ap.add_argument("--pick-free", action="store_true",
+                    help="if --dir is in use by a running node, use the first free DIR.N")
     args = ap.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO,
@@ -671,9 +731,17 @@ def main(argv: list[str] | None = None) -> int:
     except ScenarioError as exc:
         print(json.dumps({"ready": False, "error": str(exc)}), flush=True)
         return 2
-    node = Node(scenario, args.dir.resolve(), args.socket)
+    try:
+        lock = statedir.acquire(args.dir.resolve(), args.pick_free)
+        node = Node(scenario, lock.path, args.socket)
+        statedir.claim_socket(node.socket_path)
+    except statedir.StateDirBusy as exc:
+        print(json.dumps({"ready": False, "error": str(exc)}), flush=True)
+        print(f"gpu-agent sim up: {exc}", file=sys.stderr)
+        return 2
     node.setup()
     node.serve()
+    lock.describe(scenario=str(scenario.path), socket=str(node.socket_path))
     done = threading.Event()
 
     def _stop(signum: int, frame: FrameType | None) -> None:
@@ -700,6 +768,7 @@ def main(argv: list[str] | None = None) -> int:
     os.close(devnull)
     done.wait()
     node.shutdown()
+    lock.release()
     return 0
 
 

@@ -17,6 +17,7 @@ from types import MappingProxyType
 import yaml
 
 from gpu_otel_agent.plugins.amd.simulator import scenario as amd_scenario
+from gpu_otel_agent.plugins.nvidia.simulator.faults import FaultSpecError, parse_chaos, parse_fail
 from gpu_otel_agent.plugins.simulator_core.tables import macro_names
 
 SOURCE = Path(__file__).with_name("libnvml_sim.c")
@@ -114,6 +115,7 @@ class Scenario:
     missing_symbols: tuple[str, ...]
     timeline: tuple[TimelineEvent, ...]
     amd_driver_version: str = "6.10.5"  # amdgpu, for the AMD devices
+    chaos: Mapping[str, object] | None = None  # a validated `chaos` request (faults.py)
 
 
 # --------------------------------------------------------------------------- parsing
@@ -349,9 +351,10 @@ def _process(ctx: _Ctx, raw: object, i: int, n_dev: int) -> ProcessSpec:
 
 _ACTIONS = (
     "xid", "ecc", "lost", "recover", "hang_ms", "set", "proc_add", "proc_rm", "event", "reset",
-    "recovery",
+    "recovery", "chaos", "fail", "driver_reload", "reset_required",
 )
-_AMD_ONLY = frozenset({"event", "reset"})
+_AMD_ONLY = frozenset({"event"})
+_NODE_WIDE = frozenset({"proc_rm", "chaos", "fail", "driver_reload"})  # device optional
 
 
 def _timeline(ctx: _Ctx, raw: object, i: int, vendors: Sequence[str]) -> TimelineEvent:
@@ -370,7 +373,7 @@ def _timeline(ctx: _Ctx, raw: object, i: int, vendors: Sequence[str]) -> Timelin
         dev = _int(ctx, e["device"], f"{key}.device")
         if dev >= n_dev:
             raise ctx.fail(f"{key}.device", f"no device {dev} (the scenario has {n_dev})")
-    elif action != "proc_rm":
+    elif action not in _NODE_WIDE:
         raise ctx.fail(key, "missing key 'device'")
     vendor = vendors[dev] if dev is not None else "nvidia"
     if action in _AMD_ONLY and vendor != "amd":
@@ -412,8 +415,17 @@ def _timeline(ctx: _Ctx, raw: object, i: int, vendors: Sequence[str]) -> Timelin
             raise ctx.fail(f"{sub}.type", f"expected one of {kinds}, got {kind!r}")
         args = {"type": kind, "message": str(m.get("message", ""))}
     elif action == "reset":
-        m = _mapping(ctx, v, sub, ("ms",))
+        m = {} if v is True else _mapping(ctx, v, sub, ("ms",))
         args = {"ms": _int(ctx, m.get("ms", 1000), f"{sub}.ms")}
+    elif action in ("chaos", "fail"):
+        args = _fault_args(ctx, action, v, sub, dev, vendors)
+    elif action in ("driver_reload", "reset_required"):
+        if not isinstance(v, bool) or (action == "driver_reload" and v is not True):
+            want = "expected 'true'" if action == "driver_reload" else "expected true or false"
+            raise ctx.fail(sub, want)
+        if action == "reset_required" and vendor != "nvidia":
+            raise ctx.fail(sub, "'reset_required' applies to NVIDIA devices only")
+        args = {"on": v} if action == "reset_required" else {}
     elif action == "proc_add":
         m = _mapping(ctx, v, sub, ("pid", "used_memory_mib", "sm_util", "mem_util", "type"))
         if "pid" not in m:
@@ -433,6 +445,25 @@ def _timeline(ctx: _Ctx, raw: object, i: int, vendors: Sequence[str]) -> Timelin
     return TimelineEvent(at, dev, action, MappingProxyType(args))
 
 
+def _fault_args(  # noqa: PLR0917 - one timeline entry's parts
+    ctx: _Ctx, action: str, v: object, key: str, dev: int | None, vendors: Sequence[str]
+) -> dict[str, object]:
+    """A `chaos` or `fail` entry, validated by the parser the control socket uses."""
+    if not isinstance(v, Mapping):
+        raise ctx.fail(key, "expected a mapping")
+    try:
+        if action == "chaos":
+            if dev is not None:
+                raise ctx.fail(key, "'chaos' is node-wide: name devices in chaos.devices")
+            return parse_chaos(v, function_names(), len(vendors)).as_request()
+        spec = parse_fail({**v, "device": dev}, function_names(), len(vendors))
+    except FaultSpecError as exc:
+        raise ctx.fail(key, str(exc)) from exc
+    if dev is not None and vendors[dev] != "nvidia":
+        raise ctx.fail(key, "'fail' applies to NVIDIA devices only")
+    return spec.as_request()
+
+
 _TOP = (
     "vendor",
     "driver_version",
@@ -443,6 +474,7 @@ _TOP = (
     "missing_symbols",
     "timeline",
     "amd_driver_version",
+    "chaos",
 )
 
 
@@ -501,6 +533,15 @@ def parse_scenario(text: str, path: Path) -> Scenario:
         raise ctx.fail("timeline", "expected a list")
     vendors = [d.vendor for d in devices]
     timeline = tuple(_timeline(ctx, e, i, vendors) for i, e in enumerate(raw_tl))
+    chaos: dict[str, object] | None = None
+    if top.get("chaos") is not None:
+        raw_chaos = top["chaos"]
+        if not isinstance(raw_chaos, Mapping):
+            raise ctx.fail("chaos", "expected a mapping {seed, rate, codes, functions, ...}")
+        try:
+            chaos = parse_chaos(raw_chaos, function_names(), len(devices)).as_request()
+        except FaultSpecError as exc:
+            raise ctx.fail("chaos", str(exc)) from exc
     return Scenario(
         path=path.resolve(),
         vendor=str(vendor),
@@ -512,4 +553,5 @@ def parse_scenario(text: str, path: Path) -> Scenario:
         missing_symbols=tuple(str(m) for m in raw_missing),
         timeline=tuple(sorted(timeline, key=lambda t: t.at_s)),
         amd_driver_version=str(top.get("amd_driver_version", "6.10.5")),
+        chaos=MappingProxyType(chaos) if chaos is not None else None,
     )

@@ -1,0 +1,114 @@
+"""One simulated node per state directory: an flock held for the node's life.
+
+The lock lives in ``DIR/node.lock``; the kernel drops it when the node dies, however it dies
+(``kill -9`` included), so a free lock on an existing directory means the directory is stale
+and may be reused.  While held, the file names its holder (pid, scenario, control socket) so
+a second node can say who is in the way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+LOCK_NAME = "node.lock"
+MAX_PICKS = 64
+
+
+class StateDirBusy(RuntimeError):
+    """The state directory belongs to a running node (the message names it)."""
+
+
+@dataclass(frozen=True)
+class StateDirLock:
+    """An acquired state directory; keep it (its descriptor) for the node's life."""
+
+    path: Path
+    fd: int
+
+    def describe(self, **info: object) -> None:
+        """Write who holds the lock (read by a node that finds the directory busy)."""
+        data = json.dumps({"pid": os.getpid(), **info}).encode()
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, data + b"\n", 0)
+
+    def release(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+def _try_lock(path: Path) -> StateDirLock | None:
+    path.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return StateDirLock(path, fd)
+
+
+def holder(path: Path) -> dict[str, object]:
+    """What the running node wrote into the lock file (empty if unreadable)."""
+    try:
+        data = json.loads((path / LOCK_NAME).read_text() or "{}")
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def busy_message(path: Path) -> str:
+    h = holder(path)
+    who = (
+        f"the simulated node pid {h.get('pid', '?')} (scenario {h.get('scenario', '?')}, "
+        f"control socket {h.get('socket', '?')})"
+    )
+    return (
+        f"state directory {path} is in use by {who}; stop that node, or leave out --dir "
+        "so `gpu-agent sim up` picks a free directory"
+    )
+
+
+def acquire(path: Path, pick_free: bool) -> StateDirLock:
+    """Lock ``path``; if busy, the first free ``path.N`` (N = 2, 3, ...) when ``pick_free``.
+
+    A directory whose lock is free is stale (its node died): the old state file is
+    unlinked, not overwritten, so a client still mapping it keeps its own copy.
+    """
+    candidates = [path, *(path.with_name(f"{path.name}.{n}") for n in range(2, MAX_PICKS + 1))]
+    for candidate in candidates if pick_free else candidates[:1]:
+        lock = _try_lock(candidate)
+        if lock is None:
+            continue
+        for stale in ("node.shm", "amd.shm"):
+            with contextlib.suppress(FileNotFoundError):
+                (candidate / stale).unlink()
+        return lock
+    if not pick_free:
+        raise StateDirBusy(busy_message(path))
+    raise StateDirBusy(f"no free state directory among {path}, {path}.2 ... {path}.{MAX_PICKS}")
+
+
+def claim_socket(path: Path) -> None:
+    """Remove a stale socket at ``path``; refuse if a live node answers on it."""
+    if not path.exists():
+        return
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(2)
+        try:
+            s.connect(str(path))
+        except OSError:  # refused: nobody serves it
+            if stat.S_ISSOCK(path.lstat().st_mode):
+                path.unlink()
+                return
+            raise StateDirBusy(f"{path} exists and is not a socket") from None
+    raise StateDirBusy(
+        f"control socket {path} is served by another simulated node; give this one another "
+        "--socket (or unset GPU_SIM_SOCKET)"
+    )
