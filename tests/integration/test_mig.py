@@ -306,6 +306,6 @@ def test_reconfiguration_at_run_time_without_restart_or_errors(mig: Mig) -> None
         assert f"partition {idle.uuid} is gone" in log
         assert "Traceback" not in log and " failed" not in log, log[-3000:]
     result = mig.stack.wait_query(
-        f'DCGM_FI_DEV_FB_USED{{job="gpu-agent-dcgm",GPU_I_PROFILE="2g.20gb"}}',
+        'DCGM_FI_DEV_FB_USED{job="gpu-agent-dcgm",GPU_I_PROFILE="2g.20gb"}',
         lambda r: len(r) == 1)
     assert result[0]["metric"]["UUID"] == A100
