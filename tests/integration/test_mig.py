@@ -10,6 +10,7 @@ it changes the node.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices,
 from tests.integration.cgroups import Pod, cgroups, v1_root, v2_root
 from tests.integration.conftest import UUIDS
 from tests.integration.exports import select, wait_export
-from tests.integration.harness import AgentProcess, h100, write_scenario
+from tests.integration.harness import REPO, AgentProcess, h100, write_scenario
 from tests.integration.prometheus_stack import Stack, binaries_missing
 from tests.receivers.kubelet import FakeKubelet
 from tests.receivers.netutil import free_port, wait_for_port
@@ -38,6 +39,7 @@ MIB = 1024 * 1024
 A100 = UUIDS[0]
 H100 = UUIDS[1]
 INSTANCE_USED_MIB = (20000, 5000, 0)
+DASHBOARDS = REPO / "otel-config" / "dashboards"
 
 
 @dataclass(frozen=True)
@@ -274,6 +276,24 @@ def test_an_xid_on_the_parent_names_the_pods_on_every_instance(mig: Mig) -> None
     assert event.attributes["hw.id"] == A100
     assert "hw.parent" not in event.attributes
     assert sorted(event.attributes["k8s.pod.name"]) == ["big", "small"]
+
+
+def _panel_query(dashboard: str, title: str) -> str:
+    panels = json.loads((DASHBOARDS / f"{dashboard}.json").read_text())["panels"]
+    (expr,) = [t["expr"] for p in panels if p.get("title") == title for t in p["targets"]]
+    for name, value in {"$namespace": "ml", "$pod": ".*", "$node": "gpu-node-a"}.items():
+        expr = expr.replace(name, value)
+    return str(expr)
+
+
+def test_the_shipped_dashboards_show_each_pods_instance_and_count_gpus_once(mig: Mig) -> None:
+    per_pod = mig.stack.wait_query(_panel_query("gpu-pods", "GPU memory per pod"),
+                                   lambda r: len(r) == 2)
+    assert {r["metric"]["k8s_pod_name"]: r["metric"]["gpu_mig_profile"] for r in per_pod} == {
+        "big": "3g.40gb", "small": "1g.10gb"}
+    gpus = mig.stack.wait_query(_panel_query("gpu-cluster-overview", "GPUs"),
+                                bool)
+    assert float(gpus[0]["value"][1]) == 2  # the A100 and the H100, not their instances
 
 
 def test_reconfiguration_at_run_time_without_restart_or_errors(mig: Mig) -> None:
