@@ -123,6 +123,13 @@ def events_markdown() -> str:
         "attribute `event.name`, a severity, a one-line body, the device attributes "
         "(`hw.id`, `hw.type`, `hw.vendor`, `hw.model`, `gpu.index`, `gpu.pci.bus_id`) and:",
         "",
+        "An XID the driver attributes to a partition (an NVIDIA MIG instance: the event's GPU "
+        "instance id) carries the partition's device attributes instead (`hw.id` = its "
+        "`MIG-<uuid>`, `hw.parent`, `gpu.mig.profile`, `gpu.mig.gpu_instance.id`, "
+        "`gpu.mig.compute_instance.id`) and the workloads on that partition; it is counted in "
+        "its GPU's `gpu.xid.errors` and changes its GPU's health. An event on a partitioned GPU "
+        "itself names the workloads on all its partitions.",
+        "",
         "| attribute | meaning |",
         "| --- | --- |",
         *(f"| `{name}` | {described(name, meaning)} |" for name, meaning in COMMON_ATTRIBUTES),
