@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, attach_in_process
+from gpu_otel_agent.plugins.nvidia.simulator.control import SimCommandError
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 from tests.integration.cgroups import Pod, cgroups, v1_root, v2_root
 from tests.integration.conftest import UUIDS
@@ -299,12 +300,19 @@ def test_the_shipped_dashboards_show_each_pods_instance_and_count_gpus_once(mig:
 def test_reconfiguration_at_run_time_without_restart_or_errors(mig: Mig) -> None:
     store = mig.receiver.store
     idle = mig.instances[2]
+    stale = pynvml.nvmlDeviceGetHandleByUUID(idle.uuid)
+    # Destroying an instance a process runs on is refused (NVML_ERROR_IN_USE); nothing changes.
+    with pytest.raises(SimCommandError, match="NVML_ERROR_IN_USE"):
+        mig.node.command({"op": "mig", "device": 0, "set": "3g.40gb,2g.20gb"})
     # Destroy the idle 1g.10gb, create a 2g.20gb; the busy instances stay.
     answer = mig.node.command({"op": "mig", "device": 0, "set": "3g.40gb,1g.10gb,2g.20gb"})
     assert answer["ok"], answer
     created = {i["uuid"] for i in answer["instances"]} - {i.uuid for i in mig.instances}
     assert len(created) == 1
     (new,) = created
+    # "Handles may be reused and their properties can change" (nvml.h): the destroyed
+    # instance's handle now names the new one, which is why instances are told apart by UUID.
+    assert pynvml.nvmlDeviceGetUUID(stale) == new
 
     def reconfigured(points: list[Point]) -> bool:
         usage = _instance_points(points, "hw.gpu.memory.usage")
