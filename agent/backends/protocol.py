@@ -23,6 +23,10 @@ class DeviceLost(Exception):
     """The device is gone (NVML_ERROR_GPU_IS_LOST and the like)."""
 
 
+class PartitionGone(Exception):
+    """A partition was destroyed (the parent was reconfigured): drop it, re-enumerate."""
+
+
 @dataclass(frozen=True)
 class BackendInfo:
     vendor: str
@@ -60,6 +64,25 @@ class ProcessReader(Protocol):
         """Every process on the device now. Raises DeviceLost; an unreadable list raises."""
 
 
+@runtime_checkable
+class Partitioned(Protocol):
+    """A physical device that may be split into partitions (MIG instances, AMD partitions).
+
+    Each partition is a :class:`Device` of its own whose identity carries a
+    :class:`~gpu_otel_agent.model.snapshot.DevicePartition`. The core samples partitions on
+    their parent's worker, in the same job as the parent and under the parent's deadline (one
+    thread per physical device, however it is split), parent first: a partition may serve what
+    its parent's read of the same group fetched for all of them (one process list, split).
+    """
+
+    def partitions(self) -> tuple[Device, ...]:
+        """The partitions as they are now (none when unpartitioned), enumerated afresh.
+
+        Blocks (vendor calls). A partition already returned before keeps its object when it
+        still exists, so its probe and its per-cycle state survive. Raises DeviceLost.
+        """
+
+
 class Backend(Protocol):
     @property
     def name(self) -> str: ...
@@ -94,6 +117,8 @@ class DeviceEvent:
     source: str = "nvml"
     detail: str = ""
     name: str = ""  # EVENT_VENDOR only: the event's own name, ``gpu.<vendor>.<what>``
+    # The partition (its UUID: a MIG instance) the event is scoped to; empty: the whole device.
+    partition: str = ""
 
 
 EVENT_XID = "xid"
@@ -107,6 +132,7 @@ EVENT_MEMORY_RETIREMENT = "memory_retirement"  # a page/row will be retired at t
 EVENT_MEMORY_RETIREMENT_FAILURE = "memory_retirement_failure"
 EVENT_FATAL_POISON = "fatal_poison"  # poisoned memory consumed: the work on the GPU is lost
 EVENT_OTHER = "other"  # clock / power-source / P-state changes: counted, not reported
+EVENT_PARTITIONS_CHANGED = "partitions_changed"  # re-enumerate the partitions (MIG reconfigured)
 # AMD (amdsmi event notifications); ``detail`` carries the driver's message.
 EVENT_GPU_RESET_START = "gpu_reset_start"  # the GPU is being reset: lost until it ends
 EVENT_GPU_RESET_END = "gpu_reset_end"

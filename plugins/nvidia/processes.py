@@ -34,6 +34,7 @@ LIST_CALLS = ("nvmlDeviceGetComputeRunningProcesses_v3",
               "nvmlDeviceGetMPSComputeRunningProcesses_v3")
 UTIL_CALL = "nvmlDeviceGetProcessUtilization"
 _NOT_AVAILABLE = 0xFFFFFFFFFFFFFFFF  # usedGpuMemory when the driver cannot tell (WDDM)
+NO_INSTANCE = 0xFFFFFFFF  # gpuInstanceId of a process on a GPU without MIG
 
 
 def _function(name: str) -> Any:
@@ -78,6 +79,9 @@ class ProcessSampler:
         self._lists: tuple[str, ...] = ()
         self._utilization = False
         self._util = util or ProcessUtilization()
+        # pid -> the MIG GPU instance it runs on, from the last read (a MIG-enabled parent's
+        # lists carry every instance's processes, each with its gpuInstanceId).
+        self.instances: dict[int, int] = {}
 
     def probe(self) -> bool:
         """Which of the list calls work here; utilization is optional."""
@@ -104,11 +108,15 @@ class ProcessSampler:
 
     def read(self) -> tuple[ProcessUsage, ...]:
         memory: dict[int, int | None] = {}
+        instances: dict[int, int] = {}
         for name in self._lists:
             for info in self._invoke(name, read_running, self._handle, name):
+                if info.gpuInstanceId != NO_INSTANCE:
+                    instances[info.pid] = int(info.gpuInstanceId)
                 used = None if info.usedGpuMemory == _NOT_AVAILABLE else int(info.usedGpuMemory)
                 before = memory.get(info.pid)
                 memory[info.pid] = used if before is None else max(before, used or 0)
+        self.instances = instances
         if not self._utilization:
             return tuple(ProcessUsage(pid, used) for pid, used in sorted(memory.items()))
         answered = True

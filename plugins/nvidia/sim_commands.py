@@ -51,9 +51,14 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
     up.add_argument("scenario", type=Path, help="scenario YAML file (examples/scenarios/)")
     up.add_argument("--dir", type=Path, default=None, help="state directory")
     _sock(up)
-    _sock(sub.add_parser("xid", help="queue an XID critical-error event")).add_argument(
-        "--code", type=int, required=True, help="XID code"
-    )
+    xid = _sock(sub.add_parser("xid", help="queue an XID critical-error event"))
+    xid.add_argument("--code", type=int, required=True, help="XID code")
+    xid.add_argument("--mig", type=int, default=None,
+                     help="scope it to this MIG instance (position in the device's list)")
+    mig = _sock(sub.add_parser("mig", help="reconfigure a MIG-enabled GPU's instances"))
+    mig.add_argument("--set", required=True, metavar="PROFILES",
+                     help="the GPU instances it should have, e.g. 3g.40gb,1g.10gb,1g.10gb "
+                          "(instances not listed are destroyed; '' destroys all)")
     _sock(sub.add_parser(
         "recovery", help="the driver asks for a recovery action (field + event, as nvml.h)"
     )).add_argument("--action", type=int, required=True, choices=range(8),
@@ -83,6 +88,8 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
                       help="memory controller utilization (%%)")
     padd.add_argument("--type", choices=("compute", "graphics", "mps"), default="compute",
                       help="NVML process list the process is in")
+    padd.add_argument("--mig", type=int, default=None,
+                      help="run it on this MIG instance (position in the device's list)")
     prm = _sock(psub.add_parser("rm", help="remove a GPU process"))
     prm.add_argument("--pid", type=int, required=True, help="process id to remove")
     ev = _sock(sub.add_parser("event", help="queue an amdsmi event notification (AMD GPU)"))
@@ -135,7 +142,7 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
     rr.add_argument("--off", action="store_true", help="clear the state without a reset")
     _sock(sub.add_parser("stats", help="NVML and amdsmi call counts per function and device"))
     for name in ("xid", "recovery", "ecc", "lost", "recover", "hang", "set", "event", "reset",
-                 "reset-required"):
+                 "reset-required", "mig"):
         sub.choices[name].add_argument("--device", type=int, required=True,
                                        help="device index")
     padd.add_argument("--device", type=int, required=True, help="device index")
