@@ -50,8 +50,11 @@ def test_unsupported_calls_and_missing_symbols_leave_metrics_absent(
             encoder = {"hw.gpu.task": "encoder"}
             assert store.points("hw.gpu.utilization", {"hw.id": UUIDS[0], **encoder})
             assert store.points("hw.gpu.utilization", {"hw.id": UUIDS[1], **encoder}) == []
-            # Older driver without nvmlDeviceGetMemoryInfo_v2: v1 serves usage, reserved absent.
-            assert store.points("hw.gpu.memory.usage", {"hw.id": UUIDS[1]})
+            # Older driver without nvmlDeviceGetMemoryInfo_v2: v1's "used" is reserved plus
+            # allocated (nvml.h nvmlMemory_t), not what hw.gpu.memory.usage means (v2 "used"),
+            # so usage and reserved are absent; the limit (total) still holds.
+            assert store.points("hw.gpu.memory.limit", {"hw.id": UUIDS[1]})
+            assert store.points("hw.gpu.memory.usage", {"hw.id": UUIDS[1]}) == []
             assert store.points("gpu.memory.reserved") == []
             # Unsupported calls are probed once, never retried each cycle.
             calls_before = _calls(node, "nvmlDeviceGetEncoderUtilization", 1)
