@@ -13,7 +13,8 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, Protocol, TypeVar
 
 from gpu_otel_agent.backends.protocol import (
@@ -24,6 +25,7 @@ from gpu_otel_agent.backends.protocol import (
     Partitioned,
     ProcessReader,
 )
+from gpu_otel_agent.model.counters import CounterRestarts
 from gpu_otel_agent.model.snapshot import (
     DeviceSnapshot,
     GroupSample,
@@ -110,6 +112,9 @@ class DeviceSampler:
         self._scan_due = 0.0  # loop time of the next partition scan
         self._running: set[str] = set()
         self._snapshot = DeviceSnapshot(device.identity, HealthState.OK, clock_ns())
+        # Outlives health changes: a counter that restarted while the device was down still
+        # compares with its last value from before.
+        self._counters = CounterRestarts(self._snapshot.start_time_ns)
         self.stats = SamplerStats()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: asyncio.TaskGroup | None = None
@@ -441,7 +446,13 @@ class DeviceSampler:
             return  # a late answer from a device already marked down must not revive it
         now = self._clock_ns()
         if readings is not None:
-            self._publish(self._snapshot.with_sample(GroupSample(group, readings, now)))
+            snapshot = self._snapshot.with_sample(GroupSample(group, readings, now))
+            if self._counters.observe(readings, now):
+                snapshot = replace(snapshot, counter_starts=MappingProxyType(
+                    self._counters.starts()))
+                log.info("%s: a counter went backwards (driver reload, reset or wrap): its "
+                         "series restarts with a new start time", self._name)
+            self._publish(snapshot)
         self._apply_partitions(group, tree, now)
 
     def _apply_partitions(self, group: str, tree: TreeRead[Any], now: int) -> None:
