@@ -153,8 +153,7 @@ class NvidiaDevice:
             handle = pynvml.nvmlDeviceGetHandleByUUID(self._identity.uuid)
         except pynvml.NVMLError as error:
             self.errors.record(name, error.value)
-            if error.value == pynvml.NVML_ERROR_NOT_FOUND or policy(error.value) in (
-                    Policy.DEVICE_LOST, Policy.PERMANENT):
+            if policy(error.value, name) in (Policy.DEVICE_LOST, Policy.PERMANENT):
                 raise DeviceLost(f"{name}: {error} after NVML was initialised again") \
                     from error
             raise  # transient: the next call tries again (the generation still differs)

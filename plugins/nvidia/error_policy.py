@@ -99,7 +99,9 @@ CODES: tuple[CodePolicy, ...] = (
          'enabled"'),
     _row("NVML_ERROR_INSUFFICIENT_RESOURCES", T,
          '"Ran out of critical resources, other than memory"'),
-    _row("NVML_ERROR_FREQ_NOT_SUPPORTED", P, 'frequency not supported (a capability answer)'),
+    # nvml.h's comment repeats INSUFFICIENT_RESOURCES' text; the name is a capability answer.
+    _row("NVML_ERROR_FREQ_NOT_SUPPORTED", P,
+         "(comment copied from INSUFFICIENT_RESOURCES) the frequency is not supported"),
     _row("NVML_ERROR_ARGUMENT_VERSION_MISMATCH", P,
          '"The provided version is invalid/unsupported"'),
     # "The requested functionality has been deprecated": permanent for that call; the
@@ -132,10 +134,24 @@ NORMAL_ANSWERS: Mapping[str, frozenset[str]] = {
 }
 
 
-def policy(code: int) -> Policy:
-    """The policy of ``code``; a code newer than this table is treated as transient."""
+# Where a function gives a code a meaning of its own.
+FUNCTION_POLICY: Mapping[str, Mapping[str, Policy]] = {
+    # "NVML_ERROR_NOT_FOUND if \a uuid does not match a valid device on the system": after a
+    # re-initialisation, the GPU we monitored is not there any more.
+    "nvmlDeviceGetHandleByUUID": {"NVML_ERROR_NOT_FOUND": Policy.DEVICE_LOST},
+}
+
+
+def policy(code: int, function: str = "") -> Policy:
+    """The policy of ``code`` (as ``function`` answers it); a code newer than this table is
+    treated as transient."""
     row = BY_CODE.get(code)
-    return row.policy if row is not None else Policy.TRANSIENT
+    if row is None:
+        return Policy.TRANSIENT
+    special = FUNCTION_POLICY.get(function)
+    if special is not None and row.name in special:
+        return special[row.name]
+    return row.policy
 
 
 def code_name(code: int) -> str:
