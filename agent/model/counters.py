@@ -7,6 +7,10 @@ series is therefore taken as a restart: the series gets a new OTLP start time (j
 previous point, the last moment the old count was seen), so a consumer computing deltas or
 rates starts afresh instead of seeing a negative step. The exported value is what the device
 served; nothing is added to "unwrap" it, because the width is unknown.
+
+A restart is seen only as a drop below the last value read: a counter reset that regains its
+old value before the next read (a reset right after a read, at a high rate) is missed, and its
+series goes on (the deltas across it are too small, never negative).
 """
 
 from __future__ import annotations
