@@ -50,8 +50,10 @@ def test_unsupported_calls_and_missing_symbols_leave_metrics_absent(
             encoder = {"hw.gpu.task": "encoder"}
             assert store.points("hw.gpu.utilization", {"hw.id": UUIDS[0], **encoder})
             assert store.points("hw.gpu.utilization", {"hw.id": UUIDS[1], **encoder}) == []
-            # Older driver without nvmlDeviceGetMemoryInfo_v2: v1 serves usage, reserved absent.
-            assert store.points("hw.gpu.memory.usage", {"hw.id": UUIDS[1]})
+            # Older driver without nvmlDeviceGetMemoryInfo_v2: v1 serves the limit; usage (v1's
+            # "used" includes the reserve: another meaning) and reserved are absent.
+            assert store.points("hw.gpu.memory.limit", {"hw.id": UUIDS[1]})
+            assert store.points("hw.gpu.memory.usage", {"hw.id": UUIDS[1]}) == []
             assert store.points("gpu.memory.reserved") == []
             # Unsupported calls are probed once, never retried each cycle.
             calls_before = _calls(node, "nvmlDeviceGetEncoderUtilization", 1)
