@@ -246,9 +246,17 @@ class NvidiaDevice:
 
     def _settle(self, group: str) -> None:
         """Probe a group again whose probe met transient errors or whose item turned out to
-        be permanently unavailable (its alternative may serve instead)."""
+        be permanently unavailable (its alternative may serve instead). A group that stays
+        unsettled is probed again at a backed-off interval, not every cycle."""
+        key = ("settle", group)
+        if not self._backoff.due(key):
+            return
         self._unsettled.discard(group)
         self._plans[group] = self._probe_group(group)
+        if group in self._unsettled:
+            self._backoff.failed(key)
+        else:
+            self._backoff.succeeded(key)
 
     def _gpm_supported(self) -> bool:
         try:

@@ -191,3 +191,24 @@ out = {"replaced": replaced, "seen": seen, "codes": [e.code for e in events if e
     assert out["replaced"], out
     assert out["seen"], out
     assert out["codes"] == [31, 79]
+
+
+def test_a_group_that_stays_unsettled_is_probed_again_only_when_due(
+        node: SimulatedNode) -> None:
+    out = _run(node, """
+dev = NvidiaDevice(devs[0]._handle, devs[0].identity, backoff=Backoff(first_s=60.0))
+fail(device=0, function="nvmlDeviceGetFieldValues", code="UNKNOWN", count=3)
+dev.probe()  # fast and slow batches fail: both unsettled
+calls = lambda: dev.call_times()["nvmlDeviceGetFieldValues"][0]
+power = lambda: dev.call_times().get("nvmlDeviceGetPowerUsage", (0, 0))[0]
+first = metrics(dev)  # settles fast: its batch fails again (3rd): backed off for 60 s
+c0, p0 = calls(), power()
+reads = [metrics(dev) for _ in range(5)]
+out = {"first": first, "last": reads[-1], "batch_calls": calls() - c0,
+       "power_calls": power() - p0}
+""")
+    # Not settled: no probe per read (that would call the power fallback every time too),
+    # one batch per read, and the kept fields are served once the batch answers.
+    assert out["batch_calls"] == 5
+    assert out["power_calls"] == 0
+    assert "hw.temperature{memory}" in out["last"]
