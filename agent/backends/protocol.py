@@ -23,6 +23,11 @@ class DeviceLost(Exception):
     """The device is gone (NVML_ERROR_GPU_IS_LOST and the like)."""
 
 
+class DeviceNeedsReset(DeviceLost):
+    """The device answers that it must be reset before use (NVML_ERROR_RESET_REQUIRED): it is
+    down like a lost one (health failed, re-probed at a low rate), under its own reason."""
+
+
 class PartitionGone(Exception):
     """A partition was destroyed (the parent was reconfigured): drop it, re-enumerate."""
 

@@ -51,13 +51,15 @@ def series(snapshot: NodeSnapshot) -> dict[str, list[SeriesPoint]]:
         timed.extend((r, snapshot.taken_ns) for r in status_readings(device, overlay))
         if overlay is not None:
             timed.extend((r, snapshot.taken_ns) for r in overlay.readings)
+        starts = device.counter_starts
         for reading, time_ns in timed:
             if not math.isfinite(reading.value):
                 continue  # a value that cannot be read is absent, never NaN
             base = with_type if reading.metric.startswith("hw.") else identity
+            start = (starts.get((reading.metric, reading.attributes), device.start_time_ns)
+                     if starts else device.start_time_ns)
             points[reading.metric].append(
-                SeriesPoint((*base, *reading.attributes), device.start_time_ns, time_ns,
-                            reading.value)
+                SeriesPoint((*base, *reading.attributes), start, time_ns, reading.value)
             )
     # Self-telemetry and node-level samples: their readings carry their own attributes.
     samples = (snapshot.agent, *snapshot.node) if snapshot.agent else snapshot.node

@@ -140,6 +140,12 @@ AGENT_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("gpu_agent.library.call.time", C, "s",
                "Time spent in GPU library calls, per function (divide by "
                "gpu_agent.library.calls for the mean latency).", ("gpu_agent.call",)),
+    MetricSpec("gpu_agent.library.errors", C, "{error}",
+               "GPU library (NVML) calls that returned an error, per function and return code "
+               "(error.type, e.g. NVML_ERROR_UNKNOWN), over all GPUs of the node. A per-field "
+               "error of nvmlDeviceGetFieldValues is counted as nvmlDeviceGetFieldValues/<field "
+               "id>. Includes capability answers met while probing (NVML_ERROR_NOT_SUPPORTED).",
+               ("gpu_agent.call", "error.type")),
     MetricSpec("gpu_agent.read.errors", C, "{error}", "Group reads that failed.",
                ("hw.id", "gpu.index")),
     MetricSpec("gpu_agent.exports", C, "{export}", "Metric exports that ended (OTLP push)."),

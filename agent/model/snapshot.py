@@ -117,6 +117,10 @@ class DeviceSnapshot:
     start_time_ns: int  # start of the cumulative counters we report for this device
     samples: Mapping[str, GroupSample] = field(default_factory=lambda: MappingProxyType({}))
     reason: str = ""  # why the device is not ok, for logs and events
+    # Counter series that restarted (went backwards: driver reload, GPU reset, wrap): their
+    # own start time, by (metric, attributes); the rest start at ``start_time_ns``.
+    counter_starts: Mapping[tuple[str, Attributes], int] = field(
+        default_factory=lambda: MappingProxyType({}))
 
     def with_sample(self, sample: GroupSample) -> DeviceSnapshot:
         samples = dict(self.samples)

@@ -26,18 +26,28 @@ class CallTimed(Protocol):
     def call_times(self) -> Mapping[str, tuple[int, float]]: ...
 
 
+@runtime_checkable
+class ErrorCounted(Protocol):
+    """A device that counts its library errors per (function, code name) (the NVIDIA one)."""
+
+    def error_counts(self) -> Mapping[tuple[str, str], int]: ...
+
+
 class SelfTelemetry:
     def __init__(self, start_time_ns: int) -> None:
         self._start_time_ns = start_time_ns
         self._samplers: Sequence[DeviceSampler] = ()
         self._sources: list[StatsSource] = []
         self._timed: list[CallTimed] = []
+        self._counted: list[ErrorCounted] = []
 
     def watch_samplers(self, samplers: Sequence[DeviceSampler]) -> None:
         self._samplers = samplers
 
     def watch_devices(self, devices: Iterable[object]) -> None:
+        devices = list(devices)
         self._timed = [d for d in devices if isinstance(d, CallTimed)]
+        self._counted = [d for d in devices if isinstance(d, ErrorCounted)]
 
     def add(self, source: StatsSource | Callable[[], tuple[Reading, ...]]) -> None:
         self._sources.append(source)
@@ -47,6 +57,7 @@ class SelfTelemetry:
         for sampler in self._samplers:
             readings.extend(sampler_readings(sampler))
         readings.extend(library_call_readings(self._timed))
+        readings.extend(library_error_readings(self._counted))
         for source in self._sources:
             readings.extend(source())
         return AgentSample(tuple(readings), self._start_time_ns, now_ns)
@@ -84,3 +95,17 @@ def library_call_readings(devices: Iterable[CallTimed]) -> tuple[Reading, ...]:
         readings.append(Reading("gpu_agent.library.calls", calls, call))
         readings.append(Reading("gpu_agent.library.call.time", seconds, call))
     return tuple(readings)
+
+
+def library_error_readings(devices: Iterable[ErrorCounted]) -> tuple[Reading, ...]:
+    """Library errors per function and code, summed over the node's GPUs (a function that
+    never failed has no series)."""
+    totals: dict[tuple[str, str], int] = {}
+    for device in devices:
+        for key, count in device.error_counts().items():
+            totals[key] = totals.get(key, 0) + count
+    return tuple(
+        Reading("gpu_agent.library.errors", count,
+                (("gpu_agent.call", call), ("error.type", code)))
+        for (call, code), count in sorted(totals.items())
+    )

@@ -13,16 +13,19 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, Protocol, TypeVar
 
 from gpu_otel_agent.backends.protocol import (
     PROCESS_GROUP,
     Device,
     DeviceLost,
+    DeviceNeedsReset,
     Partitioned,
     ProcessReader,
 )
+from gpu_otel_agent.model.counters import CounterRestarts
 from gpu_otel_agent.model.snapshot import (
     DeviceSnapshot,
     GroupSample,
@@ -109,10 +112,14 @@ class DeviceSampler:
         self._scan_due = 0.0  # loop time of the next partition scan
         self._running: set[str] = set()
         self._snapshot = DeviceSnapshot(device.identity, HealthState.OK, clock_ns())
+        # Outlives health changes: a counter that restarted while the device was down still
+        # compares with its last value from before.
+        self._counters = CounterRestarts(self._snapshot.start_time_ns)
         self.stats = SamplerStats()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: asyncio.TaskGroup | None = None
         self._hung = False  # a call overran its deadline and has not returned yet
+        self._logged_failures: set[tuple[str, str]] = set()  # (what, exception type) logged
         self._attribution = attribution if isinstance(device, ProcessReader) else None
         if self._attribution is not None:
             self._attribution.watch_device(device.identity.uuid, self._republish_processes)
@@ -206,7 +213,7 @@ class DeviceSampler:
         self._hung = False
         error = future.exception()
         if isinstance(error, DeviceLost):
-            self._lost(str(error))
+            self._lost(self._down(error))
             return
         if self._observer is not None:
             self._observer.responsive(self._uuid)
@@ -232,6 +239,23 @@ class DeviceSampler:
             self._observer.lost(self._uuid, reason)
         self._set_health(HealthState.FAILED, f"lost: {reason}")
 
+    @staticmethod
+    def _down(exc: DeviceLost) -> str:
+        """Why a device is down: a GPU that asks for a reset says so (not just "lost")."""
+        return f"reset required: {exc}" if isinstance(exc, DeviceNeedsReset) else str(exc)
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        """An unexpected failure: counted every time, logged in full once per kind (a flaky
+        driver repeats it every cycle; the count is in gpu_agent.read.errors)."""
+        self.stats.errors += 1
+        key = (what, type(exc).__name__)
+        if key in self._logged_failures:
+            log.debug("%s: %s failed again: %s", self._name, what, exc)
+            return
+        self._logged_failures.add(key)
+        log.error("%s: %s failed (further failures of this kind are counted in "
+                  "gpu_agent.read.errors, not logged)", self._name, what, exc_info=exc)
+
     def _lost(self, reason: str) -> None:
         """The device vanished while sampling: stop its groups and re-probe at a low rate."""
         if not self._available.is_set() or self._tasks is None:
@@ -251,7 +275,13 @@ class DeviceSampler:
                     *(p.groups for p in self._partitions.values()))
             except (DeviceLost, CallOverrun) as exc:
                 if isinstance(exc, DeviceLost):
-                    self._mark_lost(str(exc))
+                    self._mark_lost(self._down(exc))
+                await self._pause(self._config.current.lost_reprobe_interval)
+                continue
+            except Exception as exc:
+                # Whatever else the probe meets (a transient library error a backend let
+                # through) must not end this device's sampling: try again later.
+                self._failed("probe", exc)
                 await self._pause(self._config.current.lost_reprobe_interval)
                 continue
             log.info("%s: serving groups %s", self._name, ", ".join(sorted(self._groups)))
@@ -401,11 +431,10 @@ class DeviceSampler:
         except CallOverrun:
             return
         except DeviceLost as exc:
-            self._lost(str(exc))
+            self._lost(self._down(exc))
             return
-        except Exception:
-            self.stats.errors += 1
-            log.exception("%s: reading group %s failed", self._name, group)
+        except Exception as exc:
+            self._failed(f"reading group {group}", exc)
             return
         self.stats.cycles += 1
         elapsed = time.perf_counter() - started
@@ -417,7 +446,13 @@ class DeviceSampler:
             return  # a late answer from a device already marked down must not revive it
         now = self._clock_ns()
         if readings is not None:
-            self._publish(self._snapshot.with_sample(GroupSample(group, readings, now)))
+            snapshot = self._snapshot.with_sample(GroupSample(group, readings, now))
+            if self._counters.observe(readings, now):
+                snapshot = replace(snapshot, counter_starts=MappingProxyType(
+                    self._counters.starts()))
+                log.info("%s: a counter went backwards (driver reload, reset or wrap): its "
+                         "series restarts with a new start time", self._name)
+            self._publish(snapshot)
         self._apply_partitions(group, tree, now)
 
     def _apply_partitions(self, group: str, tree: TreeRead[Any], now: int) -> None:

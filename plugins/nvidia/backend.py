@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Sequence
-from typing import Any
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import pynvml
 
@@ -18,8 +20,15 @@ from gpu_otel_agent.backends.protocol import (
 from gpu_otel_agent.model.snapshot import DeviceIdentity
 from gpu_otel_agent.model.workload import WorkloadLookup
 from gpu_otel_agent.plugins.nvidia.device import NvidiaDevice
+from gpu_otel_agent.plugins.nvidia.error_policy import Policy, policy
+from gpu_otel_agent.plugins.nvidia.session import NvmlSession
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+# Identifying a GPU takes four calls; a transient error in any of them (one call in a thousand
+# on a real driver) must not leave the GPU unmonitored for the agent's life.
+IDENTIFY_TRIES = 5
+IDENTIFY_PAUSE_S = 0.05
 
 
 def _text(value: Any) -> str:
@@ -32,10 +41,11 @@ class NvidiaBackend:
     def __init__(self) -> None:
         self._open = False
         self._handles: dict[str, Any] = {}
+        self._session = NvmlSession()
 
     def open(self) -> BackendInfo:
         try:
-            pynvml.nvmlInit()
+            self._session.open()
         except pynvml.NVMLError as error:
             raise BackendUnavailable(f"NVML could not be initialised: {error}") from error
         self._open = True
@@ -47,22 +57,15 @@ class NvidiaBackend:
 
     def devices(self) -> list[Device]:
         found: list[Device] = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
+        for index in range(_retrying(pynvml.nvmlDeviceGetCount)):
             try:
-                handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-                identity = DeviceIdentity(
-                    uuid=_text(pynvml.nvmlDeviceGetUUID(handle)),
-                    index=index,
-                    vendor="nvidia",
-                    model=_text(pynvml.nvmlDeviceGetName(handle)),
-                    pci_bus_id=_text(pynvml.nvmlDeviceGetPciInfo(handle).busId),
-                )
+                handle, identity = _retrying(functools.partial(_identify, index))
             except pynvml.NVMLError as error:
                 # Without its UUID a device cannot be named in any series; say so loudly.
                 log.error("GPU %d cannot be identified and is not monitored: %s", index, error)
                 continue
             self._handles[identity.uuid] = handle
-            found.append(NvidiaDevice(handle, identity))
+            found.append(NvidiaDevice(handle, identity, self._session))
         return found
 
     def event_sources(
@@ -78,8 +81,10 @@ class NvidiaBackend:
             if handle is not None:
                 partition_of = (device.partition_of if isinstance(device, NvidiaDevice)
                                 else lambda gpu_instance: "")
+                errors = device.errors if isinstance(device, NvidiaDevice) else None
                 sources.append(NvmlEventWatcher(handle, device.identity.uuid,
-                                                device.identity.index, partition_of))
+                                                device.identity.index, partition_of,
+                                                session=self._session, errors=errors))
         if options.kmsg:
             sources.append(KmsgXidReader({d.identity.pci_bus_id: d.identity.uuid
                                           for d in devices}))
@@ -93,7 +98,29 @@ class NvidiaBackend:
     def close(self) -> None:
         if self._open:
             self._open = False
-            try:
-                pynvml.nvmlShutdown()
-            except pynvml.NVMLError as error:
-                log.debug("nvmlShutdown: %s", error)
+            self._session.close()
+
+
+def _identify(index: int) -> tuple[Any, DeviceIdentity]:
+    handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+    return handle, DeviceIdentity(
+        uuid=_text(pynvml.nvmlDeviceGetUUID(handle)),
+        index=index,
+        vendor="nvidia",
+        model=_text(pynvml.nvmlDeviceGetName(handle)),
+        pci_bus_id=_text(pynvml.nvmlDeviceGetPciInfo(handle).busId),
+    )
+
+
+def _retrying(fn: Callable[[], T]) -> T:
+    """``fn()``, tried again a few times while it fails with a transient or backed-off code
+    (a permanent one, or the last failure, is raised)."""
+    for attempt in range(IDENTIFY_TRIES):
+        try:
+            return fn()
+        except pynvml.NVMLError as error:
+            if (policy(error.value) not in (Policy.TRANSIENT, Policy.BACKOFF)
+                    or attempt == IDENTIFY_TRIES - 1):
+                raise
+            time.sleep(IDENTIFY_PAUSE_S)
+    raise AssertionError("unreachable")

@@ -1,4 +1,11 @@
-"""One NVIDIA GPU: probes once what works, then reads metric groups with as few calls as it can."""
+"""One NVIDIA GPU: probes once what works, then reads metric groups with as few calls as it can.
+
+Every NVML call goes through :meth:`NvidiaDevice._invoke`, which counts errors per function and
+code and acts on the code's policy (``error_policy.py``): a permanent answer drops the call or
+field (its alternative is probed instead), a backed-off one skips it until it is due, a
+transient one leaves the value absent this cycle, a library-state one re-initialises NVML and
+finds the device again by UUID. A probe that met transient errors is settled by a later read.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +16,27 @@ from typing import Any
 
 import pynvml
 
-from gpu_otel_agent.backends.protocol import PROCESS_GROUP, Device, DeviceLost
+from gpu_otel_agent.backends.protocol import (
+    PROCESS_GROUP,
+    Device,
+    DeviceLost,
+)
 from gpu_otel_agent.model.process import ProcessUsage
 from gpu_otel_agent.model.snapshot import DeviceIdentity, Reading
+from gpu_otel_agent.plugins.nvidia.backoff import Backoff
+from gpu_otel_agent.plugins.nvidia.error_log import ErrorCounts
+from gpu_otel_agent.plugins.nvidia.error_policy import Policy, policy
 from gpu_otel_agent.plugins.nvidia.gpm import GpmReader
 from gpu_otel_agent.plugins.nvidia.mig import MigPlace, NvidiaMigDevice, profile_of
-from gpu_otel_agent.plugins.nvidia.nvml import Unavailable, classify, field_value
+from gpu_otel_agent.plugins.nvidia.nvml import (
+    NvmlUninitialized,
+    Unavailable,
+    classify,
+    field_value,
+)
 from gpu_otel_agent.plugins.nvidia.processes import ProcessSampler
 from gpu_otel_agent.plugins.nvidia.readings import GROUPS, CallReading, FieldReading
+from gpu_otel_agent.plugins.nvidia.session import NvmlSession
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +57,24 @@ class GroupPlan:
         return not self.fields and not self.calls
 
 
+FIELD_CALL = "nvmlDeviceGetFieldValues"
+
+
+def field_key(field_id: int) -> str:
+    """How a per-field error is counted: the batch call and the field (``.../61``)."""
+    return f"{FIELD_CALL}/{field_id}"
+
+
 class NvidiaDevice:
-    def __init__(self, handle: Any, identity: DeviceIdentity) -> None:
+    def __init__(self, handle: Any, identity: DeviceIdentity,
+                 session: NvmlSession | None = None, *, backoff: Backoff | None = None) -> None:
         self._handle = handle
         self._identity = identity
+        self._session = session or NvmlSession()
+        self._generation = self._session.generation  # of the handle we hold
+        self.errors = ErrorCounts(f"gpu {identity.index} ({identity.uuid})")
+        self._backoff = backoff or Backoff()
+        self._unsettled: set[str] = set()  # groups whose probe met transient errors
         self._plans: dict[str, GroupPlan] = {}
         self._gpm: GpmReader | None = None
         self._current_call: str | None = None
@@ -65,52 +99,131 @@ class NvidiaDevice:
         """Calls and seconds spent per NVML function so far (a hung call counts on return)."""
         return dict(self._call_times)
 
+    def error_counts(self) -> dict[tuple[str, str], int]:
+        """NVML errors per (function, code name) so far, for self-telemetry."""
+        return self.errors.snapshot()
+
+    def _count(self, name: str, started: float) -> None:
+        calls, seconds = self._call_times.get(name, (0, 0.0))
+        self._call_times[name] = (calls + 1, seconds + time.perf_counter() - started)
+
     def _invoke(self, name: str, fn: Any, *args: Any) -> Any:
-        """Call NVML, remembering the call's name while it runs (it may hang)."""
+        """Call NVML, remembering the call's name while it runs (it may hang).
+
+        Raises what :func:`classify` says, except that after a successful re-initialisation
+        the original (now transient) pynvml error is raised: absent this time, fine next.
+        """
+        if self._generation != self._session.generation:
+            self._rebind()
         self._current_call = name
         started = time.perf_counter()
         try:
             return fn(*args)
         except pynvml.NVMLError as error:
-            raise classify(error, name) from error
+            self.errors.record(name, error.value)
+            meaning = classify(error, name)
+            if isinstance(meaning, NvmlUninitialized):
+                self._recover(meaning)
+                raise
+            raise meaning from error
         finally:
             self._current_call = None
-            calls, seconds = self._call_times.get(name, (0, 0.0))
-            self._call_times[name] = (calls + 1, seconds + time.perf_counter() - started)
+            self._count(name, started)
+
+    # -- driver reload -------------------------------------------------------------------
+
+    def _recover(self, error: Exception) -> None:
+        """NVML lost its state: initialise it again (once for all devices), then find this
+        GPU again by UUID. Raises DeviceLost while the driver stays away."""
+        try:
+            self._session.reinit(self._generation)
+        except pynvml.NVMLError as again:
+            self.errors.record("nvmlInit", again.value)
+            raise DeviceLost(f"NVML cannot be initialised again ({again}) after {error}") \
+                from again
+        self._rebind()
+
+    def _rebind(self) -> None:
+        """Our handle predates the current NVML initialisation: look the GPU up by UUID, so
+        its series keep their identity whatever index it has now."""
+        generation = self._session.generation
+        name = "nvmlDeviceGetHandleByUUID"
+        started = time.perf_counter()
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByUUID(self._identity.uuid)
+        except pynvml.NVMLError as error:
+            self.errors.record(name, error.value)
+            if policy(error.value, name) in (Policy.DEVICE_LOST, Policy.PERMANENT):
+                raise DeviceLost(f"{name}: {error} after NVML was initialised again") \
+                    from error
+            raise  # transient: the next call tries again (the generation still differs)
+        finally:
+            self._count(name, started)
+        self._handle = handle
+        self._processes.rebind(handle)
+        self._gpm = None  # its samples belong to the old handle; probed again on the next read
+        self._mig = {}  # instances are enumerated again under the new handle
+        self._generation = generation
+        log.info("%s: handle found again by UUID after NVML re-initialisation",
+                 self._identity.uuid)
 
     # -- probing -------------------------------------------------------------------------
 
     def probe(self) -> frozenset[str]:
-        plans = {group: self._probe_group(*tables) for group, tables in GROUPS.items()}
-        self._plans = {group: plan for group, plan in plans.items() if not plan.empty}
+        self._unsettled = set()
+        plans = {group: self._probe_group(group) for group in GROUPS}
+        # A group whose probe met only transient errors stays: its next read settles it.
+        self._plans = {group: plan for group, plan in plans.items()
+                       if not plan.empty or group in self._unsettled}
         self._gpm_capable = self._gpm_supported()
         self._gpm = self._probe_gpm()
         groups = set(self._plans)
-        if self._gpm is not None:
+        if self._gpm_capable:  # a transient failure to start is retried by the next read
             groups.add("gpm")
         if self._processes.probe():
             groups.add(PROCESS_GROUP)
         return frozenset(groups)
 
-    def _probe_fields(self, fields: tuple[FieldReading, ...]) -> tuple[FieldReading, ...]:
+    def _field_status(self, field: FieldReading, code: int) -> Policy | None:
+        """Count a field's non-success code and act on what must not wait: a lost device,
+        one that needs a reset, a library that lost its state. None for SUCCESS."""
+        if code == pynvml.NVML_SUCCESS:
+            self._backoff.succeeded(field)
+            return None
+        name = field_key(field.field_id)
+        self.errors.record(name, code)
+        meaning = classify(pynvml.NVMLError(code), name)
+        if isinstance(meaning, DeviceLost):  # DeviceNeedsReset too
+            raise meaning
+        if isinstance(meaning, NvmlUninitialized):
+            self._recover(meaning)
+        kind = policy(code)
+        if kind is Policy.BACKOFF:
+            self._backoff.failed(field)
+        return kind
+
+    def _probe_fields(self, group: str,
+                      fields: tuple[FieldReading, ...]) -> tuple[FieldReading, ...]:
         if not fields:
             return ()
         try:
             values = self._field_values(fields)
         except Unavailable:
             return ()
+        except pynvml.NVMLError:
+            # The whole batch failed this time (UNKNOWN, TIMEOUT ...): nothing is known about
+            # any field. Keep them all for now; the group's next read probes again.
+            self._unsettled.add(group)
+            return fields
         working = []
         for field, value in zip(fields, values, strict=True):
-            if value.nvmlReturn == pynvml.NVML_SUCCESS:
-                working.append(field)
-            elif value.nvmlReturn == pynvml.NVML_ERROR_GPU_IS_LOST:
-                raise DeviceLost(f"field {field.field_id}: GPU is lost")
+            if self._field_status(field, value.nvmlReturn) is not Policy.PERMANENT:
+                working.append(field)  # served, or failed this time only: not dropped
         return tuple(working)
 
-    def _probe_group(
-        self, fields: tuple[FieldReading, ...], calls: tuple[CallReading, ...]
-    ) -> GroupPlan:
-        working_fields = self._probe_fields(fields)
+    def _probe_group(self, group: str) -> GroupPlan:
+        fields, calls = GROUPS[group]
+        working_fields = self._probe_fields(group, fields)
         served = {field.key for field in working_fields if field.key}
         working_calls = []
         for call in calls:
@@ -121,27 +234,50 @@ class NvidiaDevice:
             except Unavailable as reason:
                 log.debug("%s: %s", self._identity.uuid, reason)
                 continue
-            except pynvml.NVMLError:
-                pass  # transient: keep the call, the value is absent when it fails
+            except pynvml.NVMLError as error:
+                # Transient: keep the call, the value is absent when it fails; one that may
+                # change (NO_PERMISSION) is asked again at a backed-off interval.
+                if policy(error.value) is Policy.BACKOFF:
+                    self._backoff.failed(call)
             working_calls.append(call)
             if call.key is not None:
                 served.add(call.key)
         return GroupPlan(working_fields, tuple(working_calls))
 
+    def _settle(self, group: str) -> None:
+        """Probe a group again whose probe met transient errors or whose item turned out to
+        be permanently unavailable (its alternative may serve instead). A group that stays
+        unsettled is probed again at a backed-off interval, not every cycle."""
+        key = ("settle", group)
+        if not self._backoff.due(key):
+            return
+        self._unsettled.discard(group)
+        self._plans[group] = self._probe_group(group)
+        if group in self._unsettled:
+            self._backoff.failed(key)
+        else:
+            self._backoff.succeeded(key)
+
     def _gpm_supported(self) -> bool:
         try:
             return bool(self._invoke("nvmlGpmQueryDeviceSupport", GpmReader.supported,
                                      self._handle))
-        except (Unavailable, pynvml.NVMLError):
+        except Unavailable:
             return False
+        except pynvml.NVMLError:
+            return True  # unknown this time: starting a sample below tells
 
     def _probe_gpm(self) -> GpmReader | None:
+        """A started GPM reader; None when GPM is unsupported (for good) or failed this time."""
+        if not self._gpm_capable:
+            return None
+        reader = self._gpm or GpmReader(self._handle)
         try:
-            if not self._gpm_capable:
-                return None
-            reader = self._gpm or GpmReader(self._handle)
             self._invoke("nvmlGpmSampleGet", reader.start)
-        except (Unavailable, pynvml.NVMLError):
+        except Unavailable:
+            self._gpm_capable = False
+            return None
+        except pynvml.NVMLError:
             return None
         return reader
 
@@ -188,6 +324,8 @@ class NvidiaDevice:
             self._mig_capable = False  # no MIG on this GPU or driver: never ask again
             self._mig = {}
             return ()
+        except pynvml.NVMLError:
+            return tuple(self._mig.values())  # unknown this time: keep what we know
         found: dict[str, NvidiaMigDevice] = {}
         for index in range(count):
             try:
@@ -230,32 +368,42 @@ class NvidiaDevice:
     def read(self, group: str) -> tuple[Reading, ...]:
         if group == "gpm":
             return self._read_gpm()
+        if group in self._unsettled and group in self._plans:
+            self._settle(group)
         plan = self._plans.get(group)
         if plan is None:
             return ()
         readings: list[Reading] = []
         if plan.fields:
-            readings.extend(self._read_fields(plan.fields))
+            readings.extend(self._read_fields(group, plan.fields))
         for call in plan.calls:
+            if not self._backoff.due(call):
+                continue
             try:
                 readings.extend(self._invoke(call.name, call.read, self._handle))
-            except DeviceLost:
-                raise
-            except (Unavailable, pynvml.NVMLError) as error:
-                log.debug("%s: %s failed this cycle: %s", self._identity.uuid, call.name, error)
+                self._backoff.succeeded(call)
+            except Unavailable as reason:
+                log.debug("%s: %s", self._identity.uuid, reason)
+                self._unsettled.add(group)  # drop it at the next read; probe its alternative
+            except pynvml.NVMLError as error:
+                if policy(error.value) is Policy.BACKOFF:
+                    self._backoff.failed(call)
         return tuple(readings)
 
-    def _read_fields(self, fields: tuple[FieldReading, ...]) -> list[Reading]:
+    def _read_fields(self, group: str, fields: tuple[FieldReading, ...]) -> list[Reading]:
+        due = tuple(field for field in fields if self._backoff.due(field))
+        if not due:
+            return []
         try:
-            values = self._field_values(fields)
+            values = self._field_values(due)
         except (Unavailable, pynvml.NVMLError):
             return []
         readings = []
-        for field, value in zip(fields, values, strict=True):
-            status = value.nvmlReturn
-            if status == pynvml.NVML_ERROR_GPU_IS_LOST:
-                raise DeviceLost(f"field {field.field_id}: GPU is lost")
-            if status != pynvml.NVML_SUCCESS:
+        for field, value in zip(due, values, strict=True):
+            kind = self._field_status(field, value.nvmlReturn)
+            if kind is Policy.PERMANENT:
+                self._unsettled.add(group)
+            if kind is not None:
                 continue
             raw = field_value(value)
             number = raw if field.scale == 1.0 else raw * field.scale
@@ -264,6 +412,8 @@ class NvidiaDevice:
 
     def _read_gpm(self) -> tuple[Reading, ...]:
         if self._gpm is None:
+            if self._gpm_capable:
+                self._gpm = self._probe_gpm()  # after a re-initialisation: a new baseline
             return ()
         try:
             return tuple(self._invoke("nvmlGpmMetricsGet", self._gpm.read))

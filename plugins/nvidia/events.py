@@ -33,7 +33,10 @@ from gpu_otel_agent.backends.protocol import (
     DeviceEvent,
     EventBatch,
 )
+from gpu_otel_agent.plugins.nvidia.error_log import ErrorCounts
+from gpu_otel_agent.plugins.nvidia.error_policy import Policy, policy
 from gpu_otel_agent.plugins.nvidia.nvml import field_value
+from gpu_otel_agent.plugins.nvidia.session import NvmlSession
 
 log = logging.getLogger(__name__)
 WAIT_MS = 200  # shutdown waits at most this long for a waiting thread
@@ -64,9 +67,16 @@ class NvmlEventWatcher:
     """The event set and waiting thread of one GPU."""
 
     def __init__(self, handle: Any, uuid: str, index: int,
-                 partition_of: Callable[[int], str] = lambda gpu_instance: "") -> None:
-        """``partition_of`` names the MIG device of a GPU instance id (empty: unknown)."""
+                 partition_of: Callable[[int], str] = lambda gpu_instance: "", *,
+                 session: NvmlSession | None = None, errors: ErrorCounts | None = None) -> None:
+        """``partition_of`` names the MIG device of a GPU instance id (empty: unknown);
+        ``session`` is the NVML initialisation shared with the devices (re-initialised after a
+        driver reload); ``errors`` counts this GPU's NVML errors (the device's counts)."""
         self._handle = handle
+        self._session = session or NvmlSession()
+        self._generation = self._session.generation
+        self._errors = errors or ErrorCounts(f"gpu {index} events")
+        self.registrations = 0  # event sets registered so far (each broken one is replaced)
         self._uuid = uuid
         self._index = index
         self._partition_of = partition_of
@@ -86,11 +96,27 @@ class NvmlEventWatcher:
     def stop(self) -> None:
         self._stop.set()
 
+    def _nvml(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except pynvml.NVMLError as error:
+            self._errors.record(name, error.value)
+            if policy(error.value) is Policy.REINIT:
+                self._reinit()
+            raise
+
+    def _reinit(self) -> None:
+        """Initialise NVML again (unless a device thread already did); the handle is found
+        again by UUID at the top of the next loop."""
+        with contextlib.suppress(pynvml.NVMLError):
+            self._session.reinit(self._generation)
+
     def _register(self) -> Any | None:
         try:
-            supported = pynvml.nvmlDeviceGetSupportedEventTypes(self._handle)
+            supported = self._nvml("nvmlDeviceGetSupportedEventTypes",
+                                   pynvml.nvmlDeviceGetSupportedEventTypes, self._handle)
         except pynvml.NVMLError as error:
-            log.info("gpu %d: NVML events unavailable (%s); retrying every %gs",
+            log.debug("gpu %d: NVML events unavailable (%s); retrying every %gs",
                      self._index, error, RETRY_S)
             return None
         types = supported & WANTED
@@ -99,51 +125,93 @@ class NvmlEventWatcher:
                         "kernel log is the only XID source", self._index)
         if not types:
             return None
-        event_set = pynvml.nvmlEventSetCreate()
         try:
-            pynvml.nvmlDeviceRegisterEvents(self._handle, types, event_set)
+            event_set = self._nvml("nvmlEventSetCreate", pynvml.nvmlEventSetCreate)
         except pynvml.NVMLError as error:
-            pynvml.nvmlEventSetFree(event_set)
-            log.info("gpu %d: registering NVML events failed (%s); retrying every %gs",
+            log.debug("gpu %d: creating an NVML event set failed (%s); retrying every %gs",
+                     self._index, error, RETRY_S)
+            return None
+        try:
+            self._nvml("nvmlDeviceRegisterEvents", pynvml.nvmlDeviceRegisterEvents,
+                       self._handle, types, event_set)
+        except pynvml.NVMLError as error:
+            self._free(event_set)
+            log.debug("gpu %d: registering NVML events failed (%s); retrying every %gs",
                      self._index, error, RETRY_S)
             return None
         self.registered = types
+        self.registrations += 1
         log.debug("gpu %d: NVML event types 0x%x registered", self._index, types)
         return event_set
 
+    def _free(self, event_set: Any) -> None:
+        with contextlib.suppress(pynvml.NVMLError):
+            self._nvml("nvmlEventSetFree", pynvml.nvmlEventSetFree, event_set)
+
+    def _current(self) -> bool:
+        """After a driver reload (another thread re-initialised NVML): find the GPU's handle
+        again by UUID. False while it cannot be found."""
+        if self._generation == self._session.generation:
+            return True
+        generation = self._session.generation
+        try:
+            self._handle = self._nvml("nvmlDeviceGetHandleByUUID",
+                                      pynvml.nvmlDeviceGetHandleByUUID, self._uuid)
+        except pynvml.NVMLError:
+            return False
+        self._generation = generation
+        return True
+
     def _run(self, emit: EventBatch) -> None:
         event_set = None
+        broken = 0  # consecutive broken sets: the pause before the next one doubles
         try:
             while not self._stop.is_set():
+                if not self._current():
+                    self._stop.wait(RETRY_S)
+                    continue
                 if event_set is None:
                     event_set = self._register()
                     if event_set is None:
                         self._stop.wait(RETRY_S)
                         continue
-                batch = self._wait(event_set)
+                batch, failure = self._wait(event_set)
                 if batch:
                     emit(batch)
+                if failure is None:
+                    broken = 0
+                    continue
+                # nvml.h gives a failed wait no promise that the set still works (after a
+                # driver reload it answers UNKNOWN for good): free it and register a new one,
+                # after a pause that grows while it keeps breaking (no retry storm).
+                self._free(event_set)
+                event_set = None
+                if policy(failure) is Policy.REINIT:
+                    self._reinit()
+                self._stop.wait(min(WAIT_MS / 1000 * 2 ** broken, RETRY_S))
+                broken += 1
         except Exception:
             log.exception("gpu %d: NVML event thread stopped", self._index)
         finally:
             if event_set is not None:
-                with contextlib.suppress(pynvml.NVMLError):
-                    pynvml.nvmlEventSetFree(event_set)
+                self._free(event_set)
 
-    def _wait(self, event_set: Any) -> Sequence[DeviceEvent]:
+    def _wait(self, event_set: Any) -> tuple[Sequence[DeviceEvent], int | None]:
+        """The events queued now (waiting up to WAIT_MS for the first), and the code of a
+        failed wait other than the timeout that means "no event" (None if none)."""
         batch: list[DeviceEvent] = []
         timeout = WAIT_MS
         while len(batch) < MAX_BATCH:
             try:
                 data = pynvml.nvmlEventSetWait_v2(event_set, timeout)
             except pynvml.NVMLError as error:
-                if error.value != pynvml.NVML_ERROR_TIMEOUT and not batch:
-                    # GPU lost and the like: the sampler reports it; don't spin.
-                    self._stop.wait(WAIT_MS / 1000)
-                return batch
+                if error.value == pynvml.NVML_ERROR_TIMEOUT:
+                    return batch, None
+                self._errors.record("nvmlEventSetWait_v2", error.value)
+                return batch, int(error.value)
             batch.append(self._event(data))
             timeout = 0  # drain what is already queued, then hand over
-        return batch
+        return batch, None
 
     def _event(self, data: Any) -> DeviceEvent:
         kind = _KINDS.get(int(data.eventType), EVENT_OTHER)

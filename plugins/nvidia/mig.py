@@ -120,6 +120,8 @@ class NvidiaMigDevice:
                 self._invoke(name, read, self._handle)
             except Unavailable:
                 continue
+            except pynvml.NVMLError:
+                pass  # transient (error_policy): keep the call, absent when it fails
             self._memory = (name, read)
             groups.add("fast")
             break

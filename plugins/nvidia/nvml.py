@@ -1,8 +1,10 @@
-"""The one place that knows how NVML reports failure.
+"""The one place that turns an NVML error into what the rest of the plugin acts on.
 
-Every NVML call of the plugin goes through :func:`classify`, which turns pynvml's errors into
-the three outcomes the rest of the code cares about: the call is not available on this device
-(never try again), the device is lost, or this one read failed (absent this cycle).
+Each code's meaning is ``error_policy.py``'s table (read from ``nvml.h``); :func:`classify`
+maps it to an exception: :class:`Unavailable` (the call or field cannot work here: dropped),
+``DeviceLost`` / ``DeviceNeedsReset`` (the device is down), :class:`NvmlUninitialized` (the
+library lost its state: initialise again), or the pynvml error itself (transient, or retried
+at a backed-off interval: absent this time).
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import threading
 
 import pynvml
 
-from gpu_otel_agent.backends.protocol import DeviceLost
+from gpu_otel_agent.backends.protocol import DeviceLost, DeviceNeedsReset
+from gpu_otel_agent.plugins.nvidia.error_policy import Policy, policy
 
 log = logging.getLogger(__name__)
 
@@ -21,20 +24,14 @@ class Unavailable(Exception):
     """The call or field does not exist on this driver/device; probing drops it for good."""
 
 
-# Errors that mean "this device or driver cannot do that", as opposed to a transient failure.
-_PERMANENT = frozenset(
-    {
-        pynvml.NVML_ERROR_NOT_SUPPORTED,
-        pynvml.NVML_ERROR_FUNCTION_NOT_FOUND,
-        pynvml.NVML_ERROR_INVALID_ARGUMENT,
-        pynvml.NVML_ERROR_NO_PERMISSION,
-        pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH,
-        # The driver has withdrawn the call (nvmlDeviceGetTemperature in NVML 13): asking again
-        # every cycle cannot succeed; the replacement serves the value where there is one.
-        pynvml.NVML_ERROR_DEPRECATED,
-    }
-)
-_LOST = frozenset({pynvml.NVML_ERROR_GPU_IS_LOST, pynvml.NVML_ERROR_GPU_NOT_FOUND})
+class NvmlUninitialized(Exception):
+    """NVML answers as if never initialised (a driver reload): re-initialise, find handles
+    again by UUID. ``code`` is the NVML return code."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
 
 _missing_lock = threading.Lock()
 _missing_logged: set[str] = set()
@@ -50,15 +47,20 @@ def note_missing_function(name: str) -> None:
 
 
 def classify(error: pynvml.NVMLError, call: str) -> Exception:
-    """Map a pynvml error to Unavailable, DeviceLost or (transient) the error itself."""
+    """The exception that says what ``error`` (from ``call``) means to the caller."""
     code: int = error.value
-    if code in _LOST:
+    kind = policy(code)
+    if kind is Policy.DEVICE_LOST:
         return DeviceLost(f"{call}: {error}")
-    if code == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND:
-        note_missing_function(call)
-    if code in _PERMANENT:
+    if kind is Policy.RESET_REQUIRED:
+        return DeviceNeedsReset(f"{call}: {error}")
+    if kind is Policy.REINIT:
+        return NvmlUninitialized(f"{call}: {error}", code)
+    if kind is Policy.PERMANENT:
+        if code == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND:
+            note_missing_function(call)
         return Unavailable(f"{call}: {error}")
-    transient: Exception = error
+    transient: Exception = error  # TRANSIENT and BACKOFF: absent this time
     return transient
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import pynvml
 
 from gpu_otel_agent.model.process import ProcessUsage
-from gpu_otel_agent.plugins.nvidia.nvml import Unavailable, classify
+from gpu_otel_agent.plugins.nvidia.nvml import Unavailable
 from gpu_otel_agent.plugins.nvidia.process_utilization import ProcessUtilization, UtilSample
 
 log = logging.getLogger(__name__)
@@ -37,11 +37,10 @@ _NOT_AVAILABLE = 0xFFFFFFFFFFFFFFFF  # usedGpuMemory when the driver cannot tell
 NO_INSTANCE = 0xFFFFFFFF  # gpuInstanceId of a process on a GPU without MIG
 
 
+# These raise pynvml's own errors: the device's call wrapper (``invoke``) counts and classifies
+# them, like every other NVML error.
 def _function(name: str) -> Any:
-    try:
-        return pynvml._nvmlGetFunctionPointer(name)
-    except pynvml.NVMLError as error:
-        raise classify(error, name) from error
+    return pynvml._nvmlGetFunctionPointer(name)
 
 
 def _sized_call(name: str, call: Callable[[Any, ctypes.c_uint], int],
@@ -53,14 +52,14 @@ def _sized_call(name: str, call: Callable[[Any, ctypes.c_uint], int],
         if ret == pynvml.NVML_SUCCESS and count.value == 0:
             return []
         if ret not in (pynvml.NVML_SUCCESS, pynvml.NVML_ERROR_INSUFFICIENT_SIZE):
-            raise classify(pynvml.NVMLError(ret), name)
+            raise pynvml.NVMLError(ret)
         size = count.value + HEADROOM
         array = (struct * size)()
         count = ctypes.c_uint(size)
         ret = call(array, count)
         if ret == pynvml.NVML_SUCCESS:
             return list(array[: count.value])
-    raise classify(pynvml.NVMLError(ret), name)
+    raise pynvml.NVMLError(ret)
 
 
 def read_running(handle: Any, name: str) -> list[Any]:
@@ -82,6 +81,10 @@ class ProcessSampler:
         # pid -> the MIG GPU instance it runs on, from the last read (a MIG-enabled parent's
         # lists carry every instance's processes, each with its gpuInstanceId).
         self.instances: dict[int, int] = {}
+
+    def rebind(self, handle: Any) -> None:
+        """The device's handle after NVML was initialised again (a driver reload)."""
+        self._handle = handle
 
     def probe(self) -> bool:
         """Which of the list calls work here; utilization is optional."""

@@ -14,6 +14,7 @@ from pathlib import Path
 from tests.bench import ebpf_case, machine, plan, readme, report
 from tests.bench.agent_case import run_agent_case
 from tests.bench.attribution import run_attribution_case
+from tests.bench.chaos_case import run_chaos_case
 from tests.bench.ebpf_case import run_call_cost_case, run_load_case
 from tests.bench.encoding import run_encode_case
 from tests.bench.events_case import run_event_case
@@ -77,6 +78,11 @@ def run(suite: plan.Plan, workdir: Path) -> Report:
         log.info("%s: %d idle connections at once, %d scrapes", flood.name, flood.connections,
                  flood.scrapes)
         floods.append(run_prometheus_flood_case(flood, workdir / flood.name))
+    chaos = []
+    for case in suite.chaos:
+        log.info("%s: %g min at %g%% NVML errors (seed %d) on %s", case.name, case.minutes,
+                 case.rate * 100, case.seed, case.scenario.name)
+        chaos.append(run_chaos_case(case, workdir / case.name))
     skipped: list[SkippedCase] = []
     call_costs: list[EbpfCallCostResult] = []
     for cost in suite.ebpf_call_cost:
@@ -107,6 +113,7 @@ def run(suite: plan.Plan, workdir: Path) -> Report:
         attribution=tuple(attribution),
         events=tuple(events),
         storm=tuple(storms),
+        chaos=tuple(chaos),
         ebpf_call_cost=tuple(call_costs),
         ebpf_load=tuple(loads),
         prometheus=tuple(floods),
@@ -167,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
                              "(each block only when all its cases ran)")
     parser.add_argument("--only", action="append", metavar="CASE[,CASE]",
                         help="run only these cases (repeatable; e.g. ebpf-call-cost,ebpf-100k)")
+    parser.add_argument("--chaos-minutes", type=float, metavar="M",
+                        help=f"length of the nvml-chaos case (default {plan.CHAOS_MINUTES:g}; "
+                             "a shorter run's figures are not for the README)")
     args = parser.parse_args(argv)
     # SIGTERM becomes SystemExit so the finally blocks stop the agent, the peers and the nodes
     # instead of leaving them running without us.
@@ -175,7 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.update_readme and args.smoke:
         parser.error("--update-readme records a full run; it cannot be combined with --smoke")
     args.output.mkdir(parents=True, exist_ok=True)
-    full = plan.build(args.smoke)
+    if args.chaos_minutes is not None and args.chaos_minutes <= 0:
+        parser.error("--chaos-minutes must be positive")
+    if args.update_readme and args.chaos_minutes not in (None, plan.CHAOS_MINUTES):
+        parser.error("--update-readme records a full run: leave --chaos-minutes at its default")
+    full = plan.build(args.smoke, args.chaos_minutes)
     suite = _select(full, args.only, parser)
     with tempfile.TemporaryDirectory(prefix="gpu-bench-") as tmp:
         result = run(suite, Path(tmp))

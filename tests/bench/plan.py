@@ -15,6 +15,7 @@ from typing import Protocol, TypeVar
 
 from tests.bench.agent_case import AgentCase
 from tests.bench.attribution import AttributionCase
+from tests.bench.chaos_case import ChaosCase
 from tests.bench.ebpf_case import EbpfCallCostCase, EbpfLoadCase
 from tests.bench.encoding import EncodeCase
 from tests.bench.events_case import EventCase
@@ -50,13 +51,15 @@ class Plan:
     ebpf_load: tuple[EbpfLoadCase, ...] = ()
     prometheus: tuple[PrometheusFloodCase, ...] = ()
     storm: tuple[StormCase, ...] = ()
+    chaos: tuple[ChaosCase, ...] = ()
 
     def case_names(self) -> tuple[str, ...]:
         return (*(c.name for c in self.agent), *(c.name for c in self.nvitop_exporter),
                 *(c.name for c in self.gpustat), *(c.name for c in self.encode),
                 *(c.name for c in self.attribution), *(c.name for c in self.events),
                 *(c.name for c in self.storm), *(c.name for c in self.ebpf_call_cost),
-                *(c.name for c in self.ebpf_load), *(c.name for c in self.prometheus))
+                *(c.name for c in self.ebpf_load), *(c.name for c in self.prometheus),
+                *(c.name for c in self.chaos))
 
     def only(self, names: set[str]) -> Plan:
         """The cases named, and nothing else (peers still need the agent case they are
@@ -65,7 +68,8 @@ class Plan:
                     _kept(self.gpustat, names), _kept(self.encode, names),
                     _kept(self.attribution, names), _kept(self.events, names),
                     _kept(self.ebpf_call_cost, names), _kept(self.ebpf_load, names),
-                    _kept(self.prometheus, names), _kept(self.storm, names))
+                    _kept(self.prometheus, names), _kept(self.storm, names),
+                    _kept(self.chaos, names))
 
 
 class _Named(Protocol):
@@ -88,7 +92,11 @@ def _nvitop(interval: float, cycles: int, agent: AgentCase) -> PeerCase:
     return PeerCase(f"nvitop-exporter-8gpu-{interval:g}s", NODE_8, interval, cycles, agent.name)
 
 
-def build(smoke: bool) -> Plan:
+CHAOS_MINUTES = 10.0
+
+
+def build(smoke: bool, chaos_minutes: float | None = None) -> Plan:
+    """``chaos_minutes`` shortens (or lengthens) the nvml-chaos case (default 10, smoke 0.2)."""
     slow = 2.0 if smoke else 10.0
     fast_8 = _agent(8, NODE_8, 1.0, 3 if smoke else 60, 2 if smoke else 10)
     slow_8 = _agent(8, NODE_8, slow, 1 if smoke else 12, 1 if smoke else 2)
@@ -128,4 +136,9 @@ def build(smoke: bool) -> Plan:
         ebpf_load=(EbpfLoadCase("ebpf-100k", NODE_8, 1.0, 2 if smoke else 20, 100_000),),
         # The Prometheus endpoint: gzip/OpenMetrics scrape of 16 GPUs, 300 idle sockets at once.
         prometheus=(PrometheusFloodCase("prometheus-flood", NODE_16, 300, 5 if smoke else 20),),
+        # NVML answering 2 % of calls with an error nvml.h documents for that call, seeded.
+        chaos=(ChaosCase("nvml-chaos", NODE_16,
+                         chaos_minutes if chaos_minutes is not None
+                         else (0.2 if smoke else CHAOS_MINUTES),
+                         calm_s=3.0 if smoke else 10.0, rss_every_s=2.0 if smoke else 10.0),),
     )

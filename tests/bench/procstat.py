@@ -32,6 +32,14 @@ def peak_rss_mib(pid: int) -> float:
     raise ValueError(f"no VmHWM for process {pid}")
 
 
+def rss_mib(pid: int) -> float:
+    """VmRSS: resident memory now."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise ValueError(f"no VmRSS for process {pid}")
+
+
 SPAWN_HELPER = Path(__file__).with_name("spawn_child.py")
 
 

@@ -69,6 +69,14 @@ NOTES = (
     "SerializeToString is timed, and the SDK path (MetricsData + encode_metrics) beside it; "
     "both produce the same bytes (checked). Payload size per export "
     "is the serialised ExportMetricsServiceRequest as received by the local OTLP receiver.",
+    "nvml-chaos: the 16-GPU node answers a share of NVML calls (the rate) with an error drawn "
+    "from that call's `@return` codes in nvml.h (seeded; per-field codes for "
+    "nvmlDeviceGetFieldValues). Injected errors come from the node's stats; counted ones are "
+    "the agent's `gpu_agent.library.errors` at the receiver (every injected error must arrive "
+    "there). Samples exported are distinct hw.power sample times per GPU at the receiver over "
+    "the window, against GPUs x cycles (a failed read leaves the value absent). Calls per cycle "
+    "before and under chaos show whether errors multiply NVML traffic; RSS is VmRSS through the "
+    "window.",
 )
 
 
@@ -242,6 +250,25 @@ def _events(report: Report) -> list[str]:
     return _table(header, rows)
 
 
+def _chaos(report: Report) -> list[str]:
+    rows = [[c.case, f"{c.gpus} GPUs, {c.minutes:g} min at {c.rate * 100:g} % "
+             f"(seed {c.seed}), {c.interval_s:g} s sampling",
+             f"{_fmt(c.errors_injected)} / {_fmt(c.errors_counted)}",
+             f"{_fmt(c.samples_exported)} of {_fmt(c.samples_expected)} "
+             f"({c.gpus_exporting} GPUs)",
+             f"{_fmt(c.missed_cycles)} / {_fmt(c.read_errors)}",
+             f"{_fmt(c.calls_per_cycle_calm, 2)} → {_fmt(c.calls_per_cycle_chaos, 2)}",
+             f"{_fmt(c.rss_mib[0][1], 1)} → {_fmt(c.rss_mib[-1][1], 1)} "
+             f"(max {_fmt(max(m for _, m in c.rss_mib), 1)})",
+             "yes" if c.agent_alive else "**no**"]
+            for c in report.chaos]
+    header = ["chaos case", "node and error rate", "errors injected / counted",
+              "hw.power samples exported", "missed cycles / failed group reads",
+              "NVML calls per cycle: calm → chaos", "agent RSS MiB: start → end",
+              "agent alive"]
+    return _table(header, rows)
+
+
 def _storm(report: Report) -> list[str]:
     rows = [[s.case, f"{_fmt(s.xids)} on 1 of {s.gpus} GPUs ({s.interval_s:g} s sampling, "
              f"{s.storm_window_s:g} s window)", _fmt(int(s.inject_per_s)),
@@ -367,6 +394,10 @@ def markdown(report: Report, heading: str = "###", ebpf: bool = True) -> str:
         f"{heading} Health events: a storm of one XID",
         "",
         *_storm(report),
+        "",
+        f"{heading} NVML chaos: errors the driver documents, for minutes",
+        "",
+        *_chaos(report),
         "",
         f"{heading} How to read these",
         "",

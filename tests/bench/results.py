@@ -153,6 +153,34 @@ class StormResult:
 
 
 @dataclass(frozen=True)
+class ChaosResult:
+    """Minutes of NVML chaos on one node: errors injected and counted, completeness, memory."""
+
+    case: str
+    scenario: str
+    gpus: int
+    minutes: float
+    rate: float  # probability that an NVML call answers an error
+    seed: int
+    interval_s: float  # sampling = export interval
+    errors_injected: int  # by the node over the window (calls + per-field)
+    errors_counted: int  # the agent's gpu_agent.library.errors over the window, at the receiver
+    injected_by_code: Mapping[str, int]  # whole-call errors per code
+    field_errors_injected: int  # per-field codes of nvmlDeviceGetFieldValues
+    samples_exported: int  # hw.power samples at the receiver over the window, all GPUs
+    samples_expected: int  # GPUs x cycles in the window
+    gpus_exporting: int
+    distinct_sample_times: int
+    missed_cycles: int  # gpu_agent.cycles.missed over the window, all GPUs
+    read_errors: int  # gpu_agent.read.errors over the window (group reads that raised)
+    calls_per_cycle_calm: float  # NVML calls per group read before chaos
+    calls_per_cycle_chaos: float  # the same under chaos (a retry storm would raise it)
+    rss_mib: tuple[tuple[float, float], ...]  # (seconds into chaos, resident MiB)
+    rss_growth_mib: float  # last - first
+    agent_alive: bool
+
+
+@dataclass(frozen=True)
 class EbpfCallCostResult:
     """ns per traced cudaLaunchKernel (its runtime uprobe and the nested driver call's)."""
 
@@ -249,6 +277,7 @@ class Report:
     attribution: tuple[AttributionResult, ...] = ()
     events: tuple[EventLatencyResult, ...] = ()
     storm: tuple[StormResult, ...] = ()
+    chaos: tuple[ChaosResult, ...] = ()
     ebpf_call_cost: tuple[EbpfCallCostResult, ...] = ()
     ebpf_load: tuple[EbpfLoadResult, ...] = ()
     prometheus: tuple[PrometheusFloodResult, ...] = ()

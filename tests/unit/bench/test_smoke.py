@@ -40,7 +40,7 @@ def report(smoke: Path) -> dict[str, Any]:
 def test_reports_exist_and_contain_every_case(smoke: Path, report: dict[str, Any]) -> None:
     names = [c["case"] for key in ("agent", "exporter_peers", "one_shot_peers", "encoding",
                                    "attribution", "events", "storm", "ebpf_call_cost", "ebpf_load",
-                                   "prometheus", "skipped")
+                                   "prometheus", "chaos", "skipped")
              for c in report[key]]
     assert sorted(names) == sorted(plan.build(smoke=True).case_names())
     markdown = (smoke / "report.md").read_text(encoding="utf-8")

@@ -1,0 +1,63 @@
+"""Cumulative counters that go backwards start a new series, never a negative delta.
+
+NVML's energy, volatile ECC and PCIe byte counters restart at 0 on a driver reload or GPU
+reset, and PCIe byte fields "can be wrapped" (nvml.h) at a width nvml.h does not give (the
+field is served as an unsigned 64-bit value). A reading below the previous one of the same
+series is therefore taken as a restart: the series gets a new OTLP start time (just after the
+previous point, the last moment the old count was seen), so a consumer computing deltas or
+rates starts afresh instead of seeing a negative step. The exported value is what the device
+served; nothing is added to "unwrap" it, because the width is unknown.
+
+A restart is seen only as a drop below the last value read: a counter reset that regains its
+old value before the next read (a reset right after a read, at a high rate) is missed, and its
+series goes on (the deltas across it are too small, never negative).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from gpu_otel_agent.model.metrics import Instrument, spec_for
+from gpu_otel_agent.model.snapshot import Attributes, Reading
+
+CounterKey = tuple[str, Attributes]
+
+
+@functools.cache
+def is_counter(metric: str) -> bool:
+    """A monotonic cumulative sum in the catalog (what OTLP marks ``is_monotonic``)."""
+    try:
+        return spec_for(metric).instrument is Instrument.COUNTER
+    except KeyError:
+        return False
+
+
+@dataclass
+class CounterRestarts:
+    """The last value and the start time of each counter series of one device."""
+
+    default_start_ns: int
+    _last: dict[CounterKey, tuple[float, int]] = field(default_factory=dict)  # value, time
+    _starts: dict[CounterKey, int] = field(default_factory=dict)
+    restarts: int = 0  # series restarted so far (self-telemetry, tests)
+
+    def observe(self, readings: Iterable[Reading], time_ns: int) -> bool:
+        """Note a sample's counter readings; True when a series restarted (starts changed)."""
+        changed = False
+        for reading in readings:
+            if not is_counter(reading.metric):
+                continue
+            key = (reading.metric, reading.attributes)
+            before = self._last.get(key)
+            if before is not None and reading.value < before[0]:
+                self._starts[key] = before[1] + 1
+                self.restarts += 1
+                changed = True
+            self._last[key] = (reading.value, time_ns)
+        return changed
+
+    def starts(self) -> Mapping[CounterKey, int]:
+        """Series whose start differs from the device's (a copy: the snapshot keeps it)."""
+        return dict(self._starts)
