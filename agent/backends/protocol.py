@@ -23,6 +23,10 @@ class DeviceLost(Exception):
     """The device is gone (NVML_ERROR_GPU_IS_LOST and the like)."""
 
 
+class PartitionGone(Exception):
+    """A partition was destroyed (the parent was reconfigured): drop it, re-enumerate."""
+
+
 @dataclass(frozen=True)
 class BackendInfo:
     vendor: str
@@ -58,6 +62,25 @@ class ProcessReader(Protocol):
 
     def read_processes(self) -> tuple[ProcessUsage, ...]:
         """Every process on the device now. Raises DeviceLost; an unreadable list raises."""
+
+
+@runtime_checkable
+class Partitioned(Protocol):
+    """A physical device that may be split into partitions (MIG instances, AMD partitions).
+
+    Each partition is a :class:`Device` of its own whose identity carries a
+    :class:`~gpu_otel_agent.model.snapshot.DevicePartition`. The core samples partitions on
+    their parent's worker, in the same job as the parent and under the parent's deadline (one
+    thread per physical device, however it is split), parent first: a partition may serve what
+    its parent's read of the same group fetched for all of them (one process list, split).
+    """
+
+    def partitions(self) -> tuple[Device, ...]:
+        """The partitions as they are now (none when unpartitioned), enumerated afresh.
+
+        Blocks (vendor calls). A partition already returned before keeps its object when it
+        still exists, so its probe and its per-cycle state survive. Raises DeviceLost.
+        """
 
 
 class Backend(Protocol):

@@ -27,21 +27,59 @@ class Reading:
 
 
 @dataclass(frozen=True)
+class DevicePartition:
+    """Where a partition device sits in its parent: a MIG instance, an AMD compute partition.
+
+    A device is a tree: what is physical (power, temperature, links, XID) stays on the parent,
+    what is allocatable (memory, activity, processes, pods) moves to the partition. The core only
+    needs the parent's UUID; the vendor names its scheme (``kind``), the partition's profile, the
+    attributes its series carry (``gpu.mig.profile``, ``gpu.mig.gpu_instance.id``, ...) and the
+    other ids a device plugin may allocate it by (NVIDIA's ``MIG-GPU-<uuid>/<gi>/<ci>``).
+    """
+
+    parent_uuid: str
+    kind: str  # the partitioning scheme: "mig", ...
+    profile: str  # the vendor's profile name: "3g.40gb", "CPX"
+    attributes: Attributes = ()
+    allocation_ids: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.parent_uuid:
+            raise ValueError("a partition needs its parent's UUID")
+        keys = [key for key, _ in self.attributes]
+        if {"hw.id", "hw.parent"} & set(keys) or len(keys) != len(set(keys)):
+            raise ValueError(f"partition attributes must be new, distinct keys: {keys}")
+
+
+@dataclass(frozen=True)
 class DeviceIdentity:
     uuid: str
-    index: int
+    index: int  # a partition has its parent's index
     vendor: str
     model: str
     pci_bus_id: str
+    partition: DevicePartition | None = None  # set on a partition of a physical device
+
+    @property
+    def parent_uuid(self) -> str | None:
+        return self.partition.parent_uuid if self.partition is not None else None
+
+    @property
+    def order(self) -> tuple[int, bool, str]:
+        """Sort key: by index, each parent before its partitions."""
+        return (self.index, self.partition is not None, self.uuid)
 
     def attributes(self) -> Attributes:
-        return (
+        own: Attributes = (
             ("hw.id", self.uuid),
             ("hw.vendor", self.vendor),
             ("hw.model", self.model),
             ("gpu.index", self.index),
             ("gpu.pci.bus_id", self.pci_bus_id),
         )
+        if self.partition is None:
+            return own
+        return (*own, ("hw.parent", self.partition.parent_uuid), *self.partition.attributes)
 
     def series_attributes(self) -> Attributes:
         """The attributes of the device's own series and health events (``hw.type`` added)."""
@@ -151,21 +189,28 @@ class SnapshotStore:
         with self._lock:
             self._devices[device.identity.uuid] = device
 
+    def remove(self, uuid: str) -> None:
+        """A partition was destroyed (reconfiguration): its series vanish with it."""
+        with self._lock:
+            self._devices.pop(uuid, None)
+            self._overlays.pop(uuid, None)
+
     def devices(self) -> tuple[DeviceSnapshot, ...]:
         """The devices alone: no overlays, no self-telemetry (a liveness check needs no more)."""
         with self._lock:
-            return tuple(sorted(self._devices.values(), key=lambda d: d.identity.index))
+            return tuple(sorted(self._devices.values(), key=lambda d: d.identity.order))
 
     def covers(self, device_count: int) -> bool:
-        """Every one of ``device_count`` devices has been sampled or found unhealthy."""
+        """Every one of ``device_count`` (physical) devices has been sampled or found unhealthy."""
         with self._lock:
-            return len(self._devices) >= device_count and all(
-                d.samples or d.health is not HealthState.OK for d in self._devices.values()
+            physical = [d for d in self._devices.values() if d.identity.partition is None]
+            return len(physical) >= device_count and all(
+                d.samples or d.health is not HealthState.OK for d in physical
             )
 
     def current(self, now_ns: int) -> NodeSnapshot:
         with self._lock:
-            devices = tuple(sorted(self._devices.values(), key=lambda d: d.identity.index))
+            devices = tuple(sorted(self._devices.values(), key=lambda d: d.identity.order))
             overlays = MappingProxyType(dict(self._overlays))
             node = tuple(s for _, samples in sorted(self._node.items()) for s in samples)
         source = self._agent_source

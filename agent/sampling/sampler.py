@@ -16,7 +16,13 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from gpu_otel_agent.backends.protocol import PROCESS_GROUP, Device, DeviceLost, ProcessReader
+from gpu_otel_agent.backends.protocol import (
+    PROCESS_GROUP,
+    Device,
+    DeviceLost,
+    Partitioned,
+    ProcessReader,
+)
 from gpu_otel_agent.model.snapshot import (
     DeviceSnapshot,
     GroupSample,
@@ -25,11 +31,21 @@ from gpu_otel_agent.model.snapshot import (
     SnapshotStore,
 )
 from gpu_otel_agent.runtime.config_holder import ConfigHolder
+from gpu_otel_agent.sampling.partitions import (
+    Enumerated,
+    PartitionState,
+    TreeRead,
+    enumerate_partitions,
+    read_tree,
+)
 from gpu_otel_agent.sampling.worker import DeviceWorker
 from gpu_otel_agent.workloads.attribution import Attribution
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# Partitions are re-enumerated on the slow group's cadence (reconfiguration is rare, and a
+# destroyed partition's failed read triggers a scan at once), or this often without it.
+PARTITION_SCAN_SECONDS = 30.0
 
 
 @dataclass
@@ -86,7 +102,12 @@ class DeviceSampler:
         self._worker = DeviceWorker(f"gpu-{device.identity.index}")
         self._available = asyncio.Event()
         self._reprobe_now = asyncio.Event()
-        self._groups: frozenset[str] = frozenset()
+        self._groups: frozenset[str] = frozenset()  # the loops: own groups and partitions'
+        self._own_groups: frozenset[str] = frozenset()
+        self._partitioned = isinstance(device, Partitioned)
+        self._partitions: dict[str, PartitionState] = {}
+        self._scan_due = 0.0  # loop time of the next partition scan
+        self._running: set[str] = set()
         self._snapshot = DeviceSnapshot(device.identity, HealthState.OK, clock_ns())
         self.stats = SamplerStats()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -104,12 +125,28 @@ class DeviceSampler:
     def snapshot(self) -> DeviceSnapshot:
         return self._snapshot
 
+    @property
+    def partitions(self) -> tuple[DeviceSnapshot, ...]:
+        """The latest snapshots of the device's partitions (MIG instances ...)."""
+        return tuple(p.snapshot for p in self._partitions.values())
+
+    def rescan_partitions(self) -> None:
+        """The vendor said the partitioning changed: scan at the next read. On the event loop."""
+        self._scan_due = 0.0
+
     async def run(self) -> None:
         await self._probe_until_available()
         async with asyncio.TaskGroup() as tasks:
             self._tasks = tasks  # the re-probe of a lost device runs here too, and dies with it
-            for group in sorted(self._groups):
-                tasks.create_task(self._group_loop(group), name=f"{self._name}:{group}")
+            self._start_loops()
+
+    def _start_loops(self) -> None:
+        """A loop per group of the device or of any partition (a new partition may add one)."""
+        if self._tasks is None:
+            return
+        for group in sorted(self._groups - self._running):
+            self._running.add(group)
+            self._tasks.create_task(self._group_loop(group), name=f"{self._name}:{group}")
 
     def close(self) -> None:
         self._worker.stop()
@@ -185,6 +222,9 @@ class DeviceSampler:
         else:
             log.warning("%s: %s", self._name, reason)
         self._publish(self._snapshot.with_health(health, reason))
+        for part in self._partitions.values():  # they live on the parent's thread and fate
+            part.snapshot = part.snapshot.with_health(health, reason)
+            self._store.put(part.snapshot)
 
     def _mark_lost(self, reason: str) -> None:
         self._available.clear()
@@ -203,9 +243,12 @@ class DeviceSampler:
         self._loop = asyncio.get_running_loop()
         while True:
             try:
-                groups = await self._call(self._device.probe)
-                self._groups = (groups if self._attribution is not None
-                                else groups - {PROCESS_GROUP})
+                groups, found = await self._call(self._probe_tree)
+                self._own_groups = self._allowed(groups)
+                if found is not None:
+                    self._apply_enumeration(found)
+                self._groups = self._own_groups.union(
+                    *(p.groups for p in self._partitions.values()))
             except (DeviceLost, CallOverrun) as exc:
                 if isinstance(exc, DeviceLost):
                     self._mark_lost(str(exc))
@@ -216,7 +259,48 @@ class DeviceSampler:
                 self._observer.available(self._uuid)
             self._set_health(HealthState.OK, "")
             self._available.set()
+            self._start_loops()
             return
+
+    def _probe_tree(self) -> tuple[frozenset[str], Enumerated | None]:
+        """The device's groups and, if it can be partitioned, its partitions (on the worker)."""
+        groups = self._device.probe()
+        if not self._partitioned:
+            return groups, None
+        return groups, enumerate_partitions(self._device, frozenset(self._partitions))
+
+    def _allowed(self, groups: frozenset[str]) -> frozenset[str]:
+        return groups if self._attribution is not None else groups - {PROCESS_GROUP}
+
+    def _apply_enumeration(self, found: Enumerated) -> None:
+        """Partitions appear and vanish with the parent's configuration (no restart)."""
+        loop = asyncio.get_running_loop()
+        interval = self._config.current.groups.get("slow")
+        self._scan_due = loop.time() + (interval.interval if interval is not None
+                                        and interval.enabled else PARTITION_SCAN_SECONDS)
+        now = {d.identity.uuid: d for d in found.devices}
+        for uuid in [u for u in self._partitions if u not in now]:
+            self._drop_partition(uuid)
+        for uuid, device in now.items():
+            if uuid in self._partitions:
+                continue
+            groups = self._allowed(found.probed.get(uuid, frozenset()))
+            log.info("%s: partition %s appeared, serving groups %s", self._name, uuid,
+                     ", ".join(sorted(groups)))
+            self._partitions[uuid] = PartitionState(
+                device, groups, DeviceSnapshot(device.identity, HealthState.OK, self._clock_ns()))
+        added = set().union(*(p.groups for p in self._partitions.values())) - self._groups
+        if added:
+            self._groups = self._groups | added
+            self._start_loops()
+
+    def _drop_partition(self, uuid: str) -> None:
+        if self._partitions.pop(uuid, None) is None:
+            return
+        log.info("%s: partition %s is gone", self._name, uuid)
+        self._store.remove(uuid)
+        if self._attribution is not None:
+            self._attribution.forget(uuid)
 
     async def _reprobe(self) -> None:
         await self._pause(self._config.current.lost_reprobe_interval)
@@ -251,8 +335,9 @@ class DeviceSampler:
                 continue
             await self._sample(group)
 
-    def _memory_total(self) -> int | None:
-        fast = self._snapshot.samples.get("fast")
+    @staticmethod
+    def _memory_total(snapshot: DeviceSnapshot) -> int | None:
+        fast = snapshot.samples.get("fast")
         for reading in fast.readings if fast else ():
             if reading.metric == "hw.gpu.memory.limit":
                 return int(reading.value)
@@ -260,25 +345,59 @@ class DeviceSampler:
 
     def _republish_processes(self) -> None:
         """Attribution changed (a process exited, names arrived): rebuild from the last list."""
-        if (self._attribution is None or PROCESS_GROUP not in self._snapshot.samples
-                or self._snapshot.health is not HealthState.OK):
+        if self._attribution is None or self._snapshot.health is not HealthState.OK:
             return
-        readings = self._attribution.readings(self._device.identity, None, self._memory_total())
-        self._publish(self._snapshot.with_sample(
-            GroupSample(PROCESS_GROUP, readings, self._clock_ns())))
+        now = self._clock_ns()
+        if PROCESS_GROUP in self._snapshot.samples:
+            readings = self._attribution.readings(self._device.identity, None,
+                                                  self._memory_total(self._snapshot))
+            self._publish(self._snapshot.with_sample(GroupSample(PROCESS_GROUP, readings, now)))
+        for part in self._partitions.values():
+            if PROCESS_GROUP in part.snapshot.samples:
+                readings = self._attribution.readings(part.device.identity, None,
+                                                      self._memory_total(part.snapshot))
+                part.snapshot = part.snapshot.with_sample(
+                    GroupSample(PROCESS_GROUP, readings, now))
+                self._store.put(part.snapshot)
 
-    async def _read(self, group: str) -> tuple[Reading, ...]:
+    def _serves(self, group: str) -> Callable[[str, frozenset[str]], bool]:
+        def serves(uuid: str, probed: frozenset[str]) -> bool:
+            part = self._partitions.get(uuid)
+            groups = part.groups if part is not None else self._allowed(probed)
+            return group in groups
+        return serves
+
+    async def _read_tree(self, group: str) -> TreeRead[Any]:
+        """The device's group and its partitions' in one job (one thread, one deadline)."""
+        scan: frozenset[str] | None = None
+        if self._partitioned and asyncio.get_running_loop().time() >= self._scan_due:
+            scan = frozenset(self._partitions)
+        parts = {u: p.device for u, p in self._partitions.items()}
+        own = group in self._own_groups
+        if group == PROCESS_GROUP:
+            def processes(device: Device) -> Any:
+                return device.read_processes() if isinstance(device, ProcessReader) else ()
+            return await self._call(lambda: read_tree(
+                self._device, processes, parent_reads=own, partitions=parts,
+                enumerate_known=scan, serves=self._serves(group)))
+        return await self._call(lambda: read_tree(
+            self._device, lambda d: d.read(group), parent_reads=own, partitions=parts,
+            enumerate_known=scan, serves=self._serves(group)))
+
+    def _readings(self, identity_snapshot: DeviceSnapshot, group: str,
+                  data: Any) -> tuple[Reading, ...]:
         if group != PROCESS_GROUP:
-            return await self._call(lambda: self._device.read(group))
-        assert self._attribution is not None and isinstance(self._device, ProcessReader)
-        processes = await self._call(self._device.read_processes)
-        return self._attribution.readings(self._device.identity, processes,
-                                          self._memory_total())
+            return tuple(data)
+        assert self._attribution is not None
+        return self._attribution.readings(identity_snapshot.identity, tuple(data),
+                                          self._memory_total(identity_snapshot))
 
     async def _sample(self, group: str) -> None:
         started = time.perf_counter()
         try:
-            readings: tuple[Reading, ...] = await self._read(group)
+            tree = await self._read_tree(group)
+            readings = (self._readings(self._snapshot, group, tree.parent)
+                        if tree.parent is not None else None)
         except CallOverrun:
             return
         except DeviceLost as exc:
@@ -292,8 +411,27 @@ class DeviceSampler:
         elapsed = time.perf_counter() - started
         self.stats.read_seconds_total += elapsed
         self.stats.last_read_seconds[group] = elapsed
-        if self._observer is not None:
+        if readings is not None and self._observer is not None:
             self._observer.sampled(self._uuid, group, readings)
         if self._snapshot.health is not HealthState.OK:
             return  # a late answer from a device already marked down must not revive it
-        self._publish(self._snapshot.with_sample(GroupSample(group, readings, self._clock_ns())))
+        now = self._clock_ns()
+        if readings is not None:
+            self._publish(self._snapshot.with_sample(GroupSample(group, readings, now)))
+        self._apply_partitions(group, tree, now)
+
+    def _apply_partitions(self, group: str, tree: TreeRead[Any], now: int) -> None:
+        if tree.enumerated is not None:
+            self._apply_enumeration(tree.enumerated)
+        for uuid in tree.gone:
+            self._drop_partition(uuid)
+        if tree.gone:
+            self._scan_due = 0.0  # a destroyed partition: others may have been created
+        self.stats.errors += tree.failed
+        for uuid, data in tree.partitions.items():
+            part = self._partitions.get(uuid)
+            if part is None:
+                continue
+            readings = self._readings(part.snapshot, group, data)
+            part.snapshot = part.snapshot.with_sample(GroupSample(group, readings, now))
+            self._store.put(part.snapshot)

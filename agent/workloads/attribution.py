@@ -61,6 +61,7 @@ class Attribution:
         self._refresh: dict[str, Callable[[], None]] = {}
         self._identities: dict[tuple[str, int], _Identity] = {}
         self._on_gpu: dict[str, tuple[GpuProcess, ...]] = {}
+        self._partitions: dict[str, frozenset[str]] = {}  # parent UUID -> partition UUIDs
         resolver.subscribe(self._on_change)
 
     def watch_device(self, uuid: str, refresh: Callable[[], None]) -> None:
@@ -71,6 +72,15 @@ class Attribution:
         self._identities.clear()
         for refresh in self._refresh.values():
             refresh()
+
+    def forget(self, uuid: str) -> None:
+        """A partition was destroyed: its list and series go, its PIDs are no longer held."""
+        self._refresh.pop(uuid, None)
+        self._on_gpu.pop(uuid, None)
+        self._partitions = {parent: children - {uuid}
+                            for parent, children in self._partitions.items()}
+        if self._lists.pop(uuid, None):
+            self._retain()
 
     def _retain(self) -> None:
         live = {(uuid, u.pid) for uuid, lst in self._lists.items() for u in lst}
@@ -85,7 +95,12 @@ class Attribution:
             self._lists[identity.uuid] = processes
             if previous is not None and {p.pid for p in previous} - {p.pid for p in processes}:
                 self._retain()
-        device = GpuDevice(identity.uuid, identity.pci_bus_id, memory_total)
+        device = _gpu_device(identity, memory_total)
+        if identity.partition is not None:
+            parent = identity.partition.parent_uuid
+            children = self._partitions.get(parent, frozenset())
+            if identity.uuid not in children:
+                self._partitions = {**self._partitions, parent: children | {identity.uuid}}
         attributed = self._attribute(self._lists.get(identity.uuid, ()), device)
         # Replaced whole (one reference store), so other threads read it without a lock.
         self._on_gpu[identity.uuid] = tuple(
@@ -169,7 +184,20 @@ class Attribution:
     def processes_on(self, uuid: str) -> tuple[GpuProcess, ...]:
         """The GPU's processes as its latest readings attributed them (exited ones are gone as
         soon as their series are). A GPU that was lost keeps its last list, so its events name
-        the pods that were on it when it went. Safe to call from any thread: it only reads an
-        immutable tuple the event loop replaces."""
-        return self._on_gpu.get(uuid, ())
+        the pods that were on it when it went. A partitioned GPU's processes include those on
+        each of its partitions (a fault of the parent hits them all). Safe to call from any
+        thread: it only reads immutable values the event loop replaces."""
+        own = self._on_gpu.get(uuid, ())
+        children = self._partitions.get(uuid)
+        if not children:
+            return own
+        return own + tuple(p for child in sorted(children) for p in self._on_gpu.get(child, ()))
+
+
+def _gpu_device(identity: DeviceIdentity, memory_total: int | None) -> GpuDevice:
+    """What pod-resources ids are matched against. A partition is allocated by its own ids,
+    never by its parent's PCI address (which names the whole GPU)."""
+    if identity.partition is None:
+        return GpuDevice(identity.uuid, identity.pci_bus_id, memory_total)
+    return GpuDevice(identity.uuid, "", memory_total, identity.partition.allocation_ids)
 

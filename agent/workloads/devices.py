@@ -2,8 +2,9 @@
 
 NVIDIA's device plugin hands out whole GPUs by UUID (``GPU-…``), time-sliced or MPS replicas as
 ``GPU-…::N``, and MIG devices as ``MIG-GPU-<parent uuid>/<gi>/<ci>`` (older drivers) or
-``MIG-<uuid>`` (newer ones, which name no parent: matched only when the backend tells us the
-MIG UUIDs of a GPU). AMD's plugin uses PCI bus ids, which we also accept, in any spelling
+``MIG-<uuid>`` (newer ones, which name no parent). A MIG device is sampled as a device of its
+own (a partition of its GPU), so both forms match it whole: the first as an alias the backend
+gives, the second as its UUID. AMD's plugin uses PCI bus ids, which we also accept, in any spelling
 (:mod:`gpu_otel_agent.model.pci`).
 """
 
@@ -20,13 +21,17 @@ class DeviceMatch:
 
 
 def match(device_id: str, uuid: str, pci_bus_id: str = "",
-          mig_uuids: frozenset[str] = frozenset()) -> DeviceMatch | None:
-    """How ``device_id`` relates to the GPU ``uuid``, or None when it is another device."""
-    if device_id == uuid:
+          aliases: tuple[str, ...] = ()) -> DeviceMatch | None:
+    """How ``device_id`` relates to the GPU ``uuid``, or None when it is another device.
+
+    ``aliases`` are other whole-device ids of ``uuid`` (a MIG device's ``MIG-GPU-…/gi/ci``
+    when ``uuid`` is its ``MIG-<uuid>``): a MIG device is a device of its own.
+    """
+    if device_id == uuid or device_id in aliases:
         return DeviceMatch(whole=True)
     if device_id.startswith(uuid + "::"):
         return DeviceMatch(whole=False)
-    if device_id.startswith("MIG-" + uuid + "/") or device_id in mig_uuids:
+    if device_id.startswith("MIG-" + uuid + "/"):
         return DeviceMatch(whole=False)
     if pci_bus_id and (key := pci_key(device_id)) is not None and key == pci_key(pci_bus_id):
         return DeviceMatch(whole=True)

@@ -37,7 +37,8 @@ _UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "M": MIB, "MB": MIB, "G": 1024 *
 class GpuDevice:
     uuid: str
     pci_bus_id: str = ""
-    memory_total: int | None = None  # bytes, for a whole-GPU allocation's limit
+    memory_total: int | None = None  # bytes, for a whole-GPU (or whole-partition) allocation
+    aliases: tuple[str, ...] = ()  # other ids the device is allocated by (a MIG device's)
 
 
 def _size(text: str) -> int | None:
@@ -216,7 +217,7 @@ class WorkloadResolver:
                 if per_unit is not None:
                     fractional += per_unit * len(devices.device_ids)
                 for device_id in devices.device_ids:
-                    found = match(device_id, device.uuid, device.pci_bus_id)
+                    found = match(device_id, device.uuid, device.pci_bus_id, device.aliases)
                     if found is not None:
                         gpus += 1
                         whole = whole or found.whole
@@ -261,11 +262,11 @@ class WorkloadResolver:
         if len(pod.containers) == 1:
             return pod.containers[0]
         on_device = [c for c in pod.containers
-                     if any(match(i, device.uuid, device.pci_bus_id) for d in c.devices
-                            for i in d.device_ids)]
+                     if any(match(i, device.uuid, device.pci_bus_id, device.aliases)
+                            for d in c.devices for i in d.device_ids)]
         return on_device[0] if len(on_device) == 1 else None
 
 
 def _allocated(pod: PodAllocation, device: GpuDevice) -> bool:
-    return any(match(i, device.uuid, device.pci_bus_id) is not None
+    return any(match(i, device.uuid, device.pci_bus_id, device.aliases) is not None
                for c in pod.containers for d in c.devices for i in d.device_ids)

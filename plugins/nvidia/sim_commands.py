@@ -51,9 +51,14 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
     up.add_argument("scenario", type=Path, help="scenario YAML file (examples/scenarios/)")
     up.add_argument("--dir", type=Path, default=None, help="state directory")
     _sock(up)
-    _sock(sub.add_parser("xid", help="queue an XID critical-error event")).add_argument(
-        "--code", type=int, required=True, help="XID code"
-    )
+    xid = _sock(sub.add_parser("xid", help="queue an XID critical-error event"))
+    xid.add_argument("--code", type=int, required=True, help="XID code")
+    xid.add_argument("--mig", type=int, default=None,
+                     help="scope it to this MIG instance (position in the device's list)")
+    mig = _sock(sub.add_parser("mig", help="reconfigure a MIG-enabled GPU's instances"))
+    mig.add_argument("--set", required=True, metavar="PROFILES",
+                     help="the GPU instances it should have, e.g. 3g.40gb,1g.10gb,1g.10gb "
+                          "(instances not listed are destroyed; '' destroys all)")
     ecc = _sock(sub.add_parser("ecc", help="ECC error event + counter increment"))
     ecc.add_argument("--type", choices=("single_bit", "double_bit"), default="single_bit",
                      help="single_bit (corrected) or double_bit (uncorrected)")
@@ -77,6 +82,8 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
                       help="memory controller utilization (%%)")
     padd.add_argument("--type", choices=("compute", "graphics", "mps"), default="compute",
                       help="NVML process list the process is in")
+    padd.add_argument("--mig", type=int, default=None,
+                      help="run it on this MIG instance (position in the device's list)")
     prm = _sock(psub.add_parser("rm", help="remove a GPU process"))
     prm.add_argument("--pid", type=int, required=True, help="process id to remove")
     ev = _sock(sub.add_parser("event", help="queue an amdsmi event notification (AMD GPU)"))
@@ -91,7 +98,7 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
                      help="what amdgpu answers sysfs reads during the reset: EPERM (older "
                           "kernels; amdsmi says NOT_SUPPORTED) or EBUSY (amdsmi says BUSY)")
     _sock(sub.add_parser("stats", help="NVML and amdsmi call counts per function and device"))
-    for name in ("xid", "ecc", "lost", "recover", "hang", "set", "event", "reset"):
+    for name in ("xid", "ecc", "lost", "recover", "hang", "set", "event", "reset", "mig"):
         sub.choices[name].add_argument("--device", type=int, required=True,
                                        help="device index")
     padd.add_argument("--device", type=int, required=True, help="device index")

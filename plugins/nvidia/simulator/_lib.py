@@ -14,6 +14,8 @@ from gpu_otel_agent.plugins.simulator_core.control import ControlLib
 EVENT_SINGLE_BIT_ECC = 0x1
 EVENT_DOUBLE_BIT_ECC = 0x2
 EVENT_XID = 0x8
+EVENT_MIG_CONFIG_CHANGE = 0x100
+MIG_NONE = 0xFFFFFFFF  # NVML's "no instance" (process and event records)
 PROC_KINDS = {"compute": 1, "graphics": 2, "mps": 4}
 
 
@@ -41,6 +43,15 @@ class NodeLib(ControlLib):
                     c_int,
                     [c_int, c_uint, c_uint, c_double, c_double, c_double, c_double, c_double],
                 ),
+                # MIG (nvml_sim_mig.c)
+                "mig_max": (c_int, []),
+                "mig_enable": (c_int, [c_int, c_int]),
+                "mig_create": (c_int, [c_int, c_uint, c_char_p, c_uint, c_uint, c_double,
+                                       c_double, c_char_p]),
+                "mig_destroy": (c_int, [c_int, c_int]),
+                "mig_set_reading": (c_int, [c_int, c_int, c_int, c_double]),
+                "proc_set_mig": (c_int, [c_int, c_uint, c_uint]),
+                "push_event_mig": (c_ll, [c_int, c_ull, c_ull, c_uint]),
             },
         )
 
@@ -73,6 +84,34 @@ class NodeLib(ControlLib):
         self._proc_added(
             self._lib.simnode_proc_add(dev, pid, PROC_KINDS[kind], used_mib, sm, mem, enc, dec)
         )
+
+    # -- MIG ------------------------------------------------------------------------------
+
+    def mig_enable(self, dev: int, on: bool) -> None:
+        self._check(self._c["mig_enable"](dev, int(on)), "mig mode")
+
+    def mig_create(  # noqa: PLR0917 - mirrors the C signature
+        self, dev: int, gi_id: int, profile: str, profile_id: int, slices: int,
+        memory_mib: float, sm_count: float, uuid: str,
+    ) -> int:
+        """The slot of the new instance."""
+        return self._check(self._c["mig_create"](dev, gi_id, profile.encode(), profile_id,
+                                                 slices, memory_mib, sm_count, uuid.encode()),
+                           f"create MIG instance {profile}")
+
+    def mig_destroy(self, dev: int, slot: int) -> None:
+        self._check(self._c["mig_destroy"](dev, slot), "destroy MIG instance")
+
+    def mig_set_reading(self, dev: int, slot: int, name: str, value: float) -> None:
+        self._check(self._c["mig_set_reading"](dev, slot, self.readings[name], float(value)),
+                    name)
+
+    def proc_set_mig(self, dev: int, pid: int, gi: int | None) -> None:
+        self._check(self._c["proc_set_mig"](dev, pid, MIG_NONE if gi is None else gi),
+                    "process placement")
+
+    def push_event_mig(self, dev: int, event_type: int, data: int, gi: int) -> int:
+        return self._check(int(self._c["push_event_mig"](dev, event_type, data, gi)), "event")
 
     def call_counts(self) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
         """(total per function, per function per device), non-zero entries only."""

@@ -23,6 +23,9 @@ from gpu_otel_agent.plugins.simulator_core.build import (
 __all__ = ["SONAME", "SOURCE", "BuildError", "build_library", "cache_root", "find_compiler"]
 
 SOURCE = Path(__file__).with_name("libnvml_sim.c")
+# Included by SOURCE (the MIG part); part of the cache key.
+INCLUDED = (Path(__file__).with_name("nvml_sim_mig_types.h"),
+            Path(__file__).with_name("nvml_sim_mig.c"))
 SONAME = "libnvidia-ml.so.1"
 _CFLAGS = (
     "-shared",
@@ -63,7 +66,8 @@ def build_library(missing_symbols: Iterable[str] = ()) -> Path:
         if not name.isidentifier():
             raise BuildError(f"invalid symbol name in missing_symbols: {name!r}")
     header = find_nvml_header()
-    key = digest(SOURCE, _CFLAGS, header.read_bytes(), "\n".join(omit).encode())
+    key = digest(SOURCE, _CFLAGS, header.read_bytes(), "\n".join(omit).encode(),
+                 *(path.read_bytes() for path in INCLUDED))
 
     def version_script() -> tuple[Generated, ...]:
         if not omit:

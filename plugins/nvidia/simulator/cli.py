@@ -33,7 +33,12 @@ def _value(text: str) -> object:
 def _request(args: argparse.Namespace) -> dict[str, object]:
     cmd = args.sim_cmd
     if cmd == "xid":
-        return {"op": "xid", "device": args.device, "code": args.code}
+        xid: dict[str, object] = {"op": "xid", "device": args.device, "code": args.code}
+        if getattr(args, "mig", None) is not None:
+            xid["mig"] = args.mig
+        return xid
+    if cmd == "mig":
+        return {"op": "mig", "device": args.device, "set": args.set}
     if cmd == "ecc":
         return {"op": "ecc", "device": args.device, "type": args.type}
     if cmd in ("lost", "recover"):
@@ -61,6 +66,7 @@ def _request(args: argparse.Namespace) -> dict[str, object]:
             "sm_util": args.sm_util,
             "mem_util": args.mem_util,
             "type": args.type,
+            **({"mig": args.mig} if getattr(args, "mig", None) is not None else {}),
         }
     if cmd == "proc" and args.proc_cmd == "rm":
         req: dict[str, object] = {"op": "proc_rm", "pid": args.pid}

@@ -17,7 +17,7 @@
 #include "simcore.h"
 
 #define SIM_MAGIC 0x314D49534C4D564EULL /* "NVMLSIM1" */
-#define SIM_LAYOUT_VERSION 3
+#define SIM_LAYOUT_VERSION 4
 #define SIM_MAX_DEV 64
 #define SIM_MAX_PROC 4096
 #define SIM_RING 1024
@@ -133,7 +133,7 @@ static const char *const g_reading_names[] = {SIM_READINGS(X_STR)};
     X(nvmlDeviceGetConfComputeMemSizeInfo) X(nvmlDeviceGetDriverModel_v2)     \
     X(nvmlDeviceGetAccountingMode) X(nvmlDeviceGetSamples)                    \
     X(nvmlEventSetCreate) X(nvmlDeviceRegisterEvents) X(nvmlEventSetWait_v2)  \
-    X(nvmlEventSetWait) X(nvmlEventSetFree)
+    X(nvmlEventSetWait) X(nvmlEventSetFree) X(nvmlGpmMigSampleGet)
 
 #define X_FENUM(n) FN_##n,
 enum { SIM_FUNCS(X_FENUM) FN_COUNT };
@@ -157,11 +157,13 @@ typedef struct {
     uint8_t fn_unsup[FN_COUNT];
 } sim_dev_t;
 
+#include "nvml_sim_mig_types.h"
+
 typedef struct {
     uint32_t pid;
     int32_t dev; /* -1: free slot */
     uint32_t kinds; /* bit0 compute, bit1 graphics, bit2 mps */
-    uint32_t pad;
+    uint32_t gi;    /* the GPU instance it runs on, SIM_MIG_NONE: the whole GPU */
     uint64_t used_mem_bytes;
     double sm_util, mem_util, enc_util, dec_util;
     uint64_t sample_ts_us;
@@ -170,7 +172,7 @@ typedef struct {
 typedef struct {
     uint64_t seq;
     int32_t dev;
-    uint32_t pad;
+    uint32_t gi;    /* the GPU instance an XID is attributable to, SIM_MIG_NONE: none */
     uint64_t type;
     uint64_t data;
 } sim_event_t;
@@ -191,6 +193,7 @@ typedef struct {
     sim_dev_t dev[SIM_MAX_DEV];
     sim_proc_t proc[SIM_MAX_PROC];
     uint64_t calls[FN_COUNT][SIM_MAX_DEV + 1]; /* last column: total */
+    sim_mig_dev_t mig[SIM_MAX_DEV];
 } sim_state_t;
 
 struct nvmlDevice_st { unsigned int index; };
@@ -200,6 +203,7 @@ struct nvmlEventSet_st {
 };
 struct nvmlGpmSample_st {
     int dev;
+    unsigned gi; /* SIM_MIG_NONE: the whole GPU (nvmlGpmSampleGet), else nvmlGpmMigSampleGet */
     uint64_t ts_us;
     double sm, occ, tensor, dram, fp16, fp32, fp64, gfx, pcie_tx, pcie_rx;
 };
@@ -219,12 +223,22 @@ static struct nvmlDevice_st g_handles[SIM_MAX_DEV];
 #define SIMCORE_CTL(name) SIMCORE_CAT(simnode_, name)
 #include "simcore_state.h"
 
+/* MIG handles and MIG-mode rules (nvml_sim_mig.c, included at the end). */
+static int mig_handle(nvmlDevice_t device, int *parent, int *slot);
+static nvmlReturn_t mig_enter(int fn, int parent, int slot, sim_dev_t **out);
+static nvmlReturn_t mig_parent_rule(int fn, const sim_dev_t *d);
+static int dev_place(const sim_dev_t *d, unsigned *gi);
+static nvmlReturn_t mig_by_uuid(const char *uuid, nvmlDevice_t *device);
+static void mig_attributes(const sim_dev_t *d, nvmlDeviceAttributes_t *a);
+
 /* ------------------------------------------------------------------------ */
 /* Common prologue for NVML entry points                                    */
 /* ------------------------------------------------------------------------ */
 static nvmlReturn_t dev_enter(int fn, nvmlDevice_t device, sim_dev_t **out) {
+    int parent, slot;
+    if (mig_handle(device, &parent, &slot)) return mig_enter(fn, parent, slot, out);
     switch (simcore_dev_enter(fn, device, out)) {
-    case SIMCORE_OK: return NVML_SUCCESS;
+    case SIMCORE_OK: return mig_parent_rule(fn, *out);
     case SIMCORE_UNINIT: return NVML_ERROR_UNINITIALIZED;
     case SIMCORE_BAD_HANDLE: return NVML_ERROR_INVALID_ARGUMENT;
     case SIMCORE_LOST: return NVML_ERROR_GPU_IS_LOST;
@@ -394,7 +408,7 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t
     for (unsigned i = 0; i < g_st->n_devices; i++) {
         if (strncmp(g_st->dev[i].uuid, uuid, SIM_STR) == 0) { *device = &g_handles[i]; return NVML_SUCCESS; }
     }
-    return NVML_ERROR_NOT_FOUND;
+    return mig_by_uuid(uuid, device);
 }
 
 static nvmlReturn_t by_pci(const char *bus, nvmlDevice_t *device) {
@@ -717,34 +731,14 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableStat
     DEV_ENTER(nvmlDeviceGetEccMode); NEED(cur); NEED(pend); SUP(ecc_mode);
     *cur = *pend = RV(ecc_mode) != 0 ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED; return NVML_SUCCESS;
 }
-SIM_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *cur, unsigned int *pend) {
-    DEV_ENTER(nvmlDeviceGetMigMode); NEED(cur); NEED(pend); SUP(mig_mode);
-    *cur = *pend = NVML_DEVICE_MIG_DISABLE; return NVML_SUCCESS;
-}
-SIM_EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *is) {
-    DEV_ENTER(nvmlDeviceIsMigDeviceHandle); NEED(is); *is = 0; return NVML_SUCCESS;
-}
-SIM_EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *c) {
-    DEV_ENTER(nvmlDeviceGetMaxMigDeviceCount); NEED(c); SUP(mig_mode); *c = 0; return NVML_SUCCESS;
-}
-SIM_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index, nvmlDevice_t *mig) {
-    DEV_ENTER(nvmlDeviceGetMigDeviceHandleByIndex); (void)index; NEED(mig); SUP(mig_mode); return NVML_ERROR_NOT_FOUND;
-}
-SIM_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id) {
-    DEV_ENTER(nvmlDeviceGetGpuInstanceId); (void)id; return NVML_ERROR_INVALID_ARGUMENT; /* not a MIG handle */
-}
-SIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id) {
-    DEV_ENTER(nvmlDeviceGetComputeInstanceId); (void)id; return NVML_ERROR_INVALID_ARGUMENT;
-}
-SIM_EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t device, nvmlDevice_t *parent) {
-    DEV_ENTER(nvmlDeviceGetDeviceHandleFromMigDeviceHandle); (void)parent; return NVML_ERROR_INVALID_ARGUMENT;
-}
+/* MIG mode, instances and MIG handles: nvml_sim_mig.c */
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAttributes_t *a) {
     DEV_ENTER(nvmlDeviceGetAttributes_v2); NEED(a);
     memset(a, 0, sizeof(*a));
     a->multiprocessorCount = u32(RV(multiprocessor_count));
     a->sharedCopyEngineCount = 7; a->sharedDecoderCount = 7; a->sharedJpegCount = 7; a->sharedOfaCount = 1;
     a->memorySizeMB = u64(RV(memory_total_mib));
+    mig_attributes(d, a);
     return NVML_SUCCESS;
 }
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetConfComputeMemSizeInfo(nvmlDevice_t device, nvmlConfComputeMemSizeInfo_t *m) {
@@ -892,10 +886,11 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int n, nvm
 /* ------------------------------------------------------------------------ */
 /* Processes                                                                */
 /* ------------------------------------------------------------------------ */
-typedef struct { uint32_t pid; uint64_t mem; double sm, memu, enc, dec; uint64_t ts; } proc_snap_t;
+typedef struct { uint32_t pid, gi; uint64_t mem; double sm, memu, enc, dec; uint64_t ts; } proc_snap_t;
 
-/* Consistent snapshot of the processes on device idx with the given kind bit. */
-static unsigned snapshot_procs(int idx, uint32_t kind_bit, proc_snap_t *out, unsigned cap) {
+/* Consistent snapshot of the processes on device idx with the given kind bit; on GPU instance
+ * gi only, unless gi is SIM_MIG_NONE (the parent's handle lists every instance's processes). */
+static unsigned snapshot_procs(int idx, unsigned gi, uint32_t kind_bit, proc_snap_t *out, unsigned cap) {
     unsigned n;
     for (;;) {
         uint32_t g0 = __atomic_load_n(&g_st->proc_gen, __ATOMIC_ACQUIRE);
@@ -904,8 +899,9 @@ static unsigned snapshot_procs(int idx, uint32_t kind_bit, proc_snap_t *out, uns
         for (int i = 0; i < SIM_MAX_PROC; i++) {
             sim_proc_t *p = &g_st->proc[i];
             if (p->dev != idx || !(p->kinds & kind_bit)) continue;
+            if (gi != SIM_MIG_NONE && p->gi != gi) continue;
             if (n < cap) {
-                out[n].pid = p->pid; out[n].mem = p->used_mem_bytes; out[n].sm = p->sm_util;
+                out[n].pid = p->pid; out[n].gi = p->gi; out[n].mem = p->used_mem_bytes; out[n].sm = p->sm_util;
                 out[n].memu = p->mem_util; out[n].enc = p->enc_util; out[n].dec = p->dec_util; out[n].ts = p->sample_ts_us;
             }
             n++;
@@ -919,10 +915,11 @@ static proc_snap_t *alloc_snap(void) { return (proc_snap_t *)malloc(sizeof(proc_
 
 static nvmlReturn_t list_procs(sim_dev_t *d, uint32_t kind_bit, unsigned int *count, void *infos, int ver) {
     NEED(count);
-    int idx = (int)(d - g_st->dev);
+    unsigned gi;
+    int idx = dev_place(d, &gi);
     proc_snap_t *s = alloc_snap();
     if (!s) return NVML_ERROR_MEMORY;
-    unsigned n = snapshot_procs(idx, kind_bit, s, SIM_MAX_PROC);
+    unsigned n = snapshot_procs(idx, gi, kind_bit, s, SIM_MAX_PROC);
     if (n > SIM_MAX_PROC) n = SIM_MAX_PROC;
     if (*count < n || (n > 0 && !infos)) {
         *count = n;
@@ -935,7 +932,8 @@ static nvmlReturn_t list_procs(sim_dev_t *d, uint32_t kind_bit, unsigned int *co
             p->pid = s[i].pid; p->usedGpuMemory = s[i].mem;
         } else {
             nvmlProcessInfo_t *p = (nvmlProcessInfo_t *)infos + i;
-            p->pid = s[i].pid; p->usedGpuMemory = s[i].mem; p->gpuInstanceId = 0xFFFFFFFFu; p->computeInstanceId = 0xFFFFFFFFu;
+            p->pid = s[i].pid; p->usedGpuMemory = s[i].mem; p->gpuInstanceId = s[i].gi;
+            p->computeInstanceId = s[i].gi == SIM_MIG_NONE ? SIM_MIG_NONE : 0;
         }
     }
     *count = n;
@@ -963,7 +961,9 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t devic
                  : pl->mode == NVML_PROCESS_MODE_MPS ? 4u : 7u;
     proc_snap_t *s = alloc_snap();
     if (!s) return NVML_ERROR_MEMORY;
-    unsigned n = snapshot_procs((int)(d - g_st->dev), bit, s, SIM_MAX_PROC);
+    unsigned gi;
+    int idx = dev_place(d, &gi);
+    unsigned n = snapshot_procs(idx, gi, bit, s, SIM_MAX_PROC);
     if (n > SIM_MAX_PROC) n = SIM_MAX_PROC;
     if (pl->numProcArrayEntries < n || (n && !pl->procArray)) {
         pl->numProcArrayEntries = n; free(s);
@@ -971,8 +971,8 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t devic
     }
     for (unsigned i = 0; i < n; i++) {
         nvmlProcessDetail_v1_t *p = &pl->procArray[i];
-        p->pid = s[i].pid; p->usedGpuMemory = s[i].mem; p->gpuInstanceId = 0xFFFFFFFFu;
-        p->computeInstanceId = 0xFFFFFFFFu; p->usedGpuCcProtectedMemory = 0;
+        p->pid = s[i].pid; p->usedGpuMemory = s[i].mem; p->gpuInstanceId = s[i].gi;
+        p->computeInstanceId = s[i].gi == SIM_MIG_NONE ? SIM_MIG_NONE : 0; p->usedGpuCcProtectedMemory = 0;
     }
     pl->numProcArrayEntries = n;
     free(s);
@@ -984,7 +984,7 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvm
     DEV_ENTER(nvmlDeviceGetProcessUtilization); NEED(count);
     proc_snap_t *s = alloc_snap();
     if (!s) return NVML_ERROR_MEMORY;
-    unsigned n = snapshot_procs((int)(d - g_st->dev), 7u, s, SIM_MAX_PROC);
+    unsigned n = snapshot_procs((int)(d - g_st->dev), SIM_MIG_NONE, 7u, s, SIM_MAX_PROC);
     if (n > SIM_MAX_PROC) n = SIM_MAX_PROC;
     unsigned m = 0;
     for (unsigned i = 0; i < n; i++) if (s[i].ts > last) s[m++] = s[i];
@@ -1013,6 +1013,7 @@ SIM_EXPORT nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *s) {
     *s = (nvmlGpmSample_t)calloc(1, sizeof(struct nvmlGpmSample_st));
     if (!*s) return NVML_ERROR_MEMORY;
     (*s)->dev = -1;
+    (*s)->gi = SIM_MIG_NONE;
     return NVML_SUCCESS;
 }
 SIM_EXPORT nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t s) {
@@ -1021,7 +1022,7 @@ SIM_EXPORT nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t s) {
 SIM_EXPORT nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t s) {
     DEV_ENTER(nvmlGpmSampleGet); NEED(s);
     if (RV(gpm_supported) == 0) return NVML_ERROR_NOT_SUPPORTED;
-    s->dev = (int)(d - g_st->dev); s->ts_us = now_us();
+    s->dev = (int)(d - g_st->dev); s->gi = SIM_MIG_NONE; s->ts_us = now_us();
     s->sm = RV(sm_active); s->occ = RV(sm_occupancy); s->tensor = RV(tensor_active); s->dram = RV(dram_active);
     s->fp16 = RV(fp16_active); s->fp32 = RV(fp32_active); s->fp64 = RV(fp64_active); s->gfx = RV(utilization_gpu);
     s->pcie_tx = RV(pcie_tx_kb_s) / 1024.0; s->pcie_rx = RV(pcie_rx_kb_s) / 1024.0;
@@ -1032,7 +1033,7 @@ SIM_EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *mg) {
     if (mg->version != NVML_GPM_METRICS_GET_VERSION) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     if (!mg->sample1 || !mg->sample2 || mg->numMetrics > NVML_GPM_METRIC_MAX) return NVML_ERROR_INVALID_ARGUMENT;
     struct nvmlGpmSample_st *a = mg->sample1, *b = mg->sample2;
-    if (a->dev < 0 || a->dev != b->dev) return NVML_ERROR_INVALID_ARGUMENT;
+    if (a->dev < 0 || a->dev != b->dev || a->gi != b->gi) return NVML_ERROR_INVALID_ARGUMENT;
     sim_dev_t *d = &g_st->dev[b->dev];
     if (__atomic_load_n(&d->lost, __ATOMIC_ACQUIRE)) return NVML_ERROR_GPU_IS_LOST;
     for (unsigned i = 0; i < mg->numMetrics; i++) {
@@ -1103,8 +1104,8 @@ static nvmlReturn_t event_wait(nvmlEventSet_t set, nvmlEventData_t *data, unsign
                 data->device = &g_handles[dv];
                 data->eventType = ty;
                 data->eventData = ty == nvmlEventTypeXidCriticalError ? dt : 0;
-                data->gpuInstanceId = 0xFFFFFFFFu;
-                data->computeInstanceId = 0xFFFFFFFFu;
+                data->gpuInstanceId = e->gi;
+                data->computeInstanceId = e->gi == SIM_MIG_NONE ? SIM_MIG_NONE : 0;
                 return NVML_SUCCESS;
             }
         }
@@ -1148,7 +1149,8 @@ SIM_EXPORT int simnode_create(const char *path, int n_devices) {
     for (int i = 0; i < n_devices; i++) {
         g_ctl->dev[i].supported_events = nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError |
             nvmlEventTypePState | nvmlEventTypeXidCriticalError | nvmlEventTypeClock |
-            nvmlEventTypePowerSourceChange | nvmlEventTypeGpuUnavailableError | nvmlEventTypeGpuRecoveryAction;
+            nvmlEventTypePowerSourceChange | nvmlEventTypeGpuUnavailableError | nvmlEventTypeGpuRecoveryAction |
+            nvmlEventMigConfigChange;
     }
     return 0;
 }
@@ -1178,7 +1180,7 @@ SIM_EXPORT long long simnode_push_event(int dev, unsigned long long type, unsign
     if (type == nvmlEventTypeDoubleBitEccError) { bump(d, R_ecc_dbe_volatile, 1); bump(d, R_ecc_dbe_aggregate, 1); }
     uint64_t s;
     sim_event_t *e = ring_claim(dev, &s);
-    e->type = type; e->data = data;
+    e->type = type; e->data = data; e->gi = SIM_MIG_NONE;
     return ring_publish(e, s);
 }
 
@@ -1191,6 +1193,7 @@ SIM_EXPORT int simnode_proc_add(int dev, unsigned int pid, unsigned int kinds, d
     if (slot < 0) return -3;
     proc_write_begin();
     sim_proc_t *p = &g_ctl->proc[slot];
+    if (!existing) p->gi = SIM_MIG_NONE; /* simnode_proc_set_mig places it on an instance */
     p->pid = pid; p->kinds = kinds ? kinds : 1u; p->used_mem_bytes = u64(used_mib * MIB);
     p->sm_util = sm; p->mem_util = mem; p->enc_util = enc; p->dec_util = dec;
     p->sample_ts_us = now_us();
@@ -1230,3 +1233,5 @@ SIM_EXPORT int simnode_tick(double dt) {
     }
     return 0;
 }
+
+#include "nvml_sim_mig.c"

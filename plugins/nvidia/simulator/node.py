@@ -36,6 +36,7 @@ from gpu_otel_agent.plugins.amd.simulator import scenario as amd_scenario
 from gpu_otel_agent.plugins.amd.simulator.build import build_library as build_amd_library
 from gpu_otel_agent.plugins.nvidia.simulator import _lib
 from gpu_otel_agent.plugins.nvidia.simulator.build import build_library
+from gpu_otel_agent.plugins.nvidia.simulator.mig_node import MigNode
 from gpu_otel_agent.plugins.nvidia.simulator.models import BASE, model_info
 from gpu_otel_agent.plugins.nvidia.simulator.scenario import (
     DeviceSpec,
@@ -163,6 +164,8 @@ class Node:
         self.timeline_pos = 0
         self.server: socketserver.ThreadingUnixStreamServer | None = None
         self.known_functions = frozenset(function_names())
+        self.mig = MigNode(self.lib)
+        self.proc_gi: dict[tuple[int, int], int] = {}  # (device, pid) -> its GPU instance
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
@@ -185,7 +188,8 @@ class Node:
             vals.update(d.readings)
             self.values.append(vals)
             self.lib.set_string(local, "name", d.model)
-            self.lib.set_string(local, "uuid", d.uuid or _deterministic_uuid(sc, d.index))
+            parent_uuid = d.uuid or _deterministic_uuid(sc, d.index)
+            self.lib.set_string(local, "uuid", parent_uuid)
             self.lib.set_string(local, "serial", d.serial or f"{1650924060000 + d.index:013d}")
             bus = d.pci_bus_id or f"00000000:{0x18 + 0x10 * d.index:02X}:00.0"
             if len(bus.split(":")[0]) == 4:
@@ -195,13 +199,21 @@ class Node:
             self.lib.set_string(local, "board_part", info.board_part)
             for fn in d.unsupported:
                 self.lib.set_function_unsupported(local, fn)
+            if d.mig is not None:
+                total = _eval(vals.get("memory_total_mib"), 0.0, self.rng) or 0.0
+                self.mig.enable(d.index, local, d.model, parent_uuid=parent_uuid,
+                                memory_mib_total=total, specs=d.mig)
         self._apply_values(0.0)
         for p in sc.processes:
             pid = p.pid if p.pid is not None else self._spawn_placeholder(p.cgroup)
             self.procs[(p.device, pid)] = _Proc(
                 p.device, pid, p.kind, p.used_memory_mib, p.sm_util, p.mem_util
             )
+            if p.mig is not None:
+                self.proc_gi[(p.device, pid)] = self.mig.gi_of(p.device, p.mig)
         self._apply_procs(0.0)
+        for (dev, pid), gi in self.proc_gi.items():
+            self.lib.proc_set_mig(self._slot(dev)[1], pid, gi)
 
     def _setup_amd(self, d: DeviceSpec) -> None:
         assert self.amd is not None
@@ -287,6 +299,10 @@ class Node:
                         or isinstance(vals.get(name), Sine | Random)
                     ):
                         lib.set_reading(local, name, value)
+            if device is None:
+                # A MIG-enabled GPU's used memory is what its instances use.
+                for dev, used in self.mig.apply(t, self.rng, _eval).items():
+                    self.lib.set_reading(self._slot(dev)[1], "memory_used_mib", used)
 
     def _apply_procs(self, t: float) -> None:
         with self.lock:
@@ -371,8 +387,14 @@ class Node:
                     raise CommandError(
                         f"device {dev} is an AMD GPU: AMD reports no XIDs; use the 'event' op"
                     )
+                if req.get("mig") is not None:
+                    gi = self._gi(dev, req["mig"])
+                    seq = self.lib.push_event_mig(self._slot(dev)[1], _lib.EVENT_XID, code, gi)
+                    return {"ok": True, "seq": seq, "gpu_instance_id": gi}
                 seq = self.lib.push_event(self._slot(dev)[1], _lib.EVENT_XID, code)
                 return {"ok": True, "seq": seq}
+            if op == "mig":
+                return self._op_mig(req)
             if op == "ecc":
                 dev = self._device(req)
                 kind = req.get("type", "single_bit")
@@ -414,6 +436,7 @@ class Node:
                     raise CommandError(f"no GPU process with pid {pid}")
                 for k in keys:
                     del self.procs[k]
+                    self.proc_gi.pop(k, None)
                     amd = self._amd_target(k[0])
                     if amd is not None:
                         amd[0].proc_rm(amd[1], pid)
@@ -541,12 +564,45 @@ class Node:
         counter: _lib.NodeLib | amd_lib.AmdNodeLib = amd[0] if amd else self.lib
         if (dev, pid) not in self.procs and counter.proc_count() >= 4096:
             raise CommandError("process table full")
+        gi = self._gi(dev, req["mig"]) if req.get("mig") is not None else None
         self.procs[(dev, pid)] = _Proc(dev, pid, str(kind), mem, sm, mu)
         if amd is not None:
             self._amd_proc_add(dev, local, pid, mem, sm, kind=str(kind))
         else:
             self.lib.proc_add(local, pid, str(kind), mem, sm, mu)
+            self.lib.proc_set_mig(local, pid, gi)
+        if gi is not None:
+            self.proc_gi[(dev, pid)] = gi
+        else:
+            self.proc_gi.pop((dev, pid), None)
         return {"ok": True}
+
+    def _gi(self, dev: int, position: object) -> int:
+        """The GPU instance id of the ``position``-th MIG instance of ``dev``."""
+        if isinstance(position, bool) or not isinstance(position, int):
+            raise CommandError("'mig' must be an integer (position in the device's MIG list)")
+        try:
+            return self.mig.gi_of(dev, position)
+        except ValueError as error:
+            raise CommandError(str(error)) from error
+
+    def _op_mig(self, req: Mapping[str, object]) -> dict[str, object]:
+        """Reconfigure a MIG-enabled GPU: ``set`` is the profiles ("3g.40gb,1g.10gb" or a list)."""
+        dev = self._device(req)
+        wanted = req.get("set")
+        if isinstance(wanted, str):
+            wanted = [p.strip() for p in wanted.split(",") if p.strip()]
+        if not isinstance(wanted, list) or not all(isinstance(p, str) for p in wanted):
+            raise CommandError("'set' must be a list of MIG profile names or 'a,b,c'")
+        busy = {gi: pid for (d, pid), gi in self.proc_gi.items() if d == dev}
+        try:
+            uuids = self.mig.reconfigure(dev, [str(p) for p in wanted], busy)
+        except ValueError as error:
+            raise CommandError(str(error)) from error
+        self._apply_values(time.monotonic() - self.t0)
+        return {"ok": True, "instances": [
+            {"uuid": i.uuid, "profile": i.profile.name, "gpu_instance_id": i.gi,
+             "compute_instance_id": 0} for i in self.mig.instances(dev) if i.uuid in uuids]}
 
     def handle_line(self, line: bytes) -> dict[str, object]:
         try:

@@ -17,6 +17,7 @@ from types import MappingProxyType
 import yaml
 
 from gpu_otel_agent.plugins.amd.simulator import scenario as amd_scenario
+from gpu_otel_agent.plugins.nvidia.simulator.mig_profiles import MigConfigError, check
 from gpu_otel_agent.plugins.simulator_core.tables import macro_names
 
 SOURCE = Path(__file__).with_name("libnvml_sim.c")
@@ -71,6 +72,19 @@ Value = float | Sine | Random | None
 """A reading: a number, a pattern, or None (the call serving it is NOT_SUPPORTED)."""
 
 
+# What one MIG instance of a scenario may set (per-instance readings; patterns allowed).
+MIG_READINGS = ("memory_used_mib", "sm_active", "sm_occupancy", "tensor_active", "dram_active",
+                "fp16_active", "fp32_active", "fp64_active")
+
+
+@dataclass(frozen=True)
+class MigSpec:
+    """One GPU instance (with one compute instance spanning it) of a MIG-enabled GPU."""
+
+    profile: str
+    readings: Mapping[str, Value]
+
+
 @dataclass(frozen=True)
 class DeviceSpec:
     index: int
@@ -81,6 +95,7 @@ class DeviceSpec:
     readings: Mapping[str, Value]
     unsupported: tuple[str, ...]
     vendor: str = "nvidia"  # or "amd": served by the simulated libamd_smi.so
+    mig: tuple[MigSpec, ...] | None = None  # MIG mode on, these instances (None: off)
 
 
 @dataclass(frozen=True)
@@ -92,6 +107,7 @@ class ProcessSpec:
     sm_util: Value
     mem_util: Value
     kind: str  # compute | graphics | mps
+    mig: int | None = None  # position in the device's ``mig`` list: runs on that instance
 
 
 @dataclass(frozen=True)
@@ -268,7 +284,7 @@ def _readings(
     return out
 
 
-_DEVICE_KEYS = ("model", "uuid", "pci_bus_id", "serial", "unsupported", "vendor")
+_DEVICE_KEYS = ("model", "uuid", "pci_bus_id", "serial", "unsupported", "vendor", "mig")
 VENDORS = ("nvidia", "amd")
 _PCI = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 
@@ -302,18 +318,44 @@ def _device(ctx: _Ctx, raw: object, i: int) -> DeviceSpec:
     readings = _readings(
         ctx, {k: v for k, v in d.items() if k not in _DEVICE_KEYS}, key, str(vendor)
     )
+    mig = _mig(ctx, d["mig"], f"{key}.mig", model) if d.get("mig") is not None else None
+    if mig is not None and vendor != "nvidia":
+        raise ctx.fail(f"{key}.mig", "MIG is an NVIDIA feature (AMD: use 'partition')")
     return DeviceSpec(
-        i, model, uuid, pci, serial, MappingProxyType(readings), tuple(unsupported), str(vendor)
+        i, model, uuid, pci, serial, MappingProxyType(readings), tuple(unsupported), str(vendor),
+        mig,
     )
+
+
+def _mig(ctx: _Ctx, raw: object, key: str, model: str) -> tuple[MigSpec, ...]:
+    """``mig:`` of a device: its GPU instances, each a profile of the model's table."""
+    if not isinstance(raw, list):
+        raise ctx.fail(key, "expected a list of GPU instances ({profile: 3g.40gb, ...})")
+    out = []
+    for j, entry in enumerate(raw):
+        sub = f"{key}[{j}]"
+        m = _mapping(ctx, entry, sub, ("profile", *MIG_READINGS))
+        if "profile" not in m:
+            raise ctx.fail(sub, "missing key 'profile'")
+        profile = _str(ctx, m["profile"], f"{sub}.profile")
+        readings = {k: parse_value(ctx, v, f"{sub}.{k}") for k, v in m.items() if k != "profile"}
+        out.append(MigSpec(profile, MappingProxyType(readings)))
+    try:
+        check(model, [spec.profile for spec in out])
+    except MigConfigError as error:
+        raise ctx.fail(key, str(error)) from error
+    return tuple(out)
 
 
 _KINDS = ("compute", "graphics", "mps")
 
 
-def _process(ctx: _Ctx, raw: object, i: int, n_dev: int) -> ProcessSpec:
+def _process(ctx: _Ctx, raw: object, i: int, devices: Sequence[DeviceSpec]) -> ProcessSpec:
+    n_dev = len(devices)
     key = f"processes[{i}]"
     p = _mapping(
-        ctx, raw, key, ("device", "pid", "spawn", "used_memory_mib", "sm_util", "mem_util", "type")
+        ctx, raw, key,
+        ("device", "pid", "spawn", "used_memory_mib", "sm_util", "mem_util", "type", "mig"),
     )
     if "device" not in p:
         raise ctx.fail(key, "missing key 'device'")
@@ -336,6 +378,9 @@ def _process(ctx: _Ctx, raw: object, i: int, n_dev: int) -> ProcessSpec:
     if kind not in _KINDS:
         raise ctx.fail(f"{key}.type", f"expected one of {', '.join(_KINDS)}, got {kind!r}")
     mem = _num(ctx, p.get("used_memory_mib", 0), f"{key}.used_memory_mib", minimum=0)
+    mig = None
+    if p.get("mig") is not None:
+        mig = _mig_position(ctx, p["mig"], f"{key}.mig", devices[dev])
     return ProcessSpec(
         dev,
         pid,
@@ -344,7 +389,17 @@ def _process(ctx: _Ctx, raw: object, i: int, n_dev: int) -> ProcessSpec:
         parse_value(ctx, p.get("sm_util", 0), f"{key}.sm_util"),
         parse_value(ctx, p.get("mem_util", 0), f"{key}.mem_util"),
         str(kind),
+        mig,
     )
+
+
+def _mig_position(ctx: _Ctx, v: object, key: str, device: DeviceSpec) -> int:
+    position = _int(ctx, v, key)
+    if device.mig is None:
+        raise ctx.fail(key, f"device {device.index} has no 'mig' instances")
+    if position >= len(device.mig):
+        raise ctx.fail(key, f"device {device.index} has {len(device.mig)} MIG instance(s)")
+    return position
 
 
 _ACTIONS = (
@@ -353,10 +408,11 @@ _ACTIONS = (
 _AMD_ONLY = frozenset({"event", "reset"})
 
 
-def _timeline(ctx: _Ctx, raw: object, i: int, vendors: Sequence[str]) -> TimelineEvent:
+def _timeline(ctx: _Ctx, raw: object, i: int, devices: Sequence[DeviceSpec]) -> TimelineEvent:
+    vendors = [d.vendor for d in devices]
     n_dev = len(vendors)
     key = f"timeline[{i}]"
-    e = _mapping(ctx, raw, key, ("at", "device", *_ACTIONS))
+    e = _mapping(ctx, raw, key, ("at", "device", "mig", *_ACTIONS))
     if "at" not in e:
         raise ctx.fail(key, "missing key 'at'")
     at = parse_duration(ctx, e["at"], f"{key}.at")
@@ -379,8 +435,12 @@ def _timeline(ctx: _Ctx, raw: object, i: int, vendors: Sequence[str]) -> Timelin
     sub = f"{key}.{action}"
     v = e[action]
     args: dict[str, object]
+    if "mig" in e and action != "xid":
+        raise ctx.fail(f"{key}.mig", "'mig' scopes an XID to a GPU instance; only with 'xid'")
     if action == "xid":
         args = {"code": _int(ctx, v, sub)}
+        if "mig" in e and dev is not None:
+            args["mig"] = _mig_position(ctx, e["mig"], f"{key}.mig", devices[dev])
     elif action == "ecc":
         m = _mapping(ctx, v, sub, ("type",))
         t = m.get("type", "single_bit")
@@ -478,7 +538,7 @@ def parse_scenario(text: str, path: Path) -> Scenario:
     raw_procs = top.get("processes") or []
     if not isinstance(raw_procs, list):
         raise ctx.fail("processes", "expected a list")
-    procs = tuple(_process(ctx, p, i, len(devices)) for i, p in enumerate(raw_procs))
+    procs = tuple(_process(ctx, p, i, devices) for i, p in enumerate(raw_procs))
     raw_missing = top.get("missing_symbols") or []
     if not isinstance(raw_missing, list):
         raise ctx.fail("missing_symbols", "expected a list of NVML function names")
@@ -491,8 +551,7 @@ def parse_scenario(text: str, path: Path) -> Scenario:
     raw_tl = top.get("timeline") or []
     if not isinstance(raw_tl, list):
         raise ctx.fail("timeline", "expected a list")
-    vendors = [d.vendor for d in devices]
-    timeline = tuple(_timeline(ctx, e, i, vendors) for i, e in enumerate(raw_tl))
+    timeline = tuple(_timeline(ctx, e, i, devices) for i, e in enumerate(raw_tl))
     return Scenario(
         path=path.resolve(),
         vendor=str(vendor),

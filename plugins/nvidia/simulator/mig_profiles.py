@@ -1,0 +1,123 @@
+"""MIG GPU instance profiles per GPU model, as data.
+
+Source: NVIDIA Multi-Instance GPU User Guide, "Supported MIG Profiles"
+(https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html): the
+profile names, the fraction of SMs (compute slices of 7) and of memory (memory slices of 8),
+and the number of instances of each profile a GPU can hold, for A100-SXM4-40GB,
+A100-SXM4-80GB, H100 80GB (SXM5 and PCIe) and H200 (141 GB).
+
+An instance's memory is its fraction of the model's frame buffer (the ``memory_total_mib`` of
+the model table); real instances report a few hundred MiB less (driver reservations). Its SM
+count is ``slices`` times the SMs of one compute slice of the model (A100: 14, H100/H200: 16),
+as ``nvidia-smi mig -lgip`` lists them. Placement is checked by totals (compute slices <= 7,
+memory slices <= 8, instances per profile), not by the guide's slot-by-slot placement table.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+# nvml.h NVML_GPU_INSTANCE_PROFILE_* ids
+_1_SLICE, _2_SLICE, _3_SLICE, _4_SLICE, _7_SLICE = 0x0, 0x1, 0x2, 0x3, 0x4
+_1_SLICE_REV1, _1_SLICE_REV2 = 0x7, 0x9  # +me (media extensions); 1 slice with 2/8 memory
+
+COMPUTE_SLICES = 7
+MEMORY_SLICES = 8
+
+
+@dataclass(frozen=True)
+class MigProfile:
+    name: str  # NVML's profile name, "3g.40gb"
+    slices: int  # compute slices (of 7)
+    memory_slices: int  # memory slices (of 8)
+    profile_id: int  # NVML_GPU_INSTANCE_PROFILE_*
+    max_instances: int  # how many a GPU can hold
+
+
+@dataclass(frozen=True)
+class MigModel:
+    sms_per_slice: int
+    profiles: Mapping[str, MigProfile]
+
+
+def _model(sms_per_slice: int, gb: tuple[str, str, str, str]) -> MigModel:
+    """The seven profiles of the guide's tables; ``gb`` names the memory of 1/8, 2/8, 4/8, 8/8."""
+    eighth, quarter, half, full = gb
+    rows = (
+        MigProfile(f"1g.{eighth}", 1, 1, _1_SLICE, 7),
+        MigProfile(f"1g.{eighth}+me", 1, 1, _1_SLICE_REV1, 1),
+        MigProfile(f"1g.{quarter}", 1, 2, _1_SLICE_REV2, 4),
+        MigProfile(f"2g.{quarter}", 2, 2, _2_SLICE, 3),
+        MigProfile(f"3g.{half}", 3, 4, _3_SLICE, 2),
+        MigProfile(f"4g.{half}", 4, 4, _4_SLICE, 1),
+        MigProfile(f"7g.{full}", 7, 8, _7_SLICE, 1),
+    )
+    return MigModel(sms_per_slice, MappingProxyType({p.name: p for p in rows}))
+
+
+_A100_40 = _model(14, ("5gb", "10gb", "20gb", "40gb"))
+_A100_80 = _model(14, ("10gb", "20gb", "40gb", "80gb"))
+_H100_80 = _model(16, ("10gb", "20gb", "40gb", "80gb"))
+_H200 = _model(16, ("18gb", "35gb", "71gb", "141gb"))
+
+MODELS: Mapping[str, MigModel] = MappingProxyType({
+    "NVIDIA A100-SXM4-40GB": _A100_40,
+    "NVIDIA A100-SXM4-80GB": _A100_80,
+    "NVIDIA H100 80GB HBM3": _H100_80,
+    "NVIDIA H100 PCIe": _H100_80,
+    "NVIDIA H200": _H200,
+})
+
+
+class MigConfigError(ValueError):
+    """A MIG configuration the model cannot hold; the message says why."""
+
+
+def mig_model(model: str) -> MigModel:
+    found = MODELS.get(model)
+    if found is None:
+        raise MigConfigError(f"{model!r} does not support MIG in the simulator "
+                             f"(MIG models: {', '.join(MODELS)})")
+    return found
+
+
+def check(model: str, names: Sequence[str]) -> tuple[MigProfile, ...]:
+    """The profiles of ``names`` on ``model``, if the GPU can hold them all at once."""
+    table = mig_model(model)
+    profiles = []
+    for name in names:
+        profile = table.profiles.get(name)
+        if profile is None:
+            raise MigConfigError(f"unknown MIG profile {name!r} for {model} "
+                                 f"(profiles: {', '.join(table.profiles)})")
+        profiles.append(profile)
+    _check_totals(model, profiles)
+    return tuple(profiles)
+
+
+def _check_totals(model: str, profiles: Iterable[MigProfile]) -> None:
+    chosen = list(profiles)
+    slices = sum(p.slices for p in chosen)
+    memory = sum(p.memory_slices for p in chosen)
+    if slices > COMPUTE_SLICES:
+        raise MigConfigError(f"{model}: the profiles need {slices} compute slices, "
+                             f"the GPU has {COMPUTE_SLICES}")
+    if memory > MEMORY_SLICES:
+        raise MigConfigError(f"{model}: the profiles need {memory} memory slices, "
+                             f"the GPU has {MEMORY_SLICES}")
+    for name, count in Counter(p.name for p in chosen).items():
+        limit = next(p.max_instances for p in chosen if p.name == name)
+        if count > limit:
+            raise MigConfigError(f"{model}: at most {limit} instance(s) of {name}, got {count}")
+
+
+def memory_mib(profile: MigProfile, model_memory_mib: float) -> float:
+    """The instance's frame buffer: its memory slices' share of the GPU's."""
+    return float(int(model_memory_mib * profile.memory_slices / MEMORY_SLICES))
+
+
+def sm_count(profile: MigProfile, model: str) -> int:
+    return profile.slices * mig_model(model).sms_per_slice
