@@ -11,6 +11,7 @@ from gpu_otel_agent.model.metrics import (
     CUDA_METRICS,
     DEVICE_ATTRIBUTES,
     DEVICE_METRICS,
+    PARTITION_ATTRIBUTES,
     PROCESS_METRICS,
     WORKLOAD_ATTRIBUTES,
     MetricSpec,
@@ -41,6 +42,22 @@ def metrics_markdown() -> str:
         "",
         "`hw.type` is set on the `hw.*` metrics only. A value the device cannot provide is "
         "absent, never 0.",
+        "",
+        "A partition of a GPU (an NVIDIA MIG instance) is a device of its own: `hw.id` is its "
+        "own id (`MIG-<uuid>`), `gpu.index`, `hw.model` and `gpu.pci.bus_id` are its GPU's, "
+        "and its data points add:",
+        "",
+        "| attribute | value |",
+        "| --- | --- |",
+        *(f"| `{name}` | {described(name, meaning)} |" for name, meaning in PARTITION_ATTRIBUTES),
+        "",
+        "A partition carries what is allocatable: memory usage and limit, SM/tensor/DRAM "
+        "activity (GPM, where the GPU has it), its processes and their workloads "
+        "(`gpu.container.memory.limit` is the partition's memory for a pod allocated it "
+        "whole). Its GPU keeps what is physical: power, energy, temperature, clocks, ECC, "
+        "XID counts, PCIe and NVLink, health. NVML serves no device or per-process "
+        "utilization on a MIG-enabled GPU, so `hw.gpu.utilization` and "
+        "`gpu.process.utilization` are absent there.",
         "",
         "## Device metrics",
         "",
@@ -105,6 +122,13 @@ def events_markdown() -> str:
         "Each event is an OTLP log record with `event_name` set and the same name in the "
         "attribute `event.name`, a severity, a one-line body, the device attributes "
         "(`hw.id`, `hw.type`, `hw.vendor`, `hw.model`, `gpu.index`, `gpu.pci.bus_id`) and:",
+        "",
+        "An XID the driver attributes to a partition (an NVIDIA MIG instance: the event's GPU "
+        "instance id) carries the partition's device attributes instead (`hw.id` = its "
+        "`MIG-<uuid>`, `hw.parent`, `gpu.mig.profile`, `gpu.mig.gpu_instance.id`, "
+        "`gpu.mig.compute_instance.id`) and the workloads on that partition; it is counted in "
+        "its GPU's `gpu.xid.errors` and changes its GPU's health. An event on a partitioned GPU "
+        "itself names the workloads on all its partitions.",
         "",
         "| attribute | meaning |",
         "| --- | --- |",

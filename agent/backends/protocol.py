@@ -116,6 +116,8 @@ class DeviceEvent:
     source: str = "nvml"
     detail: str = ""
     name: str = ""  # EVENT_VENDOR only: the event's own name, ``gpu.<vendor>.<what>``
+    # The partition (its UUID: a MIG instance) the event is scoped to; empty: the whole device.
+    partition: str = ""
 
 
 EVENT_XID = "xid"
@@ -128,6 +130,7 @@ EVENT_MEMORY_RETIREMENT = "memory_retirement"  # a page/row will be retired at t
 EVENT_MEMORY_RETIREMENT_FAILURE = "memory_retirement_failure"
 EVENT_FATAL_POISON = "fatal_poison"  # poisoned memory consumed: the work on the GPU is lost
 EVENT_OTHER = "other"  # clock / power-source / P-state changes: counted, not reported
+EVENT_PARTITIONS_CHANGED = "partitions_changed"  # re-enumerate the partitions (MIG reconfigured)
 # AMD (amdsmi event notifications); ``detail`` carries the driver's message.
 EVENT_GPU_RESET_START = "gpu_reset_start"  # the GPU is being reset: lost until it ends
 EVENT_GPU_RESET_END = "gpu_reset_end"

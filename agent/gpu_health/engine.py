@@ -23,6 +23,7 @@ from gpu_otel_agent.backends.protocol import (
     EVENT_GPU_RESET_START,
     EVENT_MEMORY_RETIREMENT,
     EVENT_MEMORY_RETIREMENT_FAILURE,
+    EVENT_PARTITIONS_CHANGED,
     EVENT_RECOVERY_ACTION,
     EVENT_THERMAL_THROTTLE,
     EVENT_UNAVAILABLE,
@@ -106,6 +107,8 @@ class HealthEngine:
         self.stats = HealthStats()
         # Set by the agent: ask a lost GPU's sampler to probe it at once (vendor said it's back).
         self.reprobe: Callable[[str], None] | None = None
+        # Set by the agent: ask a GPU's sampler to enumerate its partitions again.
+        self.repartition: Callable[[str], None] | None = None
         for gpu in self._gpus.values():
             self._publish(gpu)
 
@@ -119,6 +122,9 @@ class HealthEngine:
                 continue
             if event.kind == EVENT_XID:
                 self._xid(gpu, event)
+            elif event.kind == EVENT_PARTITIONS_CHANGED:
+                if self.repartition is not None:
+                    self.repartition(gpu.identity.uuid)
             elif event.kind in (EVENT_ECC_CORRECTED, EVENT_ECC_UNCORRECTED):
                 self._ecc(gpu, event)
             elif event.kind == EVENT_RECOVERY_ACTION:
@@ -167,15 +173,22 @@ class HealthEngine:
         if info.state is not HealthState.OK:
             change = gpu.machine.set(f"xid:{event.code}", info.state,
                                      f"XID {event.code} {info.name}")
-        if self._storm.admit((gpu.identity.uuid, ev.XID, event.code), now):
+        # An XID scoped to a partition (a MIG instance) names it and its workloads; the count
+        # and the health state stay with the physical GPU.
+        scope = self._partition(event.partition) if event.partition else None
+        if self._storm.admit((event.partition or gpu.identity.uuid, ev.XID, event.code), now):
             detail = f" ({event.detail})" if event.detail else ""
+            where = f"GPU {gpu.identity.index}"
+            if scope is not None and scope.partition is not None:
+                where += (f" {scope.partition.kind.upper()} {scope.partition.profile} "
+                          f"({scope.uuid})")
             self._emit(gpu, ev.XID, info.severity,
-                       f"XID {event.code} {info.name} on GPU {gpu.identity.index}: "
+                       f"XID {event.code} {info.name} on {where}: "
                        f"{info.meaning}{detail}. Action: {info.action} - "
                        f"{ACTIONS.get(info.action, '')}",
                        (("gpu.xid.code", event.code), ("gpu.xid.name", info.name),
                         ("gpu.xid.action", info.action), ("gpu.event.source", event.source)),
-                       time_ns=event.time_ns)
+                       time_ns=event.time_ns, scope=scope)
         else:
             self.stats.suppressed += 1
         self._transition(gpu, change, event.time_ns)  # after the event that caused it
@@ -321,14 +334,22 @@ class HealthEngine:
         self._emit(gpu, name, severity, body, attributes, time_ns=time_ns,
                    live_lookup=live_lookup)
 
+    def _partition(self, uuid: str) -> DeviceIdentity | None:
+        """A partition's identity, as its parent's sampler last published it."""
+        return next((d.identity for d in self._store.devices() if d.identity.uuid == uuid),
+                    None)
+
     def _emit(
         self, gpu: _Gpu, name: str, severity: Severity, body: str,
         attributes: EventAttributes, *, time_ns: int, live_lookup: bool = True,
+        scope: DeviceIdentity | None = None,
     ) -> None:
+        """``scope``: the partition the event is about (its attributes and its workloads)."""
+        identity = scope or gpu.identity
         event = HealthEvent(name, time_ns, severity, body,
-                            (*gpu.identity.series_attributes(), *attributes))
+                            (*identity.series_attributes(), *attributes))
         down = gpu.machine.holds("unresponsive") or gpu.machine.holds("lost")
-        self._delivery.put(Pending(event, gpu.identity.uuid, live_lookup and not down))
+        self._delivery.put(Pending(event, identity.uuid, live_lookup and not down))
 
     def _summaries(self, summaries: list[Summary]) -> None:
         for summary in summaries:

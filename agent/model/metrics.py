@@ -255,6 +255,14 @@ DEVICE_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("gpu.pci.bus_id", "PCI bus id"),
 )
 
+# A partition of a GPU (a MIG instance) is a device of its own; its points add these.
+PARTITION_ATTRIBUTES: tuple[tuple[str, str], ...] = (
+    ("hw.parent", "the UUID of the physical GPU the partition is part of"),
+    ("gpu.mig.profile", "NVIDIA MIG: the GPU instance profile (`3g.40gb`)"),
+    ("gpu.mig.gpu_instance.id", "NVIDIA MIG: the GPU instance id"),
+    ("gpu.mig.compute_instance.id", "NVIDIA MIG: the compute instance id"),
+)
+
 WORKLOAD_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("process.pid", "process id (host PID namespace)"),
     ("process.executable.name", "process name, sanitised and length-limited"),

@@ -177,6 +177,8 @@ class Agent:
             by_uuid = {s.snapshot.identity.uuid: s for s in self.samplers}
             self.health.engine.reprobe = lambda uuid: (
                 by_uuid[uuid].reprobe_now() if uuid in by_uuid else None)
+            self.health.engine.repartition = lambda uuid: (
+                by_uuid[uuid].rescan_partitions() if uuid in by_uuid else None)
         tracer = build_tracer(self._initial, resource)
         exporter = build_snapshot_exporter(self._initial, resource)
         pusher = MetricPusher(

@@ -76,8 +76,10 @@ class NvidiaBackend:
         for device in devices:
             handle = self._handles.get(device.identity.uuid)
             if handle is not None:
+                partition_of = (device.partition_of if isinstance(device, NvidiaDevice)
+                                else lambda gpu_instance: "")
                 sources.append(NvmlEventWatcher(handle, device.identity.uuid,
-                                                device.identity.index))
+                                                device.identity.index, partition_of))
         if options.kmsg:
             sources.append(KmsgXidReader({d.identity.pci_bus_id: d.identity.uuid
                                           for d in devices}))

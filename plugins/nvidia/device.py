@@ -9,15 +9,20 @@ from typing import Any
 
 import pynvml
 
-from gpu_otel_agent.backends.protocol import PROCESS_GROUP, DeviceLost
+from gpu_otel_agent.backends.protocol import PROCESS_GROUP, Device, DeviceLost
 from gpu_otel_agent.model.process import ProcessUsage
 from gpu_otel_agent.model.snapshot import DeviceIdentity, Reading
 from gpu_otel_agent.plugins.nvidia.gpm import GpmReader
+from gpu_otel_agent.plugins.nvidia.mig import MigPlace, NvidiaMigDevice, profile_of
 from gpu_otel_agent.plugins.nvidia.nvml import Unavailable, classify, field_value
 from gpu_otel_agent.plugins.nvidia.processes import ProcessSampler
 from gpu_otel_agent.plugins.nvidia.readings import GROUPS, CallReading, FieldReading
 
 log = logging.getLogger(__name__)
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,10 @@ class NvidiaDevice:
         self._gpm: GpmReader | None = None
         self._current_call: str | None = None
         self._processes = ProcessSampler(handle, self._invoke)
+        self._mig_capable = True  # until nvmlDeviceGetMigMode says NOT_SUPPORTED
+        self._gpm_capable = False
+        # UUID -> instance; replaced whole, so the event thread reads it without a lock.
+        self._mig: dict[str, NvidiaMigDevice] = {}
         # NVML function -> (calls, seconds), for self-telemetry; replaced whole, never mutated,
         # so the export thread can copy it while the device thread records.
         self._call_times: dict[str, tuple[int, float]] = {}
@@ -74,6 +83,7 @@ class NvidiaDevice:
     def probe(self) -> frozenset[str]:
         plans = {group: self._probe_group(*tables) for group, tables in GROUPS.items()}
         self._plans = {group: plan for group, plan in plans.items() if not plan.empty}
+        self._gpm_capable = self._gpm_supported()
         self._gpm = self._probe_gpm()
         groups = set(self._plans)
         if self._gpm is not None:
@@ -118,9 +128,16 @@ class NvidiaDevice:
                 served.add(call.key)
         return GroupPlan(working_fields, tuple(working_calls))
 
+    def _gpm_supported(self) -> bool:
+        try:
+            return bool(self._invoke("nvmlGpmQueryDeviceSupport", GpmReader.supported,
+                                     self._handle))
+        except (Unavailable, pynvml.NVMLError):
+            return False
+
     def _probe_gpm(self) -> GpmReader | None:
         try:
-            if not self._invoke("nvmlGpmQueryDeviceSupport", GpmReader.supported, self._handle):
+            if not self._gpm_capable:
                 return None
             reader = self._gpm or GpmReader(self._handle)
             self._invoke("nvmlGpmSampleGet", reader.start)
@@ -137,7 +154,78 @@ class NvidiaDevice:
         )
 
     def read_processes(self) -> tuple[ProcessUsage, ...]:
-        return self._processes.read()
+        """The GPU's own processes; on a MIG-enabled GPU, each instance's go to the instance
+        (its read, next in the same job, takes them from here: no calls of its own)."""
+        processes = self._processes.read()
+        if not self._mig:
+            return processes
+        placed = self._processes.instances
+        by_gi: dict[int, list[ProcessUsage]] = {}
+        own = []
+        for usage in processes:
+            gi = placed.get(usage.pid)
+            if gi is None:
+                own.append(usage)
+            else:
+                by_gi.setdefault(gi, []).append(usage)
+        for instance in self._mig.values():
+            instance.give_processes(tuple(by_gi.get(instance.gpu_instance, ())))
+        return tuple(own)
+
+    # -- MIG (Partitioned) ------------------------------------------------------------------
+
+    def partitions(self) -> tuple[Device, ...]:
+        """The MIG devices now: 2 + 2 calls per instance (handle, UUID), + 2 per new one."""
+        if not self._mig_capable:
+            return ()
+        try:
+            current, _ = self._invoke("nvmlDeviceGetMigMode", pynvml.nvmlDeviceGetMigMode,
+                                      self._handle)
+            count = (self._invoke("nvmlDeviceGetMaxMigDeviceCount",
+                                  pynvml.nvmlDeviceGetMaxMigDeviceCount, self._handle)
+                     if current == pynvml.NVML_DEVICE_MIG_ENABLE else 0)
+        except Unavailable:
+            self._mig_capable = False  # no MIG on this GPU or driver: never ask again
+            self._mig = {}
+            return ()
+        found: dict[str, NvidiaMigDevice] = {}
+        for index in range(count):
+            try:
+                handle = self._invoke("nvmlDeviceGetMigDeviceHandleByIndex",
+                                      pynvml.nvmlDeviceGetMigDeviceHandleByIndex,
+                                      self._handle, index)
+                uuid = _text(self._invoke("nvmlDeviceGetUUID", pynvml.nvmlDeviceGetUUID, handle))
+                known = self._mig.get(uuid)
+                if known is not None:
+                    known.rebind(handle)
+                    found[uuid] = known
+                    continue
+                found[uuid] = self._new_instance(handle, uuid)
+            except pynvml.NVMLError as error:
+                if error.value == pynvml.NVML_ERROR_NOT_FOUND:
+                    break  # past the last instance (indices count existing ones)
+                log.debug("%s: MIG device %d: %s", self._identity.uuid, index, error)
+            except Unavailable as reason:
+                log.debug("%s: MIG device %d: %s", self._identity.uuid, index, reason)
+        self._mig = found
+        return tuple(found.values())
+
+    def _new_instance(self, handle: Any, uuid: str) -> NvidiaMigDevice:
+        name = _text(self._invoke("nvmlDeviceGetName", pynvml.nvmlDeviceGetName, handle))
+        gi = int(self._invoke("nvmlDeviceGetGpuInstanceId", pynvml.nvmlDeviceGetGpuInstanceId,
+                              handle))
+        ci = int(self._invoke("nvmlDeviceGetComputeInstanceId",
+                              pynvml.nvmlDeviceGetComputeInstanceId, handle))
+        place = MigPlace(self._identity, uuid, profile_of(name), gi, ci)
+        return NvidiaMigDevice(handle, place, self._handle, self._invoke, self._gpm_capable)
+
+    def partition_of(self, gpu_instance: int) -> str:
+        """The UUID of the MIG device on GPU instance ``gpu_instance`` (empty if unknown).
+        Any thread: reads the dict the worker replaces whole."""
+        for uuid, instance in self._mig.items():
+            if instance.gpu_instance == gpu_instance:
+                return uuid
+        return ""
 
     def read(self, group: str) -> tuple[Reading, ...]:
         if group == "gpm":

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pynvml
@@ -25,6 +25,7 @@ from gpu_otel_agent.backends.protocol import (
     EVENT_MEMORY_RETIREMENT,
     EVENT_MEMORY_RETIREMENT_FAILURE,
     EVENT_OTHER,
+    EVENT_PARTITIONS_CHANGED,
     EVENT_RECOVERY_ACTION,
     EVENT_UNAVAILABLE,
     EVENT_XID,
@@ -50,18 +51,23 @@ _KINDS: dict[int, str] = {
     getattr(pynvml, "nvmlEventTypeFatalPoisonError", 0x2000): EVENT_FATAL_POISON,
     pynvml.nvmlEventTypeClock: EVENT_OTHER,
     pynvml.nvmlEventTypePowerSourceChange: EVENT_OTHER,
+    getattr(pynvml, "nvmlEventMigConfigChange", 0x100): EVENT_PARTITIONS_CHANGED,
 }
 WANTED = sum(_KINDS)
+NO_INSTANCE = 0xFFFFFFFF  # gpuInstanceId of an event not attributable to a MIG instance
 _SBE_STORM = getattr(pynvml, "nvmlEventTypeSingleBitEccErrorStorm", 0x200)
 
 
 class NvmlEventWatcher:
     """The event set and waiting thread of one GPU."""
 
-    def __init__(self, handle: Any, uuid: str, index: int) -> None:
+    def __init__(self, handle: Any, uuid: str, index: int,
+                 partition_of: Callable[[int], str] = lambda gpu_instance: "") -> None:
+        """``partition_of`` names the MIG device of a GPU instance id (empty: unknown)."""
         self._handle = handle
         self._uuid = uuid
         self._index = index
+        self._partition_of = partition_of
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.registered = 0  # the event types registered (0 until it worked)
@@ -141,5 +147,9 @@ class NvmlEventWatcher:
         kind = _KINDS.get(int(data.eventType), EVENT_OTHER)
         code = int(data.eventData) if kind in (EVENT_XID, EVENT_RECOVERY_ACTION) else 0
         storm = int(data.eventType) == _SBE_STORM
+        partition = ""
+        if kind == EVENT_XID and int(data.gpuInstanceId) != NO_INSTANCE:
+            partition = self._partition_of(int(data.gpuInstanceId))
         return DeviceEvent(self._uuid, kind, time.time_ns(), code=code, source="nvml",
-                           detail="single-bit ECC error storm" if storm else "")
+                           detail="single-bit ECC error storm" if storm else "",
+                           partition=partition)

@@ -6,6 +6,7 @@ each cycle costs two calls: take a sample, compute against the last one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pynvml
@@ -23,8 +24,11 @@ METRICS: tuple[tuple[int, str], ...] = (
 class GpmReader:
     """Owns the two GPM sample buffers of one device."""
 
-    def __init__(self, handle: Any) -> None:
+    def __init__(self, handle: Any, sample: Callable[[Any], None] | None = None) -> None:
+        """``sample`` fills a sample buffer (default: the whole GPU's, ``nvmlGpmSampleGet``;
+        a MIG instance's is ``nvmlGpmMigSampleGet`` on its parent)."""
         self._handle = handle
+        self._sample = sample or (lambda buffer: pynvml.nvmlGpmSampleGet(handle, buffer))
         self._previous: Any = None
         self._current: Any = None
 
@@ -36,10 +40,10 @@ class GpmReader:
         if self._previous is None:
             self._previous = pynvml.nvmlGpmSampleAlloc()
             self._current = pynvml.nvmlGpmSampleAlloc()
-        pynvml.nvmlGpmSampleGet(self._handle, self._previous)
+        self._sample(self._previous)
 
     def read(self) -> tuple[Reading, ...]:
-        pynvml.nvmlGpmSampleGet(self._handle, self._current)
+        self._sample(self._current)
         request = pynvml.c_nvmlGpmMetricsGet_t()
         request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
         request.numMetrics = len(METRICS)

@@ -33,6 +33,7 @@ LIST_CALLS = ("nvmlDeviceGetComputeRunningProcesses_v3",
               "nvmlDeviceGetMPSComputeRunningProcesses_v3")
 UTIL_CALL = "nvmlDeviceGetProcessUtilization"
 _NOT_AVAILABLE = 0xFFFFFFFFFFFFFFFF  # usedGpuMemory when the driver cannot tell (WDDM)
+NO_INSTANCE = 0xFFFFFFFF  # gpuInstanceId of a process on a GPU without MIG
 
 
 def _function(name: str) -> Any:
@@ -77,6 +78,9 @@ class ProcessSampler:
         self._utilization = False
         self._last_seen = 0
         self._util: dict[int, tuple[tuple[str, float], ...]] = {}
+        # pid -> the MIG GPU instance it runs on, from the last read (a MIG-enabled parent's
+        # lists carry every instance's processes, each with its gpuInstanceId).
+        self.instances: dict[int, int] = {}
 
     def probe(self) -> bool:
         """Which of the list calls work here; utilization is optional."""
@@ -103,8 +107,11 @@ class ProcessSampler:
 
     def read(self) -> tuple[ProcessUsage, ...]:
         memory: dict[int, int | None] = {}
+        instances: dict[int, int] = {}
         for name in self._lists:
             for info in self._invoke(name, read_running, self._handle, name):
+                if info.gpuInstanceId != NO_INSTANCE:
+                    instances[info.pid] = int(info.gpuInstanceId)
                 used = None if info.usedGpuMemory == _NOT_AVAILABLE else int(info.usedGpuMemory)
                 before = memory.get(info.pid)
                 memory[info.pid] = used if before is None else max(before, used or 0)
@@ -113,6 +120,7 @@ class ProcessSampler:
                 self._invoke(UTIL_CALL, self._read_utilization)
             except (Unavailable, pynvml.NVMLError) as error:
                 log.debug("%s this cycle: %s", UTIL_CALL, error)
+        self.instances = instances
         # A process that left the list has no more figures; forget its last sample.
         self._util = {pid: u for pid, u in self._util.items() if pid in memory}
         return tuple(

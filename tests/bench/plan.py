@@ -26,6 +26,7 @@ from tests.integration.harness import SCENARIOS
 NODE_8 = SCENARIOS / "bench-8gpu-64proc.yaml"
 NODE_16 = SCENARIOS / "bench-16gpu-256proc.yaml"
 NODE_8_AMD = SCENARIOS / "bench-8mi300x-64proc.yaml"
+NODE_8_MIG = SCENARIOS / "bench-8gpu-mig7-64proc.yaml"
 
 TARGETS: dict[str, float] = {
     "cpu_percent_one_core_8gpu_1s": 1.0,
@@ -94,9 +95,12 @@ def build(smoke: bool) -> Plan:
     scale = _agent(16, NODE_16, 1.0, 3 if smoke else 60, 1 if smoke else 10)
     # The same node with AMD MI300X through amdsmi (simulated libamd_smi.so).
     amd_8 = AgentCase("agent-8amd-1s", NODE_8_AMD, 1.0, 3 if smoke else 60, 2 if smoke else 10)
+    # The same eight H100s with MIG on, 7 instances each (56 MIG devices), beside fast_8.
+    mig_8 = AgentCase("agent-8gpu-mig7-1s", NODE_8_MIG, 1.0, 3 if smoke else 60,
+                      2 if smoke else 10)
     return Plan(
         smoke=smoke,
-        agent=(fast_8, slow_8, scale, amd_8),
+        agent=(fast_8, slow_8, scale, amd_8, mig_8),
         nvitop_exporter=(_nvitop(1.0, 3 if smoke else 60, fast_8),
                          _nvitop(slow, 1 if smoke else 6, slow_8)),
         gpustat=(PeerCase("gpustat-8gpu", NODE_8, 1.0, 2 if smoke else 10, fast_8.name),),

@@ -40,6 +40,12 @@ NOTES = (
     "span less its rate at rest just before. The other GPUs' largest gap is between distinct "
     "sample times at the receiver (an export that carries no new sample widens it too); "
     "missed cycles are the agent's own `gpu_agent.cycles.missed` over the storm.",
+    "agent-8gpu-mig7-1s is agent-8gpu-1s with MIG on: each H100 split into seven 1g.10gb "
+    "instances (56 MIG devices, bench-8gpu-mig7-64proc.yaml), the same 64 processes spread over "
+    "them. Calls per GPU include the instances' (MIG handles count under their GPU): per "
+    "instance, memory (1 call) and GPM (nvmlGpmMigSampleGet + nvmlGpmMetricsGet) per cycle; "
+    "processes come from the GPU's own lists, split by gpuInstanceId (no call per instance); "
+    "the partition scan (mode, count, handle and UUID per instance) runs on the slow cadence.",
     "agent-8amd-1s is agent-8gpu-1s with eight AMD MI300X (bench-8mi300x-64proc.yaml) read "
     "through the real amdsmi package from the simulated libamd_smi.so: amdsmi calls instead of "
     "NVML calls (the firmware metrics table, VRAM usage and the energy counter in the fast "

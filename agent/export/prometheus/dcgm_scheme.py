@@ -2,7 +2,8 @@
 
 Dashboards (grafana.com 12239) and Prometheus Adapter / HPA rules written for dcgm-exporter
 keep working after a migration: ``DCGM_FI_DEV_GPU_UTIL`` in percent, ``DCGM_FI_DEV_FB_USED``
-in MiB, labels ``gpu``, ``UUID``, ``device``, ``modelName``, ``pci_bus_id``, ``Hostname``; and
+in MiB, labels ``gpu``, ``UUID``, ``device``, ``modelName``, ``pci_bus_id``, ``Hostname``
+(and, on a MIG instance's series, ``GPU_I_PROFILE`` and ``GPU_I_ID``, with ``UUID`` its GPU's); and
 the per-process / per-container names used to autoscale on shared GPUs
 (``DCGM_CUSTOM_PROCESS_SM_UTIL``, ``DCGM_CUSTOM_PROCESS_MEM_USED``,
 ``DCGM_CUSTOM_CONTAINER_MEM_ALLOCATED`` with ``NamespaceName``, ``PodName``,
@@ -151,7 +152,9 @@ THROTTLE_BITS: Mapping[str, int] = {
     "display_clock_setting": 0x100,
 }
 
-_DEVICE_KEYS = {"hw.id", "hw.type", "hw.vendor", "hw.model", "gpu.index", "gpu.pci.bus_id"}
+_DEVICE_KEYS = {"hw.id", "hw.type", "hw.vendor", "hw.model", "gpu.index", "gpu.pci.bus_id",
+                "hw.parent", "gpu.mig.profile", "gpu.mig.gpu_instance.id",
+                "gpu.mig.compute_instance.id"}
 _WORKLOAD_DCGM = {"k8s.namespace.name": "namespace", "k8s.pod.name": "pod",
                   "k8s.container.name": "container"}
 _WORKLOAD_CUSTOM = {"k8s.namespace.name": "NamespaceName", "k8s.pod.name": "PodName",
@@ -194,11 +197,17 @@ class DcgmTranslator:
         index = attrs.get("gpu.index")
         labels: list[tuple[str, str]] = []
         if index is not None:
-            labels += [("gpu", str(index)), ("UUID", str(attrs.get("hw.id", ""))),
+            # A MIG instance's series are its GPU's (UUID, gpu, device) plus the instance's
+            # profile and GPU instance id, as dcgm-exporter labels them.
+            uuid = attrs.get("hw.parent", attrs.get("hw.id", ""))
+            labels += [("gpu", str(index)), ("UUID", str(uuid)),
                        ("device", f"nvidia{index}" if attrs.get("hw.vendor") != "amd"
                         else f"amd{index}"),
                        ("modelName", str(attrs.get("hw.model", ""))),
                        ("pci_bus_id", str(attrs.get("gpu.pci.bus_id", "")))]
+            if "gpu.mig.profile" in attrs:
+                labels += [("GPU_I_PROFILE", str(attrs["gpu.mig.profile"])),
+                           ("GPU_I_ID", str(attrs.get("gpu.mig.gpu_instance.id", "")))]
         labels += [("Hostname", self._host), ("NodeName", self._host)]
         workload = _WORKLOAD_CUSTOM if custom else _WORKLOAD_DCGM
         labels += [(label, label_value(attrs[key])) for key, label in workload.items()

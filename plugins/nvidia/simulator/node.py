@@ -176,6 +176,7 @@ class Node:
         if self.amd is not None:
             self.amd.create(self.amd_state_path, sum(v == "amd" for v, _ in self.slots))
             self.amd.set_system(sc.amd_driver_version, "2025/06/01")
+        mig_gpus: list[tuple[DeviceSpec, int, str]] = []
         for d in sc.devices:
             if d.vendor == "amd":
                 self._setup_amd(d)
@@ -200,10 +201,16 @@ class Node:
             for fn in d.unsupported:
                 self.lib.set_function_unsupported(local, fn)
             if d.mig is not None:
-                total = _eval(vals.get("memory_total_mib"), 0.0, self.rng) or 0.0
-                self.mig.enable(d.index, local, d.model, parent_uuid=parent_uuid,
-                                memory_mib_total=total, specs=d.mig)
+                mig_gpus.append((d, local, parent_uuid))
         self._apply_values(0.0)
+        # Instances start from their GPU's readings (architecture, BAR1, ...): after those.
+        for d, local, parent_uuid in mig_gpus:
+            assert d.mig is not None
+            total = self.lib.get_reading(local, "memory_total_mib") or 0.0
+            self.mig.enable(d.index, local, d.model, parent_uuid=parent_uuid,
+                            memory_mib_total=total, specs=d.mig)
+        if mig_gpus:
+            self._apply_values(0.0)
         for p in sc.processes:
             pid = p.pid if p.pid is not None else self._spawn_placeholder(p.cgroup)
             self.procs[(p.device, pid)] = _Proc(

@@ -36,6 +36,7 @@ static const int g_mig_served[] = {
     FN_nvmlDeviceGetGraphicsRunningProcesses_v2, FN_nvmlDeviceGetGraphicsRunningProcesses,
     FN_nvmlDeviceGetMPSComputeRunningProcesses_v3, FN_nvmlDeviceGetMPSComputeRunningProcesses_v2,
     FN_nvmlDeviceGetMPSComputeRunningProcesses, FN_nvmlDeviceGetRunningProcessDetailList,
+    FN_nvmlDeviceGetBAR1MemoryInfo, /* nvidia-smi's MIG table shows BAR1 per MIG device */
 };
 
 /* Functions a MIG-enabled parent does not serve (nvml.h's "On MIG-enabled GPUs" notes). */
@@ -236,6 +237,9 @@ SIM_EXPORT int simnode_mig_create(int dev, unsigned gi_id, const char *profile, 
     q->val[R_memory_total_mib] = memory_mib;
     q->val[R_memory_used_mib] = 0; q->val[R_memory_reserved_mib] = 0;
     q->val[R_multiprocessor_count] = sm_count;
+    double share = pd->val[R_memory_total_mib] > 0 ? memory_mib / pd->val[R_memory_total_mib] : 0;
+    q->val[R_bar1_total_mib] = (double)(long long)(pd->val[R_bar1_total_mib] * share);
+    q->val[R_bar1_used_mib] = 0;
     q->val[R_sm_active] = q->val[R_sm_occupancy] = q->val[R_tensor_active] = q->val[R_dram_active] = 0;
     q->val[R_fp16_active] = q->val[R_fp32_active] = q->val[R_fp64_active] = 0;
     q->unsup[R_memory_total_mib] = q->unsup[R_memory_used_mib] = 0;

@@ -14,7 +14,13 @@ from gpu_otel_agent.backends.protocol import (
 )
 from gpu_otel_agent.gpu_health.engine import EngineSettings, HealthEngine
 from gpu_otel_agent.gpu_health.events import HealthEvent
-from gpu_otel_agent.model.snapshot import DeviceIdentity, HealthState, SnapshotStore
+from gpu_otel_agent.model.snapshot import (
+    DeviceIdentity,
+    DevicePartition,
+    DeviceSnapshot,
+    HealthState,
+    SnapshotStore,
+)
 from gpu_otel_agent.model.workload import GpuProcess, Workload
 
 GPU = DeviceIdentity("GPU-a", 0, "nvidia", "NVIDIA H100", "00000000:18:00.0")
@@ -145,3 +151,31 @@ def test_duplicates_dropped_and_undelivered_events_kept_at_shutdown() -> None:
         assert any(dict(e.attributes).get("gpu.event.count") == 2 for e in [*sink, *left])
 
     run(scenario)
+
+
+def test_an_xid_scoped_to_a_partition_names_it_and_is_counted_on_its_gpu() -> None:
+    asked: list[str] = []
+
+    class PerDevice(Lookup):
+        def processes_on(self, uuid: str) -> tuple[GpuProcess, ...]:
+            asked.append(uuid)
+            return super().processes_on(uuid)
+
+    instance = DeviceIdentity("MIG-1", 0, "nvidia", "NVIDIA H100", "00000000:18:00.0",
+                              DevicePartition("GPU-a", "mig", "1g.10gb",
+                                              (("gpu.mig.profile", "1g.10gb"),)))
+
+    async def scenario(engine: HealthEngine, sink: list[HealthEvent], clock: Clock) -> None:
+        engine._store.put(DeviceSnapshot(instance, HealthState.OK, 0))  # as its sampler does
+        engine.on_events([DeviceEvent("GPU-a", EVENT_XID, time.time_ns(), code=43,
+                                      partition="MIG-1")])
+        await until(lambda: len(sink) == 1)
+        attrs = dict(sink[0].attributes)
+        assert (attrs["hw.id"], attrs["hw.parent"], attrs["gpu.mig.profile"]) == (
+            "MIG-1", "GPU-a", "1g.10gb")
+        assert "MIG 1g.10gb (MIG-1)" in sink[0].body
+        assert asked == ["MIG-1"]  # the workloads on the instance
+
+    store = run(scenario, lookup=PerDevice())
+    overlay = store.current(0).overlays["GPU-a"]  # counted on the physical GPU
+    assert [(r.metric, r.value) for r in overlay.readings] == [("gpu.xid.errors", 1)]

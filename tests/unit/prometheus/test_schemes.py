@@ -9,7 +9,15 @@ from gpu_otel_agent.export.prometheus.dcgm_scheme import DcgmTranslator
 from gpu_otel_agent.export.prometheus.exposition import Families, render
 from gpu_otel_agent.export.prometheus.otel_scheme import otel_families
 from gpu_otel_agent.export.series import series
-from gpu_otel_agent.model.snapshot import NodeSnapshot
+from gpu_otel_agent.model.snapshot import (
+    DeviceIdentity,
+    DevicePartition,
+    DeviceSnapshot,
+    GroupSample,
+    HealthState,
+    NodeSnapshot,
+    Reading,
+)
 from tests.unit.prometheus.snapshots import POD_A, POD_B, UUIDS, device, node
 
 RESOURCE = {"service.name": "gpu-otel-agent", "host.name": "vm-1", "k8s.node.name": "gpu-node-7"}
@@ -113,3 +121,35 @@ def test_hostile_label_values_round_trip_and_duplicates_never_fail_a_scrape() ->
     assert families.family("x", "counter", "other type") is None
     samples = parsed(families)
     assert samples["x"] == [({"name": hostile}, 1.5)]
+
+
+def test_a_mig_instance_carries_dcgm_exporters_instance_labels_and_its_gpus_uuid() -> None:
+    parent = UUIDS[0]
+    instance = DeviceIdentity(
+        "MIG-11111111-2222-5333-8444-555555555555", 0, "nvidia", "NVIDIA H100 80GB HBM3",
+        "00000000:18:00.0",
+        DevicePartition(parent, "mig", "3g.40gb",
+                        (("gpu.mig.profile", "3g.40gb"), ("gpu.mig.gpu_instance.id", 2),
+                         ("gpu.mig.compute_instance.id", 0))))
+    now = 5_000_000_000
+    mig = DeviceSnapshot(instance, HealthState.OK, 0).with_sample(GroupSample("fast", (
+        Reading("hw.gpu.memory.usage", 1000 * 1024 * 1024),
+        Reading("hw.gpu.memory.limit", 40960 * 1024 * 1024),
+        Reading("gpu.container.memory.usage", 900 * 1024 * 1024, POD_B),
+    ), now))
+    snapshot = node(now)
+    snapshot = NodeSnapshot((*snapshot.devices, mig), now, snapshot.agent, snapshot.overlays)
+    dcgm = parsed(DcgmTranslator(RESOURCE).families(series(snapshot)))
+    assert one(dcgm, "DCGM_FI_DEV_FB_USED", GPU_I_ID="2") == 1000
+    assert one(dcgm, "DCGM_FI_DEV_FB_FREE", GPU_I_ID="2") == 40960 - 1000
+    labels = next(lab for lab, _ in dcgm["DCGM_FI_DEV_FB_USED"] if lab.get("GPU_I_ID") == "2")
+    assert labels["UUID"] == parent and labels["gpu"] == "0" and labels["device"] == "nvidia0"
+    assert labels["GPU_I_PROFILE"] == "3g.40gb"
+    assert labels["pod"] == "infer-b"  # the pod on the instance, on the instance's series
+    # The whole GPU's series have no instance labels.
+    whole = [lab for lab, _ in dcgm["DCGM_FI_DEV_FB_USED"] if lab["gpu"] == "0"
+             and "GPU_I_ID" not in lab]
+    assert whole and all(lab["UUID"] == parent for lab in whole)
+    otel = parsed(otel_families(series(snapshot), RESOURCE))
+    assert one(otel, "hw_gpu_memory_usage_bytes", hw_parent=parent,
+               gpu_mig_profile="3g.40gb", gpu_mig_gpu_instance_id="2") == 1000 * 1024 * 1024

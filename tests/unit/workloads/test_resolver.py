@@ -120,3 +120,19 @@ def test_a_zombie_has_exited(tmp_path: Path) -> None:
     (tmp_path / "10" / "stat").write_text("10 (a (b) c) Z 1 1 1\n")
     resolver.reconcile()
     assert resolver.process(10) is None
+
+
+@pytest.mark.parametrize("allocated", ["MIG-1111", "MIG-GPU-0/2/0"])
+def test_a_mig_device_is_found_by_either_id_and_its_memory_is_the_limit(
+        tmp_path: Path, allocated: str) -> None:
+    # The partition is sampled as a device of its own: its UUID, its older alias.
+    instance = GpuDevice("MIG-1111", "", 10 * 1024 * MIB, ("MIG-GPU-0/2/0",))
+    other = GpuDevice("MIG-2222", "", 10 * 1024 * MIB, ("MIG-GPU-0/3/0",))
+    _proc(tmp_path, 10, UID_A)
+    resolver = WorkloadResolver(ProcReader(tmp_path))
+    resolver.set_pods((_pod("small", allocated), _pod("whole", "GPU-0")))
+    facts = resolver.process(10)
+    assert facts is not None
+    assert resolver.workload(facts, other).pod_name is None  # another instance's pod is not it
+    assert resolver.workload(facts, instance).pod_name == "small"
+    assert resolver.memory_limit(facts, instance) == 10 * 1024 * MIB  # the instance's, whole

@@ -1,0 +1,81 @@
+"""nvitop (unmodified, from PyPI) lists the MIG instances of the simulated node, as it does on a
+real MIG-enabled GPU: its own NVML wrapper, its own enumeration, its own process table; and the
+agent reads GPM activity per instance on a Hopper GPU."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from tests.integration.conftest import UUIDS
+from tests.integration.harness import AgentProcess, h100, write_scenario
+from tests.receivers.otlp_grpc import OtlpGrpcReceiver
+
+pytestmark = pytest.mark.integration
+
+
+def test_nvitop_lists_the_instances_and_their_processes(tmp_path: Path) -> None:
+    a100 = {"model": "NVIDIA A100-SXM4-80GB", "uuid": UUIDS[0],
+            "mig": [{"profile": "3g.40gb", "memory_used_mib": 20000},
+                    {"profile": "1g.10gb", "memory_used_mib": 5000},
+                    {"profile": "1g.10gb", "memory_used_mib": 0}]}
+    scenario = write_scenario(tmp_path, {
+        "devices": [a100, h100(1, uuid=UUIDS[1])],
+        "processes": [{"device": 0, "mig": 1, "pid": 4242, "used_memory_mib": 4000}]})
+    with SimulatedNode.start(scenario, state_dir=tmp_path / "node") as node:
+        env = {**os.environ, **node.env, "COLUMNS": "140"}
+        done = subprocess.run([sys.executable, "-m", "nvitop", "--once"], env=env,
+                              capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    # One row per instance under its GPU: index parent:instance, profile, GI/CI ids, memory.
+    rows = re.findall(r"│ (\d+):(\d+)\s+(\S+) @ GI/CI:\s*(\d+)/(\d+)\s*│\s*(.+?) / (.+?) │", out)
+    assert [(r[0], r[1], r[2], r[5].strip(), r[6].strip()) for r in rows] == [
+        ("0", "0", "3g.40gb", "20000MiB", "40.00GiB"),
+        ("0", "1", "1g.10gb", "5000MiB", "10240MiB"),
+        ("0", "2", "1g.10gb", "0B", "10240MiB"),
+    ], out
+    assert len({r[3] for r in rows}) == 3  # distinct GPU instance ids
+    assert re.search(r"Enabled", out) and re.search(r"Disabled", out), out  # MIG M. column
+    # The process on instance 1 is listed as on GPU 0:1.
+    assert re.search(r"│ 0:1\s+4242 C", out), out
+
+
+def test_gpm_activity_per_instance_on_hopper(tmp_path: Path,
+                                             otlp_grpc_receiver: OtlpGrpcReceiver) -> None:
+    """SM/tensor/DRAM activity per instance from nvmlGpmMigSampleGet, as the node serves it."""
+    h100_mig = {"model": "NVIDIA H100 80GB HBM3", "uuid": UUIDS[0],
+                "mig": [{"profile": "3g.40gb", "sm_active": 40, "tensor_active": 20,
+                         "dram_active": 10},
+                        {"profile": "4g.40gb", "sm_active": 70}]}
+    scenario = write_scenario(tmp_path, {"devices": [h100_mig]})
+    config = tmp_path / "agent.yaml"
+    config.write_text("groups: {gpm: {interval: 0.3}, slow: {interval: 1}}\n", encoding="utf-8")
+    with SimulatedNode.start(scenario, state_dir=tmp_path / "node") as node:
+        agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env,
+                             ["--interval", "0.3", "--export-interval", "0.3", "--config",
+                              str(config)])
+        try:
+            store = otlp_grpc_receiver.store
+
+            def activity() -> dict[tuple[object, str], float]:
+                return {(p.attributes.get("gpu.mig.profile"), p.metric): p.value
+                        for metric in ("gpu.sm.utilization", "gpu.tensor.utilization",
+                                       "gpu.dram.utilization")
+                        for p in store.points(metric, {"hw.parent": UUIDS[0]})}
+
+            found = store.wait_for(lambda s: len(activity()) == 6 and activity(), timeout=20,
+                                   what="GPM per instance")
+            assert found[("3g.40gb", "gpu.sm.utilization")] == pytest.approx(0.40)
+            assert found[("3g.40gb", "gpu.tensor.utilization")] == pytest.approx(0.20)
+            assert found[("3g.40gb", "gpu.dram.utilization")] == pytest.approx(0.10)
+            assert found[("4g.40gb", "gpu.sm.utilization")] == pytest.approx(0.70)
+            agent.shutdown()
+        finally:
+            agent.close()

@@ -1,0 +1,99 @@
+"""The scenario's ``mig:`` entries and the MIG profile tables: what fits, and clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpu_otel_agent.plugins.nvidia.simulator.mig_profiles import (
+    MODELS,
+    MigConfigError,
+    check,
+    memory_mib,
+)
+from gpu_otel_agent.plugins.nvidia.simulator.models import model_readings
+from gpu_otel_agent.plugins.nvidia.simulator.scenario import ScenarioError, load_scenario
+from tests.unit.simulator.simhelpers import write_scenario
+
+A100 = """
+devices:
+  - model: NVIDIA A100-SXM4-80GB
+    mig:
+{instances}
+processes:
+  - {{device: 0, mig: {process_mig}, pid: 4242}}
+timeline:
+  - {{at: 1s, device: 0, xid: 43, mig: {xid_mig}}}
+"""
+
+
+def _scenario(tmp_path: Path, instances: str, process_mig: int = 0, xid_mig: int = 0) -> Path:
+    return write_scenario(tmp_path, A100.format(instances=instances, process_mig=process_mig,
+                                                xid_mig=xid_mig))
+
+
+def test_instances_processes_and_xids_on_instances(tmp_path: Path) -> None:
+    sc = load_scenario(_scenario(tmp_path, "      - {profile: 3g.40gb, memory_used_mib: 20000,"
+                                           " sm_active: 40}\n"
+                                           "      - {profile: 1g.10gb}\n", 1, 1))
+    (device,) = sc.devices
+    assert device.mig is not None
+    assert [m.profile for m in device.mig] == ["3g.40gb", "1g.10gb"]
+    assert device.mig[0].readings == {"memory_used_mib": 20000.0, "sm_active": 40.0}
+    assert sc.processes[0].mig == 1
+    assert sc.timeline[0].args["mig"] == 1
+
+
+@pytest.mark.parametrize(("instances", "message"), [
+    ("      - {profile: 5g.50gb}\n", "unknown MIG profile '5g.50gb'"),
+    ("      - {profile: 7g.80gb}\n      - {profile: 1g.10gb}\n", "8 compute slices"),
+    ("      - {profile: 4g.40gb}\n      - {profile: 4g.40gb}\n", "8 compute slices"),
+    ("      - {profile: 1g.20gb}\n" * 5, "10 memory slices, the GPU has 8"),
+    ("      - {profile: 1g.10gb+me}\n" * 2, "at most 1 instance(s) of 1g.10gb+me"),
+    ("      - {profile: 3g.40gb, utilization_gpu: 5}\n", "unknown key 'utilization_gpu'"),
+    ("      - {memory_used_mib: 5}\n", "missing key 'profile'"),
+])
+def test_configurations_the_gpu_cannot_hold_are_refused(tmp_path: Path, instances: str,
+                                                         message: str) -> None:
+    with pytest.raises(ScenarioError, match=r"devices\[0\]\.mig") as error:
+        load_scenario(_scenario(tmp_path, instances))
+    assert message in str(error.value)
+
+
+def test_a_process_on_an_instance_that_does_not_exist_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match=r"processes\[0\]\.mig: device 0 has 1 MIG"):
+        load_scenario(_scenario(tmp_path, "      - {profile: 3g.40gb}\n", process_mig=1))
+    with pytest.raises(ScenarioError, match=r"timeline\[0\]\.mig: device 0 has 1 MIG"):
+        load_scenario(_scenario(tmp_path, "      - {profile: 3g.40gb}\n", xid_mig=3))
+
+
+def test_a_gpu_without_mig_support_is_refused(tmp_path: Path) -> None:
+    path = write_scenario(tmp_path, """
+        devices:
+          - model: NVIDIA L4
+            mig: [{profile: 1g.10gb}]
+        """)
+    with pytest.raises(ScenarioError, match="does not support MIG"):
+        load_scenario(path)
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_every_model_holds_seven_one_slice_instances_and_one_full_one(model: str) -> None:
+    profiles = MODELS[model].profiles
+    smallest = next(p.name for p in profiles.values() if p.slices == 1 and p.memory_slices == 1
+                    and not p.name.endswith("+me"))
+    assert len(check(model, [smallest] * 7)) == 7
+    (full,) = [p for p in profiles.values() if p.slices == 7]
+    total = model_readings(model)["memory_total_mib"]
+    assert isinstance(total, float | int)
+    assert memory_mib(full, total) == int(total)  # the whole frame buffer
+    with pytest.raises(MigConfigError):
+        check(model, [full.name, smallest])
+
+
+def test_profile_names_follow_each_models_memory() -> None:
+    assert "1g.5gb" in MODELS["NVIDIA A100-SXM4-40GB"].profiles
+    assert "3g.40gb" in MODELS["NVIDIA A100-SXM4-80GB"].profiles
+    assert "3g.40gb" in MODELS["NVIDIA H100 80GB HBM3"].profiles
+    assert "7g.141gb" in MODELS["NVIDIA H200"].profiles
