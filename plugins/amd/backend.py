@@ -72,7 +72,8 @@ class AmdBackend:
             if socket.partitioned:
                 tree = partitioned.build(module, socket, index, processors)
                 found.append(tree)
-                self._by_id[tree.identity.uuid] = socket.primary.handle
+                # An event on the GPU names the processes on every partition.
+                self._by_id[tree.identity.uuid] = tuple(p.handle for p in socket.processors)
                 for part in tree.partition_devices:
                     self._by_id[part.identity.uuid] = part.handle
                 continue

@@ -130,6 +130,23 @@ def test_partitions_sharing_a_uuid_are_distinct_devices(node: SimulatedNode) -> 
     assert ids[0] == shared and ids[-1] == SPX_UUID
 
 
+def test_the_gpus_processes_are_those_of_all_its_partitions(
+    node: SimulatedNode, hip: list[int]
+) -> None:
+    """What a health event on the GPU names (workload lookup): every partition's processes."""
+    for pid, number in zip(hip, (3, 6), strict=True):
+        node.command({"op": "proc_add", "device": CPX, "partition": number, "pid": pid,
+                      "used_memory_mib": 100, "sm_util": 10})
+    out = run_backend(node, """
+        lookup = backend.workload_lookup()
+        d = devs[0]
+        out = {"gpu": sorted(p.pid for p in lookup.processes_on(d.identity.uuid)),
+               "xcp6": [p.pid for p in lookup.processes_on(d.partitions()[6].identity.uuid)],
+               "xcp0": [p.pid for p in lookup.processes_on(d.partitions()[0].identity.uuid)]}
+    """)
+    assert out == {"gpu": sorted(hip), "xcp6": [hip[1]], "xcp0": []}
+
+
 def _wait_latest(store: Store, metric: str, attrs: dict[str, object]) -> Any:
     return store.wait_for(lambda s: s.latest(metric, attrs), timeout=30, what=metric)
 
