@@ -158,6 +158,8 @@ def test_cpx_exports_a_tree_with_socket_power_once(
                   "used_memory_mib": 1000, "sm_util": 50})
     node.command({"op": "proc_add", "device": CPX, "partition": 5, "pid": hip[1],
                   "used_memory_mib": 2000, "sm_util": 25})
+    node.command({"op": "set", "device": CPX, "partition": 3,
+                  "values": {"utilization_gpu": 70, "memory_used_mib": 9000}})
     parent = library_view(node)["processors"][0]["uuid"]
     agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env, FAST)
     try:
@@ -179,11 +181,13 @@ def test_cpx_exports_a_tree_with_socket_power_once(
             assert a["gpu.index"] == 0 and a["gpu.pci.bus_id"] == f"0000:0c:00.{number}"
             assert point.value == MI300X_MIB // 8 * MIB
         # Activity and VRAM use are each partition's, as the node serves them.
-        one = found[3].attributes["hw.id"]
-        assert _wait_latest(store, "hw.gpu.utilization",
-                            {"hw.id": one, "hw.gpu.task": "general"}).value == (
-            pytest.approx(0.35))
-        assert _wait_latest(store, "hw.gpu.memory.usage", {"hw.id": one}).value == 3000 * MIB
+        for number, busy, used in ((3, 0.70, 9000), (0, 0.35, 3000), (7, 0.35, 3000)):
+            part = found[number].attributes["hw.id"]
+            assert _wait_latest(store, "hw.gpu.utilization",
+                                {"hw.id": part, "hw.gpu.task": "general"}).value == (
+                pytest.approx(busy))
+            assert _wait_latest(store, "hw.gpu.memory.usage", {"hw.id": part}).value == (
+                used * MIB)
 
         # Socket power and energy: on the physical GPU, once, with the value the node served.
         power = _wait_latest(store, "hw.power", {"hw.id": parent})

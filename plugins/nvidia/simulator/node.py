@@ -174,6 +174,8 @@ class Node:
         self.mig = MigNode(self.lib)
         self.proc_gi: dict[tuple[int, int], int] = {}  # (device, pid) -> its GPU instance
         self.proc_part: dict[tuple[int, int], int] = {}  # (AMD device, pid) -> its partition
+        # Readings set on one AMD partition (``set`` with ``partition``): AMD local -> values.
+        self.amd_overrides: dict[int, dict[str, float | None]] = {}
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
@@ -336,7 +338,8 @@ class Node:
                     ):
                         for target in self.amd_locals.get(i, (local,)) if vendor == "amd" else (
                                 local,):
-                            lib.set_reading(target, name, value)
+                            if name not in self.amd_overrides.get(target, {}):
+                                lib.set_reading(target, name, value)
             if device is None:
                 # A MIG-enabled GPU's used memory is what its instances use.
                 for dev, used in self.mig.apply(t, self.rng, _eval).items():
@@ -593,8 +596,26 @@ class Node:
                 new[k] = parse_value(ctx, v, f"values.{k}")
             except ScenarioError as exc:
                 raise CommandError(str(exc).split(": ", 1)[-1]) from exc
+        if req.get("partition") is not None:
+            return self._set_partition(dev, self._int_arg(req, "partition"), new)
         self.values[dev].update(new)
         self._apply_values(time.monotonic() - self.t0, frozenset(new), dev)
+        return {"ok": True}
+
+    def _set_partition(self, dev: int, part: int, new: Mapping[str, Value]) -> dict[str, object]:
+        """Readings of one compute partition of an AMD GPU (its activity, its VRAM use); what
+        is the socket's (power, energy, temperatures) is read from partition 0 by every one."""
+        locals_ = self.amd_locals.get(dev, ())
+        if self.amd is None or part >= len(locals_):
+            raise CommandError(f"device {dev} has no partition {part}")
+        fixed: dict[str, float | None] = {}
+        for name, value in new.items():
+            if value is not None and not isinstance(value, float | int):
+                raise CommandError(f"'{name}': a partition takes plain numbers (or null)")
+            fixed[name] = None if value is None else float(value)
+        self.amd_overrides.setdefault(locals_[part], {}).update(fixed)
+        for name, number in fixed.items():
+            self.amd.set_reading(locals_[part], name, number)
         return {"ok": True}
 
     def _op_proc_add(self, req: Mapping[str, object]) -> dict[str, object]:
