@@ -43,9 +43,11 @@ def metrics_markdown() -> str:
         "`hw.type` is set on the `hw.*` metrics only. A value the device cannot provide is "
         "absent, never 0.",
         "",
-        "A partition of a GPU (an NVIDIA MIG instance) is a device of its own: `hw.id` is its "
-        "own id (`MIG-<uuid>`), `gpu.index`, `hw.model` and `gpu.pci.bus_id` are its GPU's, "
-        "and its data points add:",
+        "A partition of a GPU (an NVIDIA MIG instance, an AMD compute partition) is a device "
+        "of its own: `hw.id` is its own id (`MIG-<uuid>`; AMD: its UUID where no other "
+        "processor reports the same one, else `<uuid>/xcp<N>`), `gpu.index` and `hw.model` "
+        "are its GPU's, `gpu.pci.bus_id` is its GPU's (AMD: the partition's own, the XCP "
+        "index in the function), and its data points add:",
         "",
         "| attribute | value |",
         "| --- | --- |",
@@ -57,7 +59,10 @@ def metrics_markdown() -> str:
         "whole). Its GPU keeps what is physical: power, energy, temperature, clocks, ECC, "
         "XID counts, PCIe and NVLink, health. NVML serves no device or per-process "
         "utilization on a MIG-enabled GPU, so `hw.gpu.utilization` and "
-        "`gpu.process.utilization` are absent there.",
+        "`gpu.process.utilization` are absent there. A partitioned AMD MI300X's `hw.id` is "
+        "the UUID amdsmi gives the whole part (the one all its partitions report on ROCm up "
+        "to 7.11); every partition reports the socket's power and energy, which are exported "
+        "once, on the GPU.",
         "",
         "## Device metrics",
         "",

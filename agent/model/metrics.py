@@ -271,12 +271,16 @@ DEVICE_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("gpu.pci.bus_id", "PCI bus id"),
 )
 
-# A partition of a GPU (a MIG instance) is a device of its own; its points add these.
+# A partition of a GPU (a MIG instance, an AMD compute partition) is a device of its own; its
+# points add these.
 PARTITION_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("hw.parent", "the UUID of the physical GPU the partition is part of"),
     ("gpu.mig.profile", "NVIDIA MIG: the GPU instance profile (`3g.40gb`)"),
     ("gpu.mig.gpu_instance.id", "NVIDIA MIG: the GPU instance id"),
     ("gpu.mig.compute_instance.id", "NVIDIA MIG: the compute instance id"),
+    ("amd.partition.id", "AMD compute partition: the XCP index (amdsmi `current_partition_id`)"),
+    ("amd.partition.compute_mode", "AMD compute partition mode of its GPU (`DPX`, `QPX`, `CPX`)"),
+    ("amd.partition.memory_mode", "AMD memory partition mode of its GPU (`NPS1`, `NPS4`)"),
 )
 
 WORKLOAD_ATTRIBUTES: tuple[tuple[str, str], ...] = (

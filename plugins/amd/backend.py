@@ -17,7 +17,7 @@ from gpu_otel_agent.backends.protocol import (
 )
 from gpu_otel_agent.model.snapshot import DeviceIdentity
 from gpu_otel_agent.model.workload import WorkloadLookup
-from gpu_otel_agent.plugins.amd import smi
+from gpu_otel_agent.plugins.amd import partitioned, smi, topology
 from gpu_otel_agent.plugins.amd.device import AmdDevice
 from gpu_otel_agent.plugins.amd.events import AmdEventReader
 from gpu_otel_agent.plugins.amd.processes import amd_process_lookup
@@ -31,7 +31,7 @@ class AmdBackend:
     def __init__(self) -> None:
         self._smi: ModuleType | None = None
         self._handles: list[Any] = []
-        self._by_uuid: dict[str, Any] = {}
+        self._by_id: dict[str, Any] = {}  # hw.id -> the handle that lists its processes
 
     def open(self) -> BackendInfo:
         module = smi.load()
@@ -52,29 +52,45 @@ class AmdBackend:
         return BackendInfo(vendor="amd", driver_version=driver)
 
     def devices(self) -> list[Device]:
+        """One device per physical GPU (amdsmi socket), indexed in enumeration order; a
+        partitioned one is a tree (see :mod:`.partitioned`). Names never rest on the UUID
+        alone (partitions share it on libraries still deployed: see :mod:`.topology`)."""
         module = self._smi
         if module is None:
             return []
-        found: list[Device] = []
-        for index, handle in enumerate(self._handles):
+        processors: list[topology.Processor] = []
+        for position, handle in enumerate(self._handles):
             try:
-                identity = DeviceIdentity(
-                    uuid=str(module.amdsmi_get_gpu_device_uuid(handle)),
-                    index=index,
-                    vendor="amd",
-                    model=str(module.amdsmi_get_gpu_asic_info(handle)["market_name"]),
-                    pci_bus_id=str(module.amdsmi_get_gpu_device_bdf(handle)),
-                )
+                processors.append(topology.describe(module, handle))
             except module.AmdSmiException as error:
                 # Without its UUID a device cannot be named in any series; say so loudly.
-                log.error("AMD GPU %d cannot be identified and is not monitored: %s", index, error)
+                log.error("AMD GPU %d cannot be identified and is not monitored: %s",
+                          position, error)
+        found: list[Device] = []
+        taken: set[str] = set()
+        for index, socket in enumerate(topology.sockets(processors)):
+            if socket.partitioned:
+                tree = partitioned.build(module, socket, index, processors)
+                found.append(tree)
+                # An event on the GPU names the processes on every partition.
+                self._by_id[tree.identity.uuid] = tuple(p.handle for p in socket.processors)
+                for part in tree.partition_devices:
+                    self._by_id[part.identity.uuid] = part.handle
                 continue
-            found.append(AmdDevice(module, handle, identity))
-            self._by_uuid[identity.uuid] = handle
+            only = socket.primary
+            uuid = only.uuid if only.uuid not in taken else f"{only.uuid}/{only.bdf}"
+            if uuid != only.uuid:
+                log.warning("AMD GPUs at %s and another report UUID %s; naming this one %s",
+                            only.bdf, only.uuid, uuid)
+            taken.add(uuid)
+            identity = DeviceIdentity(uuid=uuid, index=index, vendor="amd", model=only.model,
+                                      pci_bus_id=only.bdf)
+            found.append(AmdDevice(module, only.handle, identity))
+            self._by_id[uuid] = only.handle
         return found
 
     def workload_lookup(self) -> WorkloadLookup:
-        return amd_process_lookup(self._smi, self._by_uuid)
+        return amd_process_lookup(self._smi, self._by_id)
 
     def event_sources(
         self, devices: Sequence[Device], options: EventSourceOptions

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from gpu_otel_agent.backends.protocol import PROCESS_GROUP, DeviceLost
@@ -28,6 +29,28 @@ log = logging.getLogger(__name__)
 RETRY_FIRST_S = 5.0
 RETRY_MAX_S = 300.0
 
+# What a compute partition of a partitioned MI300X carries: what is allocated to it (its VRAM
+# share, its XCDs' activity) -- besides its processes. The rest (socket power and energy,
+# temperatures, clocks, power cap, ECC, PCIe, XGMI, throttling) is the physical GPU's: every
+# partition reports the same socket values (ROCm/ROCm issue 4750: eight CPX partitions, one
+# wattage; amdsmi's partition doc, ROCm/rocm-systems PR 6701: socket power "reflects the
+# total physical GPU"), so it is read once, from the primary partition, for the parent.
+PARTITION_METRICS = frozenset({"hw.gpu.utilization", "hw.gpu.memory.usage",
+                               "hw.gpu.memory.limit"})
+
+
+class Scope(Enum):
+    """Which readings a device object serves."""
+
+    WHOLE = "whole"  # an unpartitioned GPU: everything
+    SOCKET = "socket"  # the parent of a partitioned GPU: what is physical
+    PARTITION = "partition"  # one compute partition: what is allocated to it, and processes
+
+    def keeps(self, reading: Reading) -> bool:
+        if self is Scope.WHOLE:
+            return True
+        return (reading.metric in PARTITION_METRICS) == (self is Scope.PARTITION)
+
 
 @dataclass
 class _Deferred:
@@ -38,8 +61,9 @@ class _Deferred:
 
 class AmdDevice:
     def __init__(self, smi: Any, handle: Any, identity: DeviceIdentity,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, scope: Scope = Scope.WHOLE) -> None:
         self._smi = smi
+        self._scope = scope
         self._handle = handle
         self._identity = identity
         self._clock = clock
@@ -64,9 +88,13 @@ class AmdDevice:
     def current_call(self) -> str | None:
         return self._current_call
 
-    def _invoke(self, call: CallReading) -> tuple[Reading, ...]:
+    def _invoke_all(self, call: CallReading) -> tuple[Reading, ...]:
+        """Everything the call yields, whatever this device's scope."""
         readings: tuple[Reading, ...] = self._call(call.name, call.read, self._smi, self._handle)
         return readings
+
+    def _invoke(self, call: CallReading) -> tuple[Reading, ...]:
+        return tuple(r for r in self._invoke_all(call) if self._scope.keeps(r))
 
     def _call(self, name: str, fn: Any, *args: Any) -> Any:
         """Call amdsmi, remembering the call's name while it runs (it may hang)."""
@@ -106,7 +134,10 @@ class AmdDevice:
             deferred: list[_Deferred] = []
             for call in calls:
                 try:
-                    keys = {reading_key(r) for r in self._invoke(call)}
+                    everything = self._invoke_all(call)
+                    keys = {reading_key(r) for r in everything if self._scope.keeps(r)}
+                    if not keys and (everything or self._scope is Scope.PARTITION):
+                        continue  # serves only the parent (power on a partition ...)
                 except Unavailable as reason:
                     log.debug("%s: %s", self._identity.uuid, reason)
                     continue
@@ -128,6 +159,8 @@ class AmdDevice:
                 self._deferred[group] = deferred
         self._plans = plans
         groups = set(plans)
+        if self._scope is Scope.SOCKET:
+            return frozenset(groups)  # processes run on the partitions, each lists its own
         try:
             self._processes.read()
             groups.add(PROCESS_GROUP)

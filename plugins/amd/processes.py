@@ -98,11 +98,15 @@ def process_name(raw: Any) -> str:
 
 def amd_process_lookup(smi: Any, handles: Mapping[str, Any]) -> CachedProcessLookup:
     """The processes on each AMD GPU, for health events when attribution is off: PIDs and
-    names from amdsmi's process list."""
+    names from amdsmi's process list. ``handles`` maps a ``hw.id`` to its processor handle, or
+    to a tuple of them (a partitioned GPU: all its partitions)."""
 
     def query(handle: Any) -> tuple[GpuProcess, ...] | None:
+        # A partitioned GPU is its partitions' handles (a tuple): KFD lists each one's own.
+        listed: list[dict[str, Any]] = []
         try:
-            listed = smi.amdsmi_get_gpu_process_list(handle)
+            for one in handle if isinstance(handle, tuple) else (handle,):
+                listed.extend(smi.amdsmi_get_gpu_process_list(one))
         except smi.AmdSmiException:
             return None
         # Names come from the process itself: sanitised like every other exported name.

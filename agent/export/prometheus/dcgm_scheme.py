@@ -156,7 +156,8 @@ THROTTLE_BITS: Mapping[str, int] = {
 
 _DEVICE_KEYS = {"hw.id", "hw.type", "hw.vendor", "hw.model", "gpu.index", "gpu.pci.bus_id",
                 "hw.parent", "gpu.mig.profile", "gpu.mig.gpu_instance.id",
-                "gpu.mig.compute_instance.id"}
+                "gpu.mig.compute_instance.id", "amd.partition.id", "amd.partition.compute_mode",
+                "amd.partition.memory_mode"}
 _WORKLOAD_DCGM = {"k8s.namespace.name": "namespace", "k8s.pod.name": "pod",
                   "k8s.container.name": "container"}
 _WORKLOAD_CUSTOM = {"k8s.namespace.name": "NamespaceName", "k8s.pod.name": "PodName",
@@ -210,6 +211,10 @@ class DcgmTranslator:
             if "gpu.mig.profile" in attrs:
                 labels += [("GPU_I_PROFILE", str(attrs["gpu.mig.profile"])),
                            ("GPU_I_ID", str(attrs.get("gpu.mig.gpu_instance.id", "")))]
+            elif "amd.partition.id" in attrs:
+                # An AMD compute partition, labelled the same way: its mode and XCP index.
+                labels += [("GPU_I_PROFILE", str(attrs.get("amd.partition.compute_mode", ""))),
+                           ("GPU_I_ID", str(attrs["amd.partition.id"]))]
         labels += [("Hostname", self._host), ("NodeName", self._host)]
         workload = _WORKLOAD_CUSTOM if custom else _WORKLOAD_DCGM
         labels += [(label, label_value(attrs[key])) for key, label in workload.items()

@@ -47,6 +47,7 @@ class AmdNodeLib(ControlLib):
                 "proc_add": (c_int, [c_int, c_uint, c_double, c_double, c_double, c_uint,
                                      c_uint]),
                 "set_reset": (c_int, [c_int, c_uint]),
+                "set_partition": (c_int, [c_int, c_int, c_uint, c_char_p, c_char_p, c_uint]),
                 "layout_count": (c_int, []),
                 "layout_name": (c_char_p, [c_int]),
                 "layout_size": (c_long, [c_int]),
@@ -68,6 +69,18 @@ class AmdNodeLib(ControlLib):
             dev, int(domain, 16), int(bus, 16), int(device, 16), int(function, 16)
         )
         self._check(rc, f"bdf {bus_id}")
+
+    def set_partition(  # noqa: PLR0917 - mirrors the C signature
+        self, dev: int, socket: int, partition_id: int, compute: str, memory: str,
+        uuid_per_partition: bool = False,
+    ) -> None:
+        """Serve ``dev`` as compute partition ``partition_id`` of the socket whose primary
+        processor is ``socket`` (``socket == dev`` for the primary itself); empty modes: the
+        part has no partition files. A device with no UUID set gets the one amdsmi generates
+        (shared by the socket's partitions unless ``uuid_per_partition``)."""
+        rc = self._lib.simamd_set_partition(dev, socket, partition_id, compute.encode(),
+                                            memory.encode(), int(uuid_per_partition))
+        self._check(rc, f"partition {partition_id}")
 
     def bump(self, dev: int, name: str, by: float) -> None:
         self._check(self._lib.simamd_bump(dev, self.readings[name], by), name)

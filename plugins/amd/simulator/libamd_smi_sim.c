@@ -17,7 +17,7 @@
 #include "simcore.h"
 
 #define AMD_MAGIC 0x314D53444D414953ULL /* "SIAMDSM1" */
-#define AMD_LAYOUT_VERSION 2
+#define AMD_LAYOUT_VERSION 3
 #define AMD_MAX_DEV 64
 #define AMD_MAX_PROC 4096
 #define AMD_RING 1024
@@ -120,6 +120,7 @@ typedef struct {
     uint8_t xgmi_lanes; uint8_t pad0[7]; uint64_t xgmi_hive_id, xgmi_node_id; uint32_t index; uint32_t reserved[9];
 } amdsmi_xgmi_info_t;
 typedef struct { uint32_t major, minor, release; uint8_t pad0[4]; const char *build; } amdsmi_version_t;
+typedef struct { uint64_t kfd_id; uint32_t node_id, current_partition_id; uint32_t reserved[12]; } amdsmi_kfd_info_t;
 typedef struct {
     uint32_t gfx_busy_inst[8]; uint16_t jpeg_busy[40]; uint16_t vcn_busy[4];
     uint64_t gfx_busy_acc[8], gfx_below_host_limit_acc[8], gfx_below_host_limit_ppt_acc[8];
@@ -179,7 +180,8 @@ typedef struct {
     X(amdsmi_gpu_metrics_t, indep_throttle_status) X(amdsmi_gpu_metrics_t, current_socket_power) \
     X(amdsmi_gpu_metrics_t, xgmi_read_data_acc) X(amdsmi_gpu_metrics_t, current_gfxclks)   \
     X(amdsmi_gpu_metrics_t, accumulation_counter) X(amdsmi_gpu_metrics_t, xcp_stats)       \
-    X(amdsmi_gpu_metrics_t, xgmi_link_status)
+    X(amdsmi_gpu_metrics_t, xgmi_link_status) X(amdsmi_kfd_info_t, current_partition_id)   \
+    X(amdsmi_kfd_info_t, reserved)
 
 #define X_LNAME(t, f) #t "." #f,
 #define X_LSIZE(t, f) sizeof(t),
@@ -237,7 +239,9 @@ static const char *const g_reading_names[] = {AMD_READINGS(X_STR)};
     X(amdsmi_get_gpu_event_notification) X(amdsmi_stop_gpu_event_notification)       \
     X(amdsmi_status_code_to_string) X(amdsmi_get_lib_version)                         \
     X(amdsmi_get_processor_handle_from_bdf) X(amdsmi_free_name_value_pairs)         \
-    X(amdsmi_get_gpu_metrics_info) X(amdsmi_get_gpu_ecc_enabled)
+    X(amdsmi_get_gpu_metrics_info) X(amdsmi_get_gpu_ecc_enabled)                     \
+    X(amdsmi_get_gpu_compute_partition) X(amdsmi_get_gpu_memory_partition)           \
+    X(amdsmi_get_gpu_kfd_info)
 
 #define X_FENUM(n) FN_##n,
 enum { AMD_FUNCS(X_FENUM) FN_IMPLEMENTED };
@@ -260,6 +264,15 @@ typedef struct {
     int32_t hang_ms;
     uint32_t reset_status; /* while in reset: the status sysfs-backed calls answer; 0 = none */
     uint32_t pad_reset;
+    /* A partitioned MI300X serves one processor per compute partition (XCP) on one socket:
+     * socket1 = 1 + the index of the socket's primary processor (XCP 0), 0 = a socket of its
+     * own.  Empty mode strings: the part has no partition sysfs files (MI200). */
+    int32_t socket1;
+    uint32_t partition_id;
+    uint32_t uuid_per_partition; /* 1: the library puts the partition id into the UUID */
+    uint32_t pad_part;
+    char compute_partition[16];
+    char memory_partition[16];
     double val[R_COUNT];
     uint8_t na[R_COUNT];
     uint8_t fn_unsup[FN_MAX];
@@ -342,10 +355,20 @@ static int reset_exempt(int fn) {
            fn == FN_amdsmi_get_gpu_process_list; /* KFD's /sys/class/kfd/kfd/proc */
 }
 
+/* The socket's primary processor (XCP 0) holds what is physical: socket power and energy,
+ * temperatures, and whether the package is lost or in reset. */
+static amd_dev_t *socket_dev(amd_dev_t *d) {
+    int s = d->socket1 - 1;
+    return s >= 0 && (unsigned)s < g_st->n_devices ? &g_st->dev[s] : d;
+}
+
 static amdsmi_status_t dev_enter(int fn, const void *h, amd_dev_t **out) {
     switch (simcore_dev_enter(fn, h, out)) {
     case SIMCORE_OK: {
+        amd_dev_t *s = socket_dev(*out);
+        if (s != *out && __atomic_load_n(&s->lost, __ATOMIC_ACQUIRE)) return AMDSMI_STATUS_NOT_FOUND;
         uint32_t r = __atomic_load_n(&(*out)->reset_status, __ATOMIC_ACQUIRE);
+        if (!r) r = __atomic_load_n(&s->reset_status, __ATOMIC_ACQUIRE);
         if (r && !reset_exempt(fn)) return r;
         return AMDSMI_STATUS_SUCCESS;
     }
@@ -414,14 +437,22 @@ SIM_EXPORT amdsmi_status_t amdsmi_shut_down(void) {
     return AMDSMI_STATUS_SUCCESS;
 }
 
-/* One socket per GPU, as on an MI300X OAM node. */
+/* amdsmi groups GPU processors into sockets by the domain:bus:device of their BDF
+ * (AMDSmiSystem::get_gpu_socket_id, amd_smi_system.cc): one socket per physical GPU, holding
+ * one processor, or one per compute partition of a partitioned MI300X.  A socket handle here
+ * is that of its primary processor's index. */
+static int is_socket(unsigned i) { int s = g_st->dev[i].socket1 - 1; return s < 0 || (unsigned)s == i; }
+static int socket_of(unsigned i) { int s = g_st->dev[i].socket1 - 1; return s < 0 ? (int)i : s; }
+
 SIM_EXPORT amdsmi_status_t amdsmi_get_socket_handles(uint32_t *count, void **handles) {
     SYS_ENTER(amdsmi_get_socket_handles);
     NEED(count);
-    uint32_t n = g_st->n_devices;
+    uint32_t n = 0;
+    for (unsigned i = 0; i < g_st->n_devices; i++) n += (uint32_t)is_socket(i);
     if (!handles) { *count = n; return AMDSMI_STATUS_SUCCESS; }
-    uint32_t k = *count < n ? *count : n;
-    for (uint32_t i = 0; i < k; i++) handles[i] = &g_socket_handles[i];
+    uint32_t k = 0;
+    for (unsigned i = 0; i < g_st->n_devices && k < *count; i++)
+        if (is_socket(i)) handles[k++] = &g_socket_handles[i];
     *count = k;
     return k < n ? AMDSMI_STATUS_INSUFFICIENT_SIZE : AMDSMI_STATUS_SUCCESS;
 }
@@ -430,17 +461,17 @@ static int socket_index(const void *s) {
     uintptr_t p = (uintptr_t)s, b = (uintptr_t)&g_socket_handles[0];
     if (!s || p < b || p >= b + sizeof(g_socket_handles) || (p - b) % sizeof(g_socket_handles[0])) return -1;
     int idx = (int)((p - b) / sizeof(g_socket_handles[0]));
-    return g_st && (unsigned)idx < g_st->n_devices ? idx : -1;
+    return g_st && (unsigned)idx < g_st->n_devices && is_socket((unsigned)idx) ? idx : -1;
 }
 
+/* The socket id amdsmi uses: "DDDD:BB:DD", upper-case hex (get_gpu_socket_id). */
 SIM_EXPORT amdsmi_status_t amdsmi_get_socket_info(void *socket, size_t len, char *name) {
     SYS_ENTER(amdsmi_get_socket_info);
     int idx = socket_index(socket);
     if (idx < 0 || !name || len == 0) return AMDSMI_STATUS_INVAL;
     amdsmi_bdf_t b; b.as_uint = g_st->dev[idx].bdf;
-    snprintf(name, len, "%04llx:%02llx:%02llx.%llx", (unsigned long long)b.f.domain_number,
-             (unsigned long long)b.f.bus_number, (unsigned long long)b.f.device_number,
-             (unsigned long long)b.f.function_number);
+    snprintf(name, len, "%04llX:%02llX:%02llX", (unsigned long long)b.f.domain_number,
+             (unsigned long long)b.f.bus_number, (unsigned long long)b.f.device_number);
     return AMDSMI_STATUS_SUCCESS;
 }
 
@@ -449,10 +480,14 @@ SIM_EXPORT amdsmi_status_t amdsmi_get_processor_handles(void *socket, uint32_t *
     NEED(count);
     int idx = socket_index(socket);
     if (idx < 0) return AMDSMI_STATUS_INVAL;
-    if (!handles) { *count = 1; return AMDSMI_STATUS_SUCCESS; }
-    if (*count < 1) return AMDSMI_STATUS_INSUFFICIENT_SIZE;
-    handles[0] = &g_handles[idx];
-    *count = 1;
+    uint32_t n = 0;
+    for (unsigned i = 0; i < g_st->n_devices; i++) n += socket_of(i) == idx;
+    if (!handles) { *count = n; return AMDSMI_STATUS_SUCCESS; }
+    if (*count < n) return AMDSMI_STATUS_INSUFFICIENT_SIZE;
+    uint32_t k = 0;
+    for (unsigned i = 0; i < g_st->n_devices; i++)
+        if (socket_of(i) == idx) handles[k++] = &g_handles[i];
+    *count = k;
     return AMDSMI_STATUS_SUCCESS;
 }
 
@@ -477,11 +512,30 @@ SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_device_bdf(void *h, amdsmi_bdf_t *bdf)
     return AMDSMI_STATUS_SUCCESS;
 }
 
+/* amdsmi_uuid_gen (amd_smi_uuid.cc at 0ceca28): a version-1 layout filled from the ASIC
+ * serial (hex), the PCI device id and a function byte, which amdsmi_get_gpu_device_uuid
+ * passes as 0xff -- so every partition of a socket, sharing its serial, gets the same UUID.
+ * ROCm 7.12 puts the partition id into it (ROCm/rocm-systems PR 3977); modelled here in the
+ * function byte. */
+static void amdsmi_uuid(char *out, size_t len, uint64_t serial, uint16_t did, uint8_t fcn) {
+    uint32_t time_low = (uint32_t)did | ((uint32_t)fcn << 16) | ((uint32_t)((serial >> 56) & 0xFF) << 24);
+    snprintf(out, len, "%08x-0000-1000-80%02x-%04x%08x", time_low, (unsigned)((serial >> 48) & 0xFF),
+             (unsigned)((serial >> 32) & 0xFFFF), (unsigned)(serial & 0xFFFFFFFFu));
+}
+
 SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_device_uuid(void *h, uint32_t *len, char *uuid) {
     DEV_ENTER(amdsmi_get_gpu_device_uuid); NEED(len); NEED(uuid);
-    size_t n = strnlen(d->uuid, sizeof d->uuid);
+    char generated[64];
+    const char *src = d->uuid;
+    if (!src[0]) {
+        uint8_t fcn = d->uuid_per_partition ? (uint8_t)d->partition_id : 0xff;
+        amdsmi_uuid(generated, sizeof generated, strtoull(d->serial, NULL, 16),
+                    (uint16_t)u32(RV(pci_device_id)), fcn);
+        src = generated;
+    }
+    size_t n = strnlen(src, sizeof generated);
     if (*len < n + 1) { *len = (uint32_t)(n + 1); return AMDSMI_STATUS_INSUFFICIENT_SIZE; }
-    memcpy(uuid, d->uuid, n + 1);
+    memcpy(uuid, src, n + 1);
     *len = (uint32_t)n;
     return AMDSMI_STATUS_SUCCESS;
 }
@@ -523,6 +577,40 @@ SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_driver_info(void *h, amdsmi_driver_inf
     return AMDSMI_STATUS_SUCCESS;
 }
 
+/* Partition modes as amdgpu's sysfs names them (current_compute_partition,
+ * current_memory_partition), read by rocm_smi's rsmi_dev_compute_partition_get /
+ * rsmi_dev_memory_partition_get; a part without those files answers NOT_SUPPORTED. */
+static amdsmi_status_t partition_string(const char *mode, char *out, uint32_t len) {
+    if (!mode[0]) return AMDSMI_STATUS_NOT_SUPPORTED;
+    if (!out || len == 0) return AMDSMI_STATUS_INVAL;
+    if (strlen(mode) + 1 > len) return AMDSMI_STATUS_INSUFFICIENT_SIZE;
+    copy_str(out, len, mode);
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_compute_partition(void *h, char *out, uint32_t len) {
+    DEV_ENTER(amdsmi_get_gpu_compute_partition);
+    return partition_string(d->compute_partition, out, len);
+}
+
+SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_memory_partition(void *h, char *out, uint32_t len) {
+    DEV_ENTER(amdsmi_get_gpu_memory_partition);
+    return partition_string(d->memory_partition, out, len);
+}
+
+/* As amd_smi.cc's amdsmi_get_gpu_kfd_info: SUCCESS, each member its own read, all ones where
+ * that read failed.  current_partition_id comes from rsmi_dev_partition_id_get: bits [31:28]
+ * of the KFD location id, or (non-SPX fallback) its function bits -- the XCP index. */
+SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_kfd_info(void *h, amdsmi_kfd_info_t *info) {
+    DEV_ENTER(amdsmi_get_gpu_kfd_info); NEED(info);
+    memset(info, 0, sizeof *info);
+    unsigned idx = (unsigned)(d - g_st->dev);
+    info->kfd_id = 0x5eed0000ull + idx; /* KFD's gpu_id */
+    info->node_id = idx + 1;            /* KFD topology node (node 0 is the CPU) */
+    info->current_partition_id = d->partition_id;
+    return AMDSMI_STATUS_SUCCESS;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Readings                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -549,6 +637,7 @@ SIM_EXPORT amdsmi_status_t amdsmi_get_temp_metric(void *h, uint32_t sensor, uint
     if (metric != TEMP_CURRENT) return AMDSMI_STATUS_NOT_SUPPORTED;
     int r = sensor == TEMP_EDGE ? R_temperature_c : sensor == TEMP_HOTSPOT ? R_hotspot_temperature_c
           : sensor == TEMP_VRAM ? R_memory_temperature_c : -1;
+    d = socket_dev(d); /* one package, one set of sensors, seen from every partition */
     if (r < 0 || d->na[r]) return AMDSMI_STATUS_NOT_SUPPORTED;
     *value = (int64_t)llround(d->val[r]); /* degrees Celsius */
     return AMDSMI_STATUS_SUCCESS;
@@ -561,20 +650,26 @@ SIM_EXPORT amdsmi_status_t amdsmi_get_power_info(void *h, amdsmi_power_info_t *p
      * current_socket_power and MI200 (v1.3) average_socket_power -- on the GCD that owns the
      * package, 0 W on its sibling; socket_power is whichever is valid.  Unavailable members
      * are UINT32_MAX ("Unsupported struct members are set to UINT32_MAX", amdsmi.h) and a
-     * socket_power with nothing behind it is UINT64_MAX. */
-    uint32_t watts = NA(power_w) ? AMD_NA32 : RV(package_power_here) > 0 ? u32(RV(power_w)) : 0;
+     * socket_power with nothing behind it is UINT64_MAX.  Every partition of a socket reports
+     * the whole socket's power (rocm-smi on a CPX MI300X shows the same watts on all eight:
+     * ROCm/ROCm issue 4750; amdsmi's partition doc: socket power "reflects the total physical
+     * GPU", ROCm/rocm-systems PR 6701). */
+    amd_dev_t *s = socket_dev(d);
+    uint32_t watts = s->na[R_power_w] ? AMD_NA32
+                   : s->val[R_package_power_here] > 0 ? u32(s->val[R_power_w]) : 0;
     int v13 = RV(gpu_metrics_content_revision) < 4;
     p->current_socket_power = v13 ? AMD_NA32 : watts;
     p->average_socket_power = v13 ? watts : AMD_NA32;
     p->socket_power = watts == AMD_NA32 ? AMD_NA64 : watts;
     p->gfx_voltage = AMD_NA64; p->soc_voltage = AMD_NA64; p->mem_voltage = AMD_NA64;
-    p->power_limit = NA(power_limit_w) ? AMD_NA32 : u32(RV(power_limit_w));
+    p->power_limit = s->na[R_power_limit_w] ? AMD_NA32 : u32(s->val[R_power_limit_w]);
     return AMDSMI_STATUS_SUCCESS;
 }
 
 #define ENERGY_RESOLUTION_UJ 15.259f /* the counter unit real MI200/MI300 firmware reports */
 SIM_EXPORT amdsmi_status_t amdsmi_get_energy_count(void *h, uint64_t *acc, float *res, uint64_t *ts) {
     DEV_ENTER(amdsmi_get_energy_count); NEED(acc); NEED(res); NEED(ts);
+    d = socket_dev(d); /* the socket's accumulator, the same on every partition */
     if (NA(energy_uj)) return AMDSMI_STATUS_NOT_SUPPORTED;
     *res = ENERGY_RESOLUTION_UJ;
     *acc = (uint64_t)(RV(energy_uj) / (double)ENERGY_RESOLUTION_UJ);
@@ -751,16 +846,21 @@ static void fill_metrics(amd_dev_t *d, amdsmi_gpu_metrics_t *m) {
     m->common_header.structure_size = (uint16_t)sizeof *m;
     m->common_header.format_revision = 1;
     m->common_header.content_revision = (uint8_t)content;
-    m->temperature_edge = m16(d, R_temperature_c);
-    m->temperature_hotspot = m16(d, R_hotspot_temperature_c);
-    m->temperature_mem = m16(d, R_memory_temperature_c);
+    /* Socket-level fields (temperatures, socket power, energy) are the package's on every
+     * partition; activity is the partition's own (per-XCP metrics at the processor level). */
+    amd_dev_t *s = socket_dev(d);
+    m->temperature_edge = m16(s, R_temperature_c);
+    m->temperature_hotspot = m16(s, R_hotspot_temperature_c);
+    m->temperature_mem = m16(s, R_memory_temperature_c);
     m->average_gfx_activity = m16(d, R_utilization_gpu);
     m->average_umc_activity = m16(d, R_utilization_memory);
     m->average_mm_activity = m16(d, R_utilization_mm);
-    uint16_t watts = RV(package_power_here) > 0 ? m16(d, R_power_w) : (NA(power_w) ? 0xFFFF : 0);
+    uint16_t watts = s->val[R_package_power_here] > 0 ? m16(s, R_power_w)
+                   : (s->na[R_power_w] ? 0xFFFF : 0);
     if (v13) m->average_socket_power = watts;
     else m->current_socket_power = watts;
-    m->energy_accumulator = NA(energy_uj) ? AMD_NA64 : (uint64_t)(RV(energy_uj) / (double)ENERGY_RESOLUTION_UJ);
+    m->energy_accumulator = s->na[R_energy_uj] ? AMD_NA64
+                          : (uint64_t)(s->val[R_energy_uj] / (double)ENERGY_RESOLUTION_UJ);
     struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
     m->system_clock_counter = (uint64_t)t.tv_sec * 100000000ULL + (uint64_t)t.tv_nsec / 10ULL;
     m->firmware_timestamp = m->system_clock_counter;
@@ -797,8 +897,16 @@ static void fill_metrics(amd_dev_t *d, amdsmi_gpu_metrics_t *m) {
         m->hbm_thm_residency_acc = u64(RV(violation_hbm_thermal_acc));
         m->prochot_residency_acc = u64(RV(violation_prochot_acc));
     }
-    m->num_partition = 1;
-    m->xcp_stats[0].gfx_busy_inst[0] = NA(utilization_gpu) ? AMD_NA32 : u32(RV(utilization_gpu));
+    /* One xcp_stats entry per partition of the socket, by partition id. */
+    m->num_partition = 0;
+    int sock = socket_of((unsigned)(d - g_st->dev));
+    for (unsigned i = 0; i < g_st->n_devices; i++) {
+        amd_dev_t *x = &g_st->dev[i];
+        if (socket_of(i) != sock || x->partition_id >= 8) continue;
+        m->num_partition++;
+        m->xcp_stats[x->partition_id].gfx_busy_inst[0] =
+            x->na[R_utilization_gpu] ? AMD_NA32 : u32(x->val[R_utilization_gpu]);
+    }
 }
 
 SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_metrics_info(void *h, amdsmi_gpu_metrics_t *m) {
@@ -992,6 +1100,18 @@ SIM_EXPORT int simamd_set_bdf(int dev, unsigned long long domain, unsigned bus, 
     amdsmi_bdf_t b; b.as_uint = 0;
     b.f.domain_number = domain; b.f.bus_number = bus; b.f.device_number = device; b.f.function_number = function;
     d->bdf = b.as_uint;
+    return 0;
+}
+/* Makes ``dev`` compute partition ``partition_id`` of the socket whose primary is ``socket``. */
+SIM_EXPORT int simamd_set_partition(int dev, int socket, unsigned partition_id, const char *compute,
+                                    const char *memory, unsigned uuid_per_partition) {
+    amd_dev_t *d = ctl_dev(dev);
+    if (!d || !ctl_dev(socket) || socket > dev || partition_id > 15 || !compute || !memory) return -1;
+    d->socket1 = socket + 1;
+    d->partition_id = partition_id;
+    d->uuid_per_partition = uuid_per_partition != 0;
+    snprintf(d->compute_partition, sizeof d->compute_partition, "%s", compute);
+    snprintf(d->memory_partition, sizeof d->memory_partition, "%s", memory);
     return 0;
 }
 SIM_EXPORT int simamd_set_reset(int dev, unsigned status) {

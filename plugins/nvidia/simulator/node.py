@@ -32,6 +32,7 @@ from types import FrameType
 
 from gpu_otel_agent.plugins.amd.simulator import _lib as amd_lib
 from gpu_otel_agent.plugins.amd.simulator import models as amd_models
+from gpu_otel_agent.plugins.amd.simulator import partitions as amd_partitions
 from gpu_otel_agent.plugins.amd.simulator import scenario as amd_scenario
 from gpu_otel_agent.plugins.amd.simulator.build import build_library as build_amd_library
 from gpu_otel_agent.plugins.nvidia.simulator import _lib, statedir
@@ -155,10 +156,16 @@ class Node:
         self.faults = FaultControl(self.library, self.lib.functions)
         # Each scenario device is served by its vendor's library under a vendor-local index.
         self.slots: list[tuple[str, int]] = []
+        # A partitioned AMD GPU is served as one amdsmi processor per compute partition: its
+        # slot is the primary's (XCP 0), the others follow it (device -> all its locals).
+        self.amd_locals: dict[int, tuple[int, ...]] = {}
         counts = {"nvidia": 0, "amd": 0}
         for d in scenario.devices:
             self.slots.append((d.vendor, counts[d.vendor]))
-            counts[d.vendor] += 1
+            width = d.partition.count if d.partition is not None else 1
+            if d.vendor == "amd":
+                self.amd_locals[d.index] = tuple(range(counts["amd"], counts["amd"] + width))
+            counts[d.vendor] += width
         self.amd_library: Path | None = build_amd_library() if counts["amd"] else None
         self.amd_state_path = state_dir / "amd.shm"
         self.amd = amd_lib.AmdNodeLib(self.amd_library) if self.amd_library else None
@@ -175,6 +182,9 @@ class Node:
         self.known_functions = frozenset(function_names())
         self.mig = MigNode(self.lib)
         self.proc_gi: dict[tuple[int, int], int] = {}  # (device, pid) -> its GPU instance
+        self.proc_part: dict[tuple[int, int], int] = {}  # (AMD device, pid) -> its partition
+        # Readings set on one AMD partition (``set`` with ``partition``): AMD local -> values.
+        self.amd_overrides: dict[int, dict[str, float | None]] = {}
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
@@ -183,7 +193,9 @@ class Node:
         self.lib.create(self.state_path, sum(v == "nvidia" for v, _ in self.slots))
         self.lib.set_system(sc.driver_version, sc.nvml_version, sc.cuda_driver_version)
         if self.amd is not None:
-            self.amd.create(self.amd_state_path, sum(v == "amd" for v, _ in self.slots))
+            self.amd.create(self.amd_state_path, counts_amd := sum(
+                len(locals_) for locals_ in self.amd_locals.values()))
+            log.debug("AMD processors served: %d", counts_amd)
             self.amd.set_system(sc.amd_driver_version, "2025/06/01")
         mig_gpus: list[tuple[DeviceSpec, int, str]] = []
         for d in sc.devices:
@@ -229,6 +241,8 @@ class Node:
             )
             if p.mig is not None:
                 self.proc_gi[(p.device, pid)] = self.mig.gi_of(p.device, p.mig)
+            if p.partition is not None:
+                self.proc_part[(p.device, pid)] = p.partition
         self._apply_procs(0.0)
         for (dev, pid), gi in self.proc_gi.items():
             self.lib.proc_set_mig(self._slot(dev)[1], pid, gi)
@@ -243,18 +257,35 @@ class Node:
             # Consecutive GCDs of a dual-GCD model share a package: the second reports 0 W.
             earlier = sum(1 for o in self.scenario.devices[: d.index] if o.model == d.model)
             vals["package_power_here"] = 1.0 if earlier % 2 == 0 else 0.0
+        spec = d.partition
+        if spec is None and d.model in amd_partitions.PARTITIONABLE:
+            spec = amd_partitions.PartitionSpec()  # SPX/NPS1: what an MI300X reports by default
+        if spec is not None:
+            vals.update(amd_partitions.partition_readings(vals, spec))  # a partition's share
         vals.update(d.readings)
         self.values.append(vals)
-        self.amd.set_string(local, "name", d.model)
         device_id = vals.get("pci_device_id")
-        uuid = d.uuid or _amd_uuid(self.scenario, d.index, device_id if isinstance(
-            device_id, float | int) else None)
-        self.amd.set_string(local, "uuid", uuid)
-        self.amd.set_string(local, "serial", d.serial or f"{0x6922510011 + d.index:X}")
-        self.amd.set_string(local, "vbios", "113-M3000100-102")
-        self.amd.set_bdf(local, d.pci_bus_id or f"0000:{0x0C + 0x10 * d.index:02X}:00.0")
-        for fn in d.unsupported:
-            self.amd.set_function_unsupported(local, fn)
+        uuid = d.uuid
+        if uuid is None and (spec is None or spec.count == 1):
+            uuid = _amd_uuid(self.scenario, d.index, device_id if isinstance(
+                device_id, float | int) else None)
+        bus = d.pci_bus_id or f"0000:{0x0C + 0x10 * d.index:02X}:00.0"
+        for partition_id, part in enumerate(self.amd_locals[d.index]):
+            self.amd.set_string(part, "name", d.model)
+            # None: the library generates it from serial and device id, as amdsmi does.
+            if uuid is not None:
+                self.amd.set_string(part, "uuid", uuid)
+            self.amd.set_string(part, "serial", d.serial or f"{0x6922510011 + d.index:X}")
+            self.amd.set_string(part, "vbios", "113-M3000100-102")
+            # A partition's BDF carries its XCP index in the function bits (amd_smi_drm.cc;
+            # rocm_smi's rsmi_dev_partition_id_get fallback for non-SPX modes).
+            self.amd.set_bdf(part, f"{bus.rsplit('.', 1)[0]}.{partition_id}"
+                             if partition_id else bus)
+            if spec is not None:
+                self.amd.set_partition(part, local, partition_id, spec.compute, spec.memory,
+                                       uuid_per_partition=spec.uuid == "per_partition")
+            for fn in d.unsupported:
+                self.amd.set_function_unsupported(part, fn)
 
     def _spawn_placeholder(self, cgroup: str | None) -> int:
         """A sleeping child standing in for a GPU process, moved into ``cgroup`` if possible."""
@@ -316,7 +347,10 @@ class Node:
                         or name in derived
                         or isinstance(vals.get(name), Sine | Random)
                     ):
-                        lib.set_reading(local, name, value)
+                        for target in self.amd_locals.get(i, (local,)) if vendor == "amd" else (
+                                local,):
+                            if name not in self.amd_overrides.get(target, {}):
+                                lib.set_reading(target, name, value)
             if device is None:
                 # A MIG-enabled GPU's used memory is what its instances use.
                 for dev, used in self.mig.apply(t, self.rng, _eval).items():
@@ -329,6 +363,7 @@ class Node:
                 mem = _eval(p.mem_util, t, self.rng) or 0.0
                 vendor, local = self.slots[p.device]
                 if vendor == "amd" and self.amd is not None:
+                    local = self._amd_part_local(p.device, p.pid)
                     self._amd_proc_add(p.device, local, p.pid, p.used_memory_mib, sm, kind=p.kind)
                 else:
                     self.lib.proc_add(local, p.pid, p.kind, p.used_memory_mib, sm, mem)
@@ -459,7 +494,8 @@ class Node:
                     self.proc_gi.pop(k, None)
                     amd = self._amd_target(k[0])
                     if amd is not None:
-                        amd[0].proc_rm(amd[1], pid)
+                        amd[0].proc_rm(self._amd_part_local(k[0], pid), pid)
+                        self.proc_part.pop(k, None)
                     else:
                         self.lib.proc_rm(self._slot(k[0])[1], pid)
                 return {"ok": True, "removed": len(keys)}
@@ -484,10 +520,13 @@ class Node:
         out: dict[str, object] = {}
         if self.amd is not None:
             amd_totals, amd_per_local = self.amd.call_counts()
-            amd_index = {local: i for i, (v, local) in enumerate(self.slots) if v == "amd"}
+            # A partitioned GPU's processors count under its scenario index, summed.
+            amd_index = {local: i for i, locals_ in self.amd_locals.items() for local in locals_}
             for local, calls in amd_per_local.items():
                 for fn, c in calls.items():
-                    per_dev.setdefault(fn, {})[str(amd_index[local])] = c
+                    slot = per_dev.setdefault(fn, {})
+                    key = str(amd_index[local])
+                    slot[key] = slot.get(key, 0) + c
             totals = {**totals, **amd_totals}
             processes += self.amd.proc_count()
             out["amd_event_seq"] = self.amd.event_seq()
@@ -531,6 +570,10 @@ class Node:
             raise CommandError("'message' must be a string")
         seq = amd[0].push_event(amd[1], str(kind), message or f"simulated {kind}")
         return {"ok": True, "seq": seq}
+
+    def _amd_part_local(self, dev: int, pid: int) -> int:
+        """The AMD processor a process of ``dev`` runs on: its partition's (else the primary)."""
+        return self.amd_locals[dev][self.proc_part.get((dev, pid), 0)]
 
     def _amd_proc_add(self, dev: int, local: int, pid: int, mem: float, sm: float, *,
                       kind: str) -> None:
@@ -629,8 +672,26 @@ class Node:
                 new[k] = parse_value(ctx, v, f"values.{k}")
             except ScenarioError as exc:
                 raise CommandError(str(exc).split(": ", 1)[-1]) from exc
+        if req.get("partition") is not None:
+            return self._set_partition(dev, self._int_arg(req, "partition"), new)
         self.values[dev].update(new)
         self._apply_values(time.monotonic() - self.t0, frozenset(new), dev)
+        return {"ok": True}
+
+    def _set_partition(self, dev: int, part: int, new: Mapping[str, Value]) -> dict[str, object]:
+        """Readings of one compute partition of an AMD GPU (its activity, its VRAM use); what
+        is the socket's (power, energy, temperatures) is read from partition 0 by every one."""
+        locals_ = self.amd_locals.get(dev, ())
+        if self.amd is None or part >= len(locals_):
+            raise CommandError(f"device {dev} has no partition {part}")
+        fixed: dict[str, float | None] = {}
+        for name, value in new.items():
+            if value is not None and not isinstance(value, float | int):
+                raise CommandError(f"'{name}': a partition takes plain numbers (or null)")
+            fixed[name] = None if value is None else float(value)
+        self.amd_overrides.setdefault(locals_[part], {}).update(fixed)
+        for name, number in fixed.items():
+            self.amd.set_reading(locals_[part], name, number)
         return {"ok": True}
 
     def _op_proc_add(self, req: Mapping[str, object]) -> dict[str, object]:
@@ -650,7 +711,12 @@ class Node:
         gi = self._gi(dev, req["mig"]) if req.get("mig") is not None else None
         self.procs[(dev, pid)] = _Proc(dev, pid, str(kind), mem, sm, mu)
         if amd is not None:
-            self._amd_proc_add(dev, local, pid, mem, sm, kind=str(kind))
+            if req.get("partition") is not None:
+                part = self._int_arg(req, "partition")
+                if part >= len(self.amd_locals[dev]):
+                    raise CommandError(f"device {dev} has no partition {part}")
+                self.proc_part[(dev, pid)] = part
+            self._amd_proc_add(dev, self._amd_part_local(dev, pid), pid, mem, sm, kind=str(kind))
         else:
             self.lib.proc_add(local, pid, str(kind), mem, sm, mu)
             self.lib.proc_set_mig(local, pid, gi)

@@ -16,6 +16,7 @@ from types import MappingProxyType
 
 import yaml
 
+from gpu_otel_agent.plugins.amd.simulator import partitions as amd_partitions
 from gpu_otel_agent.plugins.amd.simulator import scenario as amd_scenario
 from gpu_otel_agent.plugins.nvidia.simulator.faults import FaultSpecError, parse_chaos, parse_fail
 from gpu_otel_agent.plugins.nvidia.simulator.mig_profiles import MigConfigError, check
@@ -97,6 +98,8 @@ class DeviceSpec:
     unsupported: tuple[str, ...]
     vendor: str = "nvidia"  # or "amd": served by the simulated libamd_smi.so
     mig: tuple[MigSpec, ...] | None = None  # MIG mode on, these instances (None: off)
+    # AMD: compute/memory partition modes (None: the part's default, unpartitioned)
+    partition: amd_partitions.PartitionSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,7 @@ class ProcessSpec:
     mem_util: Value
     kind: str  # compute | graphics | mps
     mig: int | None = None  # position in the device's ``mig`` list: runs on that instance
+    partition: int | None = None  # AMD: the compute partition (XCP) it runs on
 
 
 @dataclass(frozen=True)
@@ -286,7 +290,8 @@ def _readings(
     return out
 
 
-_DEVICE_KEYS = ("model", "uuid", "pci_bus_id", "serial", "unsupported", "vendor", "mig")
+_DEVICE_KEYS = ("model", "uuid", "pci_bus_id", "serial", "unsupported", "vendor", "mig",
+                "partition")
 VENDORS = ("nvidia", "amd")
 _PCI = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 
@@ -323,9 +328,17 @@ def _device(ctx: _Ctx, raw: object, i: int) -> DeviceSpec:
     mig = _mig(ctx, d["mig"], f"{key}.mig", model) if d.get("mig") is not None else None
     if mig is not None and vendor != "nvidia":
         raise ctx.fail(f"{key}.mig", "MIG is an NVIDIA feature (AMD: use 'partition')")
+    partition = None
+    if d.get("partition") is not None:
+        if vendor != "amd":
+            raise ctx.fail(f"{key}.partition", "partition modes are AMD's (NVIDIA: use 'mig')")
+        try:
+            partition = amd_partitions.parse(d["partition"], model)
+        except ValueError as error:
+            raise ctx.fail(f"{key}.partition", str(error)) from error
     return DeviceSpec(
         i, model, uuid, pci, serial, MappingProxyType(readings), tuple(unsupported), str(vendor),
-        mig,
+        mig, partition,
     )
 
 
@@ -357,7 +370,8 @@ def _process(ctx: _Ctx, raw: object, i: int, devices: Sequence[DeviceSpec]) -> P
     key = f"processes[{i}]"
     p = _mapping(
         ctx, raw, key,
-        ("device", "pid", "spawn", "used_memory_mib", "sm_util", "mem_util", "type", "mig"),
+        ("device", "pid", "spawn", "used_memory_mib", "sm_util", "mem_util", "type", "mig",
+         "partition"),
     )
     if "device" not in p:
         raise ctx.fail(key, "missing key 'device'")
@@ -383,6 +397,14 @@ def _process(ctx: _Ctx, raw: object, i: int, devices: Sequence[DeviceSpec]) -> P
     mig = None
     if p.get("mig") is not None:
         mig = _mig_position(ctx, p["mig"], f"{key}.mig", devices[dev])
+    partition = None
+    if p.get("partition") is not None:
+        partition = _int(ctx, p["partition"], f"{key}.partition")
+        spec = devices[dev].partition
+        count = spec.count if spec is not None else 1
+        if partition >= count:
+            raise ctx.fail(f"{key}.partition", f"device {dev} has {count} compute "
+                           f"partition(s), no partition {partition}")
     return ProcessSpec(
         dev,
         pid,
@@ -392,6 +414,7 @@ def _process(ctx: _Ctx, raw: object, i: int, devices: Sequence[DeviceSpec]) -> P
         parse_value(ctx, p.get("mem_util", 0), f"{key}.mem_util"),
         str(kind),
         mig,
+        partition,
     )
 
 

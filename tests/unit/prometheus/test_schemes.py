@@ -153,3 +153,27 @@ def test_a_mig_instance_carries_dcgm_exporters_instance_labels_and_its_gpus_uuid
     otel = parsed(otel_families(series(snapshot), RESOURCE))
     assert one(otel, "hw_gpu_memory_usage_bytes", hw_parent=parent,
                gpu_mig_profile="3g.40gb", gpu_mig_gpu_instance_id="2") == 1000 * 1024 * 1024
+
+
+def test_amd_partitions_sharing_a_uuid_get_dcgm_instance_labels() -> None:
+    parent = "d3ff74a1-0000-1000-80a5-1c2b17f0e6a9"
+    now = 5_000_000_000
+    parts = []
+    for xcp in (0, 1):
+        identity = DeviceIdentity(
+            f"{parent}/xcp{xcp}", 1, "amd", "AMD Instinct MI300X", f"0000:0c:00.{xcp}",
+            DevicePartition(parent, "amd_partition", "CPX",
+                            (("amd.partition.id", xcp), ("amd.partition.compute_mode", "CPX"),
+                             ("amd.partition.memory_mode", "NPS4"))))
+        parts.append(DeviceSnapshot(identity, HealthState.OK, 0).with_sample(GroupSample(
+            "fast", (Reading("hw.gpu.memory.usage", (100 + xcp) * 1024 * 1024),), now)))
+    snapshot = node(now)
+    snapshot = NodeSnapshot((*snapshot.devices, *parts), now, snapshot.agent, snapshot.overlays)
+    dcgm = parsed(DcgmTranslator(RESOURCE).families(series(snapshot)))
+    assert one(dcgm, "DCGM_FI_DEV_FB_USED", GPU_I_ID="0", UUID=parent) == 100
+    assert one(dcgm, "DCGM_FI_DEV_FB_USED", GPU_I_ID="1", UUID=parent) == 101
+    labels = next(lab for lab, _ in dcgm["DCGM_FI_DEV_FB_USED"] if lab.get("GPU_I_ID") == "1")
+    assert labels["GPU_I_PROFILE"] == "CPX" and labels["device"] == "amd1"
+    otel = parsed(otel_families(series(snapshot), RESOURCE))
+    assert one(otel, "hw_gpu_memory_usage_bytes", hw_parent=parent, amd_partition_id="1",
+               amd_partition_memory_mode="NPS4") == 101 * 1024 * 1024
