@@ -30,7 +30,6 @@ from tests.bench.procstat import rss_mib
 from tests.bench.results import ChaosResult
 from tests.integration.harness import AgentProcess
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
-from tests.receivers.records import Point
 from tests.receivers.store import Store
 
 SAMPLED = "hw.power"  # a fast-group field every GPU serves every cycle
@@ -48,17 +47,10 @@ class ChaosCase:
     rss_every_s: float = 10.0
 
 
-def _latest(store: Store, metric: str, *keys: str) -> dict[tuple[str, ...], float]:
-    latest: dict[tuple[str, ...], Point] = {}
-    for point in store.points(metric):
-        key = tuple(str(point.attributes.get(k)) for k in keys)
-        if key not in latest or point.time_unix_nano >= latest[key].time_unix_nano:
-            latest[key] = point
-    return {key: float(p.value) for key, p in latest.items()}
 
 
 def _sum(store: Store, metric: str, *keys: str) -> float:
-    return sum(_latest(store, metric, *keys).values())
+    return sum(store.latest_values(metric, *keys).values())
 
 
 def _injected(chaos: Mapping[str, object]) -> int:
@@ -88,7 +80,7 @@ def run_chaos_case(case: ChaosCase, workdir: Path) -> ChaosResult:
         store = receiver.store
         pid = agent.process.pid
         try:
-            store.wait_for(lambda s: len(_latest(s, "gpu_agent.cycles", "hw.id")) == gpus,
+            store.wait_for(lambda s: len(s.latest_values("gpu_agent.cycles", "hw.id")) == gpus,
                            timeout=60, what="every GPU's self-telemetry")
             calls0, cycles0 = _calls(node), _sum(store, "gpu_agent.cycles", "hw.id")
             time.sleep(case.calm_s)

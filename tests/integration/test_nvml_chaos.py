@@ -58,14 +58,6 @@ def _key(point: Point, extra: tuple[str, ...]) -> tuple[str, tuple[tuple[str, st
                                if k in point.attributes)
 
 
-def _totals(store: Store, metric: str, *keys: str) -> dict[tuple[str, ...], float]:
-    """The latest cumulative value of each series of a self-telemetry counter."""
-    latest: dict[tuple[str, ...], Point] = {}
-    for point in store.points(metric):
-        key = tuple(str(point.attributes.get(k)) for k in keys)
-        if key not in latest or point.time_unix_nano >= latest[key].time_unix_nano:
-            latest[key] = point
-    return {key: float(p.value) for key, p in latest.items()}
 
 
 def _injected(chaos: Mapping[str, object]) -> dict[tuple[str, str], int]:
@@ -90,7 +82,7 @@ def _injected(chaos: Mapping[str, object]) -> dict[tuple[str, str], int]:
 def _calls_and_cycles(node: SimulatedNode, store: Store) -> tuple[int, float]:
     calls = node.stats()["calls"]
     assert isinstance(calls, Mapping)
-    return sum(int(n) for n in calls.values()), sum(_totals(store, "gpu_agent.cycles",
+    return sum(int(n) for n in calls.values()), sum(store.latest_values("gpu_agent.cycles",
                                                             "hw.id").values())
 
 
@@ -131,7 +123,7 @@ def test_agent_under_nvml_chaos(otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: 
             injected = _injected(stats)
             # Let the agent export what it counted up to now (eventual, generous deadline).
             total = sum(injected.values())
-            store.wait_for(lambda s: sum(_totals(s, "gpu_agent.library.errors",
+            store.wait_for(lambda s: sum(s.latest_values("gpu_agent.library.errors",
                                                  "gpu_agent.call", "error.type").values())
                            >= total, timeout=30)
             assert agent.process.poll() is None
@@ -139,7 +131,7 @@ def test_agent_under_nvml_chaos(otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: 
             agent.terminate()
             agent.close()
 
-    counted = _totals(store, "gpu_agent.library.errors", "gpu_agent.call", "error.type")
+    counted = store.latest_values("gpu_agent.library.errors", "gpu_agent.call", "error.type")
     print(f"injected {total} ({len(injected)} function/code pairs), counted "
           f"{sum(counted.values()):g}; NVML calls per cycle: calm {calm_per_cycle:.2f}, "
           f"chaos {chaos_per_cycle:.2f}")

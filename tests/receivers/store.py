@@ -149,6 +149,15 @@ class Store:
                 best = point
         return best
 
+    def latest_values(self, metric: str, *keys: str) -> dict[tuple[str, ...], float]:
+        """The newest value of each series of ``metric``, keyed by the given attributes."""
+        latest: dict[tuple[str, ...], Point] = {}
+        for point in self.points(metric):
+            key = tuple(str(point.attributes.get(k)) for k in keys)
+            if key not in latest or point.time_unix_nano >= latest[key].time_unix_nano:
+                latest[key] = point
+        return {key: float(p.value) for key, p in latest.items()}
+
     def logs(
         self,
         event_name: str | None = None,
