@@ -15,6 +15,11 @@ shared GPU, each with the GPU's value: the per-pod share is in the DCGM_CUSTOM_*
 What dcgm-exporter has no name for (``hw.status``, ``gpu.xid.errors`` — dcgm's XID gauge only
 holds the last code, which is the flaw we fix — and the agent's own ``gpu_agent.*``) is served
 under its OpenTelemetry name, so the GPU alerts work in either scheme and nothing is lost.
+
+The labels follow one stated dcgm-exporter release, ``FOLLOWS``. Its main branch renamed
+``Hostname`` to ``hostname`` after that release (NVIDIA/dcgm-exporter#655, 2026-05-12); a
+dashboard keyed on either breaks when the name moves, so the rename is taken with the first
+release that ships it, not from an unreleased branch.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from gpu_otel_agent.export.series import SeriesPoint
 from gpu_otel_agent.model.metrics import Instrument, spec_for
 from gpu_otel_agent.model.snapshot import Attributes
 
+FOLLOWS = "dcgm-exporter 4.5.3-4.8.2"  # latest release (2026-05-06): host label ``Hostname``
 MIB = 1024 * 1024
 
 
