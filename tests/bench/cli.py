@@ -149,7 +149,8 @@ def _update_readme(result: Report, ran: plan.Plan, full: plan.Plan) -> None:
     """Each README block is rewritten only from a run of all its cases."""
     path = REPO / "README.md"
     ebpf_names = {c.name for c in (*full.ebpf_call_cost, *full.ebpf_load)}
-    main_names = set(full.case_names()) - ebpf_names
+    chaos_names = {c.name for c in full.chaos}
+    main_names = set(full.case_names()) - ebpf_names - chaos_names
     done = set(ran.case_names())
     if main_names <= done:
         readme.update(path, report.readme_block(result))
@@ -161,6 +162,9 @@ def _update_readme(result: Report, ran: plan.Plan, full: plan.Plan) -> None:
         log.info("updated the eBPF overhead block of %s", path)
     elif ebpf_names & done:
         log.warning("eBPF overhead block in %s left as it was: not all its cases ran", path)
+    if chaos_names and chaos_names <= done:
+        readme.update(path, report.chaos_markdown(result), readme.CHAOS_START, readme.CHAOS_END)
+        log.info("updated the NVML chaos block of %s", path)
 
 
 def main(argv: list[str] | None = None) -> int:

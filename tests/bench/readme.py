@@ -1,7 +1,8 @@
 """Replaces the generated blocks between the README's benchmark markers; nothing else.
 
-Two blocks: the suite's tables (``bench``) and the eBPF plugin's overhead (``bench-ebpf``, in
-the README's eBPF section), so either can be re-measured alone.
+Three blocks: the suite's tables (``bench``), the eBPF plugin's overhead (``bench-ebpf``, in
+the README's eBPF section) and the long NVML chaos run (``bench-chaos``), so each can be
+re-measured alone.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ START = "<!-- bench:start -->"
 END = "<!-- bench:end -->"
 EBPF_START = "<!-- bench-ebpf:start -->"
 EBPF_END = "<!-- bench-ebpf:end -->"
+CHAOS_START = "<!-- bench-chaos:start -->"
+CHAOS_END = "<!-- bench-chaos:end -->"
 
 
 class MarkersMissing(ValueError):

@@ -359,7 +359,8 @@ def _machine(report: Report) -> str:
             f"{versions}; load average at the end {m.get('load_average_1m_5m_15m')}.")
 
 
-def markdown(report: Report, heading: str = "###", ebpf: bool = True) -> str:
+def markdown(report: Report, heading: str = "###", ebpf: bool = True,
+             chaos: bool = True) -> str:
     kind = "smoke run (figures only prove the suite works)" if report.smoke else "full run"
     lines = [
         f"Measured {report.started} ({kind}, {report.duration_s:.0f} s) with `{COMMAND}` on: "
@@ -395,10 +396,8 @@ def markdown(report: Report, heading: str = "###", ebpf: bool = True) -> str:
         "",
         *_storm(report),
         "",
-        f"{heading} NVML chaos: errors the driver documents, for minutes",
-        "",
-        *_chaos(report),
-        "",
+        *([f"{heading} NVML chaos: errors the driver documents, for minutes", "",
+           *_chaos(report), ""] if chaos else []),
         f"{heading} How to read these",
         "",
         *(f"- {note}" for note in report.notes),
@@ -415,4 +414,13 @@ def write_markdown(report: Report, path: Path) -> None:
 def readme_block(report: Report) -> str:
     """The README keeps how to run the suite above the latest full run's tables (the eBPF
     plugin's figures go to their own block, :func:`ebpf_markdown`)."""
-    return f"{USAGE}\n\n{markdown(report, ebpf=False)}"
+    return f"{USAGE}\n\n{markdown(report, ebpf=False, chaos=False)}"
+
+
+def chaos_markdown(report: Report) -> str:
+    """The long chaos run's table, for its own README block: it takes minutes alone, so it is
+    re-measured on its own (``--only nvml-chaos``), not only with the whole suite."""
+    kind = "smoke run" if report.smoke else "full-length run"
+    notes = [n for n in report.notes if n.startswith("nvml-chaos")]
+    return "\n".join([f"Measured {report.started} ({kind}) on: {_machine(report)}", "",
+                      *_chaos(report), "", *(f"- {n}" for n in notes)]) + "\n"
