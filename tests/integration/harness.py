@@ -12,6 +12,8 @@ from pathlib import Path
 
 import yaml
 
+from tests.receivers.netutil import wait_for_port
+
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "examples" / "scenarios"
 
@@ -100,6 +102,14 @@ class AgentProcess:
         assert self.process.returncode == 0, (
             f"agent exited with {self.process.returncode}; its log:\n{log[-4000:]}")
         assert "run summary" in log, f"agent exited without its run summary:\n{log[-4000:]}"
+
+    def serving(self, port: int, timeout: float = 20) -> AgentProcess:
+        """This agent once its local endpoint (Prometheus) accepts connections on ``port``;
+        closed, with its log in the error, if it never does or exits first."""
+        if not wait_for_port("127.0.0.1", port, timeout, alive=lambda: self.process.poll() is None):
+            self.close()
+            raise AssertionError(f"agent endpoint never came up:\n{self.log()[-3000:]}")
+        return self
 
     def close(self) -> None:
         if self.process.poll() is None:

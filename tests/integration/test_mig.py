@@ -31,7 +31,7 @@ from tests.integration.exports import select, wait_export
 from tests.integration.harness import REPO, AgentProcess, h100, write_scenario
 from tests.integration.prometheus_stack import Stack, binaries_missing
 from tests.receivers.kubelet import FakeKubelet
-from tests.receivers.netutil import free_port, wait_for_port
+from tests.receivers.netutil import free_port
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.receivers.records import Point
 
@@ -94,13 +94,9 @@ def _agent(workdir: Path, node: SimulatedNode, receiver: OtlpGrpcReceiver, *, sc
         # One agent reports events, so each event reaches the receiver once.
         "health": {"enabled": scheme == "otel", "kmsg": False},
     }), encoding="utf-8")
-    agent = AgentProcess(workdir, receiver.endpoint, node.env,
+    return AgentProcess(workdir, receiver.endpoint, node.env,
                          ["--interval", "0.5", "--export-interval", "0.5", "--config",
-                          str(config)], env={"K8S_NODE_NAME": "gpu-node-a"})
-    if not wait_for_port("127.0.0.1", port, 20, alive=lambda: agent.process.poll() is None):
-        agent.close()
-        raise AssertionError(f"agent endpoint never came up:\n{agent.log()[-3000:]}")
-    return agent
+                          str(config)], env={"K8S_NODE_NAME": "gpu-node-a"}).serving(port)
 
 
 @pytest.fixture(scope="module")

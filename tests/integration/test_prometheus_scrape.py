@@ -26,7 +26,7 @@ from tests.integration.conftest import UUIDS
 from tests.integration.harness import REPO, AgentProcess, h100, write_scenario
 from tests.integration.prometheus_stack import RecordingProxy, Stack, binaries_missing
 from tests.receivers.kubelet import FakeKubelet
-from tests.receivers.netutil import free_port, wait_for_port
+from tests.receivers.netutil import free_port
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 
 pytestmark = pytest.mark.integration
@@ -94,14 +94,10 @@ def _agent(workdir: Path, node: SimulatedNode, receiver: OtlpGrpcReceiver, *, sc
         "attribution": {"reconcile_interval": 1, "memory_resources": {MEMORY_RESOURCE: MIB},
                         "kubelet": {"socket": str(kubelet), "refresh_interval": 1}},
     }), encoding="utf-8")
-    agent = AgentProcess(workdir, receiver.endpoint, node.env,
+    return AgentProcess(workdir, receiver.endpoint, node.env,
                          ["--interval", "0.5", "--export-interval", "30", "--config", str(config),
                           "--log-level", "warning"],
-                         env={"K8S_NODE_NAME": NODE})
-    if not wait_for_port("127.0.0.1", port, 20, alive=lambda: agent.process.poll() is None):
-        agent.close()
-        raise AssertionError(f"agent endpoint never came up:\n{agent.log()[-3000:]}")
-    return agent
+                         env={"K8S_NODE_NAME": NODE}).serving(port)
 
 
 @pytest.fixture(scope="module")
