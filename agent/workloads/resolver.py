@@ -9,7 +9,8 @@ Pod names come from the kubelet's pod-resources answer, which carries no pod UID
 gives the UID. A UID is bound to a pod when the process's ``HOSTNAME`` (the pod name, unless the
 pod sets a hostname) names exactly one listed pod (in the pod's namespace, read from its
 service-account mount, where present), or, without ``HOSTNAME``, when exactly one unbound listed
-pod was allocated the GPU the process runs on. A binding lasts while the pod is listed and its
+pod was allocated the GPU the process runs on (by a device plugin or through a DRA claim whose
+device the source tied to it). A binding lasts while the pod is listed and its
 cgroup exists. A process whose pod is not listed yet is reported to the service (``wanted``),
 which asks the kubelet for that pod (``Get``) or for all of them.
 """
@@ -20,10 +21,16 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gpu_otel_agent.model.snapshot import Attributes
 from gpu_otel_agent.model.workload import Workload
 from gpu_otel_agent.workloads.devices import match
 from gpu_otel_agent.workloads.names import sanitize
-from gpu_otel_agent.workloads.pods import ContainerAllocation, PodAllocation
+from gpu_otel_agent.workloads.pods import (
+    ClaimAllocation,
+    ClaimDevice,
+    ContainerAllocation,
+    PodAllocation,
+)
 from gpu_otel_agent.workloads.procfs import ProcessFacts, ProcReader
 
 log = logging.getLogger(__name__)
@@ -195,6 +202,9 @@ class WorkloadResolver:
             return Workload()
         pod = self._pod_for(facts, device) if cg.pod_uid else None
         container = self._container_for(pod, device) if pod else None
+        claim = _claim_on(container, device) if container else None
+        claim_namespace = claim.namespace if claim and pod and claim.namespace and \
+            claim.namespace != pod.namespace else None
         return Workload(
             container_id=cg.container_id,
             pod_uid=cg.pod_uid,
@@ -202,7 +212,22 @@ class WorkloadResolver:
             namespace=sanitize(pod.namespace) if pod else None,
             container_name=sanitize(container.name) if container else None,
             slurm_job_id=cg.slurm_job_id,
+            claim_name=sanitize(claim.name) if claim else None,
+            claim_namespace=sanitize(claim_namespace) if claim_namespace else None,
         )
+
+    def device_attributes(self, device: GpuDevice) -> Attributes:
+        """The DRA device a listed claim holds ``device`` as (driver, pool, device name): the
+        same for every claim of it, so one value; none when no claim, or claims disagree."""
+        found = {(d.driver, d.pool, d.device) for pod in self._pods
+                 for c in pod.containers for claim in c.claims for d in claim.devices
+                 if _claimed(d, device)}
+        if len(found) != 1:
+            return ()
+        driver, pool, name = found.pop()
+        return tuple((key, sanitize(value)) for key, value in (
+            ("gpu.dra.driver", driver), ("gpu.dra.pool", pool), ("gpu.dra.device", name))
+            if value)
 
     def memory_limit(self, facts: ProcessFacts, device: GpuDevice) -> int | None:
         """The share of ``device`` the process's container was allocated, where known."""
@@ -261,12 +286,30 @@ class WorkloadResolver:
     def _container_for(pod: PodAllocation, device: GpuDevice) -> ContainerAllocation | None:
         if len(pod.containers) == 1:
             return pod.containers[0]
-        on_device = [c for c in pod.containers
-                     if any(match(i, device.uuid, device.pci_bus_id, device.aliases)
-                            for d in c.devices for i in d.device_ids)]
+        on_device = [c for c in pod.containers if _holds(c, device)]
         return on_device[0] if len(on_device) == 1 else None
 
 
+def _matches(device_id: str, device: GpuDevice) -> bool:
+    return match(device_id, device.uuid, device.pci_bus_id, device.aliases) is not None
+
+
+def _claimed(claimed: ClaimDevice, device: GpuDevice) -> bool:
+    return any(_matches(i, device) for i in claimed.device_ids)
+
+
+def _holds(container: ContainerAllocation, device: GpuDevice) -> bool:
+    """Allocated by a device plugin or through a claim: a pod may hold GPUs both ways."""
+    return any(_matches(i, device) for d in container.devices for i in d.device_ids) or any(
+        _claimed(d, device) for claim in container.claims for d in claim.devices)
+
+
+def _claim_on(container: ContainerAllocation, device: GpuDevice) -> ClaimAllocation | None:
+    """The one claim through which ``container`` holds ``device``, if it is one."""
+    claims = {(c.name, c.namespace): c for c in container.claims
+              if any(_claimed(d, device) for d in c.devices)}
+    return next(iter(claims.values())) if len(claims) == 1 else None
+
+
 def _allocated(pod: PodAllocation, device: GpuDevice) -> bool:
-    return any(match(i, device.uuid, device.pci_bus_id, device.aliases) is not None
-               for c in pod.containers for d in c.devices for i in d.device_ids)
+    return any(_holds(c, device) for c in pod.containers)
