@@ -3,13 +3,14 @@
 Calls are blocking gRPC on a worker thread (``asyncio.to_thread``), each with a deadline, so a
 wedged kubelet never stalls the loop. After a failure the channel is dropped and a fresh one is
 made on the next call: gRPC's own reconnect backoff would otherwise keep names away for up to
-two minutes after a kubelet restart. ``Get`` (Kubernetes 1.27+, behind a feature gate before
-1.28) is used when present; an UNIMPLEMENTED answer turns it off for the run.
+two minutes after a kubelet restart. ``Get`` (Kubernetes 1.27+, behind the
+``KubeletPodResourcesGet`` gate before 1.34) is used when present; an UNIMPLEMENTED answer
+turns it off for the run.
 
 Each container's ``dynamic_resources`` (DRA claims) are read too and tied to GPUs by
 :class:`~gpu_otel_agent.plugins.kubernetes.claims.ClaimMapper`. A kubelet that predates the
-field (before 1.27, or its feature gate off before 1.34) sends none, which reads as no claims:
-that is said once, and attribution stays as it was.
+field (before 1.27, or its ``KubeletPodResourcesDynamicResources`` gate off before 1.34) sends
+none, which reads as no claims: that is said once, and attribution stays as it was.
 """
 
 from __future__ import annotations
