@@ -1,7 +1,7 @@
 """Kubernetes DRA end to end: pods holding GPUs through ResourceClaims on the simulated node.
 
 The test kubelet speaks pod-resources v1 generated from the vendored upstream ``api.proto``
-(Kubernetes 1.36.3's, whose ``dynamic_resources`` are those of 1.34+ with ``share_id``); each
+(Kubernetes 1.36.3's: the 1.35+ format, ``dynamic_resources`` with ``share_id``); each
 claim has the CDI spec NVIDIA's DRA driver writes for it and the node has the kernel driver's
 /proc files, in a host root the agent is pointed at (``attribution.kubelet.dra_host_root``;
 formats and sources: tests/integration/dra_files.py). Pods live in real cgroups with real
@@ -14,14 +14,17 @@ with its pod gone, and the kubelet restarted with a new claimed pod started mean
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
-import pynvml
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, attach_in_process
+from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 from gpu_otel_agent.workloads.pods import (
     ClaimAllocation,
     ClaimDevice,
@@ -45,24 +48,34 @@ DRA_KEYS = ("gpu.dra.driver", "gpu.dra.pool", "gpu.dra.device")
 A100 = UUIDS[3]
 
 
-def _nvml_node() -> tuple[list[Gpu], dict[str, tuple[str, int, int]]]:
-    """The GPUs (UUID, minor, bus id) and the A100's MIG devices (profile -> uuid, gi, ci)."""
-    gpus, instances = [], {}
-    for index in range(pynvml.nvmlDeviceGetCount()):
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-        gpus.append(Gpu(pynvml.nvmlDeviceGetUUID(handle), pynvml.nvmlDeviceGetMinorNumber(handle),
-                        pynvml.nvmlDeviceGetPciInfo(handle).busId))
-    parent = pynvml.nvmlDeviceGetHandleByIndex(3)
-    for i in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(parent)):
-        try:
-            mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(parent, i)
-        except pynvml.NVMLError_NotFound:
-            break
-        profile = pynvml.nvmlDeviceGetName(mig).rsplit(" MIG ", 1)[1]
-        instances[profile] = (pynvml.nvmlDeviceGetUUID(mig),
-                              pynvml.nvmlDeviceGetGpuInstanceId(mig),
-                              pynvml.nvmlDeviceGetComputeInstanceId(mig))
-    return gpus, instances
+_READ_NODE = """
+import json, pynvml
+pynvml.nvmlInit()
+gpus, migs = [], {}
+for index in range(pynvml.nvmlDeviceGetCount()):
+    h = pynvml.nvmlDeviceGetHandleByIndex(index)
+    gpus.append((pynvml.nvmlDeviceGetUUID(h), pynvml.nvmlDeviceGetMinorNumber(h),
+                 pynvml.nvmlDeviceGetPciInfo(h).busId))
+parent = pynvml.nvmlDeviceGetHandleByIndex(3)
+for i in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(parent)):
+    try:
+        m = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(parent, i)
+    except pynvml.NVMLError_NotFound:
+        break
+    migs[pynvml.nvmlDeviceGetName(m).rsplit(" MIG ", 1)[1]] = (
+        pynvml.nvmlDeviceGetUUID(m), pynvml.nvmlDeviceGetGpuInstanceId(m),
+        pynvml.nvmlDeviceGetComputeInstanceId(m))
+print(json.dumps([gpus, migs]))
+"""
+
+
+def _nvml_node(node: SimulatedNode) -> tuple[list[Gpu], dict[str, tuple[str, int, int]]]:
+    """The GPUs (UUID, minor, bus id) and the A100's MIG devices (profile -> uuid, gi, ci),
+    read through pynvml in a process of its own (a process attaches to one node)."""
+    out = subprocess.run([sys.executable, "-c", _READ_NODE], env={**os.environ, **node.env},
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    gpus, migs = json.loads(out)
+    return [Gpu(*g) for g in gpus], {k: tuple(v) for k, v in migs.items()}
 
 
 def _claim(root: Path, name: str, device: ClaimedDevice, uid: str = "") -> ClaimAllocation:
@@ -109,12 +122,7 @@ def test_claimed_gpus_are_attributed_and_follow_claims_and_the_kubelet(
         *(h100(i, uuid=UUIDS[i]) for i in range(3)), a100]})
     root = tmp_path / "host"
     with SimulatedNode.start(scenario, state_dir=tmp_path / "node") as node:
-        attach_in_process(node)
-        pynvml.nvmlInit()
-        try:
-            gpus, migs = _nvml_node()
-        finally:
-            pynvml.nvmlShutdown()
+        gpus, migs = _nvml_node(node)
         write_driver(root, gpus)
         minor = [g.minor for g in gpus]
         big_uuid, big_gi, big_ci = migs["3g.40gb"]
