@@ -83,6 +83,7 @@ class WorkloadResolver:
         self._facts: dict[int, ProcessFacts] = {}
         self._exited: set[int] = set()
         self._pods: tuple[PodAllocation, ...] = ()
+        self._claimed: dict[GpuDevice, tuple[tuple[ClaimDevice, int], ...]] = {}  # per list
         self._bound: dict[str, PodAllocation] = {}  # pod UID -> its pod-resources entry
         self._listeners: list[Callable[[], None]] = []
         self._want: Callable[[], None] = lambda: None
@@ -107,6 +108,7 @@ class WorkloadResolver:
         key = (pod.namespace, pod.name)
         self.wanted.discard(key)
         self._pods = (*(p for p in self._pods if (p.namespace, p.name) != key), pod)
+        self._claimed.clear()
         self._changed()
 
     def _changed(self) -> None:
@@ -148,6 +150,8 @@ class WorkloadResolver:
                 bound[uid] = current
         changed = pods != self._pods or len(bound) != len(self._bound)
         self._pods, self._bound = pods, bound
+        if changed:
+            self._claimed.clear()
         self.wanted.clear()
         self.pods_known = True
         if changed:
@@ -216,18 +220,42 @@ class WorkloadResolver:
             claim_namespace=sanitize(claim_namespace) if claim_namespace else None,
         )
 
+    def _claims_of(self, device: GpuDevice) -> tuple[tuple[ClaimDevice, int], ...]:
+        """The claimed devices of the listed pods that are ``device``, each with how many pods
+        hold it (computed once per pod list: the per-cycle lookups are dictionary hits)."""
+        found = self._claimed.get(device)
+        if found is None:
+            holders: dict[ClaimDevice, set[tuple[str, str]]] = {}
+            for pod in self._pods:
+                for container in pod.containers:
+                    for claim in container.claims:
+                        for claimed in claim.devices:
+                            if _claimed(claimed, device):
+                                holders.setdefault(claimed, set()).add((pod.namespace, pod.name))
+            found = tuple((d, len(pods)) for d, pods in holders.items())
+            self._claimed[device] = found
+        return found
+
     def device_attributes(self, device: GpuDevice) -> Attributes:
         """The DRA device a listed claim holds ``device`` as (driver, pool, device name): the
         same for every claim of it, so one value; none when no claim, or claims disagree."""
-        found = {(d.driver, d.pool, d.device) for pod in self._pods
-                 for c in pod.containers for claim in c.claims for d in claim.devices
-                 if _claimed(d, device)}
+        found = {(d.driver, d.pool, d.device) for d, _ in self._claims_of(device)}
         if len(found) != 1:
             return ()
         driver, pool, name = found.pop()
         return tuple((key, sanitize(value)) for key, value in (
             ("gpu.dra.driver", driver), ("gpu.dra.pool", pool), ("gpu.dra.device", name))
             if value)
+
+    def _claimed_whole(self, container: ContainerAllocation, device: GpuDevice) -> bool:
+        """``container`` holds all of ``device`` through a claim: the claimed device is the GPU
+        or MIG device itself, not shared (no ``share_id``, one pod holding it)."""
+        mine = [d for c in container.claims for d in c.devices if _claimed(d, device)]
+        holders = dict(self._claims_of(device))
+        return bool(mine) and all(
+            d.share_id is None and holders.get(d, 0) == 1 and any(
+                (m := match(i, device.uuid, device.pci_bus_id, device.aliases)) is not None
+                and m.whole for i in d.device_ids) for d in mine)
 
     def memory_limit(self, facts: ProcessFacts, device: GpuDevice) -> int | None:
         """The share of ``device`` the process's container was allocated, where known."""
@@ -248,7 +276,7 @@ class WorkloadResolver:
                         whole = whole or found.whole
             if fractional and gpus <= 1:
                 return fractional
-            if whole:
+            if whole or self._claimed_whole(container, device):
                 return device.memory_total
         env = dict(facts.environ).get(MPS_LIMIT_ENV)
         if env:

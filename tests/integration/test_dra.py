@@ -55,7 +55,7 @@ gpus, migs = [], {}
 for index in range(pynvml.nvmlDeviceGetCount()):
     h = pynvml.nvmlDeviceGetHandleByIndex(index)
     gpus.append((pynvml.nvmlDeviceGetUUID(h), pynvml.nvmlDeviceGetMinorNumber(h),
-                 pynvml.nvmlDeviceGetPciInfo(h).busId))
+                 pynvml.nvmlDeviceGetPciInfo(h).busId, pynvml.nvmlDeviceGetMemoryInfo(h).total))
 parent = pynvml.nvmlDeviceGetHandleByIndex(3)
 for i in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(parent)):
     try:
@@ -64,18 +64,20 @@ for i in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(parent)):
         break
     migs[pynvml.nvmlDeviceGetName(m).rsplit(" MIG ", 1)[1]] = (
         pynvml.nvmlDeviceGetUUID(m), pynvml.nvmlDeviceGetGpuInstanceId(m),
-        pynvml.nvmlDeviceGetComputeInstanceId(m))
+        pynvml.nvmlDeviceGetComputeInstanceId(m), pynvml.nvmlDeviceGetMemoryInfo(m).total)
 print(json.dumps([gpus, migs]))
 """
 
 
-def _nvml_node(node: SimulatedNode) -> tuple[list[Gpu], dict[str, tuple[str, int, int]]]:
-    """The GPUs (UUID, minor, bus id) and the A100's MIG devices (profile -> uuid, gi, ci),
+def _nvml_node(node: SimulatedNode,
+               ) -> tuple[list[tuple[Gpu, int]], dict[str, tuple[str, int, int, int]]]:
+    """The GPUs (UUID, minor, bus id; memory in bytes) and the A100's MIG devices (profile ->
+    uuid, gi, ci, memory in bytes),
     read through pynvml in a process of its own (a process attaches to one node)."""
     out = subprocess.run([sys.executable, "-c", _READ_NODE], env={**os.environ, **node.env},
                          capture_output=True, text=True, check=True, timeout=60).stdout
     gpus, migs = json.loads(out)
-    return [Gpu(*g) for g in gpus], {k: tuple(v) for k, v in migs.items()}
+    return [(Gpu(*g[:3]), g[3]) for g in gpus], {k: tuple(v) for k, v in migs.items()}
 
 
 def _claim(root: Path, name: str, device: ClaimedDevice, uid: str = "") -> ClaimAllocation:
@@ -122,11 +124,12 @@ def test_claimed_gpus_are_attributed_and_follow_claims_and_the_kubelet(
         *(h100(i, uuid=UUIDS[i]) for i in range(3)), a100]})
     root = tmp_path / "host"
     with SimulatedNode.start(scenario, state_dir=tmp_path / "node") as node:
-        gpus, migs = _nvml_node(node)
+        with_memory, migs = _nvml_node(node)
+        gpus = [gpu for gpu, _ in with_memory]
         write_driver(root, gpus)
         minor = [g.minor for g in gpus]
-        big_uuid, big_gi, big_ci = migs["3g.40gb"]
-        small_uuid, small_gi, small_ci = migs["1g.10gb"]
+        big_uuid, big_gi, big_ci, big_total = migs["3g.40gb"]
+        small_uuid, small_gi, small_ci, _ = migs["1g.10gb"]
 
         whole = groups.pod(v2, "whole")
         share = [groups.pod(v2, f"share-{x}") for x in "ab"]
@@ -187,6 +190,13 @@ def test_claimed_gpus_are_attributed_and_follow_claims_and_the_kubelet(
                 assert point.attributes["k8s.container.name"] == "main"
                 assert point.attributes.get("k8s.resourceclaim.name") == claim, name
                 assert "k8s.resourceclaim.namespace" not in point.attributes  # the pod's
+            # Allocated memory: the whole GPU or MIG device a claim holds alone; nothing known
+            # for the two pods time-slicing one GPU through one claim.
+            (whole_limit,) = select(points, "gpu.container.memory.limit", k8s__pod__name="whole")
+            assert whole_limit.value == with_memory[0][1]  # the GPU's, as NVML serves it
+            (big_limit,) = select(points, "gpu.container.memory.limit", k8s__pod__name="big")
+            assert big_limit.value == big_total
+            assert not select(points, "gpu.container.memory.limit", k8s__pod__name="share-a")
             # Device series: the DRA device each claimed GPU or MIG device is; none on the
             # device-plugin GPU nor on the MIG parent (its instances are the claimed devices).
             assert _dra(points, "hw.power", UUIDS[0]) == (DRIVER, POOL, f"gpu-{minor[0]}")

@@ -82,3 +82,32 @@ def test_devices_claimed_under_different_names_carry_none(tmp_path: Path) -> Non
         ClaimAllocation(name, "ml", (device,)),)),)) for name, device in (
         ("a", CLAIMED), ("b", other))]
     assert _resolver(tmp_path, *pods).device_attributes(MIG) == ()
+
+
+def test_the_memory_limit_of_a_claim_is_the_device_unless_shared(tmp_path: Path) -> None:
+    gpu = GpuDevice("GPU-3", "", 80 * 1024 * 1024 * 1024)
+    whole = ClaimDevice("gpu.nvidia.com", "node-a", "gpu-3", None, (), ("GPU-3",))
+    shared = ClaimDevice("gpu.nvidia.com", "node-a", "gpu-3", "s1", (), ("GPU-3",))
+    _proc(tmp_path, 10, UID_A)
+    _proc(tmp_path, 11, UID_B, "share-b")
+
+    def limit(*pods: PodAllocation, pid: int = 10) -> int | None:
+        resolver = _resolver(tmp_path, *pods)
+        facts = resolver.process(pid)
+        assert facts is not None
+        resolver.workload(facts, gpu)  # binds the pod
+        return resolver.memory_limit(facts, gpu)
+
+    def pod(name: str, device: ClaimDevice) -> PodAllocation:
+        return PodAllocation("ml", name, (ContainerAllocation("main", (), (
+            ClaimAllocation(name, "ml", (device,)),)),))
+
+    assert limit(pod("solo", whole)) == gpu.memory_total  # a whole GPU, as a device plugin's
+    assert limit(pod("solo", shared)) is None  # a share of it (share_id): not known
+    # One claim, two pods (time-slicing): each has the GPU, neither a known share.
+    assert limit(pod("share-a", whole), pod("share-b", whole), pid=11) is None
+    mig = GpuDevice("MIG-7", "", 10 * 1024 * 1024 * 1024, ("MIG-GPU-2/3/0",))
+    resolver = _resolver(tmp_path, pod("small", CLAIMED))
+    facts = resolver.process(10)
+    assert facts is not None and resolver.workload(facts, mig).pod_name == "small"
+    assert resolver.memory_limit(facts, mig) == mig.memory_total  # the MIG device's memory
