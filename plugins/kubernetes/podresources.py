@@ -100,8 +100,9 @@ class PodResourcesClient:
 
     def list_blocking(self) -> tuple[PodAllocation, ...]:
         response = self._call(api.LIST, api.ListRequest(), api.ListResponse)
-        if self._claims is not None:
-            self._claims.refresh()
+        if self._claims is None:
+            return tuple(_pod(p, None) for p in response.pod_resources)
+        self._claims.refresh()
         pods = tuple(_pod(p, self._claims) for p in response.pod_resources)
         self._report_claims(any(c.claims for p in pods for c in p.containers))
         return pods
