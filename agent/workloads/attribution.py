@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from gpu_otel_agent.model.process import ProcessUsage
 from gpu_otel_agent.model.snapshot import Attributes, AttributeValue, DeviceIdentity, Reading
 from gpu_otel_agent.model.workload import GpuProcess, Workload
+from gpu_otel_agent.workloads.devices import GpuDevice
 from gpu_otel_agent.workloads.procfs import ProcessFacts
-from gpu_otel_agent.workloads.resolver import GpuDevice, WorkloadResolver
+from gpu_otel_agent.workloads.resolver import WorkloadResolver
 
 PROCESS_MEMORY = "gpu.process.memory.usage"
 PROCESS_UTILIZATION = "gpu.process.utilization"

@@ -19,18 +19,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from gpu_otel_agent.model.snapshot import Attributes
 from gpu_otel_agent.model.workload import Workload
-from gpu_otel_agent.workloads.devices import match
+from gpu_otel_agent.workloads.claims import ClaimIndex, claim_on, holds
+from gpu_otel_agent.workloads.devices import GpuDevice, match
 from gpu_otel_agent.workloads.names import sanitize
-from gpu_otel_agent.workloads.pods import (
-    ClaimAllocation,
-    ClaimDevice,
-    ContainerAllocation,
-    PodAllocation,
-)
+from gpu_otel_agent.workloads.pods import ContainerAllocation, PodAllocation
 from gpu_otel_agent.workloads.procfs import ProcessFacts, ProcReader
 
 log = logging.getLogger(__name__)
@@ -38,14 +33,6 @@ MIB = 1024 * 1024
 MPS_LIMIT_ENV = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
 _UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "M": MIB, "MB": MIB, "G": 1024 * MIB,
           "GB": 1024 * MIB, "T": 1024 * 1024 * MIB, "TB": 1024 * 1024 * MIB}
-
-
-@dataclass(frozen=True)
-class GpuDevice:
-    uuid: str
-    pci_bus_id: str = ""
-    memory_total: int | None = None  # bytes, for a whole-GPU (or whole-partition) allocation
-    aliases: tuple[str, ...] = ()  # other ids the device is allocated by (a MIG device's)
 
 
 def _size(text: str) -> int | None:
@@ -83,7 +70,7 @@ class WorkloadResolver:
         self._facts: dict[int, ProcessFacts] = {}
         self._exited: set[int] = set()
         self._pods: tuple[PodAllocation, ...] = ()
-        self._claimed: dict[GpuDevice, tuple[tuple[ClaimDevice, int], ...]] = {}  # per list
+        self._claims = ClaimIndex(())  # of the pods in ``_pods``
         self._bound: dict[str, PodAllocation] = {}  # pod UID -> its pod-resources entry
         self._listeners: list[Callable[[], None]] = []
         self._want: Callable[[], None] = lambda: None
@@ -108,7 +95,7 @@ class WorkloadResolver:
         key = (pod.namespace, pod.name)
         self.wanted.discard(key)
         self._pods = (*(p for p in self._pods if (p.namespace, p.name) != key), pod)
-        self._claimed.clear()
+        self._claims = ClaimIndex(self._pods)
         self._changed()
 
     def _changed(self) -> None:
@@ -151,7 +138,7 @@ class WorkloadResolver:
         changed = pods != self._pods or len(bound) != len(self._bound)
         self._pods, self._bound = pods, bound
         if changed:
-            self._claimed.clear()
+            self._claims = ClaimIndex(pods)
         self.wanted.clear()
         self.pods_known = True
         if changed:
@@ -206,7 +193,7 @@ class WorkloadResolver:
             return Workload()
         pod = self._pod_for(facts, device) if cg.pod_uid else None
         container = self._container_for(pod, device) if pod else None
-        claim = _claim_on(container, device) if container else None
+        claim = claim_on(container, device) if container else None
         claim_namespace = claim.namespace if claim and pod and claim.namespace and \
             claim.namespace != pod.namespace else None
         return Workload(
@@ -220,42 +207,9 @@ class WorkloadResolver:
             claim_namespace=sanitize(claim_namespace) if claim_namespace else None,
         )
 
-    def _claims_of(self, device: GpuDevice) -> tuple[tuple[ClaimDevice, int], ...]:
-        """The claimed devices of the listed pods that are ``device``, each with how many pods
-        hold it (computed once per pod list: the per-cycle lookups are dictionary hits)."""
-        found = self._claimed.get(device)
-        if found is None:
-            holders: dict[ClaimDevice, set[tuple[str, str]]] = {}
-            for pod in self._pods:
-                for container in pod.containers:
-                    for claim in container.claims:
-                        for claimed in claim.devices:
-                            if _claimed(claimed, device):
-                                holders.setdefault(claimed, set()).add((pod.namespace, pod.name))
-            found = tuple((d, len(pods)) for d, pods in holders.items())
-            self._claimed[device] = found
-        return found
-
     def device_attributes(self, device: GpuDevice) -> Attributes:
-        """The DRA device a listed claim holds ``device`` as (driver, pool, device name): the
-        same for every claim of it, so one value; none when no claim, or claims disagree."""
-        found = {(d.driver, d.pool, d.device) for d, _ in self._claims_of(device)}
-        if len(found) != 1:
-            return ()
-        driver, pool, name = found.pop()
-        return tuple((key, sanitize(value)) for key, value in (
-            ("gpu.dra.driver", driver), ("gpu.dra.pool", pool), ("gpu.dra.device", name))
-            if value)
-
-    def _claimed_whole(self, container: ContainerAllocation, device: GpuDevice) -> bool:
-        """``container`` holds all of ``device`` through a claim: the claimed device is the GPU
-        or MIG device itself, not shared (no ``share_id``, one pod holding it)."""
-        mine = [d for c in container.claims for d in c.devices if _claimed(d, device)]
-        holders = dict(self._claims_of(device))
-        return bool(mine) and all(
-            d.share_id is None and holders.get(d, 0) == 1 and any(
-                (m := match(i, device.uuid, device.pci_bus_id, device.aliases)) is not None
-                and m.whole for i in d.device_ids) for d in mine)
+        """What ``device``'s own series carry as the DRA device a listed claim holds."""
+        return self._claims.device_attributes(device)
 
     def memory_limit(self, facts: ProcessFacts, device: GpuDevice) -> int | None:
         """The share of ``device`` the process's container was allocated, where known."""
@@ -276,7 +230,7 @@ class WorkloadResolver:
                         whole = whole or found.whole
             if fractional and gpus <= 1:
                 return fractional
-            if whole or self._claimed_whole(container, device):
+            if whole or self._claims.whole(container, device):
                 return device.memory_total
         env = dict(facts.environ).get(MPS_LIMIT_ENV)
         if env:
@@ -314,30 +268,9 @@ class WorkloadResolver:
     def _container_for(pod: PodAllocation, device: GpuDevice) -> ContainerAllocation | None:
         if len(pod.containers) == 1:
             return pod.containers[0]
-        on_device = [c for c in pod.containers if _holds(c, device)]
+        on_device = [c for c in pod.containers if holds(c, device)]
         return on_device[0] if len(on_device) == 1 else None
 
 
-def _matches(device_id: str, device: GpuDevice) -> bool:
-    return match(device_id, device.uuid, device.pci_bus_id, device.aliases) is not None
-
-
-def _claimed(claimed: ClaimDevice, device: GpuDevice) -> bool:
-    return any(_matches(i, device) for i in claimed.device_ids)
-
-
-def _holds(container: ContainerAllocation, device: GpuDevice) -> bool:
-    """Allocated by a device plugin or through a claim: a pod may hold GPUs both ways."""
-    return any(_matches(i, device) for d in container.devices for i in d.device_ids) or any(
-        _claimed(d, device) for claim in container.claims for d in claim.devices)
-
-
-def _claim_on(container: ContainerAllocation, device: GpuDevice) -> ClaimAllocation | None:
-    """The one claim through which ``container`` holds ``device``, if it is one."""
-    claims = {(c.name, c.namespace): c for c in container.claims
-              if any(_claimed(d, device) for d in c.devices)}
-    return next(iter(claims.values())) if len(claims) == 1 else None
-
-
 def _allocated(pod: PodAllocation, device: GpuDevice) -> bool:
-    return any(_holds(c, device) for c in pod.containers)
+    return any(holds(c, device) for c in pod.containers)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpu_otel_agent.workloads.devices import GpuDevice
 from gpu_otel_agent.workloads.pods import (
     ClaimAllocation,
     ClaimDevice,
@@ -12,7 +13,7 @@ from gpu_otel_agent.workloads.pods import (
     PodAllocation,
 )
 from gpu_otel_agent.workloads.procfs import ProcReader
-from gpu_otel_agent.workloads.resolver import GpuDevice, WorkloadResolver
+from gpu_otel_agent.workloads.resolver import WorkloadResolver
 from tests.unit.workloads.test_resolver import UID_A, UID_B, _proc
 
 PLUGIN_GPU = GpuDevice("GPU-1", "00000000:19:00.0")
