@@ -11,6 +11,7 @@ from gpu_otel_agent.model.metrics import (
     CUDA_METRICS,
     DEVICE_ATTRIBUTES,
     DEVICE_METRICS,
+    DRA_ATTRIBUTES,
     PARTITION_ATTRIBUTES,
     PROCESS_METRICS,
     WORKLOAD_ATTRIBUTES,
@@ -63,6 +64,15 @@ def metrics_markdown() -> str:
         "the UUID amdsmi gives the whole part (the one all its partitions report on ROCm up "
         "to 7.11); every partition reports the socket's power and energy, which are exported "
         "once, on the GPU.",
+        "",
+        "A GPU or MIG instance a pod holds through a Kubernetes DRA ResourceClaim adds, on "
+        "all its data points while the kubelet lists the claim, the DRA device it is (tied "
+        "to the GPU on the node through the claim's CDI spec, no API server; three labels "
+        "more on such a device's series only; the claim itself is a workload attribute):",
+        "",
+        "| attribute | value |",
+        "| --- | --- |",
+        *(f"| `{name}` | {described(name, meaning)} |" for name, meaning in DRA_ATTRIBUTES),
         "",
         "## Device metrics",
         "",

@@ -75,6 +75,7 @@ CHART_VALUES: tuple[ChartValue, ...] = (
     ChartValue("prometheus.port", "prometheus.listen", from_key=_port, to_key=_listen,
                schema={"type": "integer", "minimum": 1, "maximum": 65535}),
     ChartValue("prometheus.scheme", "prometheus.scheme"),
+    ChartValue("prometheus.dcgmExporterVersion", "prometheus.dcgm_exporter_version"),
     ChartValue("attribution.enabled", "attribution.enabled"),
     ChartValue("health.kernelLog", "health.kmsg", False,
                why="reading /dev/kmsg needs CAP_SYSLOG; the chart adds it only when asked."),

@@ -62,6 +62,7 @@ class PrometheusConfig:
     enabled: bool = _d("prometheus.enabled")
     listen: str = _d("prometheus.listen")  # host:port
     scheme: str = _d("prometheus.scheme")  # "otel" or "dcgm" (dcgm-exporter names)
+    dcgm_exporter_version: str = _d("prometheus.dcgm_exporter_version")  # its labels
     web_config_file: str | None = _d("prometheus.web_config_file")  # exporter-toolkit format
     stall_after: float | None = _d("prometheus.stall_after")  # seconds
 
@@ -79,6 +80,7 @@ class KubeletConfig:
     socket: str | None = _d("attribution.kubelet.socket")  # None: no pod names
     refresh_interval: float = _d("attribution.kubelet.refresh_interval")  # seconds
     timeout: float = _d("attribution.kubelet.timeout")  # seconds per call
+    dra_host_root: str = _d("attribution.kubelet.dra_host_root")  # CDI specs, /proc/driver
 
 
 @dataclass(frozen=True)

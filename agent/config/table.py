@@ -39,6 +39,11 @@ EXPORTERS = ("otlp", "console")
 OTLP_PROTOCOLS = ("grpc", "http/protobuf")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 PROMETHEUS_SCHEMES = ("otel", "dcgm")
+# dcgm-exporter releases (tags of NVIDIA/dcgm-exporter, DCGM-exporter version), oldest first;
+# the ``dcgm`` scheme follows the one configured (export/prometheus/dcgm_scheme.py).
+DCGM_EXPORTER_RELEASES = ("4.2.3-4.2.0", "4.3.1-4.4.0", "4.4.0-4.5.0", "4.4.1-4.5.2",
+                          "4.4.1-4.6.0", "4.4.2-4.7.0", "4.4.2-4.7.1", "4.5.1-4.8.0",
+                          "4.5.2-4.8.1", "4.5.3-4.8.2", "4.6.0-4.8.3")
 PROCESS_EVENT_SOURCES = ("netlink", "ebpf")
 AGENT_ENV_PREFIX = "GPU_AGENT_"
 # The groups the core knows; a plugin may add others, configured by the ``groups.*`` rows.
@@ -183,6 +188,10 @@ TABLE: tuple[Key, ...] = (
         "Seconds between `List` calls besides those a new pod or a kubelet restart triggers."),
     Key("attribution.kubelet.timeout", Seconds(), 5.0, RESTART,
         "Seconds a pod-resources call may take."),
+    Key("attribution.kubelet.dra_host_root", AbsolutePath(), "/", RESTART,
+        "Where the host's files that tie DRA claims to GPUs are seen: the CDI spec "
+        "directories `etc/cdi` and `var/run/cdi` and the NVIDIA driver's `proc/driver` "
+        "are read under it (no API server is asked)."),
     Key("attribution.process_events", Choice(choices=PROCESS_EVENT_SOURCES), "netlink", RESTART,
         "Where process exec/exit events come from: `netlink` (the kernel's process connector; "
         "needs CAP_NET_ADMIN in the host network namespace) or `ebpf` (the eBPF plugin's "
@@ -256,6 +265,12 @@ TABLE: tuple[Key, ...] = (
     Key("prometheus.scheme", Choice(choices=PROMETHEUS_SCHEMES), "otel", LIVE,
         "`otel` (OpenTelemetry names translated) or `dcgm` (dcgm-exporter names and labels).",
         env=Env("GPU_AGENT_PROMETHEUS_SCHEME")),
+    Key("prometheus.dcgm_exporter_version", Choice(choices=DCGM_EXPORTER_RELEASES),
+        DCGM_EXPORTER_RELEASES[-1], LIVE,
+        "The dcgm-exporter release whose labels the `dcgm` scheme serves: from 4.6.0-4.8.3 "
+        "the host label is `hostname` (`Hostname` before), from 4.3.1-4.4.0 pods holding "
+        "GPUs through DRA claims get the `dra_*` labels.",
+        env=Env("GPU_AGENT_DCGM_EXPORTER_VERSION")),
     Key("prometheus.web_config_file", Text(nullable=True), None, RESTART,
         "TLS and basic auth, in the Prometheus exporters' web configuration format (the "
         "file's contents are re-read when it changes).",

@@ -44,8 +44,9 @@ def series(snapshot: NodeSnapshot) -> dict[str, list[SeriesPoint]]:
     """Metric name -> its points, names sorted, points in device order."""
     points: dict[str, list[SeriesPoint]] = defaultdict(list)
     for device in snapshot.devices:
-        identity = device.identity.attributes()
-        with_type = device.identity.series_attributes()
+        extra = snapshot.device_attributes.get(device.identity.uuid, ())
+        identity = (*device.identity.attributes(), *extra)
+        with_type = (*device.identity.series_attributes(), *extra)
         timed = [(r, s.time_ns) for s in device.samples.values() for r in s.readings]
         overlay = snapshot.overlays.get(device.identity.uuid)
         timed.extend((r, snapshot.taken_ns) for r in status_readings(device, overlay))

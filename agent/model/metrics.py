@@ -182,7 +182,8 @@ AGENT_METRICS: tuple[MetricSpec, ...] = (
 )
 
 _WORKLOAD = ("container.id", "k8s.namespace.name", "k8s.pod.name", "k8s.pod.uid",
-             "k8s.container.name", "slurm.job.id")
+             "k8s.container.name", "slurm.job.id", "k8s.resourceclaim.name",
+             "k8s.resourceclaim.namespace")
 _PROCESS = ("process.pid", "process.executable.name", *_WORKLOAD)
 
 # Per process and per container on each GPU (group "processes"); workload attributes only where
@@ -283,6 +284,16 @@ PARTITION_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("amd.partition.memory_mode", "AMD memory partition mode of its GPU (`NPS1`, `NPS4`)"),
 )
 
+# A device (GPU or MIG instance) a pod holds through a Kubernetes DRA ResourceClaim: the DRA
+# device it is, as the kubelet names it; on all of the device's points while a listed claim
+# holds it (three labels more on a device's series, none on a device no claim holds).
+DRA_ATTRIBUTES: tuple[tuple[str, str], ...] = (
+    ("gpu.dra.driver", "Kubernetes DRA: the driver of the claimed device (`gpu.nvidia.com`)"),
+    ("gpu.dra.pool", "Kubernetes DRA: the device's pool (NVIDIA's driver: the node name)"),
+    ("gpu.dra.device", "Kubernetes DRA: the device's name in its pool (`gpu-0`, "
+                       "`gpu-0-mig-1g10gb-19-0`)"),
+)
+
 WORKLOAD_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("process.pid", "process id (host PID namespace)"),
     ("process.executable.name", "process name, sanitised and length-limited"),
@@ -293,4 +304,8 @@ WORKLOAD_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("k8s.pod.uid", "from the cgroup path"),
     ("k8s.container.name", "from the kubelet pod-resources API"),
     ("slurm.job.id", "from the Slurm job cgroup"),
+    ("k8s.resourceclaim.name", "the DRA ResourceClaim the container holds this GPU through "
+                               "(kubelet pod-resources `dynamic_resources`)"),
+    ("k8s.resourceclaim.namespace", "the claim's namespace, only where it differs from the "
+                                    "pod's"),
 )

@@ -164,6 +164,10 @@ class NodeSnapshot:
     # Readings of the node tied to no one device (per-process CUDA activity): each sample has
     # its own counter start (a process's, a container's), its readings their own attributes.
     node: tuple[AgentSample, ...] = ()
+    # Attributes a device's own series carry beyond its identity, by UUID (the DRA device a
+    # claim holds it as): they come from attribution, not from the device's sampler.
+    device_attributes: Mapping[str, Attributes] = field(
+        default_factory=lambda: MappingProxyType({}))
 
 
 class SnapshotStore:
@@ -175,6 +179,15 @@ class SnapshotStore:
         self._overlays: dict[str, DeviceOverlay] = {}
         self._agent_source: Callable[[int], AgentSample] | None = None
         self._node: dict[str, tuple[AgentSample, ...]] = {}
+        self._attributes: dict[str, Attributes] = {}
+
+    def put_device_attributes(self, uuid: str, attributes: Attributes) -> None:
+        """Replace what ``uuid``'s series carry beyond its identity (empty: nothing)."""
+        with self._lock:
+            if attributes:
+                self._attributes[uuid] = attributes
+            else:
+                self._attributes.pop(uuid, None)
 
     def put_overlay(self, uuid: str, overlay: DeviceOverlay) -> None:
         with self._lock:
@@ -198,6 +211,7 @@ class SnapshotStore:
         with self._lock:
             self._devices.pop(uuid, None)
             self._overlays.pop(uuid, None)
+            self._attributes.pop(uuid, None)
 
     def devices(self) -> tuple[DeviceSnapshot, ...]:
         """The devices alone: no overlays, no self-telemetry (a liveness check needs no more)."""
@@ -217,7 +231,8 @@ class SnapshotStore:
             devices = tuple(sorted(self._devices.values(), key=lambda d: d.identity.order))
             overlays = MappingProxyType(dict(self._overlays))
             node = tuple(s for _, samples in sorted(self._node.items()) for s in samples)
+            attributes = MappingProxyType(dict(self._attributes))
         source = self._agent_source
         agent = source(now_ns) if source is not None else None
         return NodeSnapshot(devices=devices, taken_ns=now_ns, agent=agent, overlays=overlays,
-                            node=node)
+                            node=node, device_attributes=attributes)

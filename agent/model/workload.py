@@ -23,6 +23,10 @@ class Workload:
     namespace: str | None = None
     container_name: str | None = None
     slurm_job_id: str | None = None
+    # The DRA ResourceClaim the container holds this GPU through; its namespace only where it
+    # differs from the pod's.
+    claim_name: str | None = None
+    claim_namespace: str | None = None
 
     def attributes(self) -> Attributes:
         """The workload attributes of ../shared/specs/telemetry.md, known ones only."""
@@ -33,6 +37,8 @@ class Workload:
             ("k8s.pod.uid", self.pod_uid),
             ("k8s.container.name", self.container_name),
             ("slurm.job.id", self.slurm_job_id),
+            ("k8s.resourceclaim.name", self.claim_name),
+            ("k8s.resourceclaim.namespace", self.claim_namespace),
         )
         return tuple((key, value) for key, value in pairs if value is not None)
 

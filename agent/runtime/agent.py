@@ -158,6 +158,7 @@ class Agent:
         if self._initial.attribution.enabled:
             self.attribution, workload_service = build_attribution(
                 self._initial.attribution, process_events(self._initial, self.node_plugins))
+            self.attribution.on_device_attributes(self.store.put_device_attributes)
         if self._initial.health.enabled:
             # Attribution's lookup knows containers and pods; the backend's only PIDs. It is
             # filled by the processes group, so without that group it would name nobody.

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from gpu_otel_agent.model.process import ProcessUsage
 from gpu_otel_agent.model.snapshot import Attributes, AttributeValue, DeviceIdentity, Reading
 from gpu_otel_agent.model.workload import GpuProcess, Workload
+from gpu_otel_agent.workloads.devices import GpuDevice
 from gpu_otel_agent.workloads.procfs import ProcessFacts
-from gpu_otel_agent.workloads.resolver import GpuDevice, WorkloadResolver
+from gpu_otel_agent.workloads.resolver import WorkloadResolver
 
 PROCESS_MEMORY = "gpu.process.memory.usage"
 PROCESS_UTILIZATION = "gpu.process.utilization"
@@ -62,7 +63,14 @@ class Attribution:
         self._identities: dict[tuple[str, int], _Identity] = {}
         self._on_gpu: dict[str, tuple[GpuProcess, ...]] = {}
         self._partitions: dict[str, frozenset[str]] = {}  # parent UUID -> partition UUIDs
+        self._device_attributes: dict[str, Attributes] = {}
+        self._publish: Callable[[str, Attributes], None] = lambda uuid, attributes: None
         resolver.subscribe(self._on_change)
+
+    def on_device_attributes(self, publish: Callable[[str, Attributes], None]) -> None:
+        """``publish(uuid, attributes)`` when what the device's own series carry beyond its
+        identity changes (the DRA device a claim holds it as)."""
+        self._publish = publish
 
     def watch_device(self, uuid: str, refresh: Callable[[], None]) -> None:
         """``refresh`` republishes the device's readings when attribution changes."""
@@ -77,6 +85,7 @@ class Attribution:
         """A partition was destroyed: its list and series go, its PIDs are no longer held."""
         self._refresh.pop(uuid, None)
         self._on_gpu.pop(uuid, None)
+        self._device_attributes.pop(uuid, None)
         self._partitions = {parent: children - {uuid}
                             for parent, children in self._partitions.items()}
         if self._lists.pop(uuid, None):
@@ -96,6 +105,10 @@ class Attribution:
             if previous is not None and {p.pid for p in previous} - {p.pid for p in processes}:
                 self._retain()
         device = _gpu_device(identity, memory_total)
+        claimed = self.resolver.device_attributes(device)
+        if self._device_attributes.get(identity.uuid, ()) != claimed:
+            self._device_attributes[identity.uuid] = claimed
+            self._publish(identity.uuid, claimed)
         if identity.partition is not None:
             parent = identity.partition.parent_uuid
             children = self._partitions.get(parent, frozenset())

@@ -36,3 +36,20 @@ def match(device_id: str, uuid: str, pci_bus_id: str = "",
     if pci_bus_id and (key := pci_key(device_id)) is not None and key == pci_key(pci_bus_id):
         return DeviceMatch(whole=True)
     return None
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    """A GPU (or partition) as allocations are matched against it."""
+
+    uuid: str
+    pci_bus_id: str = ""
+    memory_total: int | None = None  # bytes, for a whole-GPU (or whole-partition) allocation
+    aliases: tuple[str, ...] = ()  # other ids the device is allocated by (a MIG device's)
+
+    def matches(self, device_id: str) -> bool:
+        return match(device_id, self.uuid, self.pci_bus_id, self.aliases) is not None
+
+    def is_whole(self, device_id: str) -> bool:
+        found = match(device_id, self.uuid, self.pci_bus_id, self.aliases)
+        return found is not None and found.whole

@@ -9,7 +9,8 @@ Pod names come from the kubelet's pod-resources answer, which carries no pod UID
 gives the UID. A UID is bound to a pod when the process's ``HOSTNAME`` (the pod name, unless the
 pod sets a hostname) names exactly one listed pod (in the pod's namespace, read from its
 service-account mount, where present), or, without ``HOSTNAME``, when exactly one unbound listed
-pod was allocated the GPU the process runs on. A binding lasts while the pod is listed and its
+pod was allocated the GPU the process runs on (by a device plugin or through a DRA claim whose
+device the source tied to it). A binding lasts while the pod is listed and its
 cgroup exists. A process whose pod is not listed yet is reported to the service (``wanted``),
 which asks the kubelet for that pod (``Get``) or for all of them.
 """
@@ -18,10 +19,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from gpu_otel_agent.model.snapshot import Attributes
 from gpu_otel_agent.model.workload import Workload
-from gpu_otel_agent.workloads.devices import match
+from gpu_otel_agent.workloads.claims import ClaimIndex, claim_on, holds
+from gpu_otel_agent.workloads.devices import GpuDevice, match
 from gpu_otel_agent.workloads.names import sanitize
 from gpu_otel_agent.workloads.pods import ContainerAllocation, PodAllocation
 from gpu_otel_agent.workloads.procfs import ProcessFacts, ProcReader
@@ -31,14 +33,6 @@ MIB = 1024 * 1024
 MPS_LIMIT_ENV = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
 _UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "M": MIB, "MB": MIB, "G": 1024 * MIB,
           "GB": 1024 * MIB, "T": 1024 * 1024 * MIB, "TB": 1024 * 1024 * MIB}
-
-
-@dataclass(frozen=True)
-class GpuDevice:
-    uuid: str
-    pci_bus_id: str = ""
-    memory_total: int | None = None  # bytes, for a whole-GPU (or whole-partition) allocation
-    aliases: tuple[str, ...] = ()  # other ids the device is allocated by (a MIG device's)
 
 
 def _size(text: str) -> int | None:
@@ -76,6 +70,7 @@ class WorkloadResolver:
         self._facts: dict[int, ProcessFacts] = {}
         self._exited: set[int] = set()
         self._pods: tuple[PodAllocation, ...] = ()
+        self._claims = ClaimIndex(())  # of the pods in ``_pods``
         self._bound: dict[str, PodAllocation] = {}  # pod UID -> its pod-resources entry
         self._listeners: list[Callable[[], None]] = []
         self._want: Callable[[], None] = lambda: None
@@ -100,6 +95,7 @@ class WorkloadResolver:
         key = (pod.namespace, pod.name)
         self.wanted.discard(key)
         self._pods = (*(p for p in self._pods if (p.namespace, p.name) != key), pod)
+        self._claims = ClaimIndex(self._pods)
         self._changed()
 
     def _changed(self) -> None:
@@ -141,6 +137,8 @@ class WorkloadResolver:
                 bound[uid] = current
         changed = pods != self._pods or len(bound) != len(self._bound)
         self._pods, self._bound = pods, bound
+        if changed:
+            self._claims = ClaimIndex(pods)
         self.wanted.clear()
         self.pods_known = True
         if changed:
@@ -195,6 +193,9 @@ class WorkloadResolver:
             return Workload()
         pod = self._pod_for(facts, device) if cg.pod_uid else None
         container = self._container_for(pod, device) if pod else None
+        claim = claim_on(container, device) if container else None
+        claim_namespace = claim.namespace if claim and pod and claim.namespace and \
+            claim.namespace != pod.namespace else None
         return Workload(
             container_id=cg.container_id,
             pod_uid=cg.pod_uid,
@@ -202,7 +203,13 @@ class WorkloadResolver:
             namespace=sanitize(pod.namespace) if pod else None,
             container_name=sanitize(container.name) if container else None,
             slurm_job_id=cg.slurm_job_id,
+            claim_name=sanitize(claim.name) if claim else None,
+            claim_namespace=sanitize(claim_namespace) if claim_namespace else None,
         )
+
+    def device_attributes(self, device: GpuDevice) -> Attributes:
+        """What ``device``'s own series carry as the DRA device a listed claim holds."""
+        return self._claims.device_attributes(device)
 
     def memory_limit(self, facts: ProcessFacts, device: GpuDevice) -> int | None:
         """The share of ``device`` the process's container was allocated, where known."""
@@ -223,7 +230,7 @@ class WorkloadResolver:
                         whole = whole or found.whole
             if fractional and gpus <= 1:
                 return fractional
-            if whole:
+            if whole or self._claims.whole(container, device):
                 return device.memory_total
         env = dict(facts.environ).get(MPS_LIMIT_ENV)
         if env:
@@ -261,12 +268,9 @@ class WorkloadResolver:
     def _container_for(pod: PodAllocation, device: GpuDevice) -> ContainerAllocation | None:
         if len(pod.containers) == 1:
             return pod.containers[0]
-        on_device = [c for c in pod.containers
-                     if any(match(i, device.uuid, device.pci_bus_id, device.aliases)
-                            for d in c.devices for i in d.device_ids)]
+        on_device = [c for c in pod.containers if holds(c, device)]
         return on_device[0] if len(on_device) == 1 else None
 
 
 def _allocated(pod: PodAllocation, device: GpuDevice) -> bool:
-    return any(match(i, device.uuid, device.pci_bus_id, device.aliases) is not None
-               for c in pod.containers for d in c.devices for i in d.device_ids)
+    return any(holds(c, device) for c in pod.containers)

@@ -3,8 +3,14 @@
 Calls are blocking gRPC on a worker thread (``asyncio.to_thread``), each with a deadline, so a
 wedged kubelet never stalls the loop. After a failure the channel is dropped and a fresh one is
 made on the next call: gRPC's own reconnect backoff would otherwise keep names away for up to
-two minutes after a kubelet restart. ``Get`` (Kubernetes 1.27+, behind a feature gate before
-1.28) is used when present; an UNIMPLEMENTED answer turns it off for the run.
+two minutes after a kubelet restart. ``Get`` (Kubernetes 1.27+, behind the
+``KubeletPodResourcesGet`` gate before 1.34) is used when present; an UNIMPLEMENTED answer
+turns it off for the run.
+
+Each container's ``dynamic_resources`` (DRA claims) are read too and tied to GPUs by
+:class:`~gpu_otel_agent.plugins.kubernetes.claims.ClaimMapper`. A kubelet that predates the
+field (before 1.27, or its ``KubeletPodResourcesDynamicResources`` gate off before 1.34) sends
+none, which reads as no claims: that is said once, and attribution stays as it was.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import grpc
 from google.protobuf.message import Message
 
 from gpu_otel_agent.plugins.kubernetes import api
+from gpu_otel_agent.plugins.kubernetes.claims import ClaimMapper
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 
 log = logging.getLogger(__name__)
@@ -34,7 +41,7 @@ def _serialize(message: Message) -> bytes:
     return message.SerializeToString()
 
 
-def _pod(message: api.PodResources) -> PodAllocation:
+def _pod(message: api.PodResources, claims: ClaimMapper | None) -> PodAllocation:
     return PodAllocation(
         namespace=str(message.namespace),
         name=str(message.name),
@@ -45,6 +52,8 @@ def _pod(message: api.PodResources) -> PodAllocation:
                     ContainerDevices(str(d.resource_name), tuple(str(i) for i in d.device_ids))
                     for d in container.devices
                 ),
+                claims=tuple(claims.claim(c) for c in container.dynamic_resources)
+                if claims is not None else (),
             )
             for container in message.containers
         ),
@@ -52,11 +61,14 @@ def _pod(message: api.PodResources) -> PodAllocation:
 
 
 class PodResourcesClient:
-    def __init__(self, socket_path: Path, timeout: float = 5.0) -> None:
+    def __init__(self, socket_path: Path, timeout: float = 5.0,
+                 claims: ClaimMapper | None = None) -> None:
         self.socket_path = socket_path
         self._timeout = timeout
         self._channel: grpc.Channel | None = None
         self._get_supported = True
+        self._claims = claims
+        self._claims_seen: bool | None = None  # None: no answer yet
 
     def _stub(self, method: str, response: type[Message]) -> Any:
         if self._channel is None:
@@ -88,7 +100,23 @@ class PodResourcesClient:
 
     def list_blocking(self) -> tuple[PodAllocation, ...]:
         response = self._call(api.LIST, api.ListRequest(), api.ListResponse)
-        return tuple(_pod(p) for p in response.pod_resources)
+        if self._claims is None:
+            return tuple(_pod(p, None) for p in response.pod_resources)
+        self._claims.refresh()
+        pods = tuple(_pod(p, self._claims) for p in response.pod_resources)
+        self._report_claims(any(c.claims for p in pods for c in p.containers))
+        return pods
+
+    def _report_claims(self, seen: bool) -> None:
+        """One line, once, while no answer has carried a DRA claim (not per call)."""
+        if seen or self._claims_seen is not None:
+            self._claims_seen = self._claims_seen or seen
+            return
+        self._claims_seen = False
+        log.info("kubelet pod-resources lists no DRA claims (dynamic_resources): none on "
+                 "this node yet, or a kubelet before 1.27 or without the "
+                 "KubeletPodResourcesDynamicResources gate; claimed GPUs keep their cgroup "
+                 "identity and their processes' HOSTNAME for names")
 
     def get_blocking(self, namespace: str, name: str) -> PodAllocation | None:
         """One pod, or None where the kubelet has no ``Get`` (or no such pod)."""
@@ -102,7 +130,9 @@ class PodResourcesClient:
                 self._get_supported = False
                 log.info("kubelet pod-resources has no Get; using List only")
             return None
-        return _pod(response.pod_resources)
+        if self._claims is not None:
+            self._claims.refresh()
+        return _pod(response.pod_resources, self._claims)
 
     async def list(self) -> tuple[PodAllocation, ...]:
         return await asyncio.to_thread(self.list_blocking)

@@ -15,9 +15,11 @@ from gpu_otel_agent.workloads.service import PodSource
 def pod_source(config: AttributionConfig) -> PodSource | None:
     if not config.kubelet.socket:
         return None
+    from gpu_otel_agent.plugins.kubernetes.claims import ClaimMapper
     from gpu_otel_agent.plugins.kubernetes.podresources import PodResourcesClient
 
-    return PodResourcesClient(Path(config.kubelet.socket), config.kubelet.timeout)
+    return PodResourcesClient(Path(config.kubelet.socket), config.kubelet.timeout,
+                              ClaimMapper(Path(config.kubelet.dra_host_root)))
 
 
 _FACTORY: PodSourceFactory = pod_source  # mypy checks it against the core's Protocol

@@ -5,6 +5,8 @@ real message encoding: messages and names come from the code generated from Kube
 ``api.proto`` (vendored in ``plugins/kubernetes``), so the agent's client cannot tell it from a
 kubelet, and a field the agent got wrong would not round-trip here either. Tests change its
 pods at any time and can stop it (socket removed) and start it again (a kubelet restart).
+``without_claims`` answers as a kubelet that predates ``dynamic_resources`` (before 1.27 or
+the gate off): the field is never set.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from gpu_otel_agent.plugins.kubernetes import api_pb2
 from gpu_otel_agent.workloads.pods import PodAllocation
 
 
-def _fill(message: api_pb2.PodResources, pod: PodAllocation) -> None:
+def _fill(message: api_pb2.PodResources, pod: PodAllocation, without_claims: bool) -> None:
     message.name = pod.name
     message.namespace = pod.namespace
     for container in pod.containers:
@@ -28,12 +30,26 @@ def _fill(message: api_pb2.PodResources, pod: PodAllocation) -> None:
         for devices in container.devices:
             c.devices.add(resource_name=devices.resource_name,
                           device_ids=list(devices.device_ids))
+        for claim in () if without_claims else container.claims:
+            # What the kubelet knows of a claim; ``device_ids`` are the agent's own findings.
+            dynamic = c.dynamic_resources.add(claim_name=claim.name,
+                                              claim_namespace=claim.namespace)
+            for device in claim.devices:
+                resource = dynamic.claim_resources.add(
+                    driver_name=device.driver, pool_name=device.pool,
+                    device_name=device.device)
+                if device.share_id is not None:
+                    resource.share_id = device.share_id
+                for name in device.cdi_devices:
+                    resource.cdi_devices.add(name=name)
 
 
 class FakeKubelet:
-    def __init__(self, socket_path: Path, with_get: bool = True) -> None:
+    def __init__(self, socket_path: Path, with_get: bool = True,
+                 without_claims: bool = False) -> None:
         self.socket_path = socket_path
         self._with_get = with_get
+        self.without_claims = without_claims
         self._lock = threading.Lock()
         self._pods: tuple[PodAllocation, ...] = ()
         self._server: grpc.Server | None = None
@@ -49,7 +65,7 @@ class FakeKubelet:
         response = api_pb2.ListPodResourcesResponse()
         with self._lock:
             for pod in self._pods:
-                _fill(response.pod_resources.add(), pod)
+                _fill(response.pod_resources.add(), pod, self.without_claims)
         return response
 
     def _get(self, request: api_pb2.GetPodResourcesRequest,
@@ -61,7 +77,7 @@ class FakeKubelet:
         if not found:
             context.abort(grpc.StatusCode.NOT_FOUND, "pod not found")
         response = api_pb2.GetPodResourcesResponse()
-        _fill(response.pod_resources, found[0])
+        _fill(response.pod_resources, found[0], self.without_claims)
         return response
 
     def _allocatable(self, request: api_pb2.AllocatableResourcesRequest,

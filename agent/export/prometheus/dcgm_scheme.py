@@ -2,9 +2,10 @@
 
 Dashboards (grafana.com 12239) and Prometheus Adapter / HPA rules written for dcgm-exporter
 keep working after a migration: ``DCGM_FI_DEV_GPU_UTIL`` in percent, ``DCGM_FI_DEV_FB_USED``
-in MiB, labels ``gpu``, ``UUID``, ``device``, ``modelName``, ``pci_bus_id``, ``Hostname``
-(and, on a MIG instance's series, ``GPU_I_PROFILE`` and ``GPU_I_ID``, with ``UUID`` its GPU's); and
-the per-process / per-container names used to autoscale on shared GPUs
+in MiB, labels ``gpu``, ``UUID``, ``device``, ``modelName``, ``pci_bus_id``, ``hostname``
+(``Hostname`` before 4.6.0-4.8.3), ``DCGM_FI_DRIVER_VERSION`` (and, on a MIG instance's series,
+``GPU_I_PROFILE`` and ``GPU_I_ID``, with ``UUID`` its GPU's); and the per-process /
+per-container names used to autoscale on shared GPUs
 (``DCGM_CUSTOM_PROCESS_SM_UTIL``, ``DCGM_CUSTOM_PROCESS_MEM_USED``,
 ``DCGM_CUSTOM_CONTAINER_MEM_ALLOCATED`` with ``NamespaceName``, ``PodName``,
 ``ContainerName``, ``NodeName``, ``ProcessId``). Device series carry ``NodeName`` too, since
@@ -16,10 +17,19 @@ What dcgm-exporter has no name for (``hw.status``, ``gpu.xid.errors`` — dcgm's
 holds the last code, which is the flaw we fix — and the agent's own ``gpu_agent.*``) is served
 under its OpenTelemetry name, so the GPU alerts work in either scheme and nothing is lost.
 
-The labels follow one stated dcgm-exporter release, ``FOLLOWS``. Its main branch renamed
-``Hostname`` to ``hostname`` after that release (NVIDIA/dcgm-exporter#655, 2026-05-12); a
-dashboard keyed on either breaks when the name moves, so the rename is taken with the first
-release that ships it, not from an unreleased branch.
+The labels follow one stated dcgm-exporter release (``prometheus.dcgm_exporter_version``,
+default :data:`CURRENT`), since dashboards key on them and releases moved them:
+
+- 4.6.0-4.8.3 (2026-07-14, NVIDIA/dcgm-exporter#711) is the first release with #655
+  (d5e5f510, 2026-05-12): the host label ``Hostname`` became ``hostname``. Older pins keep
+  ``Hostname``.
+- 4.3.1-4.4.0 added the DRA labels (#501, 8fd69334): on the series of a GPU a pod holds through
+  a ResourceClaim, ``dra_claim_name``, ``dra_claim_namespace``, ``dra_driver_name``,
+  ``dra_pool_name``, ``dra_device_name``, and on a MIG device ``dra_mig_profile`` and
+  ``dra_mig_device_uuid`` (internal/pkg/transformation/const.go, kubernetes.go). dcgm-exporter
+  resolves claims through ResourceSlices; here they come from the node (plugins/kubernetes).
+- ``DCGM_FI_DRIVER_VERSION`` is a label on every device series (a ``label`` field of the
+  default counters since 2.4.6-2.6.10, #89), valued with the NVIDIA driver version.
 """
 
 from __future__ import annotations
@@ -33,7 +43,9 @@ from gpu_otel_agent.export.series import SeriesPoint
 from gpu_otel_agent.model.metrics import Instrument, spec_for
 from gpu_otel_agent.model.snapshot import Attributes
 
-FOLLOWS = "dcgm-exporter 4.5.3-4.8.2"  # latest release (2026-05-06): host label ``Hostname``
+CURRENT = "4.6.0-4.8.3"  # the latest dcgm-exporter release (2026-07-14): label ``hostname``
+HOSTNAME_RENAMED = "4.6.0-4.8.3"
+DRA_LABELS = "4.3.1-4.4.0"
 MIB = 1024 * 1024
 
 
@@ -170,6 +182,15 @@ _WORKLOAD_CUSTOM = {"k8s.namespace.name": "NamespaceName", "k8s.pod.name": "PodN
                     "k8s.container.name": "ContainerName", "process.pid": "ProcessId"}
 
 
+def release(tag: str) -> tuple[int, ...]:
+    """A release tag ("<DCGM version>-<exporter version>") as a comparable exporter version."""
+    _, sep, exporter = tag.partition("-")
+    parts = exporter.split(".")
+    if not sep or not all(p.isdigit() for p in parts):
+        raise ValueError(f"not a dcgm-exporter release tag (like {CURRENT}): {tag!r}")
+    return tuple(int(p) for p in parts)
+
+
 def _scaled(value: float | int, scale: float) -> float | int:
     if scale == 1:
         return value
@@ -181,8 +202,26 @@ _CONTAINER_METRICS = ("gpu.container.utilization", "gpu.container.memory.usage",
                       "gpu.container.memory.limit")
 
 
-def pods_by_gpu(series: Mapping[str, Sequence[SeriesPoint]]) -> dict[object, tuple[Labels, ...]]:
-    """GPU UUID -> the pod/namespace/container labels of the Kubernetes containers on it."""
+def _dra_labels(attrs: Mapping[str, object]) -> Labels:
+    """dcgm-exporter's labels of a pod holding the GPU through a claim (kubernetes.go)."""
+    if "k8s.resourceclaim.name" not in attrs:
+        return ()
+    namespace = attrs.get("k8s.resourceclaim.namespace", attrs.get("k8s.namespace.name", ""))
+    labels = [("dra_claim_name", attrs["k8s.resourceclaim.name"]),
+              ("dra_claim_namespace", namespace),
+              ("dra_driver_name", attrs.get("gpu.dra.driver", "")),
+              ("dra_pool_name", attrs.get("gpu.dra.pool", "")),
+              ("dra_device_name", attrs.get("gpu.dra.device", ""))]
+    if "gpu.mig.profile" in attrs:
+        labels += [("dra_mig_profile", attrs["gpu.mig.profile"]),
+                   ("dra_mig_device_uuid", attrs.get("hw.id", ""))]
+    return tuple((label, label_value(value)) for label, value in labels)
+
+
+def pods_by_gpu(series: Mapping[str, Sequence[SeriesPoint]], dra: bool = True,
+                ) -> dict[object, tuple[Labels, ...]]:
+    """GPU UUID -> the pod/namespace/container labels of the Kubernetes containers on it (and,
+    with ``dra``, the claim they hold it through)."""
     found: dict[object, dict[Labels, None]] = {}
     for name in _CONTAINER_METRICS:
         for point in series.get(name, ()):
@@ -191,14 +230,21 @@ def pods_by_gpu(series: Mapping[str, Sequence[SeriesPoint]]) -> dict[object, tup
                 continue  # a Slurm job or a bare container: dcgm has no label for it
             labels = tuple((label, label_value(attrs[key]))
                            for key, label in _WORKLOAD_DCGM.items() if key in attrs)
+            if dra:
+                labels += _dra_labels(attrs)
             found.setdefault(attrs.get("hw.id"), {})[labels] = None
     return {uuid: tuple(sorted(pods)) for uuid, pods in found.items()}
 
 
 class DcgmTranslator:
-    def __init__(self, resource: Mapping[str, object]) -> None:
+    def __init__(self, resource: Mapping[str, object], version: str = CURRENT) -> None:
         node = resource.get("k8s.node.name") or resource.get("host.name") or ""
         self._host = str(node)
+        self._driver = str(resource.get("gpu.driver.version") or "")
+        self.version = version
+        follows = release(version)
+        self._host_label = "hostname" if follows >= release(HOSTNAME_RENAMED) else "Hostname"
+        self._dra = follows >= release(DRA_LABELS)
         self._pods: dict[object, tuple[Labels, ...]] = {}
 
     def labels(self, attributes: Attributes, custom: bool) -> Labels:
@@ -221,7 +267,10 @@ class DcgmTranslator:
                 # An AMD compute partition, labelled the same way: its mode and XCP index.
                 labels += [("GPU_I_PROFILE", str(attrs.get("amd.partition.compute_mode", ""))),
                            ("GPU_I_ID", str(attrs["amd.partition.id"]))]
-        labels += [("Hostname", self._host), ("NodeName", self._host)]
+        labels.append((self._host_label, self._host))
+        if self._driver and index is not None and not custom:
+            labels.append(("DCGM_FI_DRIVER_VERSION", self._driver))
+        labels.append(("NodeName", self._host))
         workload = _WORKLOAD_CUSTOM if custom else _WORKLOAD_DCGM
         labels += [(label, label_value(attrs[key])) for key, label in workload.items()
                    if key in attrs]
@@ -231,7 +280,7 @@ class DcgmTranslator:
         families = Families()
         passthrough: dict[str, list[SeriesPoint]] = {}
         throttle: dict[Attributes, int] = {}
-        self._pods = pods_by_gpu(series)
+        self._pods = pods_by_gpu(series, self._dra)
         for name, points in series.items():
             selectors = _SELECTORS.get(name)
             for point in points:

@@ -132,7 +132,7 @@ class MetricsEndpoint:
         self._tracer: SpanRecorder = tracer or NoTracing()
         self._store = store
         self._resource = dict(resource)
-        self._dcgm = DcgmTranslator(self._resource)
+        self._dcgm = DcgmTranslator(self._resource, config().prometheus.dcgm_exporter_version)
         self.health = health
         self.stats = ServerStats()
         settings = config().prometheus
@@ -238,13 +238,20 @@ class MetricsEndpoint:
         with self._tracer.span("gpu_agent.scrape", {"gpu_agent.scheme": scheme}) as span:
             snapshot = self._store.current(time.time_ns())
             points = series(snapshot)
-            families: Families = (self._dcgm.families(points) if scheme == "dcgm"
+            families: Families = (self._translator().families(points) if scheme == "dcgm"
                                   else otel_families(points, self._resource))
             body = render_openmetrics(families) if format_ is Format.OPENMETRICS \
                 else render(families)
             if span is not None:
                 span.set_attribute("gpu_agent.scrape.bytes", len(body))
             return body
+
+    def _translator(self) -> DcgmTranslator:
+        """The ``dcgm`` scheme for the configured dcgm-exporter release (a live key)."""
+        version = self._config().prometheus.dcgm_exporter_version
+        if self._dcgm.version != version:
+            self._dcgm = DcgmTranslator(self._resource, version)
+        return self._dcgm
 
     def readings(self) -> tuple[Reading, ...]:
         """Self-telemetry of the endpoint."""

@@ -72,7 +72,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   "prometheus" (dict
     "enabled" .Values.prometheus.enabled
     "listen" (printf "0.0.0.0:%d" (int .Values.prometheus.port))
-    "scheme" .Values.prometheus.scheme)
+    "scheme" .Values.prometheus.scheme
+    "dcgm_exporter_version" .Values.prometheus.dcgmExporterVersion)
   "attribution" (dict
     "enabled" .Values.attribution.enabled
     "cgroup_root" "/host/sys/fs/cgroup"

@@ -17,6 +17,7 @@ from gpu_otel_agent.config.load import load
 from gpu_otel_agent.config.schema import AgentConfig
 
 REPO = Path(__file__).resolve().parents[3]
+DEFAULTS = AgentConfig()
 CHART = REPO / "helm" / "gpu-otel-agent"
 KUBE_VERSIONS = ("1.36.0", "1.37.0")
 CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}  # Prometheus Operator CRDs, checked below
@@ -27,7 +28,8 @@ TOGGLED: dict[str, Any] = {
     "otlp": {"endpoint": "https://otel-gateway.observability.svc:4317",
              "headers": {"authorization": "Bearer t0ken", "x-scope-orgid": "acme"},
              "caSecret": "gateway-ca"},
-    "prometheus": {"scheme": "dcgm", "webConfig": {"existingSecret": "agent-web", "tls": True}},
+    "prometheus": {"scheme": "dcgm", "webConfig": {"existingSecret": "agent-web", "tls": True},
+                   "dcgmExporterVersion": "4.5.3-4.8.2"},
     "service": {"enabled": True},
     "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus"},
                        "endpoint": {"scheme": "https", "tlsConfig": {"insecureSkipVerify": True}}},
@@ -116,7 +118,9 @@ def test_default_daemonset_has_least_privilege(chart: helm.Chart) -> None:
     host_paths = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
     assert host_paths == {"host-cgroup": "/sys/fs/cgroup",
                           "pod-resources": "/var/lib/kubelet/pod-resources",
-                          "spool": "/var/lib/gpu-otel-agent"}
+                          "spool": "/var/lib/gpu-otel-agent",
+                          # CDI spec directories: DRA claims tied to GPUs on the node
+                          "cdi-0": "/etc/cdi", "cdi-1": "/var/run/cdi"}
     mounts = {m["name"]: m for m in container["volumeMounts"]}
     # Read-only, except the health events' spool: it must outlive the pod.
     assert [name for name in host_paths if not mounts[name].get("readOnly")] == ["spool"]
@@ -196,11 +200,24 @@ def test_the_configmap_is_a_configuration_the_agent_accepts(
         assert config.health.spool_path == "/var/lib/gpu-otel-agent/events"  # on the host mount
         assert config.health.kmsg is bool(values)  # only where /dev/kmsg is mounted
     assert config.prometheus.scheme == "dcgm"
+    assert config.prometheus.dcgm_exporter_version == "4.5.3-4.8.2"
     assert config.prometheus.web_config_file == "/etc/gpu-otel-agent/web/web-config.yml"
     assert config.otlp.endpoint == "https://otel-gateway.observability.svc:4317"
     assert config.otlp.certificate == "/etc/gpu-otel-agent/otlp-ca/ca.crt"
     assert config.groups["fast"].interval == 1  # values.config merged over the chart's
     assert config.tracing.enabled is True
+
+
+def test_the_cdi_spec_directories_are_mounted_where_the_agent_reads_them(
+    chart: helm.Chart,
+) -> None:
+    pod, container = _container(render(chart))
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert mounts["/etc/cdi"]["readOnly"] and mounts["/var/run/cdi"]["readOnly"]
+    # The agent reads <dra_host_root>/etc/cdi and var/run/cdi; the chart leaves the root "/".
+    assert DEFAULTS.attribution.kubelet.dra_host_root == "/"
+    pod, container = _container(render(chart, {"attribution": {"cdiSpecDirs": []}}))
+    assert not [v for v in pod["volumes"] if v["name"].startswith("cdi-")]
 
 
 def test_otlp_headers_come_from_a_secret(chart: helm.Chart) -> None:

@@ -74,7 +74,7 @@ def test_dcgm_scheme_matches_dcgm_exporter_units_and_labels() -> None:
     labels = next(lab for lab, _ in samples["DCGM_FI_DEV_GPU_UTIL"] if lab["gpu"] == "1")
     assert labels == {"gpu": "1", "UUID": UUIDS[1], "device": "nvidia1",
                       "modelName": "NVIDIA H100 80GB HBM3", "pci_bus_id": "00000000:19:00.0",
-                      "Hostname": "gpu-node-7", "NodeName": "gpu-node-7",
+                      "hostname": "gpu-node-7", "NodeName": "gpu-node-7",
                       # the pod the GPU is allocated to, as dcgm-exporter's Kubernetes mode
                       "pod": "infer-a", "namespace": "ml", "container": "server"}
 

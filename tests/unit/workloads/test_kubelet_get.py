@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from gpu_otel_agent.plugins.kubernetes.podresources import PodResourcesClient
+from gpu_otel_agent.workloads.devices import GpuDevice
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 from gpu_otel_agent.workloads.procfs import NAMESPACE_FILE, ProcReader
-from gpu_otel_agent.workloads.resolver import GpuDevice, WorkloadResolver
+from gpu_otel_agent.workloads.resolver import WorkloadResolver
 from gpu_otel_agent.workloads.service import ServiceSettings, WorkloadService
 from tests.receivers.kubelet import FakeKubelet
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from gpu_otel_agent.workloads.devices import GpuDevice
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 from gpu_otel_agent.workloads.procfs import ProcReader
 from gpu_otel_agent.workloads.resolver import (
     MIB,
     MPS_LIMIT_ENV,
-    GpuDevice,
     WorkloadResolver,
     mps_limit,
 )
