@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -57,6 +59,10 @@ class AgentProcess:
         wrapper: Sequence[str] = (),  # a command the agent runs under (setpriv, ...)
     ) -> None:
         self.log_path = workdir / f"agent-{time.monotonic_ns()}.log"
+        # Each agent's own local endpoint, in a short private directory (sun_path is 108
+        # bytes; pytest's tmp_path can be longer): never /run's, nor another test's.
+        self.socket_dir = Path(tempfile.mkdtemp(prefix="ga-"))
+        self.socket_path = self.socket_dir / "agent.sock"
         full_env = dict(os.environ)
         full_env.update(node_env or {})
         full_env.update(
@@ -66,6 +72,7 @@ class AgentProcess:
                 "PYTHONUNBUFFERED": "1",
                 # Each test's own event spool: never another test's (or a real agent's).
                 "GPU_AGENT_EVENT_SPOOL": str(workdir / "event-spool"),
+                "GPU_AGENT_LOCAL_SOCKET": str(self.socket_path),
             }
         )
         full_env.update(env or {})
@@ -91,6 +98,7 @@ class AgentProcess:
             raise AssertionError(
                 f"agent still running {timeout}s after SIGTERM; its log:\n{self.log()[-4000:]}"
             ) from None
+        shutil.rmtree(self.socket_dir, ignore_errors=True)
         return time.monotonic() - start
 
     def shutdown(self, timeout: float = 60.0) -> None:
@@ -116,3 +124,4 @@ class AgentProcess:
             self.process.kill()
             self.process.wait()
         self._log.close()
+        shutil.rmtree(self.socket_dir, ignore_errors=True)
