@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from gpu_otel_agent.local.client import LocalClientError, get
 from tests.receivers.netutil import wait_for_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -118,6 +120,19 @@ class AgentProcess:
             self.close()
             raise AssertionError(f"agent endpoint never came up:\n{self.log()[-3000:]}")
         return self
+
+    def answering(self, timeout: float = 30) -> AgentProcess:
+        """This agent once its local endpoint (the Unix socket of ``gpu-agent top``) serves
+        every device; closed, with its log in the error, if it never does or exits first."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.process.poll() is None:
+            with contextlib.suppress(LocalClientError):
+                devices = get(self.socket_path, "/v1/snapshot")["devices"]
+                if devices and all(d["readings"] for d in devices):
+                    return self
+            time.sleep(0.1)
+        self.close()
+        raise AssertionError(f"local endpoint never answered:\n{self.log()[-3000:]}")
 
     def close(self) -> None:
         if self.process.poll() is None:
