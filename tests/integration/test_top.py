@@ -77,7 +77,7 @@ def test_top_shows_the_node_its_pods_and_an_xid_as_it_arrives(
         try:
             screen = terminal.wait_for(lambda s: "trainer-7" in s and "vision" in s,
                                        "the process in the pod cgroup, with its pod")
-            assert screen.startswith("gpu-agent top · attached to agent")
+            assert re.match(r"gpu-agent top \d\d:\d\d:\d\d · attached to agent ", screen)
             screen = terminal.wait_for(lambda s: _served(_row(s, 0), 0)
                                        and _served(_row(s, 1), 1),
                                        "every GPU's values as the node serves them")
@@ -140,7 +140,8 @@ def test_top_standalone_on_a_simulated_node_and_without_an_agent(tmp_path: Path)
                           env={**os.environ, "COLUMNS": "80"}, check=False)
     assert once.returncode == 0, once.stderr
     first = once.stdout.splitlines()[0]
-    assert first.startswith("gpu-agent top · standalone: simulated node h100-8gpu.yaml")
+    assert re.match(r"gpu-agent top \d\d:\d\d:\d\d · standalone: simulated node "
+                    r"h100-8gpu.yaml ", first)
     assert len([line for line in once.stdout.splitlines()
                 if re.match(r"\s+\d H100 80GB HBM3 ", line)]) == 8
     missing = subprocess.run([*TOP, "--socket", str(tmp_path / "none.sock"), "--once"],
