@@ -18,7 +18,7 @@ from gpu_otel_agent.top.view import Device, Event, Filter, Frame, Process, sort_
 Segment = tuple[str, str]  # text, style name ("" for none)
 Line = list[Segment]
 SPARKS = "▁▂▃▄▅▆▇█"
-SPARK_WIDTH = 8
+SPARK_WIDTH = 7
 HEALTH_STYLE = {"ok": "ok", "degraded": "warn", "failed": "error"}
 SEVERITY_STYLE = {"FATAL": "error", "ERROR": "error", "WARN": "warn"}
 GIB = 1024 ** 3
@@ -72,8 +72,8 @@ def _fit(line: Line, width: int) -> Line:
     return out
 
 
-DEVICE_HEADER = (f"{'GPU':>3} {'MODEL':<14} {'UTIL':>4} {'UTIL 60s':<8} {'MEMORY':>11} "
-                 f"{'MEM 60s':<8} {'TEMP':>4} {'POWER':>5} {'SMMHz':>5} HEALTH")
+DEVICE_HEADER = (f"{'GPU':>3} {'MODEL':<14} {'UTIL':>4} {'UTIL60s':<7} {'MEMORY':>10} "
+                 f"{'MEM60s':<7} {'TEMP':>4} {'POWER':>5} {'SMMHz':>5} HEALTH")
 PROCESS_HEADER = (f"{'GPU':>3} {'PID':>7} {'COMMAND':<12} {'GPU MEM':>7} {'UTIL':>4} "
                   f"{'NAMESPACE':<12} POD / JOB")
 
@@ -83,8 +83,8 @@ def device_line(d: Device, history: tuple[tuple[float, ...], tuple[float, ...]])
     if d.profile is not None:
         name = f"{'':>3}  └ {d.profile:<11.11}"
     util, mem = history
-    text = (f"{name} {_pct(d.utilization):>4} {spark(util):<8} "
-            f"{_memory(d.memory_used, d.memory_total):>11} {spark(mem):<8} "
+    text = (f"{name} {_pct(d.utilization):>4} {spark(util):<7} "
+            f"{_memory(d.memory_used, d.memory_total):>10} {spark(mem):<7} "
             f"{_num(d.temperature, 'C'):>4} {_num(d.power, 'W'):>5} "
             f"{_num(d.sm_clock, '', 1e6):>5} ")
     health = d.health + (f" {d.xid_errors} xid" if d.xid_errors else "")
