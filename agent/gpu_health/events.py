@@ -25,7 +25,9 @@ UNRESPONSIVE = "gpu.unresponsive"
 THROTTLE = "gpu.throttle"
 HEALTH = "gpu.health"
 AMD_VM_FAULT = "gpu.amd.vm_fault"
-CHECK = "gpu_agent.check"  # not a health event: the test record of `gpu-agent check`
+# Not a health event (so not in EVENTS, which the gateway routes to Loki): the one test record
+# `gpu-agent check` sends to see that logs reach the collector.
+CHECK = "gpu_agent.check"
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,4 @@ EVENTS: tuple[EventSpec, ...] = (
               "AMD only: a GPU virtual-memory fault (amdsmi VMFAULT notification, the NVIDIA "
               "counterpart being an MMU-fault XID); the body carries the driver's message "
               "(faulting address, process)."),
-    EventSpec(CHECK, (), "Not a health event: the one test record `gpu-agent check` sends "
-              "(severity INFO) to prove that logs reach the collector."),
 )
