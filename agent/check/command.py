@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gpu_otel_agent.check import export, host
 from gpu_otel_agent.check.result import Result, Status, failed
 from gpu_otel_agent.config.load import ConfigError, Overrides, load
 from gpu_otel_agent.config.schema import AgentConfig
@@ -29,6 +28,9 @@ Check = Callable[[AgentConfig], list[Result]]
 
 def _checks(config: AgentConfig) -> list[tuple[str, Check, float]]:
     """Name (for a check that times out), check, deadline in seconds."""
+    # Imported here: every command builds the whole parser, only `check` runs the checks.
+    from gpu_otel_agent.check import export, host
+
     return [
         ("gpus", host.gpus, max(config.call_timeout * 4, 8.0)),
         ("host pid namespace", host.host_pid_namespace, 2.0),
