@@ -8,29 +8,19 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 from gpu_otel_agent.workloads.pods import PodAllocation
-from tests.integration.conftest import UUIDS
-from tests.integration.harness import h100, write_scenario
 from tests.integration.test_agent_tls import _self_signed
 from tests.receivers.kubelet import FakeKubelet
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 
 pytestmark = pytest.mark.integration
 CHECK = [sys.executable, "-m", "gpu_otel_agent.cli", "check"]
-
-
-@pytest.fixture
-def node(tmp_path: Path) -> Iterator[SimulatedNode]:
-    devices = [h100(i, uuid=UUIDS[i]) for i in range(2)]
-    scenario = write_scenario(tmp_path, {"driver_version": "580.95.05", "devices": devices})
-    with SimulatedNode.start(scenario, state_dir=tmp_path / "node") as sim:
-        yield sim
 
 
 def _check(node: SimulatedNode, tmp_path: Path, kubelet: Path, endpoint: str,
@@ -54,15 +44,16 @@ def _line(output: str, name: str) -> str:
     return line
 
 
-def test_check_against_a_live_then_a_stopped_collector(node: SimulatedNode,
+def test_check_against_a_live_then_a_stopped_collector(four_gpu_node: SimulatedNode,
                                                         tmp_path: Path) -> None:
+    node = four_gpu_node
     with FakeKubelet(tmp_path / "kubelet" / "kubelet.sock") as kubelet, \
             OtlpGrpcReceiver() as receiver:
         kubelet.set_pods([PodAllocation("ml", "trainer-0", ())])
         code, output = _check(node, tmp_path, kubelet.socket_path, receiver.endpoint)
         assert code == 0, output
         assert _line(output, "nvidia library").startswith("PASS")
-        assert "driver 580.95.05, 2 GPU(s)" in output
+        assert "driver 580.95.05, 4 GPU(s)" in output
         assert _line(output, "gpu 1").startswith("PASS")
         assert _line(output, "kubelet pod-resources").startswith("PASS")
         assert "answers: 1 pod(s)" in output
@@ -91,7 +82,8 @@ def test_check_against_a_live_then_a_stopped_collector(node: SimulatedNode,
 
 
 def test_check_names_a_collector_certificate_from_another_ca_and_a_missing_kubelet(
-        node: SimulatedNode, tmp_path: Path) -> None:
+        four_gpu_node: SimulatedNode, tmp_path: Path) -> None:
+    node = four_gpu_node
     served_cert, served_key = _self_signed(tmp_path)
     (tmp_path / "other").mkdir()
     other_ca, _ = _self_signed(tmp_path / "other")
