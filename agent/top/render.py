@@ -93,9 +93,12 @@ def device_line(d: Device, history: tuple[tuple[float, ...], tuple[float, ...]])
 
 def process_line(p: Process) -> Line:
     memory = "-" if p.memory is None else f"{p.memory / 2**20:.0f}M"
-    return [(f"{p.gpu:>3} {p.pid:>7} {p.executable:<12.12} {memory:>7} "
-             f"{_pct(p.utilization):>4} {p.namespace or '-':<12.12} ", ""),
-            (p.workload, "bold")]
+    line: Line = [(f"{p.gpu:>3} {p.pid:>7} {p.executable:<12.12} {memory:>7} "
+                   f"{_pct(p.utilization):>4} {p.namespace or '-':<12.12} ", ""),
+                  (p.workload, "bold")]
+    if p.profile is not None:  # on a partition: which one (MIG 3g.40gb, CPX)
+        line.append((f" on {p.profile}", "dim"))
+    return line
 
 
 def event_lines(e: Event, width: int) -> list[Line]:

@@ -110,3 +110,19 @@ def test_events_are_kept_across_refreshes_and_not_repeated() -> None:
     model.update(snapshot, events_view(ring.after(0)))  # seq 1..3 of another ring: new
     frame = model.update(snapshot, events_view(ring.after(model.last_seq)))
     assert [e.summary for e in frame.events].count("GPU 0 is lost") == 1
+
+
+def test_a_process_on_a_partition_names_it() -> None:
+    store = SnapshotStore()
+    mig = DeviceIdentity("MIG-0", 3, "nvidia", "NVIDIA H100", "bus",
+                         DevicePartition("GPU-3", "mig", "3g.40gb"))
+    store.put(DeviceSnapshot(mig, HealthState.OK, 1).with_sample(GroupSample("processes", (
+        Reading("gpu.process.memory.usage", 2**30, (
+            ("process.pid", 77), ("process.executable.name", "train"),
+            ("slurm.job.id", "4242"))),), 1)))
+    model = Model("test")
+    frame = model.update(snapshot_view(store.current(1), {}), events_view(EventRing(1).after(0)))
+    (line,) = [line for line in plain(render(frame, Options(), 120)).splitlines()
+               if "train" in line]
+    assert line.split() == ["3", "77", "train", "1024M", "-", "-", "slurm", "job", "4242",
+                            "on", "3g.40gb"]
