@@ -74,48 +74,49 @@ def test_top_shows_the_node_its_pods_and_an_xid_as_it_arrives(
         agent = AgentProcess(tmp_path, "http://127.0.0.1:1", node.env,
                              ["--interval", "0.3", "--exporter", "none", "--config", str(config)]
                              ).answering()
-        env = {**os.environ, "NO_COLOR": "1"}
-        terminal = Terminal([*TOP, "--socket", str(agent.socket_path), "--interval", "0.3"], env)
         try:
-            screen = terminal.wait_for(lambda s: "trainer-7" in s and "vision" in s,
-                                       "the process in the pod cgroup, with its pod")
-            assert re.match(r"gpu-agent top \d\d:\d\d:\d\d · attached to agent ", screen)
-            screen = terminal.wait_for(lambda s: _served(_row(s, 0), 0)
-                                       and _served(_row(s, 1), 1),
-                                       "every GPU's values as the node serves them")
-            assert _row(screen, 1).rstrip().endswith("ok")
-            host_row = [line for line in screen.splitlines() if f" {on_host} " in line]
-            assert host_row and "vision" not in host_row[0]
-            # NO_COLOR: styled (the headers are reversed) but not one coloured character.
-            cells = [c for row in terminal.screen.buffer.values() for c in row.values()]
-            assert any(c.reverse for c in cells)
-            assert {c.fg for c in cells} == {"default"}
+            env = {**os.environ, "NO_COLOR": "1"}
+            terminal = Terminal([*TOP, "--socket", str(agent.socket_path), "--interval", "0.3"],
+                                env)
+            try:
+                screen = terminal.wait_for(lambda s: "trainer-7" in s and "vision" in s,
+                                           "the process in the pod cgroup, with its pod")
+                assert re.match(r"gpu-agent top \d\d:\d\d:\d\d · attached to agent ", screen)
+                screen = terminal.wait_for(lambda s: _served(_row(s, 0), 0)
+                                           and _served(_row(s, 1), 1),
+                                           "every GPU's values as the node serves them")
+                assert _row(screen, 1).rstrip().endswith("ok")
+                host_row = [line for line in screen.splitlines() if f" {on_host} " in line]
+                assert host_row and "vision" not in host_row[0]
+                # NO_COLOR: styled (the headers are reversed) but not one coloured character.
+                cells = [c for row in terminal.screen.buffer.values() for c in row.values()]
+                assert any(c.reverse for c in cells)
+                assert {c.fg for c in cells} == {"default"}
 
-            assert node.command({"op": "xid", "device": 1, "code": 79})["ok"]
-            screen = terminal.wait_for(
-                lambda s: "XID 79 GPU_FALLEN_OFF_BUS -> RESTART_BM" in s
-                and "hit: vision/trainer-7" in s and "failed" in _row(s, 1),
-                "the XID in the feed with its catalog name, action and the pod hit")
+                assert node.command({"op": "xid", "device": 1, "code": 79})["ok"]
+                screen = terminal.wait_for(
+                    lambda s: "XID 79 GPU_FALLEN_OFF_BUS -> RESTART_BM" in s
+                    and "hit: vision/trainer-7" in s and "failed" in _row(s, 1),
+                    "the XID in the feed with its catalog name, action and the pod hit")
 
-            terminal.type(b"/pod:trainer\r")
-            screen = terminal.wait_for(
-                lambda s: "filter:pod:trainer" in s and f" {on_host} " not in s,
-                "the pod filter applied")
-            assert f" {in_pod} " in screen
-            terminal.type(b"s")
-            terminal.wait_for(lambda s: "sort:utilization" in s, "the next sort order")
+                terminal.type(b"/pod:trainer\r")
+                screen = terminal.wait_for(
+                    lambda s: "filter:pod:trainer" in s and f" {on_host} " not in s,
+                    "the pod filter applied")
+                assert f" {in_pod} " in screen
+                terminal.type(b"s")
+                terminal.wait_for(lambda s: "sort:utilization" in s, "the next sort order")
 
-            terminal.resize(30, 110)
-            screen = terminal.wait_for(
-                lambda s: len(s.splitlines()) == 30 and "sort:utilization" in s.splitlines()[-1]
-                and any(len(line) > 80 for line in s.splitlines()),
-                "the screen redrawn at 110x30, footer on the last row")
+                terminal.resize(30, 110)
+                screen = terminal.wait_for(
+                    lambda s: len(s.splitlines()) == 30 and "sort:utilization" in s.splitlines()[-1]
+                    and any(len(line) > 80 for line in s.splitlines()),
+                    "the screen redrawn at 110x30, footer on the last row")
 
-            terminal.type(b"q")
-            assert terminal.wait_exit() == 0
-        finally:
-            terminal.close()
-        try:
+                terminal.type(b"q")
+                assert terminal.wait_exit() == 0
+            finally:
+                terminal.close()
             once = subprocess.run([*TOP, "--socket", str(agent.socket_path), "--once"],
                                   capture_output=True, text=True, timeout=60, check=True,
                                   env={**os.environ, "COLUMNS": "80"})
@@ -132,8 +133,9 @@ def test_top_shows_the_node_its_pods_and_an_xid_as_it_arrives(
             assert process["memory_bytes"] == 3000 * 1024 * 1024
             xids = [e for e in data["events"]["events"] if e["name"] == "gpu.xid"]
             assert xids and xids[0]["attributes"]["k8s.pod.name"] == [pod.name]
+            agent.shutdown()  # a clean exit with its run summary
         finally:
-            agent.shutdown()
+            agent.close()  # whatever failed above: no agent outlives the test
 
 
 def test_top_standalone_on_a_simulated_node_and_without_an_agent(tmp_path: Path) -> None:
