@@ -120,10 +120,13 @@ def test_default_daemonset_has_least_privilege(chart: helm.Chart) -> None:
                           "pod-resources": "/var/lib/kubelet/pod-resources",
                           "spool": "/var/lib/gpu-otel-agent",
                           # CDI spec directories: DRA claims tied to GPUs on the node
-                          "cdi-0": "/etc/cdi", "cdi-1": "/var/run/cdi"}
+                          "cdi-0": "/etc/cdi", "cdi-1": "/var/run/cdi",
+                          "local-endpoint": "/run/gpu-otel-agent"}
     mounts = {m["name"]: m for m in container["volumeMounts"]}
-    # Read-only, except the health events' spool: it must outlive the pod.
-    assert [name for name in host_paths if not mounts[name].get("readOnly")] == ["spool"]
+    # Read-only, except the health events' spool (it must outlive the pod) and the directory
+    # of the local endpoint's socket (gpu-agent top).
+    assert [name for name in host_paths if not mounts[name].get("readOnly")] == [
+        "spool", "local-endpoint"]
     assert pod["nodeSelector"] == {"feature.node.kubernetes.io/pci-10de.present": "true"}
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in \
         pod["tolerations"]
@@ -293,3 +296,38 @@ def test_the_hpa_example_is_valid_and_uses_the_adapter_metric() -> None:
                              .read_text())
     served = {rule["seriesQuery"].split("{", 1)[0] for rule in adapter["rules"]["custom"]}
     assert metric["pods"]["metric"]["name"] in served
+
+
+@pytest.mark.parametrize("values", [{}, TOGGLED], ids=["default", "toggled"])
+def test_helm_test_runs_check_in_a_pod_set_up_like_the_agent(
+        chart: helm.Chart, values: dict[str, Any]) -> None:
+    docs = render(chart, values)
+    pod, agent = _container(docs)
+    (check,) = [d for d in docs if d["kind"] == "Pod"]
+    assert check["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    spec = check["spec"]
+    (container,) = spec["containers"]
+    assert container["args"] == ["check", "--config", "/etc/gpu-otel-agent/agent.yaml"]
+    assert spec["restartPolicy"] == "Never"
+    # What check checks is what the agent gets: the same node, host paths, mounts,
+    # environment, image and privileges.
+    for key in ("volumes", "nodeSelector", "tolerations", "hostPID", "hostNetwork",
+                "runtimeClassName"):
+        assert spec.get(key) == pod.get(key), key
+    for key in ("image", "env", "volumeMounts", "securityContext"):
+        assert container[key] == agent[key], key
+    assert not [d for d in render(chart, {**values, "test": {"enabled": False}})
+                if d["kind"] == "Pod"]
+
+
+def test_the_local_endpoint_socket_is_in_the_mounted_host_directory(
+        chart: helm.Chart, tmp_path: Path) -> None:
+    config = _agent_config(chart, {}, tmp_path)
+    _, container = _container(render(chart))
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "local-endpoint"]
+    assert config.local_endpoint.enabled
+    assert Path(config.local_endpoint.socket).parent == Path(mount["mountPath"])
+    off = _agent_config(chart, {"localEndpoint": {"enabled": False}}, tmp_path)
+    assert not off.local_endpoint.enabled
+    _, container = _container(render(chart, {"localEndpoint": {"enabled": False}}))
+    assert "local-endpoint" not in {m["name"] for m in container["volumeMounts"]}
