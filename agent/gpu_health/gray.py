@@ -33,8 +33,9 @@ _NVLINK_DOWN_STATES = (0, 3)
 
 
 class Reads:
-    """One GPU's readings at one evaluation: this slow read, the latest fast read, and the
-    previous slow read's counters (for rates)."""
+    """One GPU's readings at one evaluation: this slow read, the latest fast read, and an
+    earlier read to take counter rates against (the oldest of the debounce window, so a burst
+    of errors between two reads counts for as many reads as it takes to raise)."""
 
     def __init__(self, readings: tuple[Reading, ...], time_s: float,
                  previous: Reads | None = None) -> None:
@@ -51,8 +52,8 @@ class Reads:
         return [(attrs, v) for (name, attrs), v in self._values.items() if name == metric]
 
     def rate(self, metric: str, *attributes: tuple[str, str]) -> float | None:
-        """Growth per second of a counter since the previous slow read; None without one or
-        when it went backwards (a reset restarts it)."""
+        """Growth per second of a counter since the earlier read; None without one or when
+        it went backwards (a reset restarts it)."""
         now = self.get(metric, *attributes)
         before = self.previous.get(metric, *attributes) if self.previous else None
         if now is None or before is None or self.previous is None or now < before:
@@ -102,7 +103,7 @@ def _pcie_below(kind: str, unit: str) -> Evaluate:
             return UNKNOWN
         if not reads.busy():  # idle GPUs lower link speed and width to save power
             return UNKNOWN
-        return Verdict(now < top, f"PCIe link {kind} {now:g}{unit} of {top:g}{unit} under load")
+        return Verdict(now < top, f"PCIe link {kind} {unit}{now:g} of {unit}{top:g} under load")
     return evaluate
 
 
@@ -202,7 +203,7 @@ CONDITIONS: tuple[ConditionSpec, ...] = (
         "Idle GPUs lower the link generation to save power (nvidia-smi: \"may be reduced when "
         "the GPU is not in use\"); under load a lower generation is a link that trained down.",
         "nvmlDeviceGetCurrPcieLinkGeneration, nvmlDeviceGetMaxPcieLinkGeneration (the lower of "
-        "device and system, nvml.h)", _pcie_below("generation", "")),
+        "device and system, nvml.h)", _pcie_below("generation", "gen ")),
     ConditionSpec(
         "pcie_replay_rate", sub.PCIE, "PCIe replay counter rising",
         "replays/min > ceil(lanes x per-lane rate of the generation: 0.15 / 0.3 / 0.48 / 0.96 "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 from gpu_otel_agent.gpu_health import siblings
@@ -25,7 +26,9 @@ class GrayWatch:
         names = [c.name for c in CONDITIONS] + [s.name for s in siblings.SIBLING_CONDITIONS]
         self._debounce = {name: Debounce(settings) for name in names}
         self._reasons: dict[str, str] = {}  # what raised a condition, named again at clear
-        self._previous: Reads | None = None
+        # Earlier reads, as many as the debounce window: counter rates are taken against the
+        # oldest, so a rate raises as one window (DCGM's health watches use one minute).
+        self._history: deque[Reads] = deque(maxlen=settings.degrade_after)
 
     def active(self) -> dict[str, str]:
         """Raised conditions and the reason each was raised with."""
@@ -33,8 +36,8 @@ class GrayWatch:
 
     def update(self, readings: tuple[Reading, ...], time_s: float, me: siblings.Peer | None,
                others: list[siblings.Peer]) -> list[Change]:
-        reads = Reads(readings, time_s, self._previous)
-        self._previous = Reads(readings, time_s)  # one step of history is all a rate needs
+        reads = Reads(readings, time_s, self._history[0] if self._history else None)
+        self._history.append(Reads(readings, time_s))
         changes: list[Change] = []
         for spec in CONDITIONS:
             active = self._debounce[spec.name].active
