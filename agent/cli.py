@@ -26,6 +26,7 @@ from gpu_otel_agent.extensions.commands import COMMAND_GROUP, Commands
 from gpu_otel_agent.extensions.loading import load_group
 from gpu_otel_agent.extensions.simulation import SIMULATED_NODE_GROUP, SimulatedNodeError
 from gpu_otel_agent.logs import setup_logging
+from gpu_otel_agent.top.command import add_top
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_flags(run)
     run.add_argument("--simulate", type=Path, metavar="SCENARIO",
                      help="bring up the simulated GPU node from SCENARIO and monitor it")
+
+    add_top(commands)
 
     config = commands.add_parser("config", help="configuration")
     config_commands = config.add_subparsers(dest="config_command", required=True)

@@ -69,6 +69,16 @@ class PrometheusConfig:
 
 
 @dataclass(frozen=True)
+class LocalEndpointConfig:
+    """The local read-only Unix socket of ``gpu-agent top`` (``agent/local``)."""
+
+    enabled: bool = _d("local_endpoint.enabled")
+    socket: str = _d("local_endpoint.socket")
+    group: str | None = _d("local_endpoint.group")  # None: the agent's own group
+    recent_events: int = _d("local_endpoint.recent_events")
+
+
+@dataclass(frozen=True)
 class TracingConfig:
     """Spans of the agent's own pipeline (exports, scrapes) over OTLP; off unless enabled."""
 
@@ -128,3 +138,4 @@ class AgentConfig:
     otlp: OtlpConfig = field(default_factory=OtlpConfig)
     tracing: TracingConfig = field(default_factory=TracingConfig)
     prometheus: PrometheusConfig = field(default_factory=PrometheusConfig)
+    local_endpoint: LocalEndpointConfig = field(default_factory=LocalEndpointConfig)

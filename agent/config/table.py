@@ -35,7 +35,7 @@ from gpu_otel_agent.config.kinds import (
     Text,
 )
 
-EXPORTERS = ("otlp", "console")
+EXPORTERS = ("otlp", "console", "none")
 OTLP_PROTOCOLS = ("grpc", "http/protobuf")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 PROMETHEUS_SCHEMES = ("otel", "dcgm")
@@ -124,7 +124,8 @@ LIVE, RESTART = Reload.LIVE, Reload.RESTART
 
 TABLE: tuple[Key, ...] = (
     Key("exporter", Choice(choices=EXPORTERS), "otlp", RESTART,
-        "`otlp` (push to a collector) or `console` (print).",
+        "`otlp` (push to a collector), `console` (print) or `none` (sample and serve locally: "
+        "Prometheus, the local endpoint; send nothing).",
         env=Env("GPU_AGENT_EXPORTER"), flag="--exporter"),
     Key("export_interval", Seconds(), 10.0, LIVE, "Seconds between exports.",
         env=Env("GPU_AGENT_EXPORT_INTERVAL"),
@@ -229,6 +230,18 @@ TABLE: tuple[Key, ...] = (
         "Slow-group reads in a row a raised gray-failure condition must be gone before "
         "`gpu.healthy` (with each condition's own clear threshold, so a value oscillating at "
         "a threshold does not flap)."),
+    # The local read-only endpoint (gpu-agent top, check): a Unix socket, never over TCP.
+    Key("local_endpoint.enabled", Flag(), True, RESTART,
+        "Serve the snapshot and recent health events on a local Unix socket for "
+        "`gpu-agent top` (read-only).", env=Env("GPU_AGENT_LOCAL_ENDPOINT_ENABLED")),
+    Key("local_endpoint.socket", AbsolutePath(), "/run/gpu-otel-agent/agent.sock", RESTART,
+        "Path of the socket (mode 0660); its directory must not be world-writable.",
+        env=Env("GPU_AGENT_LOCAL_SOCKET")),
+    Key("local_endpoint.group", Text(nullable=True), None, RESTART,
+        "Group (name or number) that may read the socket besides its owner; `null`: the "
+        "agent's own group.", env=Env("GPU_AGENT_LOCAL_GROUP")),
+    Key("local_endpoint.recent_events", Count(minimum=1), 256, RESTART,
+        "Health events kept for clients (oldest dropped first)."),
     # Fallbacks for the standard OTEL_EXPORTER_OTLP_* variables, which the exporter reads.
     Key("otlp.protocol", Choice(choices=OTLP_PROTOCOLS, nullable=True), None, RESTART,
         "`grpc` or `http/protobuf`; `null`: `grpc`.",

@@ -23,6 +23,7 @@ from gpu_otel_agent.export.otlp_proto import ProtoEncoder, wire_contract_problem
 from gpu_otel_agent.export.otlp_target import ExporterConfigError, otlp_protocol, resolve_target
 from gpu_otel_agent.export.senders import build_request_sender, credential_provider
 from gpu_otel_agent.export.snapshot_exporters import (
+    NoSnapshotExporter,
     OtlpSnapshotExporter,
     SdkSnapshotExporter,
     SnapshotExporter,
@@ -121,6 +122,8 @@ def build_snapshot_exporter(
     env = os.environ if environ is None else environ
     if config.exporter == "console":
         return SdkSnapshotExporter(ConsoleMetricExporter(), resource)
+    if config.exporter == "none":
+        return NoSnapshotExporter()
     problem = problem or fast_path_problem(config, env)
     if problem is not None:
         log.warning("metrics go through the OpenTelemetry SDK's exporter (slower): %s", problem)

@@ -19,6 +19,16 @@ class SnapshotExporter(Protocol):
     def shutdown(self, timeout_s: float) -> None: ...
 
 
+class NoSnapshotExporter:
+    """``exporter: none``: the snapshot stays local (Prometheus, ``gpu-agent top``)."""
+
+    def export(self, snapshot: NodeSnapshot, timeout_s: float) -> bool:
+        return True
+
+    def shutdown(self, timeout_s: float) -> None:
+        return None
+
+
 class OtlpSnapshotExporter:
     """Encodes straight to OTLP protobuf and sends it itself (see ``senders``)."""
 

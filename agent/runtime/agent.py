@@ -29,6 +29,8 @@ from gpu_otel_agent.export.exporters import build_snapshot_exporter
 from gpu_otel_agent.export.prometheus import EndpointError
 from gpu_otel_agent.export.pusher import MetricPusher
 from gpu_otel_agent.export.tracing import SpanRecorder, TracedExporter, build_tracer
+from gpu_otel_agent.local.endpoint import LocalEndpoint, LocalEndpointError
+from gpu_otel_agent.local.routes import Sources, build_routes
 from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
 from gpu_otel_agent.model.workload import WorkloadLookup
 from gpu_otel_agent.runtime.config_holder import ConfigHolder
@@ -201,6 +203,7 @@ class Agent:
             log.error("%s", error)
             self._close_backends(opened)
             return 2
+        local = self._start_local_endpoint()
         tasks = [asyncio.create_task(s.run(), name=f"sampler-{i}")
                  for i, s in enumerate(self.samplers)]
         tasks.append(asyncio.create_task(pusher.run(), name="export"))
@@ -230,6 +233,8 @@ class Agent:
         await pusher.close(budget * (0.7 if self.health is not None else 1.0))
         if endpoint is not None:
             endpoint.stop()
+        if local is not None:
+            local.stop()
         tracer.shutdown(0.5)
         for node_plugin in self.node_plugins:
             node_plugin.close()
@@ -252,6 +257,28 @@ class Agent:
         endpoint.start()
         telemetry.add(endpoint.readings)
         return endpoint
+
+    def _start_local_endpoint(self) -> LocalEndpoint | None:
+        """The read-only socket of ``gpu-agent top``. It is a window onto the agent, not its
+        job: when it cannot start, the agent says why and goes on sampling and exporting."""
+        settings = self._initial.local_endpoint
+        if not settings.enabled:
+            return None
+        path = Path(settings.socket)
+        sources = Sources(
+            store=self.store,
+            events=self.health.recent if self.health is not None else None,
+            agent={"version": VERSION, "pid": os.getpid(), "host": socket.gethostname(),
+                   "node": self._initial.node_name, "socket": str(path),
+                   "exporter": self._initial.exporter, "started_ns": time.time_ns()},
+        )
+        local = LocalEndpoint(path, settings.group, build_routes(sources))
+        try:
+            local.start()
+        except LocalEndpointError as error:
+            log.error("local endpoint (gpu-agent top) is off: %s", error)
+            return None
+        return local
 
     def summary(self) -> dict[str, object]:
         """Counters of the whole run, logged as one JSON line at exit (read by the benchmarks)."""

@@ -27,7 +27,9 @@ from gpu_otel_agent.export.events.senders import build_event_sender
 from gpu_otel_agent.export.events.spool import Spool
 from gpu_otel_agent.gpu_health.debounce import DebounceSettings
 from gpu_otel_agent.gpu_health.engine import EngineSettings, HealthEngine
+from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.telemetry import HealthTelemetry
+from gpu_otel_agent.local.events import EventRing
 from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
 from gpu_otel_agent.model.workload import GpuProcess, WorkloadLookup
 
@@ -70,8 +72,15 @@ class HealthRuntime:
                       int(health.spool_max_mib * MIB))
         self.spool = spool
         self.pusher = EventPusher(build_event_sender(config, resource), spool)
+        # The recent events a local client (gpu-agent top) reads, as they were delivered.
+        self.recent = EventRing(config.local_endpoint.recent_events)
+
+        def deliver(event: HealthEvent) -> None:
+            self.recent.append(event)
+            self.pusher.submit(event)
+
         self.engine = HealthEngine(
-            [d.identity for b in opened for d in b.devices], self.pusher.submit, store,
+            [d.identity for b in opened for d in b.devices], deliver, store,
             EngineSettings(storm_window=health.storm_window, dedup_window=health.dedup_window,
                            debounce=DebounceSettings(health.degrade_after, health.clear_after)),
             workloads,

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import yaml
 
+from gpu_otel_agent.local.client import LocalClientError, get
 from tests.receivers.netutil import wait_for_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -57,6 +61,10 @@ class AgentProcess:
         wrapper: Sequence[str] = (),  # a command the agent runs under (setpriv, ...)
     ) -> None:
         self.log_path = workdir / f"agent-{time.monotonic_ns()}.log"
+        # Each agent's own local endpoint, in a short private directory (sun_path is 108
+        # bytes; pytest's tmp_path can be longer): never /run's, nor another test's.
+        self.socket_dir = Path(tempfile.mkdtemp(prefix="ga-"))
+        self.socket_path = self.socket_dir / "agent.sock"
         full_env = dict(os.environ)
         full_env.update(node_env or {})
         full_env.update(
@@ -66,6 +74,7 @@ class AgentProcess:
                 "PYTHONUNBUFFERED": "1",
                 # Each test's own event spool: never another test's (or a real agent's).
                 "GPU_AGENT_EVENT_SPOOL": str(workdir / "event-spool"),
+                "GPU_AGENT_LOCAL_SOCKET": str(self.socket_path),
             }
         )
         full_env.update(env or {})
@@ -91,6 +100,7 @@ class AgentProcess:
             raise AssertionError(
                 f"agent still running {timeout}s after SIGTERM; its log:\n{self.log()[-4000:]}"
             ) from None
+        shutil.rmtree(self.socket_dir, ignore_errors=True)
         return time.monotonic() - start
 
     def shutdown(self, timeout: float = 60.0) -> None:
@@ -111,8 +121,22 @@ class AgentProcess:
             raise AssertionError(f"agent endpoint never came up:\n{self.log()[-3000:]}")
         return self
 
+    def answering(self, timeout: float = 30) -> AgentProcess:
+        """This agent once its local endpoint (the Unix socket of ``gpu-agent top``) serves
+        every device; closed, with its log in the error, if it never does or exits first."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.process.poll() is None:
+            with contextlib.suppress(LocalClientError):
+                devices = get(self.socket_path, "/v1/snapshot")["devices"]
+                if devices and all(d["readings"] for d in devices):
+                    return self
+            time.sleep(0.1)
+        self.close()
+        raise AssertionError(f"local endpoint never answered:\n{self.log()[-3000:]}")
+
     def close(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
         self._log.close()
+        shutil.rmtree(self.socket_dir, ignore_errors=True)

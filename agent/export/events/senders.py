@@ -43,6 +43,16 @@ class OtlpEventSender:
         self._transport.shutdown()
 
 
+class NoEventSender:
+    """``exporter: none``: events stay local (the local endpoint keeps the recent ones)."""
+
+    def send(self, events: Sequence[HealthEvent]) -> bool:
+        return True
+
+    def shutdown(self) -> None:
+        return None
+
+
 class ConsoleEventSender:
     """``exporter: console``: one JSON object per event on stdout, named as in OTLP."""
 
@@ -70,5 +80,7 @@ def build_event_sender(
     env = os.environ if environ is None else environ
     if config.exporter == "console":
         return ConsoleEventSender()
+    if config.exporter == "none":
+        return NoEventSender()
     return OtlpEventSender(build_request_sender(resolve_target(config, env, "LOGS")),
                            LogEncoder(resource))

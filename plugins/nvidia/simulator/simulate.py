@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from gpu_otel_agent.plugins.nvidia.simulator import (
     SimulatedNode,
     attach_in_process,
 )
+from gpu_otel_agent.plugins.nvidia.simulator.control import default_socket_path
 
 log = logging.getLogger(__name__)
 
@@ -26,10 +28,33 @@ def simulated_node(scenario: Path) -> Iterator[SimulatedNode]:
         node = SimulatedNode.start(scenario)
     except (ScenarioError, BuildError) as error:
         raise SimulatedNodeError(str(error)) from error
-    with node:
+    with node, _well_known(node.socket_path):
         attach_in_process(node)
         log.info("simulated node up: control socket %s", node.socket_path)
         yield node
+
+
+@contextlib.contextmanager
+def _well_known(socket_path: Path) -> Iterator[None]:
+    """Make ``gpu-agent sim ...`` from a second shell reach this node without
+    ``GPU_SIM_SOCKET``: a link at the path it looks at by default, unless a node is serving
+    there already. Removed at exit if it is still ours."""
+    link = default_socket_path()
+    made = False
+    try:
+        link.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if link.is_symlink() and not link.exists():
+            link.unlink()  # dangling: left by a node that is gone
+        os.symlink(socket_path, link)  # atomic: fails if anything is there
+        made = True
+    except OSError as error:
+        log.info("control socket not linked at %s (%s); use GPU_SIM_SOCKET=%s", link,
+                 error.strerror, socket_path)
+    try:
+        yield
+    finally:
+        if made and link.is_symlink() and os.readlink(link) == str(socket_path):
+            link.unlink()
 
 
 _FACTORY: SimulatedNodeFactory = simulated_node  # mypy checks it against the core's Protocol

@@ -284,7 +284,7 @@ def test_kinds_reject_what_they_do_not_hold() -> None:
 @pytest.mark.parametrize(("flag", "bad", "message"), [
     ("--interval", "0", "must be a positive number of seconds, got 0.0"),
     ("--export-interval", "soon", "expected a number, got 'soon'"),
-    ("--exporter", "kafka", "must be one of otlp, console, got 'kafka'"),
+    ("--exporter", "kafka", "must be one of otlp, console, none, got 'kafka'"),
 ])
 def test_the_parser_rejects_a_bad_flag_value_with_the_kinds_reason(
     flag: str, bad: str, message: str, capsys: pytest.CaptureFixture[str],

@@ -139,7 +139,7 @@ def test_docs_cli_documents_the_flags_users_run_with() -> None:
     generated = (DOCS / "cli.md").read_text(encoding="utf-8")
     run = generated.split("## `gpu-agent run`", 1)[1].split("\n## ", 1)[0]
     for flag in ("--simulate SCENARIO", "--config FILE", "--interval SECONDS",
-                 "--export-interval SECONDS", "--exporter otlp\\|console"):
+                 "--export-interval SECONDS", "--exporter otlp\\|console\\|none"):
         assert f"`{flag}`" in run
 
 

@@ -1,0 +1,1 @@
+"""``gpu-agent top``: a live terminal view of what the agent sees."""

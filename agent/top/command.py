@@ -1,0 +1,104 @@
+"""``gpu-agent top``: arguments and the choice between live screen, plain snapshot and JSON.
+
+The terminal library and the screen are imported only when a live screen is drawn, so this
+module costs the rest of the CLI (and the agent) nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from gpu_otel_agent.config.load import Overrides, load
+from gpu_otel_agent.local.client import LocalClientError
+from gpu_otel_agent.top.render import Options, plain, render
+from gpu_otel_agent.top.source import Source, SourceError, attached, standalone
+from gpu_otel_agent.top.view import SORTS, Filter, Model
+
+
+def add_top(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    top = commands.add_parser(
+        "top", help="live view of the GPUs, their processes and pods, and health events",
+        description="Attached to the agent running on this machine (its local endpoint), or "
+        "standalone on a simulated node with --simulate. Keys: s sort, / filter (pod:NAME "
+        "ns:NAME gpu:N), Esc clear filter, p pause, q quit.")
+    top.add_argument("--simulate", type=Path, metavar="SCENARIO",
+                     help="run an agent of its own on the simulated node of SCENARIO")
+    top.add_argument("--socket", type=Path, metavar="PATH",
+                     help="the agent's local endpoint (default: local_endpoint.socket of "
+                     "--config and the environment)")
+    top.add_argument("--config", type=Path, metavar="FILE",
+                     help="the agent's YAML configuration (for its socket path)")
+    top.add_argument("--once", action="store_true",
+                     help="print one plain-text snapshot and exit (the default without a "
+                     "terminal)")
+    top.add_argument("--json", action="store_true",
+                     help="print the agent's snapshot and recent events as JSON and exit")
+    top.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
+                     help="seconds between refreshes (default 1)")
+    top.add_argument("--sort", choices=SORTS, default="memory", help="process order")
+    top.add_argument("--filter", default="", metavar="FILTER",
+                     help="show only these: pod:NAME ns:NAME gpu:N or words")
+    top.set_defaults(handler=run_top)
+
+
+@contextlib.contextmanager
+def _source(args: argparse.Namespace) -> Iterator[Source]:
+    if args.simulate is not None:
+        with standalone(args.simulate) as source:
+            yield source
+        return
+    path = args.socket or Path(load(args.config, Overrides()).local_endpoint.socket)
+    yield attached(path)
+
+
+def _settled(source: Source, model: Model, interval: float) -> None:
+    """A fresh standalone agent: wait for every device's readings, then one more refresh so
+    the snapshot has its processes and a second point of history."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if all(d["readings"] for d in source.snapshot()["devices"]):
+            break
+        time.sleep(0.2)
+    model.update(source.snapshot(), source.events(model.last_seq))
+    time.sleep(interval)
+
+
+def run_top(args: argparse.Namespace) -> int:
+    try:
+        options = Options(sort=args.sort, filter=Filter.parse(args.filter))
+    except ValueError as error:
+        print(f"gpu-agent top: {error}", file=sys.stderr)
+        return 2
+    if args.interval <= 0:
+        print("gpu-agent top: --interval must be more than 0 seconds", file=sys.stderr)
+        return 2
+    try:
+        with _source(args) as source:
+            model = Model(source.label)
+            if args.json:
+                document = {"source": source.label, "snapshot": source.snapshot(),
+                            "events": source.events(0)}
+                json.dump(document, sys.stdout, indent=1)
+                sys.stdout.write("\n")
+                return 0
+            live = not args.once and sys.stdin.isatty() and sys.stdout.isatty()
+            if not live:
+                if args.simulate is not None:
+                    _settled(source, model, args.interval)
+                frame = model.update(source.snapshot(), source.events(model.last_seq))
+                width = shutil.get_terminal_size().columns
+                sys.stdout.write(plain(render(frame, options, width)))
+                return 0
+            from gpu_otel_agent.top import screen
+
+            return screen.run(source, model, options, args.interval)
+    except (SourceError, LocalClientError) as error:
+        print(f"gpu-agent top: {error}", file=sys.stderr)
+        return 2

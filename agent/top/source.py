@@ -1,0 +1,109 @@
+"""Where ``gpu-agent top`` reads from: the agent running on the node (its local endpoint), or
+an agent of its own on a simulated node (``--simulate``), read through the same endpoint.
+
+Standalone mode starts ``gpu-agent run --simulate SCENARIO --exporter none`` as a child with a
+private socket: the same sampling, attribution and health pipeline as on a node, exporting
+nothing, its log kept in a file so it never writes over the screen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from gpu_otel_agent.local.client import Json, LocalClientError, get
+
+STANDALONE_START_S = 60.0
+STANDALONE_INTERVAL_S = 1.0  # seconds between reads of the child's fast group
+
+
+class SourceError(Exception):
+    """No agent to read from; the message says what to do."""
+
+
+class Source:
+    """An agent's local endpoint, and how to name it on screen."""
+
+    def __init__(self, socket_path: Path, label: str, timeout: float = 3.0) -> None:
+        self.socket_path = socket_path
+        self.label = label
+        self._timeout = timeout
+
+    def snapshot(self) -> Json:
+        return get(self.socket_path, "/v1/snapshot", self._timeout)
+
+    def events(self, after: int) -> Json:
+        return get(self.socket_path, f"/v1/events?after={after}", self._timeout)
+
+
+def attached(socket_path: Path) -> Source:
+    """The agent serving ``socket_path``; SourceError when none answers."""
+    try:
+        agent = get(socket_path, "/v1/snapshot")["agent"]
+    except LocalClientError as error:
+        raise SourceError(
+            f"{error}\nwithout an agent on this machine, try: "
+            f"gpu-agent top --simulate examples/scenarios/h100-8gpu.yaml") from None
+    node = f" on node {agent['node']}" if agent.get("node") else ""
+    return Source(socket_path, f"attached to agent {agent.get('version', '?')} "
+                               f"(pid {agent.get('pid', '?')}{node}) at {socket_path}")
+
+
+@contextlib.contextmanager
+def standalone(scenario: Path, interval: float = STANDALONE_INTERVAL_S) -> Iterator[Source]:
+    """An agent of our own on the simulated node of ``scenario``, stopped at exit."""
+    if not scenario.is_file():
+        raise SourceError(f"scenario {scenario}: no such file")
+    directory = Path(tempfile.mkdtemp(prefix="gpu-agent-top-"))
+    socket_path = directory / "agent.sock"
+    env = {**os.environ,
+           "GPU_AGENT_LOCAL_ENDPOINT_ENABLED": "true",
+           "GPU_AGENT_LOCAL_SOCKET": str(socket_path),
+           "GPU_AGENT_EVENT_SPOOL": str(directory / "spool"),
+           "PYTHONUNBUFFERED": "1"}
+    config = directory / "agent.yaml"
+    # Faster than a node's defaults: a person is watching (the processes group lists PIDs).
+    config.write_text(f"groups:\n  fast: {{interval: {interval:g}}}\n"
+                      f"  processes: {{interval: {interval:g}}}\n", encoding="utf-8")
+    log_path = directory / "agent.log"
+    with log_path.open("wb") as log:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "gpu_otel_agent.cli", "run", "--simulate", str(scenario),
+             "--exporter", "none", "--config", str(config)],
+            env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True)  # a Ctrl-C in top's terminal is top's to handle
+    try:
+        _wait_serving(child, socket_path, log_path)
+        yield Source(socket_path, f"standalone: simulated node {scenario.name} "
+                                  f"(own agent, pid {child.pid})")
+    finally:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+            try:
+                child.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _wait_serving(child: subprocess.Popen[bytes], socket_path: Path, log_path: Path) -> None:
+    deadline = time.monotonic() + STANDALONE_START_S
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            tail = log_path.read_text(encoding="utf-8", errors="replace")[-2000:]
+            raise SourceError(f"the simulated node's agent exited ({child.returncode}):\n{tail}")
+        with contextlib.suppress(LocalClientError):
+            if get(socket_path, "/v1/snapshot")["devices"]:
+                return
+        time.sleep(0.2)
+    raise SourceError(f"the simulated node's agent did not serve {socket_path} within "
+                      f"{STANDALONE_START_S:g}s (log: {log_path})")

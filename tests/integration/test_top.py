@@ -1,0 +1,150 @@
+"""``gpu-agent top`` in a real pseudo-terminal, attached to a real agent through its local
+endpoint: the simulated node's values, a process in a pod cgroup named by the test kubelet, an
+XID injected while it runs, keys, a resize and a clean quit; then the plain and JSON snapshots,
+and the standalone mode on a simulated node of its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
+from tests.integration.cgroups import Cgroups
+from tests.integration.conftest import UUIDS
+from tests.integration.harness import REPO, SCENARIOS, AgentProcess, h100, write_scenario
+from tests.integration.terminal import Terminal
+from tests.receivers.kubelet import FakeKubelet
+
+pytestmark = pytest.mark.integration
+TOP = [sys.executable, "-m", "gpu_otel_agent.cli", "top"]
+# What the simulated node serves for each GPU (distinct, so a value in the wrong row shows).
+SERVED = [
+    {"utilization_gpu": 37, "temperature_c": 41, "power_w": 222, "sm_clock_mhz": 1410},
+    {"utilization_gpu": 64, "temperature_c": 58, "power_w": 333, "sm_clock_mhz": 1755},
+]
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[SimulatedNode]:
+    devices = [h100(i, uuid=UUIDS[i], **SERVED[i]) for i in range(2)]
+    scenario = write_scenario(tmp_path, {"driver_version": "580.95.05", "devices": devices})
+    with SimulatedNode.start(scenario, state_dir=tmp_path / "node") as sim:
+        yield sim
+
+
+def _row(screen: str, gpu: int) -> str:
+    (row,) = [line for line in screen.splitlines() if re.match(rf"\s+{gpu} H100 ", line)]
+    return row
+
+
+def _served(row: str, gpu: int) -> bool:
+    served = SERVED[gpu]
+    return all(f" {text} " in f"{row} " for text in (
+        f"{served['utilization_gpu']}%", f"{served['temperature_c']}C",
+        f"{served['power_w']}W", str(served["sm_clock_mhz"])))
+
+
+def test_top_shows_the_node_its_pods_and_an_xid_as_it_arrives(
+    node: SimulatedNode, groups: Cgroups, v2: Path, tmp_path: Path,
+) -> None:
+    pod = groups.pod(v2, "trainer-7", "burstable", "cgroupfs", namespace="vision")
+    in_pod = groups.spawn(pod.cgroup)
+    on_host = groups.spawn(v2 / "unified" if (v2 / "unified").is_dir() else v2)
+    for device, pid, mib in ((1, in_pod, 3000), (0, on_host, 500)):
+        assert node.command({"op": "proc_add", "device": device, "pid": pid,
+                             "used_memory_mib": mib, "sm_util": 20})["ok"]
+    config = tmp_path / "agent.yaml"
+    with FakeKubelet(tmp_path / "kubelet" / "kubelet.sock") as kubelet:
+        kubelet.set_pods([PodAllocation(pod.namespace, pod.name, (ContainerAllocation(
+            "main", (ContainerDevices("nvidia.com/gpu", (UUIDS[1],)),)),))])
+        config.write_text(
+            "groups: {processes: {interval: 0.3}, slow: {interval: 5}}\n"
+            f"attribution: {{reconcile_interval: 1, kubelet: {{socket: {kubelet.socket_path},"
+            " refresh_interval: 1, timeout: 2}}\n", encoding="utf-8")
+        agent = AgentProcess(tmp_path, "http://127.0.0.1:1", node.env,
+                             ["--interval", "0.3", "--exporter", "none", "--config", str(config)]
+                             ).answering()
+        env = {**os.environ, "NO_COLOR": "1"}
+        terminal = Terminal([*TOP, "--socket", str(agent.socket_path), "--interval", "0.3"], env)
+        try:
+            screen = terminal.wait_for(lambda s: "trainer-7" in s and "vision" in s,
+                                       "the process in the pod cgroup, with its pod")
+            assert screen.startswith("gpu-agent top · attached to agent")
+            screen = terminal.wait_for(lambda s: _served(_row(s, 0), 0)
+                                       and _served(_row(s, 1), 1),
+                                       "every GPU's values as the node serves them")
+            assert _row(screen, 1).rstrip().endswith("ok")
+            host_row = [line for line in screen.splitlines() if f" {on_host} " in line]
+            assert host_row and "vision" not in host_row[0]
+            # NO_COLOR: styled (the headers are reversed) but not one coloured character.
+            cells = [c for row in terminal.screen.buffer.values() for c in row.values()]
+            assert any(c.reverse for c in cells)
+            assert {c.fg for c in cells} == {"default"}
+
+            assert node.command({"op": "xid", "device": 1, "code": 79})["ok"]
+            screen = terminal.wait_for(
+                lambda s: "XID 79 GPU_FALLEN_OFF_BUS -> RESTART_BM" in s
+                and "hit: vision/trainer-7" in s and "failed" in _row(s, 1),
+                "the XID in the feed with its catalog name, action and the pod hit")
+
+            terminal.type(b"/pod:trainer\r")
+            screen = terminal.wait_for(
+                lambda s: "filter:pod:trainer" in s and f" {on_host} " not in s,
+                "the pod filter applied")
+            assert f" {in_pod} " in screen
+            terminal.type(b"s")
+            terminal.wait_for(lambda s: "sort:utilization" in s, "the next sort order")
+
+            terminal.resize(30, 110)
+            screen = terminal.wait_for(
+                lambda s: len(s.splitlines()) == 30 and "sort:utilization" in s.splitlines()[-1]
+                and any(len(line) > 80 for line in s.splitlines()),
+                "the screen redrawn at 110x30, footer on the last row")
+
+            terminal.type(b"q")
+            assert terminal.wait_exit() == 0
+        finally:
+            terminal.close()
+        try:
+            once = subprocess.run([*TOP, "--socket", str(agent.socket_path), "--once"],
+                                  capture_output=True, text=True, timeout=60, check=True,
+                                  env={**os.environ, "COLUMNS": "80"})
+            assert all(len(line) <= 80 for line in once.stdout.splitlines())
+            assert _served(_row(once.stdout, 0), 0)
+            assert "XID 79 GPU_FALLEN_OFF_BUS" in once.stdout
+            data = json.loads(subprocess.run(
+                [*TOP, "--socket", str(agent.socket_path), "--json"], capture_output=True,
+                text=True, timeout=60, check=True).stdout)
+            (process,) = [p for d in data["snapshot"]["devices"] for p in d["processes"]
+                          if p["pid"] == in_pod]
+            assert (process["pod"], process["namespace"], process["pod_uid"]) == (
+                pod.name, pod.namespace, pod.uid)
+            assert process["memory_bytes"] == 3000 * 1024 * 1024
+            xids = [e for e in data["events"]["events"] if e["name"] == "gpu.xid"]
+            assert xids and xids[0]["attributes"]["k8s.pod.name"] == [pod.name]
+        finally:
+            agent.shutdown()
+
+
+def test_top_standalone_on_a_simulated_node_and_without_an_agent(tmp_path: Path) -> None:
+    once = subprocess.run([*TOP, "--simulate", str(SCENARIOS / "h100-8gpu.yaml"), "--once"],
+                          capture_output=True, text=True, timeout=120, cwd=REPO,
+                          env={**os.environ, "COLUMNS": "80"}, check=False)
+    assert once.returncode == 0, once.stderr
+    first = once.stdout.splitlines()[0]
+    assert first.startswith("gpu-agent top · standalone: simulated node h100-8gpu.yaml")
+    assert len([line for line in once.stdout.splitlines()
+                if re.match(r"\s+\d H100 80GB HBM3 ", line)]) == 8
+    missing = subprocess.run([*TOP, "--socket", str(tmp_path / "none.sock"), "--once"],
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert missing.returncode == 2
+    assert "no agent serves" in missing.stderr
+    assert "gpu-agent top --simulate examples/scenarios/h100-8gpu.yaml" in missing.stderr
