@@ -342,11 +342,9 @@ class HealthEngine:
         for change in gpu.gray.update((*slow, *mine), self._clock(), me, others):
             cause = subsystems.gray_cause(change.subsystem, change.condition)
             if change.active:
-                transition = gpu.machine.set(cause, HealthState.DEGRADED,
-                                             f"{change.subsystem}: {change.reason}")
+                transition = gpu.machine.set(cause, HealthState.DEGRADED, change.reason)
             else:
-                transition = gpu.machine.clear(cause, f"{change.subsystem} no longer: "
-                                               f"{change.reason}")
+                transition = gpu.machine.clear(cause, f"no longer: {change.reason}")
             self._gray_event(gpu, change, now)
             self._transition(gpu, transition, now)
 
@@ -436,8 +434,10 @@ class HealthEngine:
     def _publish(self, gpu: _Gpu) -> None:
         readings = tuple(Reading("gpu.xid.errors", count, (("gpu.xid.code", code),))
                          for code, count in sorted(gpu.xids.items()))
-        readings += subsystems.status_readings(subsystems.states(gpu.machine.causes()))
-        self._store.put_overlay(gpu.identity.uuid, DeviceOverlay(gpu.machine.state, readings))
+        held = subsystems.held(gpu.machine.causes())
+        readings += subsystems.status_readings(subsystems.states(held))
+        self._store.put_overlay(gpu.identity.uuid,
+                                DeviceOverlay(gpu.machine.state, readings, held))
 
     # -- tasks ---------------------------------------------------------------------------
 

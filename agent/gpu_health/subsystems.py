@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gpu_otel_agent.model.snapshot import HealthState, Reading, worst
+from gpu_otel_agent.model.snapshot import HealthState, HeldCondition, Reading, worst
 
 PCIE, NVLINK, MEMORY, THERMAL, POWER, DRIVER, SM = (
     "pcie", "nvlink", "memory", "thermal", "power", "driver", "sm")
@@ -43,12 +43,18 @@ def subsystem_of(cause: str) -> str:
     return _CAUSE_SUBSYSTEM.get(cause, DRIVER)
 
 
-def states(causes: Iterable[tuple[str, HealthState]]) -> dict[str, HealthState]:
-    """Each subsystem's state: the worst of its causes (ok when it has none)."""
-    held: dict[str, list[HealthState]] = {name: [] for name in SUBSYSTEMS}
-    for cause, state in causes:
-        held[subsystem_of(cause)].append(state)
-    return {name: worst(*found) for name, found in held.items()}
+def held(causes: Iterable[tuple[str, HealthState, str]]) -> tuple[HeldCondition, ...]:
+    """The health machine's causes, each placed in its subsystem."""
+    return tuple(HeldCondition(subsystem_of(cause), state, reason)
+                 for cause, state, reason in causes)
+
+
+def states(conditions: Iterable[HeldCondition]) -> dict[str, HealthState]:
+    """Each subsystem's state: the worst of its conditions (ok when it has none)."""
+    found: dict[str, list[HealthState]] = {name: [] for name in SUBSYSTEMS}
+    for condition in conditions:
+        found[condition.subsystem].append(condition.state)
+    return {name: worst(*states) for name, states in found.items()}
 
 
 def status_readings(by_subsystem: dict[str, HealthState]) -> tuple[Reading, ...]:
