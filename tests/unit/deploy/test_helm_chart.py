@@ -4,6 +4,7 @@ manifest validated against the Kubernetes schemas of two recent versions."""
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,8 @@ def of_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return doc
 
 
-@pytest.mark.parametrize("values", [{}, TOGGLED], ids=["default", "toggled"])
+@pytest.mark.parametrize("values", [{}, TOGGLED, {**TOGGLED, "npd": {"enabled": True}}],
+                         ids=["default", "toggled", "toggled-npd"])
 def test_lint_is_clean_in_strict_mode(values: dict[str, Any]) -> None:
     for version in KUBE_VERSIONS:
         report = helm.lint(CHART, copy.deepcopy(values), strict=True, namespace="monitoring",
@@ -72,7 +74,8 @@ def test_lint_is_clean_in_strict_mode(values: dict[str, Any]) -> None:
         assert [m for m in report["messages"] if m["severity"] >= 2] == [], report
 
 
-@pytest.mark.parametrize("values", [{}, TOGGLED], ids=["default", "toggled"])
+@pytest.mark.parametrize("values", [{}, TOGGLED, {**TOGGLED, "npd": {"enabled": True}}],
+                         ids=["default", "toggled", "toggled-npd"])
 def test_every_manifest_is_valid_for_two_kubernetes_versions(
     chart: helm.Chart, values: dict[str, Any],
 ) -> None:
@@ -276,3 +279,34 @@ def test_the_hpa_example_is_valid_and_uses_the_adapter_metric() -> None:
                              .read_text())
     served = {rule["seriesQuery"].split("{", 1)[0] for rule in adapter["rules"]["custom"]}
     assert metric["pods"]["metric"]["name"] in served
+
+
+def test_npd_sidecar_runs_the_plugin_config_with_a_token_of_its_own(chart: helm.Chart) -> None:
+    """npd.enabled: NPD's binary (copied from its image) runs in the agent's image beside
+    `gpu-agent`, reads the shipped custom-plugin config, shares /run with the agent (its socket)
+    and alone gets an API token, bound to the role Kubernetes bootstraps for NPD."""
+    assert not [d for d in render(chart) if d["metadata"]["name"].endswith("-npd")]
+    docs = render(chart, {"npd": {"enabled": True}})
+    pod = of_kind(docs, "DaemonSet")["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    agent, npd = pod["containers"]
+    (init,) = pod["initContainers"]
+    assert init["image"] == "registry.k8s.io/node-problem-detector/node-problem-detector:v1.36.0"
+    assert init["command"] == ["cp", "/node-problem-detector", "/npd/node-problem-detector"]
+    assert npd["image"] == agent["image"]
+    assert npd["command"][0] == "/npd/node-problem-detector"
+    assert "--config.custom-plugin-monitor=/etc/npd/gpu-monitor.json" in npd["command"]
+    assert {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} \
+        in npd["env"]
+    token = "/var/run/secrets/kubernetes.io/serviceaccount"
+    assert token in {m["mountPath"] for m in npd["volumeMounts"]}
+    assert token not in {m["mountPath"] for m in agent["volumeMounts"]}
+    shared = {m["name"]: m["mountPath"] for m in agent["volumeMounts"]}
+    assert shared["local-endpoint"] == "/run"  # the agent's socket: /run/gpu-otel-agent/
+    config = next(
+        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-npd"))
+    assert json.loads(config["data"]["gpu-monitor.json"]) == json.loads(
+        (CHART / "files" / "npd-gpu-monitor.json").read_text(encoding="utf-8"))
+    binding = of_kind(docs, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == "system:node-problem-detector"
+    assert binding["subjects"][0]["name"] == pod["serviceAccountName"]
