@@ -183,8 +183,17 @@ def gray_rows() -> list[str]:
         "ones, each continuous value with a clear threshold on the safe side of the raising one, "
         "so a value oscillating at a threshold raises once and does not flap. A read that "
         "cannot judge (an idle GPU for the load conditions, an absent reading, the first read "
-        "of a rate) counts for neither side. NVIDIA only for now: amdsmi reports PCIe link "
-        "width/speed, XGMI and ECC counters, but the AMD backend does not read them yet.",
+        "of a rate) counts for neither side.",
+        "",
+        "Per vendor: on NVIDIA every condition below. On AMD (amdsmi) the conditions whose "
+        "readings amdsmi serves: `pcie_link_width` and `pcie_link_generation` "
+        "(amdsmi_get_pcie_info: pcie_width / pcie_speed against max_pcie_width / "
+        "max_pcie_speed), `pcie_replay_rate` (gpu_metrics pcie_replay_count_acc), "
+        "`ecc_corrected_rate` (amdsmi ECC counts) and `sibling_power`. Not on AMD yet: XGMI link "
+        "state and error counters (amdsmi_get_gpu_xgmi_error_status / link topology are not "
+        "read, so no `nvlink` counterpart), the slowdown threshold (`thermal_margin`), the "
+        "application clock (`sm_clock_low`), the SM clock (`sibling_sm_clock`: AMD reports "
+        "the GFX clock as `graphics`) and the HW slowdown / power brake reasons.",
         "",
         "| condition | subsystem | what | threshold | why | read from |",
         "| --- | --- | --- | --- | --- | --- |",

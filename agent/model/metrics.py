@@ -86,16 +86,18 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("gpu.pcie.replay", C, "{replay}", "PCIe replay count.", (), "slow"),
     MetricSpec("gpu.pcie.link.generation", G, "1",
           "Current PCIe link generation (idle GPUs may lower it to save power).", (), "slow",
-          vendors=NVIDIA_ONLY),
+          vendor_notes=(("amd", "amdsmi pcie_speed / max_pcie_speed (MT/s) as the "
+                                "generation of that lane rate"),)),
     MetricSpec("gpu.pcie.link.generation.max", G, "1",
           "Highest PCIe link generation the GPU and its slot allow together.", (), "slow",
-          vendors=NVIDIA_ONLY),
+          vendor_notes=(("amd", "amdsmi pcie_speed / max_pcie_speed (MT/s) as the "
+                                "generation of that lane rate"),)),
     MetricSpec("gpu.pcie.link.width", G, "{lane}",
           "Current PCIe link width (idle GPUs may lower it to save power).", (), "slow",
-          vendors=NVIDIA_ONLY),
+          vendor_notes=(("amd", "amdsmi pcie_width / max_pcie_width"),)),
     MetricSpec("gpu.pcie.link.width.max", G, "{lane}",
           "Widest PCIe link the GPU and its slot allow together.", (), "slow",
-          vendors=NVIDIA_ONLY),
+          vendor_notes=(("amd", "amdsmi pcie_width / max_pcie_width"),)),
     MetricSpec("gpu.nvlink.link.state", G, "1",
           "NVLink link state as NVML reports it: 0 inactive, 1 active, 2 sleep (power saving), "
           "3 active with traffic disabled; only the links the GPU has.", ("gpu.nvlink.link",),

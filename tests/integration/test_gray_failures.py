@@ -14,7 +14,7 @@ import pytest
 
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 from tests.integration.conftest import UUIDS
-from tests.integration.harness import AgentProcess
+from tests.integration.harness import AgentProcess, write_scenario
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.receivers.store import LogEvent, Store
 
@@ -155,3 +155,29 @@ def test_idle_link_slowdown_is_quiet_and_an_oscillating_temperature_does_not_fla
     finally:
         agent.shutdown()
         agent.close()
+
+
+def test_an_amd_pcie_link_that_trained_down_is_the_same_gray_failure(
+    otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path,
+) -> None:
+    """amdsmi's pcie_width / max_pcie_width through the simulated libamd_smi.so: the PCIe
+    conditions are vendor-neutral, read from the same metric names."""
+    scenario = write_scenario(tmp_path, {"devices": [
+        {"vendor": "amd", "model": "AMD Instinct MI300X", "utilization_gpu": 90}]})
+    with SimulatedNode.start(scenario, state_dir=tmp_path / "node") as node:
+        agent = _agent(tmp_path, node, otlp_grpc_receiver)
+        store = otlp_grpc_receiver.store
+        try:
+            store.wait_for(lambda s: s.latest("gpu.pcie.link.width.max"), timeout=30)
+            assert store.latest("gpu.pcie.link.generation.max").value == 5  # 32 GT/s
+            node.command({"op": "set", "device": 0, "values": {"pcie_link_width": 8}})
+            (degraded,) = store.wait_for(lambda s: s.logs("gpu.degraded"), timeout=20)
+            assert degraded.attributes["hw.vendor"] == "amd"
+            assert degraded.attributes["gpu.health.condition"] == "pcie_link_width"
+            assert degraded.attributes["gpu.health.reason"] == "PCIe link width x8 of x16 " \
+                "under load"
+            node.command({"op": "set", "device": 0, "values": {"pcie_link_width": 16}})
+            store.wait_for(lambda s: s.logs("gpu.healthy"), timeout=20)
+        finally:
+            agent.shutdown()
+            agent.close()
