@@ -331,10 +331,16 @@ class HealthEngine:
         """Gray-failure conditions from this slow read, the GPU's latest fast read and its
         same-model siblings' (all from the store: the samplers publish before reporting)."""
         fast: dict[str, tuple[Reading, ...]] = {}
+        partitioned = False
         for device in self._store.devices():
             if device.identity.partition is None and device.identity.uuid in self._gpus:
                 sample = device.samples.get("fast")
                 fast[device.identity.uuid] = sample.readings if sample else ()
+            partitioned = partitioned or device.identity.parent_uuid == gpu.identity.uuid
+        if partitioned:
+            # NVML reports the NVLink links of a MIG-enabled GPU down (DCGM treats them as
+            # disabled there: DcgmHealthWatch, "Bug 200682374"): not a link failure.
+            slow = tuple(r for r in slow if r.metric != "gpu.nvlink.link.state")
         mine = fast.get(gpu.identity.uuid, ())
         others = [_peer(self._gpus[uuid].identity.model, readings)
                   for uuid, readings in fast.items() if uuid != gpu.identity.uuid]

@@ -216,7 +216,8 @@ CONDITIONS: tuple[ConditionSpec, ...] = (
         "a link answering NVML_NVLINK_STATE_INACTIVE or ACTIVE_TRAFFIC_DISABLED (SLEEP is a "
         "power state, not a fault)",
         "DCGM fails its NVLink health watch on any link down; collective bandwidth drops "
-        "with it. Links the GPU does not have are never read.",
+        "with it. Links the GPU does not have are never read; nor are a MIG-enabled GPU's, "
+        "which NVML reports down (DCGM skips them too).",
         "NVML_FI_DEV_NVLINK_GET_STATE per link (scopeId = link)", _nvlink_down),
     ConditionSpec(
         "nvlink_errors", sub.NVLINK, "NVLink error counters rising",

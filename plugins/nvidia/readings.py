@@ -138,22 +138,15 @@ def _throttle(handle: Handle) -> tuple[Reading, ...]:
     )
 
 
-def _pcie(handle: Handle) -> tuple[Reading, ...]:
-    """Current and maximum link; the max is what device and slot allow together (nvml.h
+def _pcie(metric: str, fn: Callable[[Handle], int]) -> Callable[[Handle], tuple[Reading, ...]]:
+    """One PCIe link value. Each is its own call (an error is counted against the function
+    that returned it). The max is what device and slot allow together (nvml.h
     nvmlDeviceGetMaxPcieLinkGeneration: "possible with this device and system"), the right
     reference for a link that trained down."""
-    return (
-        Reading("gpu.pcie.link.generation", pynvml.nvmlDeviceGetCurrPcieLinkGeneration(handle)),
-        Reading("gpu.pcie.link.generation.max",
-                pynvml.nvmlDeviceGetMaxPcieLinkGeneration(handle)),
-    )
+    def read(handle: Handle) -> tuple[Reading, ...]:
+        return (Reading(metric, fn(handle)),)
 
-
-def _pcie_width(handle: Handle) -> tuple[Reading, ...]:
-    return (
-        Reading("gpu.pcie.link.width", pynvml.nvmlDeviceGetCurrPcieLinkWidth(handle)),
-        Reading("gpu.pcie.link.width.max", pynvml.nvmlDeviceGetMaxPcieLinkWidth(handle)),
-    )
+    return read
 
 
 def _application_clock(handle: Handle) -> tuple[Reading, ...]:
@@ -265,8 +258,11 @@ SLOW_CALLS: tuple[CallReading, ...] = (
     CallReading("nvmlDeviceGetClockInfo", _clock("graphics", pynvml.NVML_CLOCK_GRAPHICS)),
     CallReading("nvmlDeviceGetClockInfo", _clock("video", pynvml.NVML_CLOCK_VIDEO)),
     CallReading("nvmlDeviceGetCurrentClocksEventReasons", _throttle),
-    CallReading("nvmlDeviceGetCurrPcieLinkGeneration", _pcie),
-    CallReading("nvmlDeviceGetCurrPcieLinkWidth", _pcie_width),
+    *(CallReading(name, _pcie(metric, getattr(pynvml, name))) for name, metric in (
+        ("nvmlDeviceGetCurrPcieLinkGeneration", "gpu.pcie.link.generation"),
+        ("nvmlDeviceGetMaxPcieLinkGeneration", "gpu.pcie.link.generation.max"),
+        ("nvmlDeviceGetCurrPcieLinkWidth", "gpu.pcie.link.width"),
+        ("nvmlDeviceGetMaxPcieLinkWidth", "gpu.pcie.link.width.max"))),
     CallReading("nvmlDeviceGetClock", _application_clock),
     CallReading("nvmlDeviceGetTemperatureThreshold", _slowdown_threshold),
 )
