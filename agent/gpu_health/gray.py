@@ -239,8 +239,9 @@ CONDITIONS: tuple[ConditionSpec, ...] = (
     ConditionSpec(
         "hw_slowdown", sub.SM, "Sustained HW slowdown", "clock-event reason HW slowdown held "
         "for `health.degrade_after` reads",
-        "nvml.h: HW slowdown halves the clocks or more (an external signal, power brake or "
-        "thermal); held that long it is not a transient.",
+        "nvml.h (nvmlClocksThrottleReasonHwSlowdown): the core clocks cut by a factor of 2 or "
+        "more for heat, an external power brake or fast-trigger power protection; it \"may be "
+        "also reported during PState or clock change\", so only a held one counts.",
         "nvmlDeviceGetCurrentClocksEventReasons (nvmlClocksEventReasonHwSlowdown)",
         _reason_held("hw_slowdown", "HW slowdown (clocks halved or lower) held")),
     ConditionSpec(
@@ -271,7 +272,8 @@ POLLED_CONDITIONS: tuple[tuple[str, str, str, str], ...] = (
     ("row_remap_pending", "Remapped rows wait for a GPU reset", "NVML_FI_DEV_REMAPPED_PENDING = 1",
      "nvml.h nvmlDeviceGetRemappedRows isPending: the remap applies at the next reset."),
     ("row_remap_failure", "A row remap failed", "NVML_FI_DEV_REMAPPED_FAILURE = 1",
-     "nvml.h: remapping failed; NVIDIA's guidance is to reset and, if it recurs, replace."),
+     "DCGM's memory watch fails on it: \"unrecoverable memory hardware damage. Reset the GPU "
+     "or reboot the node immediately\" (dcgm_errors.h DCGM_FR_ROW_REMAP_FAILURE_NEXT)."),
     ("retired_pages_pending", "Retired pages wait for a GPU reset",
      "NVML_FI_DEV_RETIRED_PENDING = 1", "Pre-Ampere page retirement applies at the next reset."),
 )
