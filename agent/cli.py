@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import sys
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from gpu_otel_agent.check.command import add_check
 from gpu_otel_agent.config.kinds import Choice, Invalid, Seconds
 from gpu_otel_agent.config.load import ConfigError, Overrides, load, to_tree
 from gpu_otel_agent.config.table import FLAGS, Key, flag_dest
@@ -24,7 +24,7 @@ from gpu_otel_agent.docs import cli_markdown, events_markdown, metrics_markdown
 from gpu_otel_agent.export.exporters import ExporterConfigError
 from gpu_otel_agent.extensions.commands import COMMAND_GROUP, Commands
 from gpu_otel_agent.extensions.loading import load_group
-from gpu_otel_agent.extensions.simulation import SIMULATED_NODE_GROUP, SimulatedNodeError
+from gpu_otel_agent.extensions.simulation import SimulatedNodeError, simulated_node
 from gpu_otel_agent.logs import setup_logging
 from gpu_otel_agent.remediation.command import add_npd
 from gpu_otel_agent.top.command import add_top
@@ -71,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="bring up the simulated GPU node from SCENARIO and monitor it")
 
     add_top(commands)
+    add_check(commands)
     add_npd(commands)
 
     config = commands.add_parser("config", help="configuration")
@@ -107,22 +108,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-@contextlib.contextmanager
-def _simulated_node(scenario: Path | None) -> Iterator[None]:
-    if scenario is None:
-        yield
-        return
-    factories = load_group(SIMULATED_NODE_GROUP)
-    if not factories:
-        raise SimulatedNodeError(
-            f"none is installed (entry-point group {SIMULATED_NODE_GROUP})")
-    if len(factories) > 1:
-        log.info("simulated nodes %s are installed; using %s",
-                 ", ".join(f.name for f in factories), factories[0].name)
-    with factories[0].value(scenario):
-        yield
-
-
 def _run_loop(coroutine: Coroutine[Any, Any, int]) -> int:
     try:
         import uvloop
@@ -138,7 +123,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     overrides = _overrides(args)
     config = load(args.config, overrides)
     setup_logging(config.log_level)
-    with _simulated_node(args.simulate):
+    with simulated_node(args.simulate):
         agent = Agent(config, args.config, overrides)
         return _run_loop(agent.run())
 

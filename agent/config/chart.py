@@ -80,6 +80,7 @@ CHART_VALUES: tuple[ChartValue, ...] = (
                why="reading /dev/kmsg needs CAP_SYSLOG; the chart adds it only when asked."),
     ChartValue("health.spool.maxMiB", "health.spool_max_mib"),
     ChartValue("tracing.enabled", "tracing.enabled"),
+    ChartValue("localEndpoint.enabled", "local_endpoint.enabled"),
     ChartValue("ebpf.enabled", "ebpf.enabled"),
     ChartValue("ebpf.processEvents", "attribution.process_events"),
 )

@@ -49,7 +49,7 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
-def _ssl_context(target: OtlpTarget) -> ssl.SSLContext:
+def ssl_context(target: OtlpTarget) -> ssl.SSLContext:
     context = ssl.create_default_context(cafile=target.certificate)
     if target.client_certificate:
         context.load_cert_chain(target.client_certificate, target.client_key)
@@ -67,7 +67,7 @@ class HttpTransport:
         self._host = url.hostname
         self._port = url.port
         self._path = (url.path or "/") + (f"?{url.query}" if url.query else "")
-        self._context = _ssl_context(target) if self._https else None
+        self._context = ssl_context(target) if self._https else None
         headers = {"content-type": "application/x-protobuf", "user-agent": USER_AGENT}
         if target.compression is not None:
             headers["content-encoding"] = target.compression

@@ -27,6 +27,9 @@ HEALTH = "gpu.health"
 DEGRADED = "gpu.degraded"
 HEALTHY = "gpu.healthy"
 AMD_VM_FAULT = "gpu.amd.vm_fault"
+# Not a health event (so not in EVENTS, which the gateway routes to Loki): the one test record
+# `gpu-agent check` sends to see that logs reach the collector.
+CHECK = "gpu_agent.check"
 
 
 @dataclass(frozen=True)

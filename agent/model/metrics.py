@@ -182,6 +182,9 @@ AGENT_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("gpu_agent.read.errors", C, "{error}", "Group reads that failed.",
                ("hw.id", "gpu.index")),
     MetricSpec("gpu_agent.exports", C, "{export}", "Metric exports that ended (OTLP push)."),
+    MetricSpec("gpu_agent.check", G, "1", "1, sent once by each test export of `gpu-agent "
+               "check` (a running agent never sends it); filter it out or use it to see that "
+               "checks reach the collector."),
     MetricSpec("gpu_agent.export.failures", C, "{export}", "Metric exports that failed."),
     MetricSpec("gpu_agent.exports.skipped", C, "{export}",
                "Export intervals skipped while the previous export was still retrying."),

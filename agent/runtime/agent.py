@@ -276,7 +276,12 @@ class Agent:
         try:
             local.start()
         except LocalEndpointError as error:
-            log.error("local endpoint (gpu-agent top) is off: %s", error)
+            if os.geteuid() == 0:
+                log.error("local endpoint (gpu-agent top) is off: %s", error)
+            else:  # a user's own run (a laptop): the default path under /run is root's
+                log.warning("local endpoint (gpu-agent top) is off: %s; as a user, set "
+                            "local_endpoint.socket (GPU_AGENT_LOCAL_SOCKET) to a path in a "
+                            "directory of yours", error)
             return None
         return local
 

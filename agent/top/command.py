@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import json
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -70,6 +71,10 @@ def _settled(source: Source, model: Model, interval: float) -> None:
     time.sleep(interval)
 
 
+def _exit_on(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def run_top(args: argparse.Namespace) -> int:
     try:
         options = Options(sort=args.sort, filter=Filter.parse(args.filter))
@@ -79,6 +84,10 @@ def run_top(args: argparse.Namespace) -> int:
     if args.interval <= 0:
         print("gpu-agent top: --interval must be more than 0 seconds", file=sys.stderr)
         return 2
+    # A closed terminal or a kill ends top through its finally blocks, so a standalone
+    # agent of its own (in a session of its own) is stopped with it.
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _exit_on)
     try:
         with _source(args) as source:
             model = Model(source.label)

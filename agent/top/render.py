@@ -18,7 +18,7 @@ from gpu_otel_agent.top.view import Device, Event, Filter, Frame, Process, sort_
 Segment = tuple[str, str]  # text, style name ("" for none)
 Line = list[Segment]
 SPARKS = "▁▂▃▄▅▆▇█"
-SPARK_WIDTH = 8
+SPARK_WIDTH = 7
 HEALTH_STYLE = {"ok": "ok", "degraded": "warn", "failed": "error"}
 SEVERITY_STYLE = {"FATAL": "error", "ERROR": "error", "WARN": "warn"}
 GIB = 1024 ** 3
@@ -72,8 +72,8 @@ def _fit(line: Line, width: int) -> Line:
     return out
 
 
-DEVICE_HEADER = (f"{'GPU':>3} {'MODEL':<14} {'UTIL':>4} {'UTIL 60s':<8} {'MEMORY':>11} "
-                 f"{'MEM 60s':<8} {'TEMP':>4} {'POWER':>5} {'SMMHz':>5} HEALTH")
+DEVICE_HEADER = (f"{'GPU':>3} {'MODEL':<14} {'UTIL':>4} {'UTIL60s':<7} {'MEMORY':>10} "
+                 f"{'MEM60s':<7} {'TEMP':>4} {'POWER':>5} {'SMMHz':>5} HEALTH")
 PROCESS_HEADER = (f"{'GPU':>3} {'PID':>7} {'COMMAND':<12} {'GPU MEM':>7} {'UTIL':>4} "
                   f"{'NAMESPACE':<12} POD / JOB")
 
@@ -83,8 +83,8 @@ def device_line(d: Device, history: tuple[tuple[float, ...], tuple[float, ...]])
     if d.profile is not None:
         name = f"{'':>3}  └ {d.profile:<11.11}"
     util, mem = history
-    text = (f"{name} {_pct(d.utilization):>4} {spark(util):<8} "
-            f"{_memory(d.memory_used, d.memory_total):>11} {spark(mem):<8} "
+    text = (f"{name} {_pct(d.utilization):>4} {spark(util):<7} "
+            f"{_memory(d.memory_used, d.memory_total):>10} {spark(mem):<7} "
             f"{_num(d.temperature, 'C'):>4} {_num(d.power, 'W'):>5} "
             f"{_num(d.sm_clock, '', 1e6):>5} ")
     health = d.health + (f" {d.xid_errors} xid" if d.xid_errors else "")
@@ -93,27 +93,36 @@ def device_line(d: Device, history: tuple[tuple[float, ...], tuple[float, ...]])
 
 def process_line(p: Process) -> Line:
     memory = "-" if p.memory is None else f"{p.memory / 2**20:.0f}M"
-    return [(f"{p.gpu:>3} {p.pid:>7} {p.executable:<12.12} {memory:>7} "
-             f"{_pct(p.utilization):>4} {p.namespace or '-':<12.12} ", ""),
-            (p.workload, "bold")]
+    line: Line = [(f"{p.gpu:>3} {p.pid:>7} {p.executable:<12.12} {memory:>7} "
+                   f"{_pct(p.utilization):>4} {p.namespace or '-':<12.12} ", ""),
+                  (p.workload, "bold")]
+    if p.profile is not None:  # on a partition: which one (MIG 3g.40gb, CPX)
+        line.append((f" on {p.profile}", "dim"))
+    return line
 
 
-def event_line(e: Event) -> Line:
+def event_lines(e: Event, width: int) -> list[Line]:
+    """One line, or two when the workloads hit do not fit after the summary (they matter
+    most: they go on their own line, under the summary)."""
     when = time.strftime("%H:%M:%S", time.localtime(e.time_ns / 1e9))
     where = f"GPU {e.gpu}" if e.gpu is not None else "node"
     hit = e.pods or e.processes
     line: Line = [(f"{when} ", "dim"), (f"{where:<6} ", ""),
                   (e.summary, SEVERITY_STYLE.get(e.severity, ""))]
-    if hit:
-        line.append((" hit: " + ", ".join(hit), "bold"))
-    return line
+    if not hit:
+        return [line]
+    pods: Segment = (" hit: " + ", ".join(hit), "bold")
+    if sum(len(text) for text, _ in line) + len(pods[0]) <= width:
+        return [[*line, pods]]
+    return [line, [(" " * 15, ""), (pods[0].lstrip(), "bold")]]
 
 
 def _title(frame: Frame, options: Options) -> Line:
     when = time.strftime("%H:%M:%S", time.localtime(frame.taken_ns / 1e9))
-    line: Line = [("gpu-agent top", "title"), (f" · {frame.source} · {when}", "")]
+    line: Line = [("gpu-agent top", "title"), (f" {when} ", "")]
     if options.paused:
-        line.append((" · PAUSED", "warn"))
+        line.append(("PAUSED ", "warn"))
+    line.append((f"· {frame.source}", ""))
     return line
 
 
@@ -122,19 +131,26 @@ def _footer(options: Options) -> Line:
         return [("filter (pod:NAME ns:NAME gpu:N word; Enter applies, Esc clears): ", "bold"),
                 (options.prompt, "")]
     line: Line = [("q", "bold"), (" quit  ", ""), ("s", "bold"), (f" sort:{options.sort}  ", ""),
-                  ("/", "bold"), (f" filter:{options.filter or 'none'}  ", ""), ("p", "bold"),
+                  ("/", "bold"), (f" filter:{str(options.filter) or 'none'}  ", ""), ("p", "bold"),
                   (" pause  ", "")]
     if options.status:
         line.append((options.status, "warn"))
     return line
 
 
-def _rows(lines: list[Line], limit: int | None, what: str) -> list[Line]:
+def _rows(groups: list[list[Line]], limit: int | None, what: str) -> list[Line]:
+    """Whole groups (an event and its second line) while they fit, then how many are left."""
+    lines = [line for group in groups for line in group]
     if limit is None or len(lines) <= limit:
         return lines
-    if limit <= 0:
-        return []
-    return [*lines[:limit - 1], [(f"  … {len(lines) - limit + 1} more {what}", "dim")]]
+    out: list[Line] = []
+    for shown, group in enumerate(groups):
+        if len(out) + len(group) > limit - 1:
+            if not out:  # not even one whole group: its first lines
+                return group[:limit]
+            return [*out, [(f"  … {len(groups) - shown} more {what}", "dim")]]
+        out.extend(group)
+    return out
 
 
 def _share(rows: int, processes: int, events: int) -> tuple[int, int]:
@@ -152,22 +168,30 @@ def _share(rows: int, processes: int, events: int) -> tuple[int, int]:
 def render(frame: Frame, options: Options, width: int, height: int | None = None) -> list[Line]:
     """The screen as lines; ``height`` None: everything (a plain snapshot)."""
     flt = options.filter
-    devices = [device_line(d, frame.history.get(d.uuid, ((), ())))
-               for d in frame.devices if flt.device(d)]
-    processes = [process_line(p) for p in
+    shown = [d for d in frame.devices if flt.device(d)]
+    processes = [[process_line(p)] for p in
                  sort_processes([p for p in frame.processes if flt.process(p)], options.sort)]
     if not processes:
-        processes = [[("  no processes" + (" match the filter" if flt.workload else ""),
-                       "dim")]]
-    events = [event_line(e) for e in reversed(frame.events) if flt.event(e)]  # newest first
+        processes = [[[("  no processes" + (" match the filter" if flt.workload else ""),
+                        "dim")]]]
+    events = [event_lines(e, width) for e in reversed(frame.events) if flt.event(e)]
     if not events:
-        events = [[("  no health events yet", "dim")]]
+        events = [[[("  no health events yet", "dim")]]]
     proc_limit = event_limit = device_limit = None
+    hidden = 0
     if height is not None:
         fixed = 5  # title, three headers, footer
-        device_limit = max(min(len(devices), height - fixed - 4), 1)
-        left = max(height - fixed - device_limit, 0)
-        proc_limit, event_limit = _share(left, len(processes), len(events))
+        device_limit = max(height - fixed - 6, 1)  # at least 6 rows of processes and events
+        if len(shown) > device_limit:  # partitions first: `gpu:N` shows a GPU's again
+            hidden = sum(d.parent is not None for d in shown)
+            shown = [d for d in shown if d.parent is None]
+        left = max(height - fixed - min(len(shown) + bool(hidden), device_limit), 0)
+        proc_limit, event_limit = _share(left, len(processes),
+                                         sum(len(group) for group in events))
+    devices = [[device_line(d, frame.history.get(d.uuid, ((), ())))] for d in shown]
+    if hidden:
+        devices.append([[(f"  {hidden} partitions not shown (filter gpu:N shows a GPU's)",
+                          "dim")]])
     title = _title(frame, options)
     out: list[Line] = [
         title,

@@ -83,7 +83,7 @@ def standalone(scenario: Path, interval: float = STANDALONE_INTERVAL_S) -> Itera
     try:
         _wait_serving(child, socket_path, log_path)
         yield Source(socket_path, f"standalone: simulated node {scenario.name} "
-                                  f"(own agent, pid {child.pid})")
+                                  f"(pid {child.pid})")
     finally:
         if child.poll() is None:
             child.send_signal(signal.SIGTERM)

@@ -45,6 +45,7 @@ class Process:
     memory: int | None
     utilization: float | None
     pod: str | None
+    pod_uid: str | None
     namespace: str | None
     container: str | None
     slurm_job: str | None
@@ -54,6 +55,8 @@ class Process:
         """Who it runs for: the pod, else the Slurm job, else the container, else '-'."""
         if self.pod:
             return self.pod
+        if self.pod_uid:  # a pod cgroup the kubelet has not named (yet, or no socket)
+            return f"pod uid {self.pod_uid[:8]}"
         if self.slurm_job:
             return f"slurm job {self.slurm_job}"
         if self.container:
@@ -106,7 +109,8 @@ def processes(raw: Json) -> list[Process]:
     return [Process(gpu=int(raw["index"]), device_uuid=raw["uuid"],
                     profile=partition["profile"] if partition else None, pid=int(p["pid"]),
                     executable=p["executable"], memory=p["memory_bytes"],
-                    utilization=p["utilization"], pod=p["pod"], namespace=p["namespace"],
+                    utilization=p["utilization"], pod=p["pod"], pod_uid=p["pod_uid"],
+                    namespace=p["namespace"],
                     container=p["container_id"], slurm_job=p["slurm_job"])
             for p in raw["processes"]]
 

@@ -31,7 +31,7 @@ class Terminal:
         self._stream = pyte.ByteStream(self.screen)
         self._master, slave = os.openpty()
         self._size(rows, columns)
-        self.screen.write_process_input = self._answer  # type: ignore[method-assign]
+        self.screen.write_process_input = self._answer  # what a terminal answers, it sends
         self.process = subprocess.Popen([setsid, "--ctty", *argv], stdin=slave, stdout=slave,
                                         stderr=slave, env={**env, "TERM": "xterm-256color"},
                                         close_fds=True)

@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,7 +79,7 @@ def test_top_shows_the_node_its_pods_and_an_xid_as_it_arrives(
         try:
             screen = terminal.wait_for(lambda s: "trainer-7" in s and "vision" in s,
                                        "the process in the pod cgroup, with its pod")
-            assert screen.startswith("gpu-agent top · attached to agent")
+            assert re.match(r"gpu-agent top \d\d:\d\d:\d\d · attached to agent ", screen)
             screen = terminal.wait_for(lambda s: _served(_row(s, 0), 0)
                                        and _served(_row(s, 1), 1),
                                        "every GPU's values as the node serves them")
@@ -140,9 +142,27 @@ def test_top_standalone_on_a_simulated_node_and_without_an_agent(tmp_path: Path)
                           env={**os.environ, "COLUMNS": "80"}, check=False)
     assert once.returncode == 0, once.stderr
     first = once.stdout.splitlines()[0]
-    assert first.startswith("gpu-agent top · standalone: simulated node h100-8gpu.yaml")
+    assert re.match(r"gpu-agent top \d\d:\d\d:\d\d · standalone: simulated node "
+                    r"h100-8gpu.yaml ", first)
     assert len([line for line in once.stdout.splitlines()
                 if re.match(r"\s+\d H100 80GB HBM3 ", line)]) == 8
+    # Live: killed with SIGTERM (a closed window), top stops the agent it started.
+    terminal = Terminal([*TOP, "--simulate", str(SCENARIOS / "h100-8gpu.yaml")],
+                        dict(os.environ))
+    try:
+        screen = terminal.wait_for(lambda s: "(pid " in s and " 7 H100" in s, "standalone")
+        match = re.search(r"simulated node h100-8gpu.yaml \(pid (\d+)\)", screen)
+        assert match, screen
+        child = Path(f"/proc/{match.group(1)}")
+        assert child.exists()
+        terminal.process.send_signal(signal.SIGTERM)
+        assert terminal.wait_exit() == 128 + signal.SIGTERM
+        deadline = time.monotonic() + 30
+        while child.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not child.exists(), "the standalone agent outlived top"
+    finally:
+        terminal.close()
     missing = subprocess.run([*TOP, "--socket", str(tmp_path / "none.sock"), "--once"],
                              capture_output=True, text=True, timeout=60, check=False)
     assert missing.returncode == 2

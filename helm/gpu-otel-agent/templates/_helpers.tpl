@@ -80,6 +80,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
     "process_events" (ternary "ebpf" "netlink" (eq (include "gpu-otel-agent.ebpfProcessEvents" .) "true")))
   "ebpf" (dict "enabled" .Values.ebpf.enabled)
   "tracing" (dict "enabled" .Values.tracing.enabled)
+  "local_endpoint" (dict
+    "enabled" .Values.localEndpoint.enabled
+    "socket" "/run/gpu-otel-agent/agent.sock")
   "health" (dict
     "kmsg" .Values.health.kernelLog
     "spool_path" "/var/lib/gpu-otel-agent/events"
@@ -93,4 +96,126 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if .Values.otlp.caSecret }}{{ $_ := set $otlp "certificate" "/etc/gpu-otel-agent/otlp-ca/ca.crt" }}{{ end }}
 {{- $_ := set $base "otlp" $otlp }}
 {{- toYaml (mustMergeOverwrite $base (deepCopy .Values.config)) }}
+{{- end }}
+
+{{/* The agent container's environment (the DaemonSet's agent and the helm test's check). */}}
+{{- define "gpu-otel-agent.env" -}}
+{{- $headers := include "gpu-otel-agent.headersSecret" . -}}
+- name: K8S_NODE_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: spec.nodeName
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+# The agent's own pod, for the gateway's k8sattributes. By IP, not k8s.pod.name:
+# that name is on every workload data point, and a resource attribute of the same
+# name would clash with it wherever resource attributes are promoted to labels.
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: "k8s.pod.ip=$(POD_IP)"
+# NVIDIA container toolkit: inject the driver's management library (NVML), no
+# compute; every GPU, since the agent watches them all.
+- name: NVIDIA_VISIBLE_DEVICES
+  value: all
+- name: NVIDIA_DRIVER_CAPABILITIES
+  value: utility
+{{- if $headers }}
+- name: OTEL_EXPORTER_OTLP_HEADERS
+  valueFrom:
+    secretKeyRef:
+      name: {{ $headers }}
+      key: {{ .Values.otlp.existingSecretKey }}
+{{- end }}
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* The agent container's mounts (the DaemonSet's agent and the helm test's check). */}}
+{{- define "gpu-otel-agent.volumeMounts" -}}
+- name: config
+  mountPath: /etc/gpu-otel-agent
+  readOnly: true
+- name: tmp
+  mountPath: /tmp
+- name: host-cgroup
+  mountPath: /host/sys/fs/cgroup
+  readOnly: true
+  mountPropagation: HostToContainer
+- name: spool
+  mountPath: /var/lib/gpu-otel-agent
+{{- if .Values.attribution.enabled }}
+- name: pod-resources
+  mountPath: /var/lib/kubelet/pod-resources
+  readOnly: true
+{{- end }}
+{{- if .Values.health.kernelLog }}
+- name: kmsg
+  mountPath: /dev/kmsg
+  readOnly: true
+{{- end }}
+{{- if .Values.prometheus.webConfig.existingSecret }}
+- name: web-config
+  mountPath: /etc/gpu-otel-agent/web
+  readOnly: true
+{{- end }}
+{{- if .Values.otlp.caSecret }}
+- name: otlp-ca
+  mountPath: /etc/gpu-otel-agent/otlp-ca
+  readOnly: true
+{{- end }}
+{{- if .Values.localEndpoint.enabled }}
+# The read-only socket of gpu-agent top / check: a host directory (0755, made by
+# the kubelet), so root on the node can attach too.
+- name: local-endpoint
+  mountPath: /run/gpu-otel-agent
+{{- end }}
+{{- end }}
+
+{{/* The pod's volumes (the DaemonSet's and the helm test's). */}}
+{{- define "gpu-otel-agent.volumes" -}}
+- name: config
+  configMap:
+    name: {{ include "gpu-otel-agent.fullname" . }}
+- name: tmp
+  emptyDir:
+    medium: Memory
+    sizeLimit: 16Mi
+- name: host-cgroup
+  hostPath:
+    path: {{ .Values.hostCgroupRoot }}
+    type: Directory
+- name: spool
+  hostPath:
+    path: {{ .Values.health.spool.hostPath }}
+    type: DirectoryOrCreate
+{{- if .Values.attribution.enabled }}
+- name: pod-resources
+  hostPath:
+    path: {{ .Values.attribution.kubeletSocketDir }}
+    type: Directory
+{{- end }}
+{{- if .Values.health.kernelLog }}
+- name: kmsg
+  hostPath:
+    path: /dev/kmsg
+    type: CharDevice
+{{- end }}
+{{- if .Values.prometheus.webConfig.existingSecret }}
+- name: web-config
+  secret:
+    secretName: {{ .Values.prometheus.webConfig.existingSecret }}
+{{- end }}
+{{- if .Values.otlp.caSecret }}
+- name: otlp-ca
+  secret:
+    secretName: {{ .Values.otlp.caSecret }}
+{{- end }}
+{{- if .Values.localEndpoint.enabled }}
+- name: local-endpoint
+  hostPath:
+    path: {{ .Values.localEndpoint.hostPath }}
+    type: DirectoryOrCreate
+{{- end }}
 {{- end }}

@@ -119,10 +119,13 @@ def test_default_daemonset_has_least_privilege(chart: helm.Chart) -> None:
     host_paths = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
     assert host_paths == {"host-cgroup": "/sys/fs/cgroup",
                           "pod-resources": "/var/lib/kubelet/pod-resources",
-                          "spool": "/var/lib/gpu-otel-agent"}
+                          "spool": "/var/lib/gpu-otel-agent",
+                          "local-endpoint": "/run/gpu-otel-agent"}
     mounts = {m["name"]: m for m in container["volumeMounts"]}
-    # Read-only, except the health events' spool: it must outlive the pod.
-    assert [name for name in host_paths if not mounts[name].get("readOnly")] == ["spool"]
+    # Read-only, except the health events' spool (it must outlive the pod) and the directory
+    # of the local endpoint's socket (gpu-agent top).
+    assert [name for name in host_paths if not mounts[name].get("readOnly")] == [
+        "spool", "local-endpoint"]
     assert pod["nodeSelector"] == {"feature.node.kubernetes.io/pci-10de.present": "true"}
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in \
         pod["tolerations"]
@@ -281,9 +284,44 @@ def test_the_hpa_example_is_valid_and_uses_the_adapter_metric() -> None:
     assert metric["pods"]["metric"]["name"] in served
 
 
+@pytest.mark.parametrize("values", [{}, TOGGLED], ids=["default", "toggled"])
+def test_helm_test_runs_check_in_a_pod_set_up_like_the_agent(
+        chart: helm.Chart, values: dict[str, Any]) -> None:
+    docs = render(chart, values)
+    pod, agent = _container(docs)
+    (check,) = [d for d in docs if d["kind"] == "Pod"]
+    assert check["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    spec = check["spec"]
+    (container,) = spec["containers"]
+    assert container["args"] == ["check", "--config", "/etc/gpu-otel-agent/agent.yaml"]
+    assert spec["restartPolicy"] == "Never"
+    # What check checks is what the agent gets: the same node, host paths, mounts,
+    # environment, image and privileges.
+    for key in ("volumes", "nodeSelector", "tolerations", "hostPID", "hostNetwork",
+                "runtimeClassName"):
+        assert spec.get(key) == pod.get(key), key
+    for key in ("image", "env", "volumeMounts", "securityContext"):
+        assert container[key] == agent[key], key
+    assert not [d for d in render(chart, {**values, "test": {"enabled": False}})
+                if d["kind"] == "Pod"]
+
+
+def test_the_local_endpoint_socket_is_in_the_mounted_host_directory(
+        chart: helm.Chart, tmp_path: Path) -> None:
+    config = _agent_config(chart, {}, tmp_path)
+    _, container = _container(render(chart))
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "local-endpoint"]
+    assert config.local_endpoint.enabled
+    assert Path(config.local_endpoint.socket).parent == Path(mount["mountPath"])
+    off = _agent_config(chart, {"localEndpoint": {"enabled": False}}, tmp_path)
+    assert not off.local_endpoint.enabled
+    _, container = _container(render(chart, {"localEndpoint": {"enabled": False}}))
+    assert "local-endpoint" not in {m["name"] for m in container["volumeMounts"]}
+
+
 def test_npd_sidecar_runs_the_plugin_config_with_a_token_of_its_own(chart: helm.Chart) -> None:
     """npd.enabled: NPD's binary (copied from its image) runs in the agent's image beside
-    `gpu-agent`, reads the shipped custom-plugin config, shares /run with the agent (its socket)
+    `gpu-agent`, reads the shipped custom-plugin config, shares the agent's socket directory
     and alone gets an API token, bound to the role Kubernetes bootstraps for NPD."""
     assert not [d for d in render(chart) if d["metadata"]["name"].endswith("-npd")]
     docs = render(chart, {"npd": {"enabled": True}})
@@ -301,8 +339,14 @@ def test_npd_sidecar_runs_the_plugin_config_with_a_token_of_its_own(chart: helm.
     token = "/var/run/secrets/kubernetes.io/serviceaccount"
     assert token in {m["mountPath"] for m in npd["volumeMounts"]}
     assert token not in {m["mountPath"] for m in agent["volumeMounts"]}
-    shared = {m["name"]: m["mountPath"] for m in agent["volumeMounts"]}
-    assert shared["local-endpoint"] == "/run"  # the agent's socket: /run/gpu-otel-agent/
+    # The agent's socket directory (a host directory), read-only for NPD.
+    shared = {m["name"]: m for m in npd["volumeMounts"]}
+    assert shared["local-endpoint"]["mountPath"] == "/run/gpu-otel-agent"
+    assert shared["local-endpoint"]["readOnly"] is True
+    assert {m["name"]: m["mountPath"] for m in agent["volumeMounts"]}["local-endpoint"] == \
+        "/run/gpu-otel-agent"
+    with pytest.raises(Exception, match=r"npd\.enabled needs localEndpoint\.enabled"):
+        render(chart, {"npd": {"enabled": True}, "localEndpoint": {"enabled": False}})
     config = next(
         d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-npd"))
     assert json.loads(config["data"]["gpu-monitor.json"]) == json.loads(

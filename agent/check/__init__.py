@@ -1,0 +1,1 @@
+"""``gpu-agent check``: every prerequisite of a configuration, one line each."""
