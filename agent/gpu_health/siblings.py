@@ -9,6 +9,7 @@ utilization, and only when there are at least two of them (a pair cannot say whi
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpu_otel_agent.gpu_health import subsystems as sub
@@ -68,27 +69,35 @@ def _comparable(gpu: Peer, others: list[Peer]) -> list[Peer] | None:
     return busy
 
 
+def _against_peers(gpu: Peer, others: list[Peer],
+                   value: Callable[[Peer], float | None]) -> tuple[float, float, int] | None:
+    """The GPU's value, the median of its comparable peers' (positive) and how many there
+    were; None when there is nothing to compare."""
+    mine = value(gpu)
+    theirs = [v for p in _comparable(gpu, others) or () if (v := value(p)) is not None]
+    if mine is None or len(theirs) < MIN_PEERS:
+        return None
+    median = statistics.median(theirs)
+    return (mine, median, len(theirs)) if median > 0 else None
+
+
 def sm_clock(gpu: Peer, others: list[Peer], active: bool) -> Verdict:
-    peers = _comparable(gpu, others)
-    clocks = [p.sm_clock for p in peers or () if p.sm_clock is not None]
-    if gpu.sm_clock is None or len(clocks) < MIN_PEERS:
+    found = _against_peers(gpu, others, lambda p: p.sm_clock)
+    if found is None:
         return Verdict(None)
-    median = statistics.median(clocks)
-    ratio = gpu.sm_clock / median if median > 0 else 1.0
+    clock, median, count = found
+    ratio = clock / median
     return Verdict(ratio < (CLOCK_CLEAR if active else CLOCK_LOW),
-                   f"SM clock {gpu.sm_clock / 1e6:.0f} MHz is {ratio:.0%} of the median "
-                   f"{median / 1e6:.0f} MHz of {len(clocks)} busy {gpu.model} siblings")
+                   f"SM clock {clock / 1e6:.0f} MHz is {ratio:.0%} of the median "
+                   f"{median / 1e6:.0f} MHz of {count} busy {gpu.model} siblings")
 
 
 def power(gpu: Peer, others: list[Peer], active: bool) -> Verdict:
-    peers = _comparable(gpu, others)
-    draws = [p.power for p in peers or () if p.power is not None]
-    if gpu.power is None or len(draws) < MIN_PEERS:
+    found = _against_peers(gpu, others, lambda p: p.power)
+    if found is None:
         return Verdict(None)
-    median = statistics.median(draws)
-    if median <= 0:
-        return Verdict(None)
-    off = abs(gpu.power - median) / median
+    watts, median, count = found
+    off = abs(watts - median) / median
     return Verdict(off > (POWER_CLEAR if active else POWER_OFF),
-                   f"power {gpu.power:.0f} W is {off:.0%} from the median {median:.0f} W of "
-                   f"{len(draws)} busy {gpu.model} siblings")
+                   f"power {watts:.0f} W is {off:.0%} from the median {median:.0f} W of "
+                   f"{count} busy {gpu.model} siblings")
