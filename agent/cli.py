@@ -26,6 +26,7 @@ from gpu_otel_agent.extensions.commands import COMMAND_GROUP, Commands
 from gpu_otel_agent.extensions.loading import load_group
 from gpu_otel_agent.extensions.simulation import SimulatedNodeError, simulated_node
 from gpu_otel_agent.logs import setup_logging
+from gpu_otel_agent.remediation.command import add_npd
 from gpu_otel_agent.top.command import add_top
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_top(commands)
     add_check(commands)
+    add_npd(commands)
 
     config = commands.add_parser("config", help="configuration")
     config_commands = config.add_subparsers(dest="config_command", required=True)

@@ -155,6 +155,7 @@ def events_markdown() -> str:
         "| --- | --- | --- |",
     ]
     lines.extend(event_rows(EVENTS))
+    lines += gray_rows()
     lines += [
         "",
         "## XID catalog",
@@ -173,6 +174,50 @@ def events_markdown() -> str:
               *(f"| `{name}` | {described(name, meaning)} |" for name, meaning in ACTIONS.items()),
               ""]
     return "\n".join(lines)
+
+
+def gray_rows() -> list[str]:
+    """The gray-failure conditions behind ``gpu.degraded`` / ``gpu.healthy``, from their catalog."""
+    from gpu_otel_agent.gpu_health.gray import CONDITIONS, POLLED_CONDITIONS
+    from gpu_otel_agent.gpu_health.siblings import SIBLING_CONDITIONS
+
+    lines = [
+        "",
+        "## Gray failures",
+        "",
+        "`gpu.degraded` names the condition (`gpu.health.condition`), its subsystem "
+        "(`gpu.health.subsystem`) and the values behind it (`gpu.health.reason`); "
+        "`gpu.health.status` holds each subsystem's state and `hw.status` the GPU's. Evaluated "
+        "per GPU at every slow-group read (10 s by default); a condition is raised after "
+        "`health.degrade_after` bad reads in a row and cleared after `health.clear_after` good "
+        "ones, each continuous value with a clear threshold on the safe side of the raising one, "
+        "so a value oscillating at a threshold raises once and does not flap. A read that "
+        "cannot judge (an idle GPU for the load conditions, an absent reading, the first read "
+        "of a rate) counts for neither side.",
+        "",
+        "Per vendor: on NVIDIA every condition below. On AMD (amdsmi) the conditions whose "
+        "readings amdsmi serves: `pcie_link_width` and `pcie_link_generation` "
+        "(amdsmi_get_pcie_info: pcie_width / pcie_speed against max_pcie_width / "
+        "max_pcie_speed), `pcie_replay_rate` (gpu_metrics pcie_replay_count_acc), "
+        "`ecc_corrected_rate` (amdsmi ECC counts) and `sibling_power`. Not on AMD yet: XGMI link "
+        "state and error counters (amdsmi_get_gpu_xgmi_error_status / link topology are not "
+        "read, so no `nvlink` counterpart), the slowdown threshold (`thermal_margin`), the "
+        "application clock (`sm_clock_low`), the SM clock (`sibling_sm_clock`: AMD reports "
+        "the GFX clock as `graphics`) and the HW slowdown / power brake reasons.",
+        "",
+        "| condition | subsystem | what | threshold | why | read from |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    rows = [(c.name, c.subsystem, c.what, c.threshold, c.why, c.source) for c in CONDITIONS]
+    rows += [(c.name, c.subsystem, c.what, c.threshold, c.why, c.source)
+             for c in SIBLING_CONDITIONS]
+    for name, subsystem, what, threshold, why, source in rows:
+        lines.append(f"| `{name}` | `{subsystem}` | {described(name, what)} | {threshold} | "
+                     f"{why} | {source} |")
+    for name, what, threshold, why in POLLED_CONDITIONS:
+        lines.append(f"| `{name}` | `memory` | {described(name, what)} | {threshold} "
+                     f"(at once: the hardware sets it) | {why} | {threshold.split(' ')[0]} |")
+    return lines
 
 
 def event_rows(specs: tuple[EventSpec, ...]) -> list[str]:

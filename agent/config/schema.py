@@ -53,6 +53,8 @@ class HealthConfig:
     dedup_window: float = _d("health.dedup_window")  # seconds
     spool_path: str | None = _d("health.spool_path")
     spool_max_mib: float = _d("health.spool_max_mib")
+    degrade_after: int = _d("health.degrade_after")  # slow reads
+    clear_after: int = _d("health.clear_after")  # slow reads
 
 
 @dataclass(frozen=True)

@@ -231,6 +231,14 @@ TABLE: tuple[Key, ...] = (
         "`null`: no spool.", env=Env("GPU_AGENT_EVENT_SPOOL")),
     Key("health.spool_max_mib", Number(low=0.01, high=1_048_576, unit="MiB"), 16.0, RESTART,
         "Spool size limit (MiB); overflow is counted."),
+    Key("health.degrade_after", Count(minimum=1), 3, RESTART,
+        "Slow-group reads in a row a gray-failure condition must hold before its subsystem is "
+        "reported degraded (`gpu.degraded`); 3 reads at the default 10 s slow interval is the "
+        "30 s DCGM's health watches and AMD's exporter poll at."),
+    Key("health.clear_after", Count(minimum=1), 3, RESTART,
+        "Slow-group reads in a row a raised gray-failure condition must be gone before "
+        "`gpu.healthy` (with each condition's own clear threshold, so a value oscillating at "
+        "a threshold does not flap)."),
     # The local read-only endpoint (gpu-agent top, check): a Unix socket, never over TCP.
     Key("local_endpoint.enabled", Flag(), True, RESTART,
         "Serve the snapshot and recent health events on a local Unix socket for "

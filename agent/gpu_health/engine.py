@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpu_otel_agent.backends.protocol import (
     EVENT_ECC_CORRECTED,
@@ -32,13 +32,17 @@ from gpu_otel_agent.backends.protocol import (
     DeviceEvent,
 )
 from gpu_otel_agent.gpu_health import events as ev
+from gpu_otel_agent.gpu_health import subsystems
+from gpu_otel_agent.gpu_health.debounce import DebounceSettings
 from gpu_otel_agent.gpu_health.dedup import CrossSourceDedup
 from gpu_otel_agent.gpu_health.delivery import Delivery, Pending
 from gpu_otel_agent.gpu_health.events import EventAttributes, EventValue, HealthEvent
 from gpu_otel_agent.gpu_health.polled import PolledWatcher
 from gpu_otel_agent.gpu_health.severity import Severity
+from gpu_otel_agent.gpu_health.siblings import Peer
 from gpu_otel_agent.gpu_health.state import HealthMachine, Transition
 from gpu_otel_agent.gpu_health.storm import StormControl, Summary
+from gpu_otel_agent.gpu_health.watch import Change, GrayWatch
 from gpu_otel_agent.gpu_health.xid import ACTIONS, lookup
 from gpu_otel_agent.model.snapshot import (
     DeviceIdentity,
@@ -75,6 +79,7 @@ _RECOVERY_ACTIONS: dict[int, tuple[HealthState, str]] = {
 class EngineSettings:
     storm_window: float = 10.0  # seconds
     dedup_window: float = 2.0  # seconds
+    debounce: DebounceSettings = field(default_factory=DebounceSettings)  # gray failures
 
 
 @dataclass
@@ -93,6 +98,7 @@ class _Gpu:
     machine: HealthMachine
     polled: PolledWatcher
     xids: dict[int, int]
+    gray: GrayWatch
 
 
 class HealthEngine:
@@ -107,7 +113,8 @@ class HealthEngine:
         clock: Callable[[], float] = time.monotonic,
         wall_ns: Callable[[], int] = time.time_ns,
     ) -> None:
-        self._gpus = {d.uuid: _Gpu(d, HealthMachine(), PolledWatcher(), {}) for d in devices}
+        self._gpus = {d.uuid: _Gpu(d, HealthMachine(), PolledWatcher(), {},
+                                   GrayWatch(settings.debounce)) for d in devices}
         self._store = store
         self._settings = settings
         self._clock = clock
@@ -310,11 +317,52 @@ class HealthEngine:
                                 f"{verb}", tuple(attributes), time_ns=now,
                                 storm_key=(throttle.reason, throttle.state))
         for condition in conditions:
+            subsystem = subsystems.subsystem_of(condition.cause)
             if condition.active:
                 change = gpu.machine.set(condition.cause, HealthState.DEGRADED, condition.reason)
             else:
                 change = gpu.machine.clear(condition.cause, f"no longer: {condition.reason}")
+            self._gray_event(gpu, Change(condition.cause, subsystem, condition.active,
+                                         condition.reason), now)
             self._transition(gpu, change, now)
+        self._gray(gpu, readings, now)
+
+    def _gray(self, gpu: _Gpu, slow: tuple[Reading, ...], now: int) -> None:
+        """Gray-failure conditions from this slow read, the GPU's latest fast read and its
+        same-model siblings' (all from the store: the samplers publish before reporting)."""
+        fast: dict[str, tuple[Reading, ...]] = {}
+        partitioned = False
+        for device in self._store.devices():
+            if device.identity.partition is None and device.identity.uuid in self._gpus:
+                sample = device.samples.get("fast")
+                fast[device.identity.uuid] = sample.readings if sample else ()
+            partitioned = partitioned or device.identity.parent_uuid == gpu.identity.uuid
+        if partitioned:
+            # NVML reports the NVLink links of a MIG-enabled GPU down (DCGM treats them as
+            # disabled there: DcgmHealthWatch, "Bug 200682374"): not a link failure.
+            slow = tuple(r for r in slow if r.metric != "gpu.nvlink.link.state")
+        mine = fast.get(gpu.identity.uuid, ())
+        others = [_peer(self._gpus[uuid].identity.model, readings)
+                  for uuid, readings in fast.items() if uuid != gpu.identity.uuid]
+        me = _peer(gpu.identity.model, mine) if mine else None
+        for change in gpu.gray.update((*slow, *mine), self._clock(), me, others):
+            cause = subsystems.gray_cause(change.subsystem, change.condition)
+            if change.active:
+                transition = gpu.machine.set(cause, HealthState.DEGRADED, change.reason)
+            else:
+                transition = gpu.machine.clear(cause, f"no longer: {change.reason}")
+            self._gray_event(gpu, change, now)
+            self._transition(gpu, transition, now)
+
+    def _gray_event(self, gpu: _Gpu, change: Change, now: int) -> None:
+        self._publish(gpu)
+        name, severity, verb = ((ev.DEGRADED, Severity.WARN, "degraded") if change.active
+                                else (ev.HEALTHY, Severity.INFO, "healthy again"))
+        self._emit(gpu, name, severity,
+                   f"GPU {gpu.identity.index} {change.subsystem} {verb}: {change.reason}",
+                   (("gpu.health.subsystem", change.subsystem),
+                    ("gpu.health.reason", change.reason),
+                    ("gpu.health.condition", change.condition)), time_ns=now)
 
     # -- output --------------------------------------------------------------------------
 
@@ -392,7 +440,10 @@ class HealthEngine:
     def _publish(self, gpu: _Gpu) -> None:
         readings = tuple(Reading("gpu.xid.errors", count, (("gpu.xid.code", code),))
                          for code, count in sorted(gpu.xids.items()))
-        self._store.put_overlay(gpu.identity.uuid, DeviceOverlay(gpu.machine.state, readings))
+        held = subsystems.held(gpu.machine.causes())
+        readings += subsystems.status_readings(subsystems.states(held))
+        self._store.put_overlay(gpu.identity.uuid,
+                                DeviceOverlay(gpu.machine.state, readings, held))
 
     # -- tasks ---------------------------------------------------------------------------
 
@@ -420,3 +471,10 @@ class HealthEngine:
 
     def close(self) -> None:
         self._delivery.close()
+
+
+def _peer(model: str, fast: tuple[Reading, ...]) -> Peer:
+    values = {(r.metric, r.attributes): float(r.value) for r in fast}
+    return Peer(model, values.get(("hw.gpu.utilization", (("hw.gpu.task", "general"),))),
+                values.get(("gpu.clock.frequency", (("gpu.clock.domain", "sm"),))),
+                values.get(("hw.power", ())))

@@ -24,6 +24,8 @@ RECOVERED = "gpu.recovered"
 UNRESPONSIVE = "gpu.unresponsive"
 THROTTLE = "gpu.throttle"
 HEALTH = "gpu.health"
+DEGRADED = "gpu.degraded"
+HEALTHY = "gpu.healthy"
 AMD_VM_FAULT = "gpu.amd.vm_fault"
 # Not a health event (so not in EVENTS, which the gateway routes to Loki): the one test record
 # `gpu-agent check` sends to see that logs reach the collector.
@@ -110,6 +112,15 @@ EVENTS: tuple[EventSpec, ...] = (
               "`gpu.event.source=amdsmi`."),
     EventSpec(HEALTH, ("hw.state", "gpu.health.previous_state", "gpu.health.reason"),
               "The GPU's health state (`ok`/`degraded`/`failed`, as in `hw.status`) changed."),
+    EventSpec(DEGRADED, ("gpu.health.subsystem", "gpu.health.reason", "gpu.health.condition"),
+              "A gray failure: one subsystem of the GPU (`pcie`, `nvlink`, `memory`, "
+              "`thermal`, `power`, `sm`) is degrading before it fails. Raised after the "
+              "condition held for `health.degrade_after` slow reads; the reason carries the "
+              "values. Conditions and thresholds: the table below."),
+    EventSpec(HEALTHY, ("gpu.health.subsystem", "gpu.health.reason", "gpu.health.condition"),
+              "The condition of an earlier `gpu.degraded` is gone (for `health.clear_after` "
+              "slow reads, past its clear threshold); the reason is the one it was raised "
+              "with."),
     EventSpec(AMD_VM_FAULT, ("gpu.event.source",),
               "AMD only: a GPU virtual-memory fault (amdsmi VMFAULT notification, the NVIDIA "
               "counterpart being an MMU-fault XID); the body carries the driver's message "

@@ -32,6 +32,11 @@ class HealthMachine:
     def state(self) -> HealthState:
         return worst(*(state for state, _ in self._conditions.values()))
 
+    def causes(self) -> tuple[tuple[str, HealthState, str], ...]:
+        """Every cause held now, with the state it implies and its reason."""
+        return tuple((cause, state, reason)
+                     for cause, (state, reason) in self._conditions.items())
+
     def holds(self, cause: str) -> bool:
         return cause in self._conditions
 

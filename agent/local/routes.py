@@ -14,6 +14,7 @@ from typing import Any
 
 from gpu_otel_agent.local.endpoint import Json, Route
 from gpu_otel_agent.local.events import EventRing
+from gpu_otel_agent.local.health import health_view
 from gpu_otel_agent.local.views import events_view, snapshot_view
 from gpu_otel_agent.model.snapshot import SnapshotStore
 
@@ -44,9 +45,15 @@ def _events(sources: Sources, query: Mapping[str, str]) -> Json:
     return {**events_view(sources.events.after(after)), "health_events": True}
 
 
+def _health(sources: Sources, query: Mapping[str, str]) -> Json:
+    """``/v1/health``: per GPU, per subsystem, the state and the reasons (``gpu-agent npd``)."""
+    return health_view(sources.store.current(time.time_ns()))
+
+
 def build_routes(sources: Sources) -> dict[str, Route]:
     """The route table: path -> handler."""
     return {
         "/v1/snapshot": partial(_snapshot, sources),
         "/v1/events": partial(_events, sources),
+        "/v1/health": partial(_health, sources),
     }

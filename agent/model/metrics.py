@@ -84,6 +84,34 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
           "unknown.", (), "slow",
           vendors=NVIDIA_ONLY),
     MetricSpec("gpu.pcie.replay", C, "{replay}", "PCIe replay count.", (), "slow"),
+    MetricSpec("gpu.pcie.link.generation", G, "1",
+          "Current PCIe link generation (idle GPUs may lower it to save power).", (), "slow",
+          vendor_notes=(("amd", "amdsmi pcie_speed / max_pcie_speed (MT/s) as the "
+                                "generation of that lane rate"),)),
+    MetricSpec("gpu.pcie.link.generation.max", G, "1",
+          "Highest PCIe link generation the GPU and its slot allow together.", (), "slow",
+          vendor_notes=(("amd", "amdsmi pcie_speed / max_pcie_speed (MT/s) as the "
+                                "generation of that lane rate"),)),
+    MetricSpec("gpu.pcie.link.width", G, "{lane}",
+          "Current PCIe link width (idle GPUs may lower it to save power).", (), "slow",
+          vendor_notes=(("amd", "amdsmi pcie_width / max_pcie_width"),)),
+    MetricSpec("gpu.pcie.link.width.max", G, "{lane}",
+          "Widest PCIe link the GPU and its slot allow together.", (), "slow",
+          vendor_notes=(("amd", "amdsmi pcie_width / max_pcie_width"),)),
+    MetricSpec("gpu.nvlink.link.state", G, "1",
+          "NVLink link state as NVML reports it: 0 inactive, 1 active, 2 sleep (power saving), "
+          "3 active with traffic disabled; only the links the GPU has.", ("gpu.nvlink.link",),
+          "slow", vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.nvlink.errors", C, "{error}",
+          "NVLink data-link errors over all links since the driver was loaded: `crc_flit` "
+          "(flow-control CRC), `replay`, `recovery`.", ("error.type",), "slow",
+          vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.clock.application", G, "Hz",
+          "Application (target) clock the GPU runs work at when nothing holds it back.",
+          ("gpu.clock.domain",), "slow", vendors=NVIDIA_ONLY),
+    MetricSpec("hw.temperature.limit", G, "Cel",
+          "Temperature threshold: `high.degraded` is where the GPU begins HW slowdown.",
+          ("hw.limit_type",), "slow", vendors=NVIDIA_ONLY),
     MetricSpec("hw.errors", C, "{error}", "ECC errors since the driver was loaded.",
           ("error.type",), "slow",
           vendor_notes=(("amd", "also `error.type=deferred` (uncorrectable, deferred to the "
@@ -106,6 +134,11 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
           ("network.io.direction",), "slow", vendors=AMD_ONLY,
           vendor_notes=(("amd", "receive = data read, transmit = data written"),)),
     MetricSpec("hw.status", U, "1", "1 for the device's current state.", ("hw.state",), ""),
+    MetricSpec("gpu.health.status", U, "1",
+          "1 for each subsystem's current state (`ok`/`degraded`/`failed`), 0 for the "
+          "others: which part of the GPU `hw.status` is about. A subsystem's state is the "
+          "worst of its conditions (gray failures, XIDs by what they concern, lost/hung as "
+          "`driver`).", ("gpu.health.subsystem", "hw.state"), "events"),
     MetricSpec("gpu.xid.errors", C, "{error}", "XID errors reported by the GPU since the agent "
           "started (each occurrence, storms included).", ("gpu.xid.code",), "events",
           vendors=NVIDIA_ONLY),

@@ -138,12 +138,23 @@ class DeviceSnapshot:
 
 
 @dataclass(frozen=True)
+class HeldCondition:
+    """One cause the health engine holds against a device, for clients that ask why."""
+
+    subsystem: str  # gpu.health.subsystem
+    state: HealthState
+    reason: str
+
+
+@dataclass(frozen=True)
 class DeviceOverlay:
     """What the health engine adds to a device's series: its view of the health state (from
-    events the sampler cannot see, like an XID) and its event counters."""
+    events the sampler cannot see, like an XID), its event counters and the conditions behind
+    the state (not exported as series: read by the local endpoint's ``/v1/health``)."""
 
     health: HealthState
     readings: tuple[Reading, ...]
+    conditions: tuple[HeldCondition, ...] = ()
 
 
 @dataclass(frozen=True)

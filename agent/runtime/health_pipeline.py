@@ -25,6 +25,7 @@ from gpu_otel_agent.config.schema import AgentConfig
 from gpu_otel_agent.export.events.pusher import EventPusher
 from gpu_otel_agent.export.events.senders import build_event_sender
 from gpu_otel_agent.export.events.spool import Spool
+from gpu_otel_agent.gpu_health.debounce import DebounceSettings
 from gpu_otel_agent.gpu_health.engine import EngineSettings, HealthEngine
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.telemetry import HealthTelemetry
@@ -80,7 +81,8 @@ class HealthRuntime:
 
         self.engine = HealthEngine(
             [d.identity for b in opened for d in b.devices], deliver, store,
-            EngineSettings(storm_window=health.storm_window, dedup_window=health.dedup_window),
+            EngineSettings(storm_window=health.storm_window, dedup_window=health.dedup_window,
+                           debounce=DebounceSettings(health.degrade_after, health.clear_after)),
             workloads,
         )
         options = EventSourceOptions(kmsg=health.kmsg)

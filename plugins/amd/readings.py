@@ -23,7 +23,7 @@ from typing import Any
 from gpu_otel_agent.model.snapshot import Attributes, Reading
 from gpu_otel_agent.plugins.amd import sentinels
 from gpu_otel_agent.plugins.amd.accumulators import MonotonicCounter, ResidencyThrottle
-from gpu_otel_agent.plugins.amd.sentinels import NA16, NA64
+from gpu_otel_agent.plugins.amd.sentinels import NA16, NA32, NA64
 from gpu_otel_agent.plugins.amd.smi import STATUS_NOT_SUPPORTED, number, status_of
 
 MIB = 1024 * 1024
@@ -228,9 +228,39 @@ def _ecc() -> Read:
     return read
 
 
+# PCIe transfer rate per lane (MT/s, as amdsmi reports pcie_speed and max_pcie_speed) of each
+# generation: 2.5, 5, 8, 16, 32, 64 GT/s.
+_PCIE_GENERATION_MTS = (2500, 5000, 8000, 16000, 32000, 64000)
+
+
+def pcie_generation(mts: float) -> int:
+    """The generation a link runs at from its rate (the highest whose rate it reaches)."""
+    return max([gen for gen, rate in enumerate(_PCIE_GENERATION_MTS, 1) if mts >= rate],
+               default=1)
+
+
 def _pcie_replay(smi: Any, h: Any) -> tuple[Reading, ...]:
     replays = number(smi.amdsmi_get_pcie_info(h)["pcie_metric"]["pcie_replay_count"])
     return () if replays is None else (Reading("gpu.pcie.replay", replays),)
+
+
+def _pcie_link(smi: Any, h: Any) -> tuple[Reading, ...]:
+    """The link against what device and slot allow (amdsmi_pcie_info_t pcie_metric /
+    pcie_static), for the same gray-failure conditions as on NVIDIA. A call of its own: the
+    metrics table has no maximum, so this one is kept while the replay fallback is not."""
+    info = smi.amdsmi_get_pcie_info(h)
+    metric, static = info["pcie_metric"], info["pcie_static"]
+    out: list[Reading] = []
+    for name, raw, convert in (
+        ("gpu.pcie.link.width", metric.get("pcie_width"), float),
+        ("gpu.pcie.link.width.max", static.get("max_pcie_width"), float),
+        ("gpu.pcie.link.generation", metric.get("pcie_speed"), pcie_generation),
+        ("gpu.pcie.link.generation.max", static.get("max_pcie_speed"), pcie_generation),
+    ):
+        value = number(raw)
+        if value and value not in (NA16, NA32):  # absent, 0 or a sentinel: no reading
+            out.append(Reading(name, convert(value)))
+    return tuple(out)
 
 
 def _fan(smi: Any, h: Any) -> tuple[Reading, ...]:
@@ -283,6 +313,7 @@ def build_groups() -> dict[str, tuple[CallReading, ...]]:
         CallReading("amdsmi_get_clock_info", _clock("MEM", "memory"), fallback=True),
         CallReading("amdsmi_get_clock_info", _clock("VCLK0", "video"), fallback=True),
         CallReading("amdsmi_get_pcie_info", _pcie_replay, fallback=True),
+        CallReading("amdsmi_get_pcie_info", _pcie_link, fallback=True),
         CallReading("amdsmi_get_link_metrics", _xgmi, fallback=True),
     )
     return {"fast": fast, "slow": slow}

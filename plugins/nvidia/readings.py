@@ -138,6 +138,31 @@ def _throttle(handle: Handle) -> tuple[Reading, ...]:
     )
 
 
+def _pcie(metric: str, fn: Callable[[Handle], int]) -> Callable[[Handle], tuple[Reading, ...]]:
+    """One PCIe link value. Each is its own call (an error is counted against the function
+    that returned it). The max is what device and slot allow together (nvml.h
+    nvmlDeviceGetMaxPcieLinkGeneration: "possible with this device and system"), the right
+    reference for a link that trained down."""
+    def read(handle: Handle) -> tuple[Reading, ...]:
+        return (Reading(metric, fn(handle)),)
+
+    return read
+
+
+def _application_clock(handle: Handle) -> tuple[Reading, ...]:
+    """Through nvmlDeviceGetClock: nvmlDeviceGetApplicationsClock is DEPRECATED(13.0) in
+    nvml.h ("will be removed in CUDA 14.0"); the target application clock id is not."""
+    mhz = pynvml.nvmlDeviceGetClock(handle, pynvml.NVML_CLOCK_SM,
+                                    pynvml.NVML_CLOCK_ID_APP_CLOCK_TARGET)
+    return (Reading("gpu.clock.application", mhz * 1_000_000, (("gpu.clock.domain", "sm"),)),)
+
+
+def _slowdown_threshold(handle: Handle) -> tuple[Reading, ...]:
+    celsius = pynvml.nvmlDeviceGetTemperatureThreshold(
+        handle, pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)
+    return (Reading("hw.temperature.limit", celsius, (("hw.limit_type", "high.degraded"),)),)
+
+
 def _direction(value: str) -> Attributes:
     return (("network.io.direction", value),)
 
@@ -147,6 +172,7 @@ def _error_type(value: str) -> Attributes:
 
 
 NS = 1e-9
+NVLINK_LINKS = 18  # the most links a GPU has today (H100, B200); more are never asked for
 
 FAST_FIELDS: tuple[FieldReading, ...] = (
     FieldReading(308, "hw.temperature", 1.0, (("hw.sensor_location", "gpu"),),
@@ -191,6 +217,17 @@ SLOW_FIELDS: tuple[FieldReading, ...] = (
     # isPending, as a field in the same batch): a reset is needed to apply the remap.
     FieldReading(pynvml.NVML_FI_DEV_REMAPPED_PENDING, "gpu.memory.row_remap.pending", 1.0),
     FieldReading(pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER, "gpu.pcie.replay", 1.0),
+    # NVLink health, as DCGM's NVLink watch reads it: error totals over all links, and each
+    # link's state (the link in scopeId; links the GPU does not have answer
+    # INVALID_ARGUMENT at probe and are never read again).
+    *(FieldReading(field_id, "gpu.nvlink.errors", 1.0, _error_type(kind))
+      for field_id, kind in ((pynvml.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, "crc_flit"),
+                             (pynvml.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, "replay"),
+                             (pynvml.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL,
+                              "recovery"))),
+    *(FieldReading(pynvml.NVML_FI_DEV_NVLINK_GET_STATE, "gpu.nvlink.link.state", 1.0,
+                   (("gpu.nvlink.link", link),), scope_id=link)
+      for link in range(NVLINK_LINKS)),
     FieldReading(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, "gpu.nvlink.io", 1024.0,
                  _direction("transmit"), scope_id=UINT_MAX),  # KiB, all links
     FieldReading(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, "gpu.nvlink.io", 1024.0,
@@ -221,6 +258,13 @@ SLOW_CALLS: tuple[CallReading, ...] = (
     CallReading("nvmlDeviceGetClockInfo", _clock("graphics", pynvml.NVML_CLOCK_GRAPHICS)),
     CallReading("nvmlDeviceGetClockInfo", _clock("video", pynvml.NVML_CLOCK_VIDEO)),
     CallReading("nvmlDeviceGetCurrentClocksEventReasons", _throttle),
+    *(CallReading(name, _pcie(metric, getattr(pynvml, name))) for name, metric in (
+        ("nvmlDeviceGetCurrPcieLinkGeneration", "gpu.pcie.link.generation"),
+        ("nvmlDeviceGetMaxPcieLinkGeneration", "gpu.pcie.link.generation.max"),
+        ("nvmlDeviceGetCurrPcieLinkWidth", "gpu.pcie.link.width"),
+        ("nvmlDeviceGetMaxPcieLinkWidth", "gpu.pcie.link.width.max"))),
+    CallReading("nvmlDeviceGetClock", _application_clock),
+    CallReading("nvmlDeviceGetTemperatureThreshold", _slowdown_threshold),
 )
 
 GROUPS: dict[str, tuple[tuple[FieldReading, ...], tuple[CallReading, ...]]] = {

@@ -38,7 +38,8 @@ VARIABLES = {"$node": "gpu-node-a", "$gpu": ".*", "$namespace": "ml", "$pod": ".
              "$__rate_interval": "5s", "$__interval": "5s", "$__range": "1m"}
 # Panels that are empty while nothing is wrong (no XID, no failed GPU, no idle pod, no throttle).
 EMPTY_WHEN_HEALTHY = {"GPUs not ok", "XIDs by code (24 h)", "XIDs", "Idle pods holding GPU memory",
-                      "Throttle reasons active", "ECC errors"}
+                      "Throttle reasons active", "ECC errors",
+                      "Degraded subsystems (gray failures)"}
 NODE = "gpu-node-a"
 TEXT_JOB = "gpu-agent-text"
 TEXT_ONLY = "text/plain;version=0.0.4"
@@ -350,6 +351,28 @@ def test_an_injected_xid_fires_an_alert_that_reaches_alertmanager_and_the_webhoo
     assert alert["status"] == "firing"
     assert alert["annotations"]["summary"] == \
         f"GPU 1 ({UUIDS[1]}) reported critical XID 48"
+
+
+def test_a_degraded_nvlink_fires_the_subsystem_alert_at_the_webhook(scenario: Scenario) -> None:
+    """A gray failure: NVLink link 2 of GPU 2 down on the simulated node -> the agent's
+    debounced gpu.health.status{nvlink, degraded} -> Prometheus -> Alertmanager -> webhook."""
+    stack = scenario.stack
+    stack.wait_query('gpu_health_status{gpu_health_subsystem="nvlink"}', lambda r: len(r) >= 24)
+    scenario.node.command({"op": "set", "device": 2, "values": {"nvlink.2.state": "down"}})
+    try:
+        deadline = time.monotonic() + 30
+        alerts: list[dict[str, Any]] = []
+        while not alerts and time.monotonic() < deadline:
+            # Other tests of this module leave their own marks (an XID 48 is GPU 1's memory).
+            alerts = [a for a in _wait_for_alert(stack, "GpuSubsystemDegraded")
+                      if a["labels"]["hw_id"] == UUIDS[2]]
+            time.sleep(0.2)
+        assert {a["labels"]["gpu_health_subsystem"] for a in alerts} == {"nvlink"}, alerts
+        assert {a["labels"]["job"] for a in alerts} <= {"gpu-agent-otel", "gpu-agent-dcgm"}
+        assert alerts[0]["labels"]["severity"] == "warning"
+        assert alerts[0]["annotations"]["summary"] == f"GPU 2 ({UUIDS[2]}) nvlink degraded"
+    finally:
+        scenario.node.command({"op": "set", "device": 2, "values": {"nvlink.2.state": "up"}})
 
 
 def _wait_for_alert(stack: Stack, name: str, timeout: float = 30) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@
 #include "simcore.h"
 
 #define SIM_MAGIC 0x314D49534C4D564EULL /* "NVMLSIM1" */
-#define SIM_LAYOUT_VERSION 6
+#define SIM_LAYOUT_VERSION 7
 #define SIM_MAX_DEV 64
 #define SIM_MAX_PROC 4096
 #define SIM_RING 1024
@@ -60,12 +60,50 @@
     X(architecture) X(cuda_cc_major) X(cuda_cc_minor) X(brand)               \
     X(pci_device_id) X(pci_subsystem_id) X(minor_number) X(gpm_supported)    \
     X(multiprocessor_count) X(power_source) X(recovery_action)              \
-    X(pcie_counter_bits) X(pcie_replay_rollover)
+    X(pcie_counter_bits) X(pcie_replay_rollover) X(temperature_slowdown_c)
+
+/* NVLink per link (SIM_NVLINKS links): state 1 = active, 0 = inactive, and the data-link error
+ * counters nvmlDeviceGetNvLinkErrorCounter serves (set, not integrated). Contiguous per kind. */
+#define SIM_NVLINKS 18
+#define SIM_NVLINK_READINGS(X)                                               \
+    X(nvlink_state_0) X(nvlink_state_1) X(nvlink_state_2)                    \
+    X(nvlink_state_3) X(nvlink_state_4) X(nvlink_state_5)                    \
+    X(nvlink_state_6) X(nvlink_state_7) X(nvlink_state_8)                    \
+    X(nvlink_state_9) X(nvlink_state_10) X(nvlink_state_11)                  \
+    X(nvlink_state_12) X(nvlink_state_13) X(nvlink_state_14)                 \
+    X(nvlink_state_15) X(nvlink_state_16) X(nvlink_state_17)                 \
+    X(nvlink_crc_flit_errors_0) X(nvlink_crc_flit_errors_1)                  \
+    X(nvlink_crc_flit_errors_2) X(nvlink_crc_flit_errors_3)                  \
+    X(nvlink_crc_flit_errors_4) X(nvlink_crc_flit_errors_5)                  \
+    X(nvlink_crc_flit_errors_6) X(nvlink_crc_flit_errors_7)                  \
+    X(nvlink_crc_flit_errors_8) X(nvlink_crc_flit_errors_9)                  \
+    X(nvlink_crc_flit_errors_10) X(nvlink_crc_flit_errors_11)                \
+    X(nvlink_crc_flit_errors_12) X(nvlink_crc_flit_errors_13)                \
+    X(nvlink_crc_flit_errors_14) X(nvlink_crc_flit_errors_15)                \
+    X(nvlink_crc_flit_errors_16) X(nvlink_crc_flit_errors_17)                \
+    X(nvlink_replay_errors_0) X(nvlink_replay_errors_1)                      \
+    X(nvlink_replay_errors_2) X(nvlink_replay_errors_3)                      \
+    X(nvlink_replay_errors_4) X(nvlink_replay_errors_5)                      \
+    X(nvlink_replay_errors_6) X(nvlink_replay_errors_7)                      \
+    X(nvlink_replay_errors_8) X(nvlink_replay_errors_9)                      \
+    X(nvlink_replay_errors_10) X(nvlink_replay_errors_11)                    \
+    X(nvlink_replay_errors_12) X(nvlink_replay_errors_13)                    \
+    X(nvlink_replay_errors_14) X(nvlink_replay_errors_15)                    \
+    X(nvlink_replay_errors_16) X(nvlink_replay_errors_17)                    \
+    X(nvlink_recovery_errors_0) X(nvlink_recovery_errors_1)                  \
+    X(nvlink_recovery_errors_2) X(nvlink_recovery_errors_3)                  \
+    X(nvlink_recovery_errors_4) X(nvlink_recovery_errors_5)                  \
+    X(nvlink_recovery_errors_6) X(nvlink_recovery_errors_7)                  \
+    X(nvlink_recovery_errors_8) X(nvlink_recovery_errors_9)                  \
+    X(nvlink_recovery_errors_10) X(nvlink_recovery_errors_11)                \
+    X(nvlink_recovery_errors_12) X(nvlink_recovery_errors_13)                \
+    X(nvlink_recovery_errors_14) X(nvlink_recovery_errors_15)                \
+    X(nvlink_recovery_errors_16) X(nvlink_recovery_errors_17)
 
 #define X_ENUM(n) R_##n,
-enum { SIM_READINGS(X_ENUM) R_COUNT };
+enum { SIM_READINGS(X_ENUM) SIM_NVLINK_READINGS(X_ENUM) R_COUNT };
 #define X_STR(n) #n,
-static const char *const g_reading_names[] = {SIM_READINGS(X_STR)};
+static const char *const g_reading_names[] = {SIM_READINGS(X_STR) SIM_NVLINK_READINGS(X_STR)};
 
 /* ------------------------------------------------------------------------ */
 /* Exported NVML functions, for call counting and per-device "unsupported". */
@@ -138,7 +176,8 @@ static const char *const g_reading_names[] = {SIM_READINGS(X_STR)};
     X(nvmlDeviceGetAccountingMode) X(nvmlDeviceGetSamples)                    \
     X(nvmlEventSetCreate) X(nvmlDeviceRegisterEvents) X(nvmlEventSetWait_v2)  \
     X(nvmlEventSetWait) X(nvmlEventSetFree)                                  \
-    X(nvmlDeviceGetGpuUptime_v1) X(nvmlGpmMigSampleGet)
+    X(nvmlDeviceGetGpuUptime_v1) X(nvmlGpmMigSampleGet)                       \
+    X(nvmlDeviceGetNvLinkErrorCounter) X(nvmlDeviceGetTemperatureThreshold)
 
 #define X_FENUM(n) FN_##n,
 enum { SIM_FUNCS(X_FENUM) FN_COUNT };
@@ -843,9 +882,44 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned i
     DEV_ENTER(nvmlDeviceGetNvLinkState); NEED(a); SUP(nvlink_links);
     unsigned n = u32(RV(nvlink_links));
     if (n == 0) return NVML_ERROR_NOT_SUPPORTED;
-    if (link >= n) return NVML_ERROR_INVALID_ARGUMENT;
-    *a = NVML_FEATURE_ENABLED;
+    if (link >= n || link >= SIM_NVLINKS) return NVML_ERROR_INVALID_ARGUMENT;
+    *a = d->val[R_nvlink_state_0 + link] != 0 ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
     return NVML_SUCCESS;
+}
+/* The data-link error counters of one link (nvml.h nvmlNvLinkErrorCounter_t); CRC-data and
+ * ECC-data are served as 0 (the scenario models flit CRC, replay and recovery). */
+static int nvlink_counter(unsigned counter) {
+    switch (counter) {
+    case NVML_NVLINK_ERROR_DL_REPLAY: return R_nvlink_replay_errors_0;
+    case NVML_NVLINK_ERROR_DL_RECOVERY: return R_nvlink_recovery_errors_0;
+    case NVML_NVLINK_ERROR_DL_CRC_FLIT: return R_nvlink_crc_flit_errors_0;
+    case NVML_NVLINK_ERROR_DL_CRC_DATA: case NVML_NVLINK_ERROR_DL_ECC_DATA: return -2;
+    default: return -1;
+    }
+}
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int link,
+                                                        nvmlNvLinkErrorCounter_t counter, unsigned long long *v) {
+    DEV_ENTER(nvmlDeviceGetNvLinkErrorCounter); NEED(v); SUP(nvlink_links);
+    unsigned n = u32(RV(nvlink_links));
+    if (n == 0) return NVML_ERROR_NOT_SUPPORTED;
+    int base = nvlink_counter((unsigned)counter);
+    if (link >= n || link >= SIM_NVLINKS || base == -1) return NVML_ERROR_INVALID_ARGUMENT;
+    *v = base < 0 ? 0 : u64(d->val[base + (int)link]);
+    return NVML_SUCCESS;
+}
+/* nvml.h nvmlTemperatureThresholds_t: slowdown from the scenario, shutdown 5 C above it, the
+ * "throttled below base clock" limit 3 C below it; the rest are not modelled. */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device, nvmlTemperatureThresholds_t t,
+                                                          unsigned int *temp) {
+    DEV_ENTER(nvmlDeviceGetTemperatureThreshold); NEED(temp); SUP(temperature_slowdown_c);
+    double slowdown = RV(temperature_slowdown_c);
+    switch (t) {
+    case NVML_TEMPERATURE_THRESHOLD_SLOWDOWN: *temp = u32(slowdown); return NVML_SUCCESS;
+    case NVML_TEMPERATURE_THRESHOLD_SHUTDOWN: *temp = u32(slowdown + 5); return NVML_SUCCESS;
+    case NVML_TEMPERATURE_THRESHOLD_GPU_MAX: *temp = u32(slowdown - 3); return NVML_SUCCESS;
+    default: return (unsigned)t < NVML_TEMPERATURE_THRESHOLD_COUNT ? NVML_ERROR_NOT_SUPPORTED
+                                                                 : NVML_ERROR_INVALID_ARGUMENT;
+    }
 }
 
 /* nvml.h: seconds since the driver initialised the GPU; restarts on driver reload and GPU reset. */
@@ -866,6 +940,28 @@ static void fv_ull(nvmlFieldValue_t *v, sim_dev_t *d, int r) {
 static void fv_uint(nvmlFieldValue_t *v, sim_dev_t *d, int r, double scale) {
     if (d->unsup[r]) { v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED; return; }
     v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT; v->value.uiVal = u32(d->val[r] * scale); v->nvmlReturn = NVML_SUCCESS;
+}
+/* NVLink per-link fields: the link in scopeId (nvml.h "Link ID needs to be specified in the
+ * scopeId field"); ``total``: summed over the device's links. State: NVML_NVLINK_STATE_ACTIVE (1)
+ * or NVML_NVLINK_STATE_INACTIVE (0). A link the device does not have: INVALID_ARGUMENT. */
+static void fv_nvlink(nvmlFieldValue_t *v, sim_dev_t *d, int base, int total) {
+    unsigned n = u32(RV(nvlink_links));
+    if (n > SIM_NVLINKS) n = SIM_NVLINKS;
+    if (d->unsup[R_nvlink_links] || n == 0) { v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED; return; }
+    if (total) {
+        double sum = 0;
+        for (unsigned i = 0; i < n; i++) sum += d->val[base + (int)i];
+        v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG; v->value.ullVal = u64(sum); v->nvmlReturn = NVML_SUCCESS;
+        return;
+    }
+    if (v->scopeId >= n) { v->nvmlReturn = NVML_ERROR_INVALID_ARGUMENT; return; }
+    if (base == R_nvlink_state_0) {
+        v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+        v->value.uiVal = d->val[base + (int)v->scopeId] != 0 ? NVML_NVLINK_STATE_ACTIVE : NVML_NVLINK_STATE_INACTIVE;
+    } else {
+        v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG; v->value.ullVal = u64(d->val[base + (int)v->scopeId]);
+    }
+    v->nvmlReturn = NVML_SUCCESS;
 }
 /* nvml.h: PCIe byte counters "can be wrapped"; they wrap at pcie_counter_bits (scenario). */
 static void fv_wrapped(nvmlFieldValue_t *v, sim_dev_t *d, int r) {
@@ -913,6 +1009,13 @@ static void fill_field(sim_dev_t *d, nvmlFieldValue_t *v) {
     case NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN: fv_ull(v, d, R_violation_hw_thermal_ns); return;
     case NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN: fv_ull(v, d, R_violation_hw_power_brake_ns); return;
     case NVML_FI_DEV_NVLINK_LINK_COUNT: fv_uint(v, d, R_nvlink_links, 1); return;
+    case NVML_FI_DEV_NVLINK_GET_STATE: fv_nvlink(v, d, R_nvlink_state_0, 0); return;
+    case NVML_FI_DEV_NVLINK_ERROR_DL_CRC: fv_nvlink(v, d, R_nvlink_crc_flit_errors_0, 0); return;
+    case NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY: fv_nvlink(v, d, R_nvlink_replay_errors_0, 0); return;
+    case NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY: fv_nvlink(v, d, R_nvlink_recovery_errors_0, 0); return;
+    case NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL: fv_nvlink(v, d, R_nvlink_crc_flit_errors_0, 1); return;
+    case NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL: fv_nvlink(v, d, R_nvlink_replay_errors_0, 1); return;
+    case NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL: fv_nvlink(v, d, R_nvlink_recovery_errors_0, 1); return;
     /* nvml.h: the action a nvmlEventTypeGpuRecoveryAction event announces (its eventData is 0) */
     case NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: fv_uint(v, d, R_recovery_action, 1); return;
     case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX:

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from gpu_otel_agent.plugins.nvidia.simulator import nvlinks
+
 # nvml.h NVML_DEVICE_ARCH_*, NVML_BRAND_*
 ARCH_TURING, ARCH_AMPERE, ARCH_ADA, ARCH_HOPPER, ARCH_BLACKWELL = 6, 7, 8, 9, 10
 BRAND_TESLA, BRAND_NVIDIA = 2, 14
@@ -276,8 +278,8 @@ BASE: Mapping[str, float | None] = MappingProxyType(
         "jpg_util": 0,
         "ofa_util": 0,
         "clocks_event_reasons": 1,
-        "pcie_link_gen": None,
-        "pcie_link_width": None,
+        # pcie_link_gen / pcie_link_width: absent here, so they follow the max (node._DERIVED)
+        # until a scenario or `sim set` trains the link down.
         "energy_mj": 0,
         "pcie_tx_bytes": 0,
         "pcie_rx_bytes": 0,
@@ -316,6 +318,12 @@ BASE: Mapping[str, float | None] = MappingProxyType(
         "mig_mode": 0,
         "power_source": 0,
         "recovery_action": 0,  # NVML_GPU_RECOVERY_ACTION_NONE
+        # nvmlDeviceGetTemperatureThreshold(SLOWDOWN): a data-centre part's HW slowdown point
+        # (nvidia-smi -q "GPU Slowdown Temp"); the scenario may set its own.
+        "temperature_slowdown_c": 90,
+        # Every link up with clean counters (a model without NVLink serves NOT_SUPPORTED).
+        **{nvlinks.reading(link, field): (1.0 if field == "state" else 0.0)
+           for link in range(nvlinks.MAX_LINKS) for field in nvlinks.FIELDS},
     }
 )
 

@@ -35,7 +35,7 @@ from gpu_otel_agent.plugins.amd.simulator import models as amd_models
 from gpu_otel_agent.plugins.amd.simulator import partitions as amd_partitions
 from gpu_otel_agent.plugins.amd.simulator import scenario as amd_scenario
 from gpu_otel_agent.plugins.amd.simulator.build import build_library as build_amd_library
-from gpu_otel_agent.plugins.nvidia.simulator import _lib, statedir
+from gpu_otel_agent.plugins.nvidia.simulator import _lib, nvlinks, statedir
 from gpu_otel_agent.plugins.nvidia.simulator.build import build_library
 from gpu_otel_agent.plugins.nvidia.simulator.faults import (
     ChaosSpec,
@@ -663,6 +663,13 @@ class Node:
         new: dict[str, Value] = {}
         ctx = _Ctx(Path("<set>"))
         for k, v in values.items():
+            try:
+                link = nvlinks.set_key(k, v) if self._slot(dev)[0] == "nvidia" else None
+            except nvlinks.LinkError as error:
+                raise CommandError(f"{k}: {error}") from error
+            if link is not None:  # nvlink.N.field=value: that link's reading
+                new[link[0]] = link[1]
+                continue
             if k not in allowed:
                 raise CommandError(f"unknown reading {k!r}")
             if parsed and (v is None or isinstance(v, float | int | Sine | Random)):

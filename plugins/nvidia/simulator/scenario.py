@@ -20,6 +20,7 @@ from gpu_otel_agent.plugins.amd.simulator import partitions as amd_partitions
 from gpu_otel_agent.plugins.amd.simulator import scenario as amd_scenario
 from gpu_otel_agent.plugins.nvidia.simulator.faults import FaultSpecError, parse_chaos, parse_fail
 from gpu_otel_agent.plugins.nvidia.simulator.mig_profiles import MigConfigError, check
+from gpu_otel_agent.plugins.nvidia.simulator.nvlinks import LinkError, scenario_readings
 from gpu_otel_agent.plugins.simulator_core.tables import macro_names
 
 SOURCE = Path(__file__).with_name("libnvml_sim.c")
@@ -44,7 +45,7 @@ class ScenarioError(ValueError):
 
 def reading_names() -> tuple[str, ...]:
     """All readings the simulated library serves (scenario metric keys)."""
-    return macro_names(SOURCE, "SIM_READINGS")
+    return macro_names(SOURCE, "SIM_READINGS") + macro_names(SOURCE, "SIM_NVLINK_READINGS")
 
 
 def function_names() -> tuple[str, ...]:
@@ -291,7 +292,7 @@ def _readings(
 
 
 _DEVICE_KEYS = ("model", "uuid", "pci_bus_id", "serial", "unsupported", "vendor", "mig",
-                "partition")
+                "partition", "nvlink")
 VENDORS = ("nvidia", "amd")
 _PCI = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 
@@ -325,6 +326,13 @@ def _device(ctx: _Ctx, raw: object, i: int) -> DeviceSpec:
     readings = _readings(
         ctx, {k: v for k, v in d.items() if k not in _DEVICE_KEYS}, key, str(vendor)
     )
+    if d.get("nvlink") is not None:
+        if vendor != "nvidia":
+            raise ctx.fail(f"{key}.nvlink", "NVLink is NVIDIA's (AMD XGMI: not per link)")
+        try:
+            readings.update(scenario_readings(d["nvlink"]))
+        except LinkError as error:
+            raise ctx.fail(f"{key}.nvlink", str(error)) from error
     mig = _mig(ctx, d["mig"], f"{key}.mig", model) if d.get("mig") is not None else None
     if mig is not None and vendor != "nvidia":
         raise ctx.fail(f"{key}.mig", "MIG is an NVIDIA feature (AMD: use 'partition')")

@@ -82,7 +82,9 @@ def test_health_keys_defaults_file_and_environment(tmp_path: Path) -> None:
     ("health: {storm_window: 0}", r"health\.storm_window in .*: must be a positive number"),
     ("health: {spool_max_mib: -3}", r"health\.spool_max_mib in .*: must be between"),
     ("health: {spool_path: ''}", r"health\.spool_path in .*: expected a directory path"),
-    ("health: {spool: 1}", r"health\.spool in .*: unknown key \(known: dedup_window, enabled"),
+    ("health: {spool: 1}",
+     r"health\.spool in .*: unknown key \(known: clear_after, dedup_window, degrade_after, "
+     r"enabled"),
 ])
 def test_bad_health_keys_name_key_and_file(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):

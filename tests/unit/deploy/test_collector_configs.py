@@ -16,7 +16,7 @@ from gpu_otel_agent.gpu_health.events import EVENTS
 REPO = Path(__file__).resolve().parents[3]
 CONFIGS = REPO / "otel-config"
 HEALTH_EVENTS = ("gpu.xid", "gpu.ecc", "gpu.lost", "gpu.recovered", "gpu.unresponsive",
-                 "gpu.throttle", "gpu.health", "gpu.amd.vm_fault")
+                 "gpu.throttle", "gpu.health", "gpu.degraded", "gpu.healthy", "gpu.amd.vm_fault")
 
 
 def test_the_event_list_is_the_agents() -> None:

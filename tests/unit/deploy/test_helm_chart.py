@@ -4,6 +4,7 @@ manifest validated against the Kubernetes schemas of two recent versions."""
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,8 @@ def of_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return doc
 
 
-@pytest.mark.parametrize("values", [{}, TOGGLED], ids=["default", "toggled"])
+@pytest.mark.parametrize("values", [{}, TOGGLED, {**TOGGLED, "npd": {"enabled": True}}],
+                         ids=["default", "toggled", "toggled-npd"])
 def test_lint_is_clean_in_strict_mode(values: dict[str, Any]) -> None:
     for version in KUBE_VERSIONS:
         report = helm.lint(CHART, copy.deepcopy(values), strict=True, namespace="monitoring",
@@ -74,7 +76,8 @@ def test_lint_is_clean_in_strict_mode(values: dict[str, Any]) -> None:
         assert [m for m in report["messages"] if m["severity"] >= 2] == [], report
 
 
-@pytest.mark.parametrize("values", [{}, TOGGLED], ids=["default", "toggled"])
+@pytest.mark.parametrize("values", [{}, TOGGLED, {**TOGGLED, "npd": {"enabled": True}}],
+                         ids=["default", "toggled", "toggled-npd"])
 def test_every_manifest_is_valid_for_two_kubernetes_versions(
     chart: helm.Chart, values: dict[str, Any],
 ) -> None:
@@ -331,3 +334,40 @@ def test_the_local_endpoint_socket_is_in_the_mounted_host_directory(
     assert not off.local_endpoint.enabled
     _, container = _container(render(chart, {"localEndpoint": {"enabled": False}}))
     assert "local-endpoint" not in {m["name"] for m in container["volumeMounts"]}
+
+
+def test_npd_sidecar_runs_the_plugin_config_with_a_token_of_its_own(chart: helm.Chart) -> None:
+    """npd.enabled: NPD's binary (copied from its image) runs in the agent's image beside
+    `gpu-agent`, reads the shipped custom-plugin config, shares the agent's socket directory
+    and alone gets an API token, bound to the role Kubernetes bootstraps for NPD."""
+    assert not [d for d in render(chart) if d["metadata"]["name"].endswith("-npd")]
+    docs = render(chart, {"npd": {"enabled": True}})
+    pod = of_kind(docs, "DaemonSet")["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    agent, npd = pod["containers"]
+    (init,) = pod["initContainers"]
+    assert init["image"] == "registry.k8s.io/node-problem-detector/node-problem-detector:v1.36.0"
+    assert init["command"] == ["cp", "/node-problem-detector", "/npd/node-problem-detector"]
+    assert npd["image"] == agent["image"]
+    assert npd["command"][0] == "/npd/node-problem-detector"
+    assert "--config.custom-plugin-monitor=/etc/npd/gpu-monitor.json" in npd["command"]
+    assert {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} \
+        in npd["env"]
+    token = "/var/run/secrets/kubernetes.io/serviceaccount"
+    assert token in {m["mountPath"] for m in npd["volumeMounts"]}
+    assert token not in {m["mountPath"] for m in agent["volumeMounts"]}
+    # The agent's socket directory (a host directory), read-only for NPD.
+    shared = {m["name"]: m for m in npd["volumeMounts"]}
+    assert shared["local-endpoint"]["mountPath"] == "/run/gpu-otel-agent"
+    assert shared["local-endpoint"]["readOnly"] is True
+    assert {m["name"]: m["mountPath"] for m in agent["volumeMounts"]}["local-endpoint"] == \
+        "/run/gpu-otel-agent"
+    with pytest.raises(Exception, match=r"npd\.enabled needs localEndpoint\.enabled"):
+        render(chart, {"npd": {"enabled": True}, "localEndpoint": {"enabled": False}})
+    config = next(
+        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-npd"))
+    assert json.loads(config["data"]["gpu-monitor.json"]) == json.loads(
+        (CHART / "files" / "npd-gpu-monitor.json").read_text(encoding="utf-8"))
+    binding = of_kind(docs, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == "system:node-problem-detector"
+    assert binding["subjects"][0]["name"] == pod["serviceAccountName"]

@@ -148,7 +148,7 @@ def test_read_only_and_unknown_routes_are_refused_with_the_route_list(
         assert "read-only" in str(body["error"])
     status, body = _raw(endpoint.path, b"GET /v1/nothing HTTP/1.0\r\n\r\n")
     assert status.startswith("HTTP/1.0 404")
-    assert body["routes"] == ["/v1/events", "/v1/snapshot"]
+    assert body["routes"] == ["/v1/events", "/v1/health", "/v1/snapshot"]
     status, _ = _raw(endpoint.path, b"GET /v1/snapshot HTTP/1.0\r\n" + b"x" * 9000 + b"\r\n\r\n")
     assert status.startswith("HTTP/1.0 400")
     # The endpoint still serves after every refusal.
