@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from gpu_otel_agent.model.snapshot import (
     Attributes,
@@ -21,8 +21,10 @@ from gpu_otel_agent.model.snapshot import (
 )
 
 
-@dataclass(frozen=True)
-class SeriesPoint:
+class SeriesPoint(NamedTuple):
+    """A tuple, not a dataclass: hundreds are made per export, and a frozen dataclass's
+    ``__init__`` (``object.__setattr__`` per field) cost five times as much to build."""
+
     attributes: Attributes
     start_time_ns: int  # start of the cumulative counter (used for sums)
     time_ns: int

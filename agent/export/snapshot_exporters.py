@@ -28,7 +28,7 @@ class OtlpSnapshotExporter:
 
     def export(self, snapshot: NodeSnapshot, timeout_s: float) -> bool:
         # The caller's deadline reaches the wire (gRPC deadline, HTTP socket timeout).
-        return self._sender.send(self._encoder.encode(snapshot), timeout_s)
+        return self._sender.send(self._encoder.encode_bytes(snapshot), timeout_s)
 
     def shutdown(self, timeout_s: float) -> None:
         self._sender.shutdown()
