@@ -84,6 +84,27 @@ def test_exit_removes_and_exec_rereads(tmp_path: Path) -> None:
     assert resolver.resolutions == 2
 
 
+def test_the_watched_pids_are_the_ones_whose_events_matter(tmp_path: Path) -> None:
+    # The event source is told which PIDs to let through: held GPU PIDs, and exited ones
+    # (their PID's reuse by a fork or exec must reach on_fork / on_exec), nothing else.
+    _proc(tmp_path, 10, UID_A)
+    _proc(tmp_path, 11, UID_B)
+    resolver = WorkloadResolver(ProcReader(tmp_path))
+    told: list[frozenset[int]] = []
+    resolver.on_watched(told.append)
+    assert told == [frozenset()]
+    resolver.process(10)
+    resolver.process(11)
+    resolver.process(10)  # already held: no new filter
+    assert told[1:] == [frozenset({10}), frozenset({10, 11})]
+    resolver.on_exit(10)  # exited: still watched, for a reuse of the PID
+    resolver.on_fork(10)  # reused by a new process: no longer ours
+    resolver.retain({11})
+    assert told[3:] == [frozenset({11})]
+    resolver.retain(set())
+    assert told[-1] == frozenset()
+
+
 def test_reconcile_finds_exits_the_events_missed(tmp_path: Path) -> None:
     _proc(tmp_path, 10, UID_A)
     resolver = WorkloadResolver(ProcReader(tmp_path))
