@@ -37,6 +37,7 @@ from gpu_otel_agent.export.proto_values import any_value, proto_resource
 from gpu_otel_agent.export.series import series
 from gpu_otel_agent.model.metrics import Instrument, spec_for
 from gpu_otel_agent.model.snapshot import Attributes, NodeSnapshot
+from gpu_otel_agent.runtime.costs import SERIES, Stage
 
 # Bounds the cache when series come and go (processes, pods): cleared, not grown, past this.
 MAX_CACHED_ATTRIBUTE_SETS = 20_000
@@ -183,7 +184,9 @@ class ProtoEncoder:
         frames = self._frames
         start_tag, time_tag, double_tag, int_tag = (
             _START_TIME_TAG, _TIME_TAG, _AS_DOUBLE_TAG, _AS_INT_TAG)
-        for name, points in series(snapshot).items():
+        with Stage(SERIES):
+            grouped = series(snapshot)
+        for name, points in grouped.items():
             frame = frames.get(name)
             if frame is None:
                 frame = frames[name] = _metric_frame(name)

@@ -34,6 +34,7 @@ from gpu_otel_agent.model.snapshot import (
     SnapshotStore,
 )
 from gpu_otel_agent.runtime.config_holder import ConfigHolder
+from gpu_otel_agent.runtime.costs import ATTRIBUTION, SNAPSHOT, Stage
 from gpu_otel_agent.sampling.partitions import (
     Enumerated,
     PartitionState,
@@ -377,6 +378,11 @@ class DeviceSampler:
         """Attribution changed (a process exited, names arrived): rebuild from the last list."""
         if self._attribution is None or self._snapshot.health is not HealthState.OK:
             return
+        with Stage(ATTRIBUTION):
+            self._republish()
+
+    def _republish(self) -> None:
+        assert self._attribution is not None
         now = self._clock_ns()
         if PROCESS_GROUP in self._snapshot.samples:
             readings = self._attribution.readings(self._device.identity, None,
@@ -419,20 +425,30 @@ class DeviceSampler:
         if group != PROCESS_GROUP:
             return tuple(data)
         assert self._attribution is not None
-        return self._attribution.readings(identity_snapshot.identity, tuple(data),
-                                          self._memory_total(identity_snapshot))
+        with Stage(ATTRIBUTION):
+            return self._attribution.readings(identity_snapshot.identity, tuple(data),
+                                              self._memory_total(identity_snapshot))
 
     async def _sample(self, group: str) -> None:
         started = time.perf_counter()
         try:
             tree = await self._read_tree(group)
-            readings = (self._readings(self._snapshot, group, tree.parent)
-                        if tree.parent is not None else None)
         except CallOverrun:
             return
         except DeviceLost as exc:
             self._lost(self._down(exc))
             return
+        except Exception as exc:
+            self._failed(f"reading group {group}", exc)
+            return
+        with Stage(SNAPSHOT):
+            self._sampled(group, tree, started)
+
+    def _sampled(self, group: str, tree: TreeRead[Any], started: float) -> None:
+        """What a read brought: readings (attributed, for processes), published."""
+        try:
+            readings = (self._readings(self._snapshot, group, tree.parent)
+                        if tree.parent is not None else None)
         except Exception as exc:
             self._failed(f"reading group {group}", exc)
             return
