@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpu_otel_agent.model.workload import Workload
 from gpu_otel_agent.workloads.devices import match
@@ -142,12 +142,18 @@ class WorkloadResolver:
             self._watch_changed()
 
     def on_cgroup_change(self) -> None:
-        """A pod or container cgroup appeared: PIDs without an identity may have one now."""
-        stale = [pid for pid, f in self._facts.items() if not f.cgroup.known]
-        for pid in stale:
-            del self._facts[pid]
-        if stale:
-            self._watch_changed()
+        """A pod or container cgroup appeared: PIDs without an identity may have one now.
+        Only their cgroup file is read again (a move changes nothing else)."""
+        for pid in [pid for pid, f in self._facts.items() if f.exists and not f.cgroup.known]:
+            self._recheck_cgroup(pid)
+
+    def _recheck_cgroup(self, pid: int) -> None:
+        """Read ``pid``'s cgroup again: gone means exited, another cgroup a new identity."""
+        cgroup = self._proc.cgroup(pid)
+        if cgroup is None:
+            self.on_exit(pid)
+        elif cgroup != self._facts[pid].cgroup:
+            self._facts[pid] = replace(self._facts[pid], cgroup=cgroup)
 
     def on_pod_gone(self, pod_uid: str) -> None:
         if self._bound.pop(pod_uid, None) is not None:
@@ -172,14 +178,10 @@ class WorkloadResolver:
         for pid in [p for p in self._exited if self._proc.exists(p)]:
             self._exited.discard(pid)  # a new process has the PID (no event told us)
         for pid in list(self._facts):
-            if self._facts[pid].exists and not self._proc.exists(pid):
+            if not self._facts[pid].exists or not self._proc.exists(pid):
                 self.on_exit(pid)
                 continue
-            facts = self._proc.facts(pid, self._command_line)
-            if not facts.exists:
-                self.on_exit(pid)
-            elif facts.cgroup != self._facts[pid].cgroup:
-                self._facts[pid] = facts
+            self._recheck_cgroup(pid)  # one file, not the process's whole facts again
         live_uids = {f.cgroup.pod_uid for f in self._facts.values()}
         for uid in [u for u in self._bound if u not in live_uids]:
             del self._bound[uid]
