@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from gpu_otel_agent.model.snapshot import (
     Attributes,
     DeviceOverlay,
     DeviceSnapshot,
+    GroupSample,
     HealthState,
     NodeSnapshot,
     Reading,
@@ -42,27 +44,60 @@ def status_readings(
     )
 
 
+# A device's samples mostly outlive an export (the slow group's for 30 s, the processes'
+# for 5 s, against a 1 s export): their points are kept with the sample they came from, and
+# rebuilt only when the sample, the device's identity or its counter starts change.
+# Bounded (cleared past this); shared by every exporter's thread (one dict operation each).
+MAX_CACHED_SAMPLES = 4096
+_Cached = tuple[GroupSample, DeviceSnapshot, list[tuple[str, SeriesPoint]]]
+_by_sample: dict[int, _Cached] = {}
+
+
+def _device_points(device: DeviceSnapshot, readings: Iterable[Reading],
+                   time_ns: int) -> list[tuple[str, SeriesPoint]]:
+    identity = device.identity.attributes()
+    with_type = device.identity.series_attributes()
+    starts = device.counter_starts
+    out = []
+    for reading in readings:
+        if not math.isfinite(reading.value):
+            continue  # a value that cannot be read is absent, never NaN
+        base = with_type if reading.metric.startswith("hw.") else identity
+        start = (starts.get((reading.metric, reading.attributes), device.start_time_ns)
+                 if starts else device.start_time_ns)
+        out.append((reading.metric,
+                    SeriesPoint((*base, *reading.attributes), start, time_ns, reading.value)))
+    return out
+
+
+def _sample_points(device: DeviceSnapshot, sample: GroupSample) -> list[tuple[str, SeriesPoint]]:
+    cached = _by_sample.get(id(sample))
+    if cached is not None:
+        kept, of, points = cached
+        if kept is sample and of.identity is device.identity and (
+                of.counter_starts is device.counter_starts
+                and of.start_time_ns == device.start_time_ns):
+            return points
+    points = _device_points(device, sample.readings, sample.time_ns)
+    if len(_by_sample) >= MAX_CACHED_SAMPLES:
+        _by_sample.clear()
+    _by_sample[id(sample)] = (sample, device, points)
+    return points
+
+
 def series(snapshot: NodeSnapshot) -> dict[str, list[SeriesPoint]]:
     """Metric name -> its points, names sorted, points in device order."""
     points: dict[str, list[SeriesPoint]] = defaultdict(list)
     for device in snapshot.devices:
-        identity = device.identity.attributes()
-        with_type = device.identity.series_attributes()
-        timed = [(r, s.time_ns) for s in device.samples.values() for r in s.readings]
         overlay = snapshot.overlays.get(device.identity.uuid)
-        timed.extend((r, snapshot.taken_ns) for r in status_readings(device, overlay))
+        now = list(status_readings(device, overlay))
         if overlay is not None:
-            timed.extend((r, snapshot.taken_ns) for r in overlay.readings)
-        starts = device.counter_starts
-        for reading, time_ns in timed:
-            if not math.isfinite(reading.value):
-                continue  # a value that cannot be read is absent, never NaN
-            base = with_type if reading.metric.startswith("hw.") else identity
-            start = (starts.get((reading.metric, reading.attributes), device.start_time_ns)
-                     if starts else device.start_time_ns)
-            points[reading.metric].append(
-                SeriesPoint((*base, *reading.attributes), start, time_ns, reading.value)
-            )
+            now.extend(overlay.readings)
+        for group in device.samples.values():
+            for metric, point in _sample_points(device, group):
+                points[metric].append(point)
+        for metric, point in _device_points(device, now, snapshot.taken_ns):
+            points[metric].append(point)
     # Self-telemetry and node-level samples: their readings carry their own attributes.
     samples = (snapshot.agent, *snapshot.node) if snapshot.agent else snapshot.node
     for sample in samples:
