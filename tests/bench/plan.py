@@ -141,7 +141,7 @@ def build(smoke: bool, chaos_minutes: float | None = None) -> Plan:
         prometheus=(PrometheusFloodCase("prometheus-flood", NODE_16, 300, 5 if smoke else 20),),
         # Host process churn: 500 short non-GPU execs a second, attribution on and off.
         churn=tuple(ChurnCase(f"churn-500-attribution-{'on' if on else 'off'}", NODE_8, 500.0,
-                              3.0 if smoke else 30.0, attribution=on)
+                              2.0 if smoke else 30.0, attribution=on)
                     for on in (True, False)),
         # NVML answering 2 % of calls with an error nvml.h documents for that call, seeded.
         chaos=(ChaosCase("nvml-chaos", NODE_16,
