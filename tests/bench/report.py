@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.bench import sizing
+from tests.bench.markdown import table as _table
 from tests.bench.results import AgentResult, EbpfLoadRun, Report
 
 COMMAND = ".venv/bin/python -m tests.bench --update-readme"
@@ -141,12 +142,6 @@ def _fmt(value: float | int | None, digits: int = 2) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     return f"{value:,.{digits}f}"
-
-
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
 
 
 def _check(value: float, target: float) -> str:

@@ -9,8 +9,7 @@ by the export interval; the assumptions that arithmetic rests on are listed with
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-
+from tests.bench.markdown import table as _table
 from tests.bench.results import AgentResult, Report
 
 FLEETS = (100, 1_000, 10_000)
@@ -30,12 +29,6 @@ def _bytes(value: float) -> str:
         if value >= size:
             return f"{value / size:,.1f}{unit}"
     return f"{value:,.0f} B"
-
-
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
 
 
 def _shapes(report: Report) -> list[AgentResult]:

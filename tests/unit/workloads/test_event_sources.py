@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import subprocess
@@ -27,6 +28,15 @@ async def _until(condition: object, timeout: float = 5.0) -> None:
     while not condition():
         assert asyncio.get_running_loop().time() < deadline, "event did not arrive"
         await asyncio.sleep(0.01)
+
+
+async def _ended(process: asyncio.subprocess.Process, exits: list[int]) -> None:
+    """End ``process`` (if it still runs) and wait for its exit event."""
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+    await process.wait()
+    await _until(lambda: process.pid in exits)
 
 
 def test_exec_and_exit_of_a_real_process_arrive() -> None:
@@ -121,18 +131,14 @@ def test_the_kernel_drops_events_of_processes_not_watched() -> None:
             churn = [subprocess.Popen(["true"]) for _ in range(20)]
             for child in churn:
                 child.wait()
-            watched.kill()
-            await watched.wait()
-            await _until(lambda: watched.pid in exits)
+            await _ended(watched, exits)
             # The churn ended before the watched exit was sent, so it would have come first.
             assert not {c.pid for c in churn} & {*execs, *exits}
             assert connector.events == 1
             # None: every process again (the filter is detached).
             connector.watch(None)
             assert not connector.filtering
-            child = subprocess.Popen(["true"])
-            child.wait()
-            await _until(lambda: child.pid in exits)
+            await _ended(await asyncio.create_subprocess_exec("true"), exits)
         finally:
             connector.stop()
 
@@ -153,14 +159,10 @@ def test_the_filter_follows_the_watched_set() -> None:
             connector.watch(set())
             first = await asyncio.create_subprocess_exec("sleep", "60")
             connector.watch({first.pid})
-            first.kill()
-            await first.wait()
-            await _until(lambda: first.pid in exits)
+            await _ended(first, exits)
             connector.watch(range(1, pid_filter.MAX_PIDS + 2))
             assert not connector.filtering
-            child = subprocess.Popen(["true"])
-            child.wait()
-            await _until(lambda: child.pid in exits)
+            await _ended(await asyncio.create_subprocess_exec("true"), exits)
         finally:
             connector.stop()
 
