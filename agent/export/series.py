@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from gpu_otel_agent.model.snapshot import (
     Attributes,
+    DeviceIdentity,
     DeviceOverlay,
     DeviceSnapshot,
     GroupSample,
@@ -46,11 +47,19 @@ def status_readings(
 
 # A device's samples mostly outlive an export (the slow group's for 30 s, the processes'
 # for 5 s, against a 1 s export): their points are kept with the sample they came from, and
-# rebuilt only when the sample, the device's identity or its counter starts change.
-# Bounded (cleared past this); shared by every exporter's thread (one dict operation each).
-MAX_CACHED_SAMPLES = 4096
-_Cached = tuple[GroupSample, DeviceSnapshot, list[tuple[str, SeriesPoint]]]
-_by_sample: dict[int, _Cached] = {}
+# rebuilt only when the sample, the device's identity or its counter starts change. One
+# entry per (device, group), the latest: nothing older is held. Shared by every exporter's
+# thread (one dict operation each; a lost race rebuilds the points once more).
+class _Kept(NamedTuple):
+    sample: GroupSample
+    identity: DeviceIdentity
+    counter_starts: Mapping[tuple[str, Attributes], int]
+    start_time_ns: int
+    points: list[tuple[str, SeriesPoint]]
+
+
+_latest: dict[tuple[str, str], _Kept] = {}
+MAX_KEPT = 4096  # (device, group) pairs; cleared past this (partitions come and go)
 
 
 def _device_points(device: DeviceSnapshot, readings: Iterable[Reading],
@@ -71,17 +80,17 @@ def _device_points(device: DeviceSnapshot, readings: Iterable[Reading],
 
 
 def _sample_points(device: DeviceSnapshot, sample: GroupSample) -> list[tuple[str, SeriesPoint]]:
-    cached = _by_sample.get(id(sample))
-    if cached is not None:
-        kept, of, points = cached
-        if kept is sample and of.identity is device.identity and (
-                of.counter_starts is device.counter_starts
-                and of.start_time_ns == device.start_time_ns):
-            return points
+    slot = (device.identity.uuid, sample.group)
+    kept = _latest.get(slot)
+    if (kept is not None and kept.sample is sample and kept.identity is device.identity
+            and kept.counter_starts is device.counter_starts
+            and kept.start_time_ns == device.start_time_ns):
+        return kept.points
     points = _device_points(device, sample.readings, sample.time_ns)
-    if len(_by_sample) >= MAX_CACHED_SAMPLES:
-        _by_sample.clear()
-    _by_sample[id(sample)] = (sample, device, points)
+    if len(_latest) >= MAX_KEPT:
+        _latest.clear()
+    _latest[slot] = _Kept(sample, device.identity, device.counter_starts, device.start_time_ns,
+                          points)
     return points
 
 
