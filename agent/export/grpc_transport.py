@@ -73,21 +73,25 @@ def _retry_delay(error: grpc.RpcError) -> float | None:
 class GrpcTransport:
     """Sends requests of one signal; ``stub`` is e.g. ``MetricsServiceStub``."""
 
-    def __init__(self, target: OtlpTarget, stub: Callable[[grpc.Channel], Any]) -> None:
+    def __init__(self, target: OtlpTarget, stub: Callable[[grpc.Channel], Any],
+                 method: str | None = None) -> None:
+        """``method`` (``/package.Service/Export``) lets ``send`` take already serialised
+        requests: they go out as they are, through a callable without a serialiser."""
         self._target = target
         self._stub_type = stub
+        self._method = method
         self._credentials = channel_credentials(target) if target.tls else None
         self._compression = (grpc.Compression.Gzip if target.compression == "gzip"
                              else grpc.Compression.NoCompression)
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._channel, self._export = self._connect()
+        self._channel, self._export, self._raw = self._connect()
 
     @property
     def target(self) -> OtlpTarget:
         return self._target
 
-    def _connect(self) -> tuple[grpc.Channel, Callable[..., Any]]:
+    def _connect(self) -> tuple[grpc.Channel, Callable[..., Any], Callable[..., Any] | None]:
         options = [("grpc.primary_user_agent", USER_AGENT)]
         if self._credentials is None:
             channel = grpc.insecure_channel(self._target.endpoint, options=options,
@@ -95,17 +99,20 @@ class GrpcTransport:
         else:
             channel = grpc.secure_channel(self._target.endpoint, self._credentials,
                                           options=options, compression=self._compression)
-        return channel, self._stub_type(channel).Export
+        # Without serialiser or deserialiser gRPC takes and returns bytes (the answer, an
+        # Export...ServiceResponse, is not read either way).
+        raw = (channel.unary_unary(self._method) if self._method is not None else None)
+        return channel, self._stub_type(channel).Export, raw
 
     def _reconnect(self) -> None:
         with self._lock:
             if self._stop.is_set():
                 return
             old = self._channel
-            self._channel, self._export = self._connect()
+            self._channel, self._export, self._raw = self._connect()
         old.close()
 
-    def send(self, request: Message, timeout_s: float | None = None) -> bool:
+    def send(self, request: Message | bytes, timeout_s: float | None = None) -> bool:
         """True when the collector accepted ``request``; bounded by the configured timeout
         and by ``timeout_s`` when the caller has a shorter deadline of its own."""
         budget = self._target.timeout_s if timeout_s is None else min(
@@ -113,9 +120,14 @@ class GrpcTransport:
         return with_retries(lambda remaining: self._attempt(request, remaining), budget,
                             self._stop)
 
-    def _attempt(self, request: Message, remaining_s: float) -> Attempt:
+    def _attempt(self, request: Message | bytes, remaining_s: float) -> Attempt:
+        call = self._export
+        if isinstance(request, bytes):
+            if self._raw is None:
+                raise TypeError("this transport was built without a method for bytes")
+            call = self._raw
         try:
-            self._export(request, timeout=remaining_s, metadata=self._target.headers)
+            call(request, timeout=remaining_s, metadata=self._target.headers)
         except grpc.RpcError as error:
             code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
             retryable = code in RETRYABLE

@@ -80,15 +80,15 @@ class HttpTransport:
     def target(self) -> OtlpTarget:
         return self._target
 
-    def _body(self, request: Message) -> bytes:
-        data = request.SerializeToString()
+    def _body(self, request: Message | bytes) -> bytes:
+        data = request if isinstance(request, bytes) else request.SerializeToString()
         if self._target.compression == "gzip":
             return gzip.compress(data, compresslevel=6)
         if self._target.compression == "deflate":
             return zlib.compress(data)
         return data
 
-    def send(self, request: Message, timeout_s: float | None = None) -> bool:
+    def send(self, request: Message | bytes, timeout_s: float | None = None) -> bool:
         """True when the collector accepted ``request``; bounded by the configured timeout
         and by ``timeout_s`` when the caller has a shorter deadline of its own."""
         budget = self._target.timeout_s if timeout_s is None else min(

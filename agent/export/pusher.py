@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from gpu_otel_agent.export.snapshot_exporters import SnapshotExporter
 from gpu_otel_agent.model.snapshot import SnapshotStore
 from gpu_otel_agent.runtime.config_holder import ConfigHolder
+from gpu_otel_agent.runtime.costs import SNAPSHOT, Stage
 
 log = logging.getLogger(__name__)
 FIRST_EXPORT_POLL_SECONDS = 0.05
@@ -79,7 +80,8 @@ class MetricPusher:
             # The previous export is still retrying: don't queue stale data behind it.
             self.stats.skipped += 1
             return
-        snapshot = self._store.current(time.time_ns())
+        with Stage(SNAPSHOT):
+            snapshot = self._store.current(time.time_ns())
         if not snapshot.devices:
             return
         loop = asyncio.get_running_loop()

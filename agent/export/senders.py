@@ -38,9 +38,9 @@ CREDENTIAL_PROVIDER_VARIABLES = {
 class RequestSender(Protocol):
     """Sends one encoded OTLP request; blocks, so it runs on an export thread."""
 
-    def send(self, request: Message, timeout_s: float | None = None) -> bool:
-        """True when the collector accepted it; ends within the configured timeout and
-        ``timeout_s``, whichever is shorter."""
+    def send(self, request: Message | bytes, timeout_s: float | None = None) -> bool:
+        """True when the collector accepted it (a message, or one already serialised);
+        ends within the configured timeout and ``timeout_s``, whichever is shorter."""
 
     def shutdown(self) -> None: ...
 
@@ -66,8 +66,12 @@ def build_request_sender(target: OtlpTarget) -> RequestSender:
         from opentelemetry.proto.collector.logs.v1.logs_service_pb2_grpc import LogsServiceStub
 
         return GrpcTransport(target, LogsServiceStub)
+    from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
     from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2_grpc import (
         MetricsServiceStub,
     )
 
-    return GrpcTransport(target, MetricsServiceStub)
+    # The method's path from the .proto's own descriptor, as the generated stub spells it.
+    service = metrics_service_pb2.DESCRIPTOR.services_by_name["MetricsService"]
+    return GrpcTransport(target, MetricsServiceStub,
+                         f"/{service.full_name}/{service.methods_by_name['Export'].name}")

@@ -11,6 +11,7 @@ from gpu_otel_agent.export.encode import encode
 from gpu_otel_agent.export.otlp_proto import ProtoEncoder
 from gpu_otel_agent.export.senders import RequestSender
 from gpu_otel_agent.model.snapshot import NodeSnapshot
+from gpu_otel_agent.runtime.costs import ENCODING, SENDING, Stage
 
 
 class SnapshotExporter(Protocol):
@@ -38,7 +39,10 @@ class OtlpSnapshotExporter:
 
     def export(self, snapshot: NodeSnapshot, timeout_s: float) -> bool:
         # The caller's deadline reaches the wire (gRPC deadline, HTTP socket timeout).
-        return self._sender.send(self._encoder.encode(snapshot), timeout_s)
+        with Stage(ENCODING):
+            request = self._encoder.encode_bytes(snapshot)
+        with Stage(SENDING):
+            return self._sender.send(request, timeout_s)
 
     def shutdown(self, timeout_s: float) -> None:
         self._sender.shutdown()

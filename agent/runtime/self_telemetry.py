@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from gpu_otel_agent.model.snapshot import AgentSample, Attributes, Reading
+from gpu_otel_agent.runtime.costs import SELF_TELEMETRY, Stage
 from gpu_otel_agent.sampling.sampler import DeviceSampler
 
 
@@ -53,6 +54,10 @@ class SelfTelemetry:
         self._sources.append(source)
 
     def sample(self, now_ns: int) -> AgentSample:
+        with Stage(SELF_TELEMETRY):
+            return self._sample(now_ns)
+
+    def _sample(self, now_ns: int) -> AgentSample:
         readings: list[Reading] = []
         for sampler in self._samplers:
             readings.extend(sampler_readings(sampler))

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TypeVar
 
+from gpu_otel_agent.runtime.costs import SAMPLING, Stage
+
 T = TypeVar("T")
 _Job = tuple[Callable[[], object], "Future[object]"]
 
@@ -48,7 +50,8 @@ class DeviceWorker:
             fn, future = job
             if future.set_running_or_notify_cancel():
                 try:
-                    result = fn()
+                    with Stage(SAMPLING):
+                        result = fn()
                 except BaseException as exc:  # handed to the awaiting task, not lost
                     with self._lock:
                         self._pending -= 1

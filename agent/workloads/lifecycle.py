@@ -9,7 +9,7 @@ returns False, and the resolver's reconciliation carries on alone.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -26,6 +26,11 @@ class ProcessEvents(Protocol):
     def start(self, loop: asyncio.AbstractEventLoop) -> bool: ...
 
     def stop(self) -> None: ...
+
+    def watch(self, pids: Collection[int] | None) -> None:
+        """Only these PIDs' events matter (None: every process's); a source drops the others
+        as early as it can (in the kernel, where it can). On the event loop, before or after
+        ``start``."""
 
 
 ProcessEventsFactory = Callable[[ProcessCallbacks], ProcessEvents]

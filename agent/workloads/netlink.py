@@ -2,10 +2,11 @@
 
 The socket is a plain non-blocking netlink socket watched by the event loop (``add_reader``);
 messages are built and decoded with ``struct`` against the kernel's layouts (``cn_proc``).
-Events cost us only for processes that start or end, never for idle ones, and a PID we are not
-tracking is one dict miss. Without CAP_NET_ADMIN (or in a network/PID namespace that hides it)
-the socket cannot be opened: we say so once and the low-rate reconciliation carries
-attribution alone.
+Events cost us only for processes that start or end, never for idle ones; once the resolver
+says which PIDs it holds (``watch``), a socket filter (``pid_filter``) drops every other
+process's events in the kernel, so host process churn does not reach Python at all. Without
+CAP_NET_ADMIN (or in a network/PID namespace that hides it) the socket cannot be opened: we
+say so once and the low-rate reconciliation carries attribution alone.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import os
 import platform
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from gpu_otel_agent.workloads.cn_proc import (
     CN_IDX_PROC,
@@ -35,6 +36,7 @@ from gpu_otel_agent.workloads.cn_proc import (
     WHAT_OFFSET,
     control_message,
 )
+from gpu_otel_agent.workloads.pid_filter import MAX_PIDS, attach, detach
 
 log = logging.getLogger(__name__)
 RECV_BYTES = 256 * 1024
@@ -82,6 +84,8 @@ class ProcConnector:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.events = 0
         self.filtered = kernel_filters()
+        self._watched: frozenset[int] | None = None  # None: every process (no socket filter)
+        self._filter_failed = False
 
     def start(self, loop: asyncio.AbstractEventLoop) -> bool:
         try:
@@ -103,6 +107,8 @@ class ProcConnector:
         sock.setblocking(False)
         self._sock = sock
         self._loop = loop
+        if self._watched is not None:
+            self._apply(self._watched)
         loop.add_reader(sock.fileno(), self._readable)
         log.info("listening to process exec/exit events (netlink proc connector)")
         return True
@@ -116,6 +122,42 @@ class ProcConnector:
         with contextlib.suppress(OSError):
             sock.send(self._control(PROC_CN_MCAST_IGNORE))
         sock.close()
+
+    def watch(self, pids: Collection[int] | None) -> None:
+        """Deliver events of ``pids`` only (filtered in the kernel); None: of every process.
+
+        More PIDs than one filter holds (``pid_filter.MAX_PIDS``), or a kernel that refuses
+        the filter: every event, as without one (said once)."""
+        wanted = None if pids is None else frozenset(pids)
+        if wanted == self._watched:
+            return
+        self._watched = wanted
+        if self._sock is not None:
+            self._apply(wanted)
+
+    @property
+    def filtering(self) -> bool:
+        """Whether a PID filter is in place (the kernel drops other processes' events)."""
+        return (self._sock is not None and self._watched is not None
+                and len(self._watched) <= MAX_PIDS and not self._filter_failed)
+
+    def _apply(self, pids: frozenset[int] | None) -> None:
+        sock = self._sock
+        if sock is None or self._filter_failed:
+            return
+        try:
+            if pids is not None and len(pids) <= MAX_PIDS:
+                attach(sock, pids)
+            else:
+                if pids is not None:
+                    log.info("%d GPU processes: more than a socket filter holds (%d); process "
+                             "events of the whole host are decoded", len(pids), MAX_PIDS)
+                with contextlib.suppress(FileNotFoundError):  # ENOENT: none attached
+                    detach(sock)
+        except OSError as error:
+            self._filter_failed = True
+            log.warning("process events cannot be filtered in the kernel (%s); every "
+                        "process's events are decoded", error.strerror)
 
     def _control(self, action: int) -> bytes:
         return control_message(action, os.getpid(), WANTED if self.filtered else None)

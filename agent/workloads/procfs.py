@@ -54,6 +54,15 @@ class ProcReader:
             return ""
         return sanitize(raw.removesuffix(b"\n"))
 
+    def cgroup(self, pid: int) -> CgroupIdentity | None:
+        """The process's cgroup alone (all a move between cgroups changes); None if gone."""
+        try:
+            text = (self._root / str(pid) / "cgroup").read_text(encoding="utf-8",
+                                                                errors="replace")
+        except OSError:
+            return None
+        return parse_proc_cgroup(text)
+
     def facts(self, pid: int, command_line: bool = False) -> ProcessFacts:
         base = self._root / str(pid)
         try:

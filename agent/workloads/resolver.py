@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 
 from gpu_otel_agent.model.snapshot import Attributes
 from gpu_otel_agent.model.workload import Workload
@@ -79,12 +80,28 @@ class WorkloadResolver:
         self._hidden_reported = False
         self.pods_known = False  # a List answer arrived at least once
         self.resolutions = 0  # /proc reads done (the benchmark reports it)
+        self._watchers: list[Callable[[frozenset[int]], None]] = []
+        self._watched: frozenset[int] = frozenset()
 
     # -- events ----------------------------------------------------------------------
 
     def subscribe(self, listener: Callable[[], None]) -> None:
         """Called after a change that alters the attribution (exit, names)."""
         self._listeners.append(listener)
+
+    def on_watched(self, listener: Callable[[frozenset[int]], None]) -> None:
+        """``listener`` gets the PIDs whose exec, exit or fork events matter (the ones we hold
+        and the ones that exited since), now and on every change: the event source drops the
+        rest as early as it can."""
+        self._watchers.append(listener)
+        listener(self._watched)
+
+    def _watch_changed(self) -> None:
+        watched = frozenset(self._facts).union(self._exited)
+        if watched != self._watched:
+            self._watched = watched
+            for listener in self._watchers:
+                listener(watched)
 
     def on_unlisted(self, want: Callable[[], None]) -> None:
         """``want`` is called when a pod we see is not in the kubelet's last answer."""
@@ -110,19 +127,30 @@ class WorkloadResolver:
 
     def on_fork(self, pid: int) -> None:
         """A new process: if its PID was a GPU process that exited, it is someone else now."""
-        self._exited.discard(pid)
+        if pid in self._exited:
+            self._exited.discard(pid)
+            self._watch_changed()
 
     def on_exec(self, pid: int) -> None:
         if pid in self._facts or pid in self._exited:
             # Same PID, new program (or a reused PID): read it again at its next sighting.
             self._facts.pop(pid, None)
             self._exited.discard(pid)
+            self._watch_changed()
 
     def on_cgroup_change(self) -> None:
-        """A pod or container cgroup appeared: PIDs without an identity may have one now."""
-        stale = [pid for pid, f in self._facts.items() if not f.cgroup.known]
-        for pid in stale:
-            del self._facts[pid]
+        """A pod or container cgroup appeared: PIDs without an identity may have one now.
+        Only their cgroup file is read again (a move changes nothing else)."""
+        for pid in [pid for pid, f in self._facts.items() if f.exists and not f.cgroup.known]:
+            self._recheck_cgroup(pid)
+
+    def _recheck_cgroup(self, pid: int) -> None:
+        """Read ``pid``'s cgroup again: gone means exited, another cgroup a new identity."""
+        cgroup = self._proc.cgroup(pid)
+        if cgroup is None:
+            self.on_exit(pid)
+        elif cgroup != self._facts[pid].cgroup:
+            self._facts[pid] = replace(self._facts[pid], cgroup=cgroup)
 
     def on_pod_gone(self, pod_uid: str) -> None:
         if self._bound.pop(pod_uid, None) is not None:
@@ -149,24 +177,22 @@ class WorkloadResolver:
         for pid in [p for p in self._exited if self._proc.exists(p)]:
             self._exited.discard(pid)  # a new process has the PID (no event told us)
         for pid in list(self._facts):
-            if self._facts[pid].exists and not self._proc.exists(pid):
+            if not self._facts[pid].exists or not self._proc.exists(pid):
                 self.on_exit(pid)
                 continue
-            facts = self._proc.facts(pid, self._command_line)
-            if not facts.exists:
-                self.on_exit(pid)
-            elif facts.cgroup != self._facts[pid].cgroup:
-                self._facts[pid] = facts
+            self._recheck_cgroup(pid)  # one file, not the process's whole facts again
         live_uids = {f.cgroup.pod_uid for f in self._facts.values()}
         for uid in [u for u in self._bound if u not in live_uids]:
             del self._bound[uid]
         self._asked &= live_uids  # an unnamed pod is asked about again after a while
+        self._watch_changed()
 
     def retain(self, pids: set[int]) -> None:
         """Forget PIDs no GPU lists any more (called with the union over all GPUs)."""
         for pid in [p for p in self._facts if p not in pids]:
             del self._facts[pid]
         self._exited &= pids
+        self._watch_changed()
 
     # -- lookups (per cycle: dictionary hits) -------------------------------------------
 
@@ -185,6 +211,7 @@ class WorkloadResolver:
                     "PID namespace (set hostPID: true), so processes are reported without "
                     "names or workloads", pid, "/proc")
             self._facts[pid] = facts
+            self._watch_changed()
         return facts
 
     def workload(self, facts: ProcessFacts, device: GpuDevice) -> Workload:

@@ -65,6 +65,8 @@ class WorkloadService:
         self._reconcile_now = asyncio.Event()
         self._process_events = process_events(ProcessCallbacks(
             resolver.on_exec, resolver.on_exit, self._reconcile_now.set, resolver.on_fork))
+        # The source drops other processes' events (in the kernel, where it can).
+        resolver.on_watched(self._process_events.watch)
         self._inotify = Inotify(self._on_fs_event, self._reconcile_now.set)
         self._depth: dict[Path, int] = {}
         self._kubelet_ok: bool | None = None

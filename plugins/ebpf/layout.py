@@ -40,7 +40,10 @@ class LifecycleEventStruct(ctypes.Structure):
 
 
 class SettingsStruct(ctypes.Structure):
-    _fields_ = (("lifecycle_all", ctypes.c_uint32), ("reserved", ctypes.c_uint32))
+    _fields_ = (("lifecycle_all", ctypes.c_uint32), ("lifecycle_watched", ctypes.c_uint32))
+
+
+WATCHED_PIDS = 16384  # cuda_activity.h: entries of the watched_pids map
 
 
 class Counter(enum.IntEnum):

@@ -14,7 +14,7 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,6 +90,7 @@ class EbpfPlugin:
         self._activity = Activity(int(settings.workload_retention * 1e9),
                                   settings.max_process_series)
         self._callbacks: ProcessCallbacks | None = None
+        self._watched: frozenset[int] | None = None  # the resolver's PIDs (None: all)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reading = False
         self._wake = asyncio.Event()
@@ -112,7 +113,12 @@ class EbpfPlugin:
 
     def _subscribe(self, callbacks: ProcessCallbacks | None) -> None:
         self._callbacks = callbacks
-        self._tracer.send_every_lifecycle_event(callbacks is not None)
+        self._tracer.send_lifecycle_events(callbacks is not None, self._watched)
+
+    def _watch(self, pids: Collection[int] | None) -> None:
+        self._watched = None if pids is None else frozenset(pids)
+        if self._callbacks is not None:
+            self._tracer.send_lifecycle_events(True, self._watched)
 
     def _on_record(self, record: bytes) -> None:
         event = LifecycleEvent.decode(record)
@@ -255,3 +261,7 @@ class _TracepointEvents:
 
     def stop(self) -> None:
         self._plugin._subscribe(None)
+
+    def watch(self, pids: Collection[int] | None) -> None:
+        """Filtered in the kernel: the tracepoints look the process up in a map of these."""
+        self._plugin._watch(pids)

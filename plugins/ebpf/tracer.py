@@ -7,10 +7,11 @@ readings, containers) is in :mod:`gpu_otel_agent.plugins.ebpf.activity`.
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
 from gpu_otel_agent.plugins.ebpf.layout import (
+    WATCHED_PIDS,
     Counter,
     CudaStats,
     CudaStatsStruct,
@@ -45,6 +46,8 @@ class Tracer:
             self._counters = self._object.map("counters")
             self._settings = self._object.map("settings")
             self._runtime_files = self._object.map("runtime_files")
+            self._watched_map = self._object.map("watched_pids")
+            self._watched: set[int] = set()
             self.ring: RingBuffer = self._object.ring_buffer("events", on_record)
             for name in LIFECYCLE_PROGRAMS:
                 self._links.append(self._object.program(name).attach())
@@ -88,8 +91,19 @@ class Tracer:
         value = ctypes.c_uint64()
         return value.value if self._counters.lookup(ctypes.c_uint32(which), value) else 0
 
-    def send_every_lifecycle_event(self, on: bool) -> None:
-        """On: exec/exit of every process (the resolver's source); off: only of CUDA users."""
+    def send_lifecycle_events(self, on: bool, pids: Collection[int] | None = None) -> None:
+        """On: exec/exit for the resolver, of ``pids`` only (checked in the kernel against the
+        ``watched_pids`` map, so other processes' events never reach the ring buffer), or of
+        every process (None, or more PIDs than the map holds). Off: only of CUDA users."""
+        if on and pids is not None and len(pids) <= WATCHED_PIDS:
+            wanted = set(pids)
+            for pid in self._watched - wanted:
+                self._watched_map.delete(ctypes.c_uint32(pid))
+            for pid in wanted - self._watched:
+                self._watched_map.update(ctypes.c_uint32(pid), ctypes.c_uint8(1))
+            self._watched = wanted
+            self._settings.update(ctypes.c_uint32(0), SettingsStruct(0, 1))
+            return
         self._settings.update(ctypes.c_uint32(0), SettingsStruct(int(on), 0))
 
     def close(self) -> None:

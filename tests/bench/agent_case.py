@@ -9,6 +9,7 @@ counting them by name in the main window would charge the fast group with slow-g
 
 from __future__ import annotations
 
+import gzip
 import json
 import signal
 import time
@@ -19,9 +20,10 @@ from typing import Any
 import yaml
 
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, load_scenario
+from gpu_otel_agent.runtime.agent import COSTS_MARK
 from tests.bench.calls import per_gpu_per_cycle
 from tests.bench.procstat import peak_rss_mib
-from tests.bench.results import AgentResult
+from tests.bench.results import AgentResult, CycleCosts
 from tests.bench.window import Window, measure
 from tests.integration.harness import AgentProcess
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
@@ -63,6 +65,35 @@ def _wait_in_log(agent: AgentProcess, text: str, timeout: float) -> None:
         time.sleep(0.05)
 
 
+def _costs(agent: AgentProcess) -> tuple[float, dict[str, Any]]:
+    """Ask the agent for its CPU per stage and thread so far (SIGUSR1 logs it)."""
+    seen = agent.log().count(COSTS_MARK)
+    asked = time.monotonic()
+    agent.process.send_signal(signal.SIGUSR1)
+    deadline = asked + 10
+    while agent.log().count(COSTS_MARK) <= seen:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"agent did not log its cycle costs:\n{agent.log()[-3000:]}")
+        time.sleep(0.02)
+    line = agent.log().split(COSTS_MARK)[seen + 1].splitlines()[0]
+    parsed = json.loads(line)
+    assert isinstance(parsed, dict)
+    return asked, parsed
+
+
+def _cycle_costs(before: tuple[float, dict[str, Any]], after: tuple[float, dict[str, Any]],
+                 interval: float) -> CycleCosts:
+    (t0, a), (t1, b) = before, after
+    cycles = (t1 - t0) / interval
+
+    def per_cycle(key: str) -> dict[str, float]:
+        return {name: round((b[key][name] - a[key].get(name, 0.0)) / cycles * 1e6, 1)
+                for name in b[key]}
+
+    return CycleCosts(round(cycles, 2), per_cycle("stages"), per_cycle("threads"),
+                      round((b["process"] - a["process"]) / cycles * 1e6, 1))
+
+
 def _in_window(requests: list[Received], window: Window) -> list[Received]:
     return [r for r in requests if window.wall_start < r.received_at <= window.wall_end]
 
@@ -75,6 +106,23 @@ def _points(request: Received) -> int:
             for metric in sm.metrics:
                 count += len(getattr(metric, metric.WhichOneof("data")).data_points)
     return count
+
+
+FAMILIES = (("gpu.process.", "per-process"), ("gpu.container.", "per-container"),
+            ("gpu_agent.", "self-telemetry"))
+
+
+def points_by_family(request: Received) -> dict[str, int]:
+    """Points per family of metric (one point per series in an export)."""
+    message: Any = request.request
+    counts = {"device": 0, **{family: 0 for _, family in FAMILIES}}
+    for rm in message.resource_metrics:
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                family = next((f for prefix, f in FAMILIES if metric.name.startswith(prefix)),
+                              "device")
+                counts[family] += len(getattr(metric, metric.WhichOneof("data")).data_points)
+    return counts
 
 
 def run_agent_case(case: AgentCase, workdir: Path) -> AgentResult:
@@ -95,7 +143,9 @@ def run_agent_case(case: AgentCase, workdir: Path) -> AgentResult:
             receiver.store.wait_for(lambda s: s.received("metrics"), timeout=30,
                                     what="the agent's first export")
             first_export = receiver.store.received("metrics")[0].received_at - started_wall
+            before = _costs(agent)
             main = measure(node, agent.process.pid, case.interval, case.cycles, alive)
+            costs = _cycle_costs(before, _costs(agent), case.interval)
             requests = _in_window(receiver.store.received("metrics"), main)
             # Fast group alone: switch the other groups off at run time (see module docstring).
             config.write_text(
@@ -142,4 +192,7 @@ def run_agent_case(case: AgentCase, workdir: Path) -> AgentResult:
         payload_bytes_mean=round(sum(sizes) / len(sizes), 1),
         payload_bytes_last=last.request.ByteSize(),
         points_per_export=_points(last),
+        costs=costs,
+        points_by_family=points_by_family(last),
+        payload_gzip_bytes=len(gzip.compress(last.request.SerializeToString(), compresslevel=6)),
     )

@@ -11,10 +11,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.bench import ebpf_case, machine, plan, readme, report
+from tests.bench import ebpf_case, machine, plan, readme, report, sizing
 from tests.bench.agent_case import run_agent_case
 from tests.bench.attribution import run_attribution_case
 from tests.bench.chaos_case import run_chaos_case
+from tests.bench.churn_case import run_churn_case
 from tests.bench.ebpf_case import run_call_cost_case, run_load_case
 from tests.bench.encoding import run_encode_case
 from tests.bench.events_case import run_event_case
@@ -78,6 +79,11 @@ def run(suite: plan.Plan, workdir: Path) -> Report:
         log.info("%s: %d idle connections at once, %d scrapes", flood.name, flood.connections,
                  flood.scrapes)
         floods.append(run_prometheus_flood_case(flood, workdir / flood.name))
+    churns = []
+    for churn in suite.churn:
+        log.info("%s: %g execs/s for %gs, attribution %s", churn.name, churn.rate,
+                 churn.window_s, "on" if churn.attribution else "off")
+        churns.append(run_churn_case(churn, workdir / churn.name))
     chaos = []
     for case in suite.chaos:
         log.info("%s: %g min at %g%% NVML errors (seed %d) on %s", case.name, case.minutes,
@@ -117,6 +123,7 @@ def run(suite: plan.Plan, workdir: Path) -> Report:
         ebpf_call_cost=tuple(call_costs),
         ebpf_load=tuple(loads),
         prometheus=tuple(floods),
+        churn=tuple(churns),
         skipped=tuple(skipped),
         notes=report.NOTES,
     )
@@ -154,7 +161,8 @@ def _update_readme(result: Report, ran: plan.Plan, full: plan.Plan) -> None:
     done = set(ran.case_names())
     if main_names <= done:
         readme.update(path, report.readme_block(result))
-        log.info("updated the benchmark section of %s", path)
+        readme.update(path, sizing.markdown(result), readme.SIZING_START, readme.SIZING_END)
+        log.info("updated the benchmark and fleet sizing sections of %s", path)
     elif main_names & done:
         log.warning("benchmark tables in %s left as they were: not all their cases ran", path)
     if ebpf_names <= done and not result.skipped:

@@ -28,7 +28,7 @@ from tests.bench.results import EncodeResult
 
 METHOD = (
     "in-process NvidiaBackend read of every group on every GPU of the simulated node, "
-    "then ProtoEncoder.encode + SerializeToString (the agent's path; the SDK path "
+    "then ProtoEncoder.encode_bytes (the agent's path; the SDK path "
     "encode + encode_metrics + SerializeToString for comparison), median of {repeats} repeats"
 )
 
@@ -70,7 +70,7 @@ def _measure(node_env: Mapping[str, str], repeats: int) -> dict[str, float | int
     payload = b""
     for _ in range(repeats):
         t0 = time.perf_counter()
-        payload = encoder.encode(snapshot).SerializeToString()
+        payload = encoder.encode_bytes(snapshot)
         t1 = time.perf_counter()
         data = encode(snapshot, resource)
         sdk_payload = encode_metrics(data).SerializeToString()

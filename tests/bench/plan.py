@@ -1,5 +1,5 @@
-"""Which cases run, and for how long: the full run (about 11 minutes, the eBPF cases 2.5 of
-them) and the smoke run.
+"""Which cases run, and for how long: the full run (about 13 minutes, the eBPF cases 2.5 of
+them, host churn 2.5) and the smoke run.
 
 Windows are whole numbers of fast cycles, and multiples of 30 s in the full run so the slow
 (30 s) and gpm (10 s) groups fall into them a whole number of times. The smoke run keeps every
@@ -16,6 +16,7 @@ from typing import Protocol, TypeVar
 from tests.bench.agent_case import AgentCase
 from tests.bench.attribution import AttributionCase
 from tests.bench.chaos_case import ChaosCase
+from tests.bench.churn_case import ChurnCase
 from tests.bench.ebpf_case import EbpfCallCostCase, EbpfLoadCase
 from tests.bench.encoding import EncodeCase
 from tests.bench.events_case import EventCase
@@ -35,6 +36,7 @@ TARGETS: dict[str, float] = {
     "fast_calls_per_gpu_per_cycle": 3.0,
     "first_export_s": 2.0,
     "missed_cycles": 0.0,
+    "churn_cpu_percent_added_500": 0.5,
 }
 
 
@@ -52,6 +54,7 @@ class Plan:
     prometheus: tuple[PrometheusFloodCase, ...] = ()
     storm: tuple[StormCase, ...] = ()
     chaos: tuple[ChaosCase, ...] = ()
+    churn: tuple[ChurnCase, ...] = ()
 
     def case_names(self) -> tuple[str, ...]:
         return (*(c.name for c in self.agent), *(c.name for c in self.nvitop_exporter),
@@ -59,7 +62,7 @@ class Plan:
                 *(c.name for c in self.attribution), *(c.name for c in self.events),
                 *(c.name for c in self.storm), *(c.name for c in self.ebpf_call_cost),
                 *(c.name for c in self.ebpf_load), *(c.name for c in self.prometheus),
-                *(c.name for c in self.chaos))
+                *(c.name for c in self.chaos), *(c.name for c in self.churn))
 
     def only(self, names: set[str]) -> Plan:
         """The cases named, and nothing else (peers still need the agent case they are
@@ -69,7 +72,7 @@ class Plan:
                     _kept(self.attribution, names), _kept(self.events, names),
                     _kept(self.ebpf_call_cost, names), _kept(self.ebpf_load, names),
                     _kept(self.prometheus, names), _kept(self.storm, names),
-                    _kept(self.chaos, names))
+                    _kept(self.chaos, names), _kept(self.churn, names))
 
 
 class _Named(Protocol):
@@ -136,6 +139,10 @@ def build(smoke: bool, chaos_minutes: float | None = None) -> Plan:
         ebpf_load=(EbpfLoadCase("ebpf-100k", NODE_8, 1.0, 2 if smoke else 20, 100_000),),
         # The Prometheus endpoint: gzip/OpenMetrics scrape of 16 GPUs, 300 idle sockets at once.
         prometheus=(PrometheusFloodCase("prometheus-flood", NODE_16, 300, 5 if smoke else 20),),
+        # Host process churn: 500 short non-GPU execs a second, attribution on and off.
+        churn=tuple(ChurnCase(f"churn-500-attribution-{'on' if on else 'off'}", NODE_8, 500.0,
+                              2.0 if smoke else 30.0, attribution=on)
+                    for on in (True, False)),
         # NVML answering 2 % of calls with an error nvml.h documents for that call, seeded.
         chaos=(ChaosCase("nvml-chaos", NODE_16,
                          chaos_minutes if chaos_minutes is not None

@@ -24,6 +24,18 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
 
 
+def run_seconds(pid: int) -> float:
+    """CPU time of the process's live threads from the scheduler (ns resolution, where
+    utime + stime move in clock ticks): for short windows and small differences."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended meanwhile
+    return total / 1e9
+
+
 def peak_rss_mib(pid: int) -> float:
     """VmHWM: the high-water mark of resident memory, start-up included."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

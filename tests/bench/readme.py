@@ -1,8 +1,9 @@
 """Replaces the generated blocks between the README's benchmark markers; nothing else.
 
-Three blocks: the suite's tables (``bench``), the eBPF plugin's overhead (``bench-ebpf``, in
-the README's eBPF section) and the long NVML chaos run (``bench-chaos``), so each can be
-re-measured alone.
+Four blocks: the suite's tables (``bench``), the eBPF plugin's overhead (``bench-ebpf``, in
+the README's eBPF section), the long NVML chaos run (``bench-chaos``), so each can be
+re-measured alone, and the fleet sizing computed from the suite's run (``sizing``, in the
+README's sizing section, rewritten with the suite's tables).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ EBPF_START = "<!-- bench-ebpf:start -->"
 EBPF_END = "<!-- bench-ebpf:end -->"
 CHAOS_START = "<!-- bench-chaos:start -->"
 CHAOS_END = "<!-- bench-chaos:end -->"
+SIZING_START = "<!-- sizing:start -->"
+SIZING_END = "<!-- sizing:end -->"
 
 
 class MarkersMissing(ValueError):

@@ -5,9 +5,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
+from tests.bench import sizing
+from tests.bench.markdown import table as _table
 from tests.bench.results import AgentResult, EbpfLoadRun, Report
 
 COMMAND = ".venv/bin/python -m tests.bench --update-readme"
@@ -29,8 +31,33 @@ NOTES = (
     "Event latency runs from just before the XID is pushed into the simulated node's event "
     "ring to the OTLP receiver's handler, on the same clock; each XID waits for the previous "
     "one, on a different (GPU, code), so no queue or storm window is in the figure. The "
-    "health events' waiting threads (nvmlEventSetWait_v2, 200 ms timeout) are left out of "
+    "health events' waiting threads (nvmlEventSetWait_v2, 1 s timeout) are left out of "
     "the NVML call counts above: a wait is not a reading.",
+    "Where a cycle's CPU goes: the agent's own clocks (`runtime.costs`), read with SIGUSR1 at "
+    "both ends of the main window and divided by the fast cycles it spans. Each stage is the "
+    "thread CPU time (`time.thread_time`) of the code named, less the stages opened inside it; "
+    "a thread's row without a stage is what that thread spent outside every stage (waking up, "
+    "queue and future hand-offs, the event loop's own work). Threads are read from the "
+    "scheduler (/proc/self/task/*/schedstat), so the whole-agent figure can differ slightly "
+    "from the utime + stime of the table above; the gRPC row is the process less its Python "
+    "threads (gRPC core's polling and timer threads).",
+    "NVML calls per GPU per fast cycle stay at 4, each for a reading nvml.h offers no field "
+    "id for, so none can join the nvmlDeviceGetFieldValues batch (which carries GPU and "
+    "memory temperature, NVML_FI_DEV_POWER_INSTANT, total energy and the PCIe byte counters "
+    "in one call): nvmlDeviceGetUtilizationRates (GPU and memory busy %: no NVML_FI_ field), "
+    "nvmlDeviceGetMemoryInfo_v2 (used, reserved and total frame buffer: no field; the v2 "
+    "struct is the only source of `reserved`) and nvmlDeviceGetClockInfo(NVML_CLOCK_SM) (the "
+    "current SM clock: nvml.h's clock fields are throttle-reason counters and limits, not "
+    "the clock). The simulated NVML is compiled against the real nvml.h (nvidia-nvml-dev) and "
+    "answers those field ids in the units it documents (NVML_FI_DEV_POWER_INSTANT in mW, "
+    "energy in mJ, temperatures in °C, PCIe bytes as wrapping counters), so the batch is "
+    "exercised as on a driver.",
+    "Host churn: the agent as in agent-8gpu-1s, with attribution on (netlink proc connector) "
+    "or off; its CPU (scheduler time of its threads) over a quiet window, then over a window "
+    "of the same length while a generator (`tests.bench.churn`) posix_spawns `true` at 500 a "
+    "second. The agent's GPU processes neither exec nor exit meanwhile, so every event is for "
+    "a process it does not hold: the kernel-side PID filter (a socket filter on the proc "
+    "connector, or the eBPF plugin's watched_pids map) drops them before they reach it.",
     "XID storm: one XID (13, which leaves the GPU healthy) pipelined as fast as the simulated "
     "node's control socket takes it onto one GPU; the first occurrence goes out at once, "
     "repeats are folded into one summary per storm window (`gpu.event.count`). The storm "
@@ -117,12 +144,6 @@ def _fmt(value: float | int | None, digits: int = 2) -> str:
     return f"{value:,.{digits}f}"
 
 
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
-
-
 def _check(value: float, target: float) -> str:
     return "meets" if value <= target else "**above**"
 
@@ -168,8 +189,71 @@ def _agent_rows(report: Report) -> list[list[str]]:
         row("deadline overruns / errors", "", lambda a: f"{a.deadline_overruns} / {a.errors}"),
         row("exports / export failures", "", lambda a: f"{a.exports} / {a.export_failures}"),
         row("payload per export (bytes)", "", lambda a: _fmt(int(a.payload_bytes_mean))),
+        row("payload per export, gzip'd (bytes)", "", lambda a: _fmt(a.payload_gzip_bytes)),
         row("data points per export", "", lambda a: _fmt(a.points_per_export)),
     ]
+
+
+# Rows of the per-cycle breakdown: (label, thread the stage runs on, stage key or None for
+# what that thread spent outside every stage).
+_COST_ROWS: tuple[tuple[str, str, str | None], ...] = (
+    ("sampling: library calls, readings (device threads)", "gpu", "sampling"),
+    ("device threads: job hand-off", "gpu", None),
+    ("attribution: process lists → per-process and container readings", "MainThread",
+     "attribution"),
+    ("snapshot: publishing samples, health observer, node snapshot", "MainThread", "snapshot"),
+    ("self-telemetry", "MainThread", "self-telemetry"),
+    ("event loop: timers, futures, thread hand-offs, netlink / inotify", "MainThread", None),
+    ("series: snapshot → points per metric (export thread)", "otlp-export", "series"),
+    ("encoding: points → OTLP bytes", "otlp-export", "encoding"),
+    ("sending: the gRPC call, Python side", "otlp-export", "sending"),
+    ("export thread: executor hand-off", "otlp-export", None),
+)
+_MAIN_THREADS = {thread for _, thread, _ in _COST_ROWS}
+
+
+def _cost_cells(a: AgentResult) -> list[str]:
+    c = a.costs
+    if c is None:
+        return ["—"] * (len(_COST_ROWS) + 4)
+    cells = []
+    for _, thread, stage in _COST_ROWS:
+        if stage is not None:
+            cells.append(_fmt(c.stages_us.get(stage, 0.0), 0))
+        else:
+            inside = sum(c.stages_us.get(st, 0.0) for _, th, st in _COST_ROWS
+                         if th == thread and st is not None)
+            cells.append(_fmt(c.threads_us.get(thread, 0.0) - inside, 0))
+    python = sum(c.threads_us.values())
+    others = python - sum(c.threads_us.get(t, 0.0) for t in _MAIN_THREADS)
+    cells += [_fmt(others, 0), _fmt(c.process_us - python, 0), f"**{_fmt(c.process_us, 0)}**",
+              _fmt(c.process_us / (a.interval_s * 1e6) * 100, 2)]
+    return cells
+
+
+def _costs(report: Report) -> list[str]:
+    labels = [label for label, _, _ in _COST_ROWS] + [
+        "health-event threads (NVML / amdsmi event waits, kmsg, event export)",
+        "gRPC core's own threads (not Python)", "whole agent", "whole agent, % of one core"]
+    columns = [_cost_cells(a) for a in report.agent]
+    rows = [[label, *(col[i] for col in columns)] for i, label in enumerate(labels)]
+    return _table(["CPU per fast cycle (µs)", *(a.case for a in report.agent)], rows)
+
+
+def _churn(report: Report) -> list[str]:
+    target = report.targets.get("churn_cpu_percent_added_500", 0.5)
+    rows = [[c.case, "on" if c.attribution else "off", _fmt(c.execs_per_s, 0),
+             f"{c.window_s:.0f}", _fmt(c.cpu_percent_quiet, 2), _fmt(c.cpu_percent_churn, 2),
+             f"{_fmt(c.cpu_percent_added, 2)}"
+             + (f" ({_check(c.cpu_percent_added, target)})" if c.attribution else ""),
+             _fmt(c.us_per_exec, 2), _fmt(c.peak_rss_mib, 1),
+             "yes" if c.agent_alive else "**no**"]
+            for c in report.churn]
+    header = ["churn case", "attribution", "execs / s on the host", "window (s)",
+              "agent CPU % quiet", "agent CPU % during churn",
+              f"added (target ≤ {target:g} with attribution)", "added CPU per exec (µs)",
+              "peak RSS (MiB)", "agent alive"]
+    return _table(header, rows)
 
 
 def _by_function(report: Report) -> list[str]:
@@ -372,6 +456,14 @@ def markdown(report: Report, heading: str = "###", ebpf: bool = True,
         "",
         *_by_function(report),
         "",
+        f"{heading} Where a cycle's CPU goes",
+        "",
+        *_costs(report),
+        "",
+        f"{heading} Host process churn: 500 short non-GPU processes a second",
+        "",
+        *_churn(report),
+        "",
         f"{heading} Peers on the same node (ratio = peer / agent)",
         "",
         *_peers(report),
@@ -408,7 +500,9 @@ def markdown(report: Report, heading: str = "###", ebpf: bool = True,
 
 
 def write_markdown(report: Report, path: Path) -> None:
-    path.write_text("# gpu-otel-agent benchmark\n\n" + markdown(report, "##"), encoding="utf-8")
+    path.write_text("# gpu-otel-agent benchmark\n\n" + markdown(report, "##")
+                    + "\n## Fleet sizing from this run\n\n" + sizing.markdown(report),
+                    encoding="utf-8")
 
 
 def readme_block(report: Report) -> str:

@@ -34,6 +34,10 @@ class AgentResult:
     payload_bytes_mean: float  # serialised ExportMetricsServiceRequest at the receiver
     payload_bytes_last: int
     points_per_export: int
+    costs: CycleCosts | None = None  # the main window's per-cycle breakdown
+    payload_gzip_bytes: int = 0  # the last export's request, gzip'd (level 6, as sent with gzip)
+    # The last export's points by family: device, per-process, per-container, self-telemetry
+    points_by_family: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -258,6 +262,35 @@ class PrometheusFloodResult:
 
 
 @dataclass(frozen=True)
+class ChurnResult:
+    """The agent's CPU over a quiet window and one of host process churn (exec/exit of short
+    non-GPU processes at a fixed rate)."""
+
+    case: str
+    attribution: bool
+    rate_requested: float
+    execs_per_s: float  # achieved by the generator
+    window_s: float
+    cpu_percent_quiet: float
+    cpu_percent_churn: float
+    cpu_percent_added: float
+    us_per_exec: float  # the added CPU per exec/exit pair
+    peak_rss_mib: float
+    agent_alive: bool
+
+
+@dataclass(frozen=True)
+class CycleCosts:
+    """Where an agent case's CPU went, per fast cycle (µs), from the agent's own stage and
+    thread clocks (``runtime.costs``, logged on SIGUSR1 at both ends of the main window)."""
+
+    cycles: float  # fast cycles the window spans (its length over the interval)
+    stages_us: Mapping[str, float]
+    threads_us: Mapping[str, float]
+    process_us: float
+
+
+@dataclass(frozen=True)
 class SkippedCase:
     case: str
     reason: str
@@ -281,5 +314,6 @@ class Report:
     ebpf_call_cost: tuple[EbpfCallCostResult, ...] = ()
     ebpf_load: tuple[EbpfLoadResult, ...] = ()
     prometheus: tuple[PrometheusFloodResult, ...] = ()
+    churn: tuple[ChurnResult, ...] = ()
     skipped: tuple[SkippedCase, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)

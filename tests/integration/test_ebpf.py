@@ -336,6 +336,47 @@ def test_the_tracepoints_are_a_process_event_source_for_the_resolver() -> None:
     assert pid in exits
 
 
+@pytest.mark.usefixtures("bpf_object")
+def test_the_tracepoints_send_only_the_watched_processes() -> None:
+    """The resolver's PIDs go into a map the tracepoints check in the kernel: the exec/exit of
+    a process not in it never reaches the ring buffer, the watched one's exit does."""
+    execs: list[int] = []
+    exits: list[int] = []
+
+    async def scenario() -> tuple[int, list[int]]:
+        plugin = open_plugin(EbpfSettings(interval=0.1), dict, lambda samples: None)
+        assert plugin is not None
+        events = plugin.process_events(ProcessCallbacks(
+            execs.append, exits.append, lambda: None, lambda pid: None))
+        watched = await asyncio.create_subprocess_exec("sleep", "60")
+        events.watch({watched.pid})
+        assert events.start(asyncio.get_running_loop())
+        task = asyncio.create_task(plugin.run())
+        try:
+            churn = []
+            for _ in range(10):
+                child = await asyncio.create_subprocess_exec("true")
+                await child.wait()
+                churn.append(child.pid)
+            watched.kill()
+            await watched.wait()
+            for _ in range(100):
+                if watched.pid in exits:
+                    break
+                await asyncio.sleep(0.05)
+            return watched.pid, churn
+        finally:
+            events.stop()
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            plugin.close()
+
+    pid, churn = asyncio.run(scenario())
+    assert pid in exits
+    # The churn ended before the watched process was killed: its events would be in by now.
+    assert not set(churn) & {*execs, *exits}
+
+
 def _real_runtime() -> Path | None:
     found = sorted(glob.glob("/usr/local/cuda*/lib*/libcudart.so.*[0-9]"))
     return Path(found[-1]) if found else None

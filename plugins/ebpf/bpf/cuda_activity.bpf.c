@@ -75,6 +75,15 @@ struct {
 	__type(value, __u8);
 } runtime_files SEC(".maps");
 
+/* The PIDs whose exec/exit the workload resolver wants (GPU processes it holds), written by
+ * the agent as they change: every other process's events end here, not in user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, WATCHED_PIDS);
+	__type(key, __u32);
+	__type(value, __u8);
+} watched_pids SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);
@@ -321,7 +330,9 @@ static __always_inline void lifecycle(__u32 kind, __u32 tgid)
 	struct cuda_stats *s = bpf_map_lookup_elem(&stats, &tgid);
 	__u32 zero = 0;
 	struct settings *config = bpf_map_lookup_elem(&settings, &zero);
-	if (!s && !(config && config->lifecycle_all))
+	if (!s && !(config && (config->lifecycle_all ||
+			       (config->lifecycle_watched &&
+				bpf_map_lookup_elem(&watched_pids, &tgid)))))
 		return;
 	struct lifecycle_event *event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
 	if (!event) {

@@ -41,11 +41,12 @@ struct lifecycle_event {
 #define COUNTER_ALLOCATIONS_FULL 1 /* allocation table full: an allocation not tracked */
 #define COUNTER_PENDING_FULL 2     /* too many calls in flight to pair entry and return */
 #define COUNTERS 3
+#define WATCHED_PIDS 16384 /* more GPU processes than this: every process's exec/exit is sent */
 
 /* Index 0 of the `settings` array map, written by the agent after loading. */
 struct settings {
 	__u32 lifecycle_all; /* 1: send exec/exit of every process (the resolver's event source) */
-	__u32 reserved;
+	__u32 lifecycle_watched; /* 1: and of the processes in `watched_pids` (the resolver's) */
 };
 
 #endif

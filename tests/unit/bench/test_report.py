@@ -92,3 +92,25 @@ def test_storm_records_account_for_the_first_xid_and_each_summary_count() -> Non
                _record(**{"gpu.xid.code": 13, "gpu.event.count": 3999})]
     assert accounted(records) == 10_000
     assert accounted([]) == 0
+
+
+def test_fleet_sizing_multiplies_the_measured_node_by_the_fleet() -> None:
+    from tests.bench import sizing
+    from tests.bench.results import AgentResult, Report
+
+    agent = AgentResult(
+        case="agent-8gpu-1s", scenario="bench.yaml", gpus=8, gpu_processes=64, interval_s=1.0,
+        window_s=60, cycles=60, cpu_s_per_min=0.6, cpu_percent_one_core=1.0, peak_rss_mib=55,
+        first_export_s=0.5, calls_per_gpu_per_cycle=5, calls_by_function={},
+        fast_calls_per_gpu_per_cycle=4, fast_calls_by_function={}, fast_window_cycles=10,
+        missed_cycles=0, deadline_overruns=0, errors=0, group_cycles=100, exports=70,
+        export_failures=0, exports_in_window=60, payload_bytes_mean=200_000.0,
+        payload_bytes_last=200_000, points_per_export=800, payload_gzip_bytes=10_240,
+        points_by_family={"device": 500, "per-process": 200, "per-container": 0,
+                          "self-telemetry": 100})
+    text = sizing.markdown(Report(smoke=False, started="now", duration_s=1, machine={},
+                                  targets={}, agent=(agent,)))
+    # 10 000 nodes x 800 series; without the 200 per-process ones; / 10 s export.
+    row = next(line for line in text.splitlines() if line.startswith("| agent-8gpu-1s | 10,000"))
+    assert "| 8.0 M | 6.0 M | 800.0 k |" in row
+    assert "1.0 k requests, 9.8 MiB/s gzip'd" in row  # 10 000 x 10 KiB / 10 s

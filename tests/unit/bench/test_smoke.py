@@ -23,7 +23,7 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> Path:
     output = tmp_path_factory.mktemp("bench")
     done = subprocess.run(
         [sys.executable, "-m", "tests.bench", "--smoke", "--output", str(output)],
-        cwd=REPO, capture_output=True, text=True, timeout=190, check=False,
+        cwd=REPO, capture_output=True, text=True, timeout=220, check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     return output
@@ -36,11 +36,11 @@ def report(smoke: Path) -> dict[str, Any]:
     return parsed
 
 
-@pytest.mark.timeout(200)
+@pytest.mark.timeout(230)
 def test_reports_exist_and_contain_every_case(smoke: Path, report: dict[str, Any]) -> None:
     names = [c["case"] for key in ("agent", "exporter_peers", "one_shot_peers", "encoding",
                                    "attribution", "events", "storm", "ebpf_call_cost", "ebpf_load",
-                                   "prometheus", "chaos", "skipped")
+                                   "prometheus", "chaos", "churn", "skipped")
              for c in report[key]]
     assert sorted(names) == sorted(plan.build(smoke=True).case_names())
     markdown = (smoke / "report.md").read_text(encoding="utf-8")
@@ -160,3 +160,16 @@ def test_ebpf_load_runs_with_the_plugin_off_and_on(report: dict[str, Any]) -> No
         assert run["cycles"] >= 1
         assert run["launches_made"] > 0
         assert run["agent_peak_rss_mib"] > 0
+
+
+def test_churn_and_cycle_costs_are_reported(report: dict[str, Any]) -> None:
+    for case in report["churn"]:
+        assert case["agent_alive"] is True
+        assert case["execs_per_s"] > 0
+    for case in report["agent"]:
+        costs = case["costs"]
+        # Every stage the agent clocks is reported, and the Python threads fit in the process.
+        assert set(costs["stages_us"]) >= {"sampling", "snapshot", "series", "encoding",
+                                           "sending", "self-telemetry", "attribution"}
+        assert costs["stages_us"]["sampling"] > 0 and costs["stages_us"]["sending"] > 0
+        assert 0 < sum(costs["threads_us"].values()) <= costs["process_us"] * 1.05

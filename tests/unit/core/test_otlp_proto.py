@@ -74,3 +74,11 @@ def test_wire_encoded_points_equal_the_sdk_for_edge_values() -> None:
     sdk = encode_metrics(encode(snapshot, RESOURCE))
     assert ours == sdk
     assert ours.SerializeToString() == sdk.SerializeToString()
+
+
+def test_request_bytes_are_what_the_sdk_serialises() -> None:
+    # encode_bytes writes the whole request by hand (metric headers, sums' temporality and
+    # monotonicity, scope, resource): byte for byte the SDK's serialisation, gauges and sums.
+    snapshot = _snapshot(42.0)
+    sdk = encode_metrics(encode(snapshot, RESOURCE))
+    assert ProtoEncoder(RESOURCE).encode_bytes(snapshot) == sdk.SerializeToString()

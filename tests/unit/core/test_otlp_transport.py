@@ -131,12 +131,15 @@ def test_grpc_delivers_what_the_sdk_would_encode(grpc_receiver: OtlpGrpcReceiver
         OTEL_EXPORTER_OTLP_COMPRESSION=compression))
     try:
         assert sender.send(ProtoEncoder(RESOURCE).encode(snapshot))
+        # What the exporter sends: the request already serialised, passed through as it is.
+        assert sender.send(ProtoEncoder(RESOURCE).encode_bytes(snapshot))
     finally:
         sender.shutdown()
-    (received,) = grpc_receiver.store.received()
-    assert received.request == encode_metrics(encode(snapshot, RESOURCE))
-    assert (received.metadata["x-tenant"], received.metadata["x-other"]) == ("a", "b")
-    assert received.compression == (None if compression == "none" else "gzip")
+    as_message, as_bytes = grpc_receiver.store.received()
+    for received in (as_message, as_bytes):
+        assert received.request == encode_metrics(encode(snapshot, RESOURCE))
+        assert (received.metadata["x-tenant"], received.metadata["x-other"]) == ("a", "b")
+        assert received.compression == (None if compression == "none" else "gzip")
 
 
 @pytest.mark.parametrize("compression", ["none", "gzip", "deflate"])
@@ -148,7 +151,8 @@ def test_http_delivers_what_the_sdk_would_encode(http_receiver: OtlpHttpReceiver
         OTEL_EXPORTER_OTLP_COMPRESSION=compression))
     try:
         assert sender.send(ProtoEncoder(RESOURCE).encode(snapshot))
-        assert sender.send(ProtoEncoder(RESOURCE).encode(snapshot))  # kept-alive connection
+        # Kept-alive connection; the bytes the exporter sends go out as they are.
+        assert sender.send(ProtoEncoder(RESOURCE).encode_bytes(snapshot))
     finally:
         sender.shutdown()
     first, second = http_receiver.store.received()

@@ -5,6 +5,7 @@ on persistent storage, and health events — and only they — routed to Loki.""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,12 @@ import pytest
 import yaml
 
 from gpu_otel_agent.gpu_health.events import EVENTS
+from gpu_otel_agent.model.metrics import (
+    AGENT_METRICS,
+    CUDA_METRICS,
+    DEVICE_METRICS,
+    PROCESS_METRICS,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 CONFIGS = REPO / "otel-config"
@@ -28,9 +35,26 @@ def _load(name: str) -> dict[str, Any]:
     return config
 
 
-@pytest.mark.parametrize("name", ["gateway.yaml", "local.yaml"])
+def _merged(*names: str) -> dict[str, Any]:
+    """The collector's merge of several --config files: maps merge, anything else replaces."""
+    def merge(base: Any, over: Any) -> Any:
+        if isinstance(base, dict) and isinstance(over, dict):
+            return {k: merge(base[k], v) if k in base else v for k, v in over.items()} | {
+                k: v for k, v in base.items() if k not in over}
+        return over
+    config: dict[str, Any] = {}
+    for name in names:
+        config = merge(config, _load(name))
+    return config
+
+
+CONFIG_SETS = {"gateway.yaml": ("gateway.yaml",), "local.yaml": ("local.yaml",),
+               "gateway.yaml + gateway-fleet.yaml": ("gateway.yaml", "gateway-fleet.yaml")}
+
+
+@pytest.mark.parametrize("name", list(CONFIG_SETS))
 def test_every_pipeline_uses_defined_components(name: str) -> None:
-    config = _load(name)
+    config = _merged(*CONFIG_SETS[name])
     service = config["service"]
     for extension in service.get("extensions", []):
         assert extension in config["extensions"], extension
@@ -96,3 +120,40 @@ def test_every_variable_the_gateway_needs_is_documented() -> None:
                       "TENANT", "CLUSTER_NAME"}
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert all(f"`{name}`" in readme for name in needed)
+
+
+def _fleet_filter() -> Callable[[str], bool]:
+    """The fleet overlay's metric conditions, evaluated for a metric name (True: dropped).
+    Only the two OTTL forms the overlay uses are understood; any other fails the test."""
+    conditions = _load("gateway-fleet.yaml")["processors"]["filter/fleet"]["metrics"]["metric"]
+    tests: list[Callable[[str], bool]] = []
+    for condition in conditions:
+        if match := re.fullmatch(r'IsMatch\(name, "(.*)"\)', condition):
+            pattern = re.compile(match.group(1).replace("\\\\", "\\"))
+            tests.append(lambda name, p=pattern: p.search(name) is not None)
+        elif names := re.findall(r'name == "([^"]+)"', condition):
+            assert condition == " or ".join(f'name == "{n}"' for n in names), condition
+            tests.append(lambda name, n=frozenset(names): name in n)
+        else:
+            raise AssertionError(f"unexpected OTTL condition: {condition}")
+    return lambda name: any(test(name) for test in tests)
+
+
+def test_the_fleet_overlay_drops_per_process_series_and_keeps_what_alerts_use() -> None:
+    dropped = _fleet_filter()
+    names = [spec.name for spec in (*DEVICE_METRICS, *PROCESS_METRICS, *CUDA_METRICS,
+                                    *AGENT_METRICS)]
+    gone = {n for n in names if dropped(n)}
+    assert {n for n in names if n.startswith("gpu.process.")} <= gone
+    assert {"gpu_agent.library.call.time", "gpu_agent.cycle.duration"} <= gone
+    # Every name the overlay names exists (a typo would drop nothing, silently).
+    assert gone == {n for n in names if n.startswith("gpu.process.")} | {
+        "gpu_agent.library.call.time", "gpu_agent.cycle.duration"}
+    kept = set(names) - gone
+    assert {n for n in names if n.startswith(("gpu.container.", "hw."))} <= kept
+    # No alert rule reads a dropped series (Prometheus names: dots become underscores).
+    rules = "".join(p.read_text(encoding="utf-8") for p in (CONFIGS / "alerts").glob("*.y*ml"))
+    for name in gone:
+        assert name.replace(".", "_") not in rules, name
+    pipeline = _merged("gateway.yaml", "gateway-fleet.yaml")["service"]["pipelines"]["metrics"]
+    assert pipeline["processors"][:2] == ["memory_limiter", "filter/fleet"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_otel_agent.workloads import cn_proc
+from gpu_otel_agent.workloads import cn_proc, pid_filter
 
 HEADERS = ("linux/netlink.h", "linux/connector.h", "linux/cn_proc.h")
 INCLUDE = Path("/usr/include")
@@ -26,9 +26,10 @@ def _compiler() -> str:
     pytest.skip("no C compiler to evaluate the kernel headers")
 
 
-def _evaluate(expressions: list[str], tmp_path: Path) -> dict[str, int]:
+def _evaluate(expressions: list[str], tmp_path: Path,
+              headers: tuple[str, ...] = HEADERS) -> dict[str, int]:
     """Each C expression's value, as compiled against the kernel headers."""
-    lines = [f"#include <{h}>" for h in ("stddef.h", "stdio.h", *HEADERS)]
+    lines = [f"#include <{h}>" for h in ("stddef.h", "stdio.h", *headers)]
     lines.append("int main(void) {")
     lines += [f'    printf("%llu\\n", (unsigned long long)({e}));' for e in expressions]
     lines.append("    return 0;\n}")
@@ -61,3 +62,10 @@ def test_control_message_is_what_the_kernel_parses() -> None:
     filtered = cn_proc.control_message(cn_proc.PROC_CN_MCAST_LISTEN, 1, event_mask=0x80000002)
     assert len(filtered) == 44
     assert cn_proc.PROC_INPUT.unpack_from(filtered, 36) == (1, 0x80000002)
+
+
+def test_socket_filter_constants_match_the_kernel_headers(tmp_path: Path) -> None:
+    headers = ("linux/filter.h", "sys/socket.h")
+    if not (INCLUDE / "linux/filter.h").exists():
+        pytest.skip("kernel uapi headers (linux-libc-dev) are not installed")
+    assert _evaluate(list(pid_filter.C_CONSTANTS), tmp_path, headers) == pid_filter.C_CONSTANTS

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import subprocess
 import sys
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
 
 from gpu_otel_agent.config.schema import AttributionConfig
+from gpu_otel_agent.workloads import pid_filter
 from gpu_otel_agent.workloads.build import build
 from gpu_otel_agent.workloads.inotify import IN_CREATE, IN_DELETE, IN_ISDIR, Inotify
 from gpu_otel_agent.workloads.netlink import ProcConnector, kernel_filters
@@ -25,6 +28,15 @@ async def _until(condition: object, timeout: float = 5.0) -> None:
     while not condition():
         assert asyncio.get_running_loop().time() < deadline, "event did not arrive"
         await asyncio.sleep(0.01)
+
+
+async def _ended(process: asyncio.subprocess.Process, exits: list[int]) -> None:
+    """End ``process`` (if it still runs) and wait for its exit event."""
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+    await process.wait()
+    await _until(lambda: process.pid in exits)
 
 
 def test_exec_and_exit_of_a_real_process_arrive() -> None:
@@ -101,6 +113,74 @@ def test_both_control_messages_are_understood_by_the_kernel(filtered: bool) -> N
     asyncio.run(scenario())
 
 
+def test_the_kernel_drops_events_of_processes_not_watched() -> None:
+    """With a PID filter, host churn never reaches the agent: only the watched process's
+    exit arrives, not the exec/exit of the processes started around it."""
+    if os.geteuid() != 0:
+        pytest.skip("the proc connector needs CAP_NET_ADMIN")
+    execs: list[int] = []
+    exits: list[int] = []
+
+    async def scenario() -> None:
+        connector = ProcConnector(execs.append, exits.append, lambda: None)
+        watched = await asyncio.create_subprocess_exec("sleep", "60")
+        connector.watch({watched.pid})
+        assert connector.start(asyncio.get_running_loop())
+        try:
+            assert connector.filtering
+            churn = [subprocess.Popen(["true"]) for _ in range(20)]
+            for child in churn:
+                child.wait()
+            await _ended(watched, exits)
+            # The churn ended before the watched exit was sent, so it would have come first.
+            assert not {c.pid for c in churn} & {*execs, *exits}
+            assert connector.events == 1
+            # None: every process again (the filter is detached).
+            connector.watch(None)
+            assert not connector.filtering
+            await _ended(await asyncio.create_subprocess_exec("true"), exits)
+        finally:
+            connector.stop()
+
+    asyncio.run(scenario())
+
+
+def test_the_filter_follows_the_watched_set() -> None:
+    """A PID added later is let through from then on; more PIDs than one filter holds fall
+    back to every event rather than losing any."""
+    if os.geteuid() != 0:
+        pytest.skip("the proc connector needs CAP_NET_ADMIN")
+    exits: list[int] = []
+
+    async def scenario() -> None:
+        connector = ProcConnector(lambda pid: None, exits.append, lambda: None)
+        assert connector.start(asyncio.get_running_loop())
+        try:
+            connector.watch(set())
+            first = await asyncio.create_subprocess_exec("sleep", "60")
+            connector.watch({first.pid})
+            await _ended(first, exits)
+            connector.watch(range(1, pid_filter.MAX_PIDS + 2))
+            assert not connector.filtering
+            await _ended(await asyncio.create_subprocess_exec("true"), exits)
+        finally:
+            connector.stop()
+
+    asyncio.run(scenario())
+
+
+def test_the_filter_program_is_what_the_kernel_takes() -> None:
+    """Jump offsets fit their 8 bits and the program fits BPF_MAXINSNS at MAX_PIDS."""
+    code = pid_filter.program(range(1, pid_filter.MAX_PIDS + 1))
+    assert len(code) <= pid_filter.BPF_MAXINSNS
+    assert all(0 <= jt < 256 and 0 <= jf < 256 for _, jt, jf, _ in code)
+    for index, (op, jt, jf, k) in enumerate(code):
+        targets = [index + 1 + jt, index + 1 + jf] if op != pid_filter.BPF_JMP_JA else \
+            [index + 1 + k]
+        if op in (pid_filter.BPF_JMP_JEQ_K, pid_filter.BPF_JMP_JGT_K, pid_filter.BPF_JMP_JA):
+            assert all(t < len(code) for t in targets)
+
+
 def test_the_netlink_source_leaves_pyroute2_alone() -> None:
     """Starting the connector imports no pyroute2 module (a user's own import stays intact)."""
     code = """
@@ -152,6 +232,9 @@ class _NoProcessEvents:
         return False
 
     def stop(self) -> None:
+        pass
+
+    def watch(self, pids: Collection[int] | None) -> None:
         pass
 
 

@@ -84,6 +84,48 @@ def test_exit_removes_and_exec_rereads(tmp_path: Path) -> None:
     assert resolver.resolutions == 2
 
 
+def test_the_watched_pids_are_the_ones_whose_events_matter(tmp_path: Path) -> None:
+    # The event source is told which PIDs to let through: held GPU PIDs, and exited ones
+    # (their PID's reuse by a fork or exec must reach on_fork / on_exec), nothing else.
+    _proc(tmp_path, 10, UID_A)
+    _proc(tmp_path, 11, UID_B)
+    resolver = WorkloadResolver(ProcReader(tmp_path))
+    told: list[frozenset[int]] = []
+    resolver.on_watched(told.append)
+    assert told == [frozenset()]
+    resolver.process(10)
+    resolver.process(11)
+    resolver.process(10)  # already held: no new filter
+    assert told[1:] == [frozenset({10}), frozenset({10, 11})]
+    resolver.on_exit(10)  # exited: still watched, for a reuse of the PID
+    resolver.on_fork(10)  # reused by a new process: no longer ours
+    resolver.retain({11})
+    assert told[3:] == [frozenset({11})]
+    resolver.retain(set())
+    assert told[-1] == frozenset()
+
+
+def test_a_move_into_a_pod_is_found_from_the_cgroup_file_alone(tmp_path: Path) -> None:
+    # A process outside any pod, then moved into one (a container runtime does this): the new
+    # cgroup is picked up when a pod cgroup appears and at reconciliation, from /proc/PID/cgroup
+    # alone; the process's other files are not read again (resolutions counts full reads).
+    _proc(tmp_path, 10, UID_A)
+    (tmp_path / "10" / "cgroup").write_text("0::/user.slice/session-1.scope\n")
+    resolver = WorkloadResolver(ProcReader(tmp_path))
+    first = resolver.process(10)
+    assert first is not None and not first.cgroup.known
+    (tmp_path / "10" / "cgroup").write_text(f"0::/kubepods/burstable/pod{UID_A}/{'c' * 64}\n")
+    resolver.on_cgroup_change()
+    moved = resolver.process(10)
+    assert moved is not None and moved.cgroup.pod_uid == UID_A
+    assert moved.executable == first.executable == "python"
+    (tmp_path / "10" / "cgroup").write_text(f"0::/kubepods/burstable/pod{UID_B}/{'d' * 64}\n")
+    resolver.reconcile()
+    again = resolver.process(10)
+    assert again is not None and again.cgroup.pod_uid == UID_B
+    assert resolver.resolutions == 1
+
+
 def test_reconcile_finds_exits_the_events_missed(tmp_path: Path) -> None:
     _proc(tmp_path, 10, UID_A)
     resolver = WorkloadResolver(ProcReader(tmp_path))

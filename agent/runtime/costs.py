@@ -1,0 +1,88 @@
+"""Where the agent's CPU goes: thread CPU time per stage of a cycle, and per thread.
+
+Each stage adds the thread CPU time it took (``time.thread_time``: two clock reads, a few
+microseconds, a few dozen times a second). ``SIGUSR1`` logs the totals so far with the CPU of
+every thread (``cycle costs {json}``), which the benchmark reads at both ends of a window to
+give the per-cycle breakdown: what the stages do not cover on a thread is its event-loop or
+thread hand-off overhead, and what the Python threads do not cover is gRPC's own threads.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from typing import Final
+
+SAMPLING: Final = "sampling"  # the device threads' jobs: library calls, readings
+ATTRIBUTION: Final = "attribution"  # process lists -> per-process and container readings
+SNAPSHOT: Final = "snapshot"  # publishing samples, taking the node snapshot
+SELF_TELEMETRY: Final = "self-telemetry"  # the agent's own counters into the snapshot
+SERIES: Final = "series"  # snapshot -> points per metric (every exporter)
+ENCODING: Final = "encoding"  # points -> OTLP bytes
+SENDING: Final = "sending"  # OTLP/gRPC or HTTP call, retries included
+STAGES: Final = (SAMPLING, ATTRIBUTION, SNAPSHOT, SELF_TELEMETRY, SERIES, ENCODING, SENDING)
+
+_lock = threading.Lock()
+_spent: dict[str, float] = dict.fromkeys(STAGES, 0.0)
+_local = threading.local()  # the innermost open stage of each thread
+
+
+class Stage:
+    """``with Stage(ENCODING): ...`` charges the stage with the thread CPU of the block, less
+    what stages opened inside it were charged (each second is counted once)."""
+
+    __slots__ = ("_inner", "_name", "_outer", "_started")
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._inner = 0.0
+        self._outer: Stage | None = None
+        self._started = 0.0
+
+    def __enter__(self) -> None:
+        self._outer = getattr(_local, "top", None)
+        _local.top = self
+        self._started = time.thread_time()
+
+    def __exit__(self, *_: object) -> None:
+        elapsed = time.thread_time() - self._started
+        _local.top = self._outer
+        if self._outer is not None:
+            self._outer._inner += elapsed
+        with _lock:  # device threads add to "sampling" concurrently
+            _spent[self._name] += elapsed - self._inner
+
+
+def spent() -> dict[str, float]:
+    """CPU seconds per stage since the agent started."""
+    with _lock:
+        return dict(_spent)
+
+
+def process() -> float:
+    """CPU seconds of every thread of this process that is alive (gRPC's own included)."""
+    total = 0.0
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/schedstat", "rb") as file:
+                total += int(file.read().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def threads() -> dict[str, float]:
+    """CPU seconds of each Python thread, summed by name with its number dropped
+    (``gpu-3`` -> ``gpu``, ``otlp-export_0`` -> ``otlp-export``)."""
+    totals: dict[str, float] = {}
+    for thread in threading.enumerate():
+        try:  # the scheduler's run time of that thread, in ns (first field)
+            with open(f"/proc/self/task/{thread.native_id}/schedstat", "rb") as file:
+                seconds = int(file.read().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):
+            continue  # ended meanwhile, or no schedstat on this kernel
+        name = re.sub(r"[-_]\d+$", "", thread.name)
+        totals[name] = totals.get(name, 0.0) + seconds
+    return totals

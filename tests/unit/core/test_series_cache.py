@@ -1,0 +1,46 @@
+"""Points of a sample are kept between exports, but never outlive what they were built from."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from gpu_otel_agent.export.series import series
+from gpu_otel_agent.model.snapshot import (
+    DeviceIdentity,
+    DeviceSnapshot,
+    GroupSample,
+    HealthState,
+    NodeSnapshot,
+    Reading,
+)
+
+
+def _device() -> DeviceSnapshot:
+    identity = DeviceIdentity("GPU-0", 0, "nvidia", "H100", "0000:01:00.0")
+    slow = GroupSample("slow", (Reading("hw.energy", 10.0), Reading("hw.power", 300.0)), 50)
+    return DeviceSnapshot(identity, HealthState.OK, 7).with_sample(slow)
+
+
+def _points(snapshot: NodeSnapshot, metric: str) -> list[tuple[int, int, float]]:
+    return [(p.start_time_ns, p.time_ns, float(p.value)) for p in series(snapshot)[metric]]
+
+
+def test_an_unchanged_sample_gives_the_same_points_and_a_new_one_its_own() -> None:
+    device = _device()
+    first = series(NodeSnapshot((device,), taken_ns=100))
+    second = series(NodeSnapshot((device,), taken_ns=200))
+    assert first["hw.energy"] == second["hw.energy"]
+    # hw.status is the export's own (its time is the snapshot's), never kept.
+    assert {p.time_ns for p in second["hw.status"]} == {200}
+    fresh = device.with_sample(GroupSample("slow", (Reading("hw.energy", 11.0),), 60))
+    assert _points(NodeSnapshot((fresh,), taken_ns=300), "hw.energy") == [(7, 60, 11.0)]
+
+
+def test_a_counter_restart_reaches_points_of_a_sample_already_exported() -> None:
+    device = _device()
+    assert _points(NodeSnapshot((device,), 100), "hw.energy") == [(7, 50, 10.0)]
+    restarted = DeviceSnapshot(device.identity, device.health, device.start_time_ns,
+                               device.samples, counter_starts=MappingProxyType(
+                                   {("hw.energy", ()): 42}))
+    assert _points(NodeSnapshot((restarted,), 200), "hw.energy") == [(42, 50, 10.0)]
+    assert _points(NodeSnapshot((device,), 300), "hw.energy") == [(7, 50, 10.0)]
