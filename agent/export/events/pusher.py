@@ -1,11 +1,14 @@
-"""Pushes health events to the collector as soon as they happen; never loses one it can keep.
+"""Pushes health events to the collector as soon as they happen; never loses one it observed.
 
-Events are sent the moment they arrive (batched only with what arrived meanwhile). A batch
-the collector does not accept goes to the on-disk spool, and while the collector is away new
-events go straight there; every ``retry`` seconds (backing off to ``MAX_RETRY_S``) the oldest
-spooled segment is offered again, and once accepted the spool drains, oldest first, before
-anything newer is sent. Without a usable spool, refused events wait in the bounded memory
-queue instead. On shutdown whatever is not yet accepted is spooled, so a restart re-sends it.
+Write-ahead: each batch (what arrived while the previous one was written and sent) is made
+durable in the spool — one fsync for the batch — before it is sent, and its segment is deleted
+only when the collector accepts it, so ``kill -9`` at any moment loses nothing: a restart sends
+what is on disk again, with the same ``log.record.uid``. While the collector is away, every
+``retry`` seconds (backing off to ``MAX_RETRY_S``) the oldest segment is offered again; once
+accepted, the spool drains oldest first before anything newer is sent (newer events are
+written first all the same). Events the spool cannot take (full, read-only, disk full, no
+spool) are still sent live; refused, they wait in the bounded memory queue — or, when the
+spool is merely full, are dropped and counted, keeping the first events of an incident.
 Sending and disk I/O run on the pusher's own thread, never on the event loop.
 """
 
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from gpu_otel_agent.export.events.senders import EventSender
-from gpu_otel_agent.export.events.spool import Spool
+from gpu_otel_agent.export.events.spool import Spool, Written
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.sampling.worker import DeviceWorker
 
@@ -70,36 +73,59 @@ class EventPusher:
             if not self._pending and not self._spool.stats.records:
                 self._wake.clear()
                 await self._wake.wait()
-            if self._failing:
+            if self._failing or self._spool.stats.records:
+                # A backlog: what is new goes to disk first, then the oldest goes out first.
                 if self._spool.usable:
                     await self._spill()
-                await asyncio.sleep(backoff)
-                ok = await (self._send_spooled() if self._spool.usable
+                if self._failing:
+                    await asyncio.sleep(backoff)
+                ok = await (self._send_spooled() if self._spool.stats.records
                             else self._send_pending())
                 backoff = self._retry if ok else min(backoff * 2, MAX_RETRY_S)
                 continue
-            if self._spool.stats.records:
-                await self._send_spooled()
-                continue
             await self._send_pending()
 
+    def _take(self) -> list[HealthEvent]:
+        return [self._pending.popleft() for _ in range(min(MAX_BATCH, len(self._pending)))]
+
     async def _send_pending(self) -> bool:
-        """Send the oldest waiting batch; one the collector refuses goes to the spool, or back
-        to the head of the queue when there is no spool (memory, bounded by MAX_PENDING)."""
-        batch = [self._pending.popleft() for _ in range(min(MAX_BATCH, len(self._pending)))]
+        """Write the oldest waiting batch ahead, send it, delete it once accepted: one job on
+        the pusher's thread, so the write costs one fsync and no extra hop."""
+        batch = self._take()
         if not batch:
             self._set_failing(False)
             return True
         self._in_flight = batch
-        ok = await self._on_thread(functools.partial(self._send, batch))
+
+        def attempt() -> tuple[bool, Written]:
+            written = self._spool.append(batch)
+            self._in_flight = batch[written.kept:]  # what close() must still keep
+            ok = self._send(batch)
+            if written.segment is not None:
+                if ok:
+                    self._spool.remove(written.segment)
+                else:
+                    self._spool.mark_resent(written.segment)
+            return ok, written
+
+        ok, written = await self._on_thread(attempt)
         self._in_flight = []
         if not ok:
-            if self._spool.usable:
-                await self._on_thread(functools.partial(self._spool.append, batch))
-            else:
-                self._pending.extendleft(reversed(batch))
+            self._keep(batch[written.kept:], written.full)
         self._set_failing(not ok)
         return ok
+
+    def _keep(self, events: list[HealthEvent], full: bool) -> None:
+        """Refused events the spool could not take: dropped when it is full (it keeps the
+        oldest), else back to the head of the queue (memory, bounded by MAX_PENDING)."""
+        if not events:
+            return
+        if full:
+            self._spool.stats.dropped += len(events)
+            return
+        room = max(0, MAX_PENDING - len(self._pending))
+        self.stats.dropped += max(0, len(events) - room)
+        self._pending.extendleft(reversed(events[:room]))
 
     def _send(self, batch: list[HealthEvent]) -> bool:
         try:
@@ -123,10 +149,17 @@ class EventPusher:
             accepted[0] = start + len(batch)
 
     async def _spill(self) -> None:
+        """Everything waiting goes to disk, one segment per MAX_BATCH."""
         while self._pending:
-            batch = [self._pending.popleft()
-                     for _ in range(min(MAX_BATCH, len(self._pending)))]
-            await self._on_thread(functools.partial(self._spool.append, batch))
+            batch = self._take()
+            written = await self._on_thread(functools.partial(self._spool.append, batch))
+            rest = batch[written.kept:]
+            if rest:
+                if written.full and self._failing:
+                    self._keep(rest, full=True)
+                    continue
+                self._pending.extendleft(reversed(rest))  # sent live later, or kept in memory
+                return
 
     async def _send_spooled(self) -> bool:
         def attempt() -> bool:
@@ -135,6 +168,7 @@ class EventPusher:
                 return True
             number, events = oldest
             if not self._send(events):
+                self._spool.mark_resent(number)
                 return False
             self._spool.remove(number)
             return True
@@ -158,9 +192,11 @@ class EventPusher:
         within ``timeout``) everything pending goes to the spool. A batch still in flight is
         spooled too: a duplicate is better than a loss.
         """
-        pending = [*self._in_flight, *self._pending, *leftovers]
+        # A batch in flight is on disk already but for what the spool could not take.
+        in_flight = self._in_flight
+        pending = [*in_flight, *self._pending, *leftovers]
         self._pending.clear()
-        if pending and not self._failing and not self._in_flight:
+        if pending and not self._failing and not in_flight:
             accepted = [0]  # events the collector took, in order; read after the wait
             future = self._thread.submit(
                 functools.partial(self._send_in_batches, pending, accepted))
@@ -171,10 +207,13 @@ class EventPusher:
                             len(pending) - accepted[0])
             pending = pending[accepted[0]:]
         if pending:
-            if not self._spool.usable:
+            written = self._spool.append(pending)
+            lost = len(pending) - written.kept
+            if lost:
+                self._spool.stats.dropped += lost
                 log.error("%d health event(s) not accepted by the collector are lost at "
-                          "shutdown: there is no usable spool", len(pending))
-            self._spool.append(pending)  # counted as dropped when there is no spool
+                          "shutdown: the spool %s", lost,
+                          "is full" if written.full else "cannot take them")
         self._thread.stop()
         self._spool.close()
         try:

@@ -1,5 +1,5 @@
-"""The event pusher: refused events wait (on disk, or in memory without a spool) and go out
-in order once the collector takes them again."""
+"""The event pusher: every event is written ahead before it is sent; refused events wait (on
+disk, or in memory without a spool) and go out in order once the collector takes them again."""
 
 from __future__ import annotations
 
@@ -127,3 +127,103 @@ def test_shutdown_sends_pending_events_in_bounded_requests_and_spools_the_rest(
         kept.extend(e.body for e in oldest[1])
         again.remove(oldest[0])
     assert kept == [f"e{i}" for i in range(2 * MAX_BATCH, total)]
+
+
+class DiskCheckingCollector(Collector):
+    """Before accepting, reads the spool directory itself: each event offered must already be
+    on disk (write-ahead), under the id it is sent with."""
+
+    def __init__(self, spool_dir: Path) -> None:
+        super().__init__()
+        self.down = False
+        self.spool_dir = spool_dir
+        self.on_disk_when_sent: list[bool] = []
+
+    def send(self, events: Sequence[HealthEvent]) -> bool:
+        disk = b"".join(p.read_bytes() for p in self.spool_dir.glob("seg-*.jsonl"))
+        self.on_disk_when_sent.extend(f'"u":"{e.uid}"'.encode() in disk for e in events)
+        return super().send(events)
+
+
+def test_every_event_is_on_disk_before_its_first_send_and_gone_once_accepted(
+    tmp_path: Path,
+) -> None:
+    collector = DiskCheckingCollector(tmp_path)
+    spool = Spool(tmp_path, 1 << 20)
+
+    async def main() -> None:
+        pusher = EventPusher(collector, spool, retry=0.01)
+        task = asyncio.create_task(pusher.run())
+        await asyncio.sleep(0.05)
+        for i in range(20):
+            pusher.submit(event(i))
+            if i % 3 == 0:
+                await asyncio.sleep(0.005)
+        deadline = time.monotonic() + 5
+        while len(collector.accepted) < 20 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        pusher.close([], timeout=1.0)
+
+    asyncio.run(main())
+    assert collector.accepted == [f"e{i}" for i in range(20)]
+    assert collector.on_disk_when_sent == [True] * 20
+    assert spool.stats.spooled == 20 and list(tmp_path.glob("seg-*")) == []
+    assert spool.stats.resent == 0  # none needed a second send
+
+
+def test_events_the_spool_cannot_take_still_go_out_live(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    collector = Collector()
+    collector.down = False
+    spool = Spool(blocker / "spool", 1 << 20)
+
+    async def main() -> None:
+        pusher = EventPusher(collector, spool, retry=0.01)
+        task = asyncio.create_task(pusher.run())
+        for i in range(3):
+            pusher.submit(event(i))
+        deadline = time.monotonic() + 5
+        while len(collector.accepted) < 3 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        pusher.close([], timeout=1.0)
+
+    asyncio.run(main())
+    assert collector.accepted == ["e0", "e1", "e2"]
+    assert not spool.usable and spool.stats.errors == 1 and spool.stats.dropped == 0
+
+
+def test_a_full_spool_sends_live_when_it_can_and_drops_only_when_refused(
+    tmp_path: Path,
+) -> None:
+    collector = Collector()
+    collector.down = False
+    one_line = len(event(1).to_json()) + 10
+    spool = Spool(tmp_path, one_line * 2)
+
+    async def main() -> None:
+        pusher = EventPusher(collector, spool, retry=0.01)
+        task = asyncio.create_task(pusher.run())
+        await asyncio.sleep(0.05)
+        for i in range(4):  # one batch: two fit on disk, all four go out
+            pusher.submit(event(i))
+        deadline = time.monotonic() + 5
+        while len(collector.accepted) < 4 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        collector.down = True
+        for i in range(4, 8):  # refused: two wait on disk, two are dropped
+            pusher.submit(event(i))
+        deadline = time.monotonic() + 5
+        while spool.stats.dropped < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        collector.down = False
+        while len(collector.accepted) < 6 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        pusher.close([], timeout=1.0)
+
+    asyncio.run(main())
+    assert collector.accepted == [f"e{i}" for i in range(6)]
+    assert spool.stats.dropped == 2
