@@ -231,6 +231,10 @@ class Spool:
                   "across a crash (counted in gpu_agent.events.spool.errors)",
                   self._path, error.strerror or error, hint)
 
+    def oldest_number(self) -> int | None:
+        with self._lock:
+            return min(self._segments, default=None)
+
     def oldest(self) -> tuple[int, list[HealthEvent]] | None:
         """The oldest segment's events (unreadable lines skipped and counted)."""
         with self._lock:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -203,27 +203,29 @@ def test_a_full_spool_sends_live_when_it_can_and_drops_only_when_refused(
     one_line = len(event(1).to_json()) + 10
     spool = Spool(tmp_path, one_line * 2)
 
+    async def until(condition: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 10
+        while not condition() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
     async def main() -> None:
         pusher = EventPusher(collector, spool, retry=0.01)
         task = asyncio.create_task(pusher.run())
         await asyncio.sleep(0.05)
         for i in range(4):  # one batch: two fit on disk, all four go out
             pusher.submit(event(i))
-        deadline = time.monotonic() + 5
-        while len(collector.accepted) < 4 and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
+        await until(lambda: len(collector.accepted) == 4)
         collector.down = True
-        for i in range(4, 8):  # refused: two wait on disk, two are dropped
+        pusher.submit(event(4))
+        await until(lambda: pusher.stats.send_failures > 0)
+        for i in range(5, 8):  # refused, and only one more fits: two are dropped
             pusher.submit(event(i))
-        deadline = time.monotonic() + 5
-        while spool.stats.dropped < 2 and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
+        await until(lambda: spool.stats.dropped == 2)
         collector.down = False
-        while len(collector.accepted) < 6 and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
+        await until(lambda: len(collector.accepted) == 6)
         task.cancel()
         pusher.close([], timeout=1.0)
 
     asyncio.run(main())
     assert collector.accepted == [f"e{i}" for i in range(6)]
-    assert spool.stats.dropped == 2
+    assert spool.stats.dropped == 2 and spool.stats.spooled == 4
