@@ -125,4 +125,5 @@ class HealthRuntime:
             send_failures=pusher.send_failures, spooled=spool.spooled, resent=spool.resent,
             dropped=spool.dropped + pusher.dropped, spool_corrupt=spool.corrupt,
             spool_errors=spool.errors, spool_records=spool.records, spool_bytes=spool.bytes,
+            spool_writes=spool.writes, spool_write_seconds=spool.write_ns / 1e9,
         )

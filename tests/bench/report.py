@@ -243,10 +243,12 @@ def _attribution(report: Report) -> list[str]:
 
 def _events(report: Report) -> list[str]:
     rows = [[e.case, _fmt(e.gpus), _fmt(e.events), _fmt(e.p50_ms, 2), _fmt(e.p99_ms, 2),
-             _fmt(e.max_ms, 2), _fmt(e.mean_ms, 2), _fmt(e.suppressed)]
+             _fmt(e.max_ms, 2), _fmt(e.mean_ms, 2), _fmt(e.wal_ms_per_event, 3),
+             _fmt(e.suppressed)]
             for e in report.events]
     header = ["event case", "GPUs", "XIDs (one at a time)", "p50 (ms)", "p99 (ms)", "max (ms)",
-              "mean (ms)", "held back by storm control"]
+              "mean (ms)", "write-ahead (fsync) / event (ms, in it)",
+              "held back by storm control"]
     return _table(header, rows)
 
 
@@ -273,13 +275,14 @@ def _storm(report: Report) -> list[str]:
     rows = [[s.case, f"{_fmt(s.xids)} on 1 of {s.gpus} GPUs ({s.interval_s:g} s sampling, "
              f"{s.storm_window_s:g} s window)", _fmt(int(s.inject_per_s)),
              _fmt(s.first_record_ms, 1), _fmt(s.accounted_s, 2),
-             f"{_fmt(s.log_records)} ({_fmt(s.xids_in_records)} XIDs)",
+             f"{_fmt(s.log_records)} ({_fmt(s.xids_in_records)} XIDs)", _fmt(s.wal_writes),
              _fmt(s.cpu_ms_per_1000_xids, 1), _fmt(s.rest_cpu_percent, 2),
              f"{_fmt(s.max_gap_intervals, 2)} / {_fmt(s.missed_cycles)}"]
             for s in report.storm]
     header = ["storm case", "XIDs injected at once", "injected / s",
               "first XID → first record (ms)", "first XID → every XID in a record (s)",
-              "log records (XIDs they account for)", "agent CPU per 1000 XIDs (ms)",
+              "log records (XIDs they account for)", "write-ahead fsyncs (whole run)",
+              "agent CPU per 1000 XIDs (ms)",
               "agent CPU at rest (% of one core)",
               "other GPUs: largest sample gap (intervals) / missed cycles"]
     return _table(header, rows)

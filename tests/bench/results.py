@@ -123,6 +123,10 @@ class EventLatencyResult:
     mean_ms: float
     sent: int  # events the agent's exporter had accepted at exit
     suppressed: int  # storm control must hold none of them back
+    # Write-ahead: each event fsynced to the spool before its first send (one at a time here,
+    # so one write per event); its mean cost inside the agent, and the events per write.
+    wal_ms_per_event: float = 0.0
+    wal_events_per_write: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,7 @@ class StormResult:
     other_gpus: int
     max_gap_intervals: float  # largest gap between another GPU's samples at the receiver
     missed_cycles: int  # the other GPUs' gpu_agent.cycles.missed over the storm, summed
+    wal_writes: int = 0  # write-ahead fsync groups over the whole run (storm included)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ import logging
 import os
 import stat
 import threading
+import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -54,6 +55,8 @@ class SpoolStats:
     errors: int = 0  # spool failures: unusable directory, failed writes, corrupt data
     records: int = 0  # events in the spool now
     bytes: int = 0  # its size now
+    writes: int = 0  # segments written: one fsync group each (group commit)
+    write_ns: int = 0  # time spent writing them (write, fsync, rename, directory fsync)
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,7 @@ class Spool:
             target = self._segment(number)
             temporary = target.with_name(target.name + ".tmp")
             data = b"".join(lines)
+            started = time.perf_counter_ns()
             try:
                 self._write(temporary, data)
                 temporary.rename(target)
@@ -196,6 +200,8 @@ class Spool:
                 self._failed(error)
                 return Written(None, 0, full=False)
             self._next += 1
+            self.stats.writes += 1
+            self.stats.write_ns += time.perf_counter_ns() - started
             if self._write_error is not None:
                 log.info("event spool %s is writable again", self._path)
                 self._write_error = None
