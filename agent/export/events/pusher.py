@@ -1,38 +1,37 @@
 """Pushes health events to the collector as soon as they happen; never loses one it observed.
 
-Write-ahead: a writer takes what has arrived (everything since its last write: group commit,
-one fsync per batch) and makes it durable in the spool; a sender offers the spool's segments to
-the collector, oldest first, and deletes each only when the collector accepts it. The two run
-on their own threads, so a send stuck in the transport's retries never holds an event in
-memory: ``kill -9`` at any moment loses nothing, and a restart sends what is on disk again,
-with the same ``log.record.uid``. The batch just written is kept in memory for its send (no
-read back from disk on the healthy path), within ``HOT_EVENTS``.
+Write-ahead: a writer thread takes what has arrived (everything since its last write: group
+commit, one fsync per batch) and makes it durable in the spool; a sender thread offers the
+spool's segments to the collector, oldest first, and deletes each only when the collector has
+accepted it. Neither waits for the other, so a send stuck in the transport's retries never
+holds an event in memory: ``kill -9`` at any moment loses nothing, and a restart sends what is
+on disk again, with the same ``log.record.uid``. They are plain threads woken directly (no
+event-loop hop between the write and the send: the write-ahead adds its fsync to an event's
+latency and little else), and the batch just written is kept in memory for its send, within
+``HOT_EVENTS``, so the healthy path never reads back from disk.
 
 While the collector is away, every ``retry`` seconds (backing off to ``MAX_RETRY_S``) the
 oldest segment is offered again. Events the spool cannot take (full, read-only, disk full, no
 spool) are still sent live from memory; refused, they wait in the bounded memory queue — or,
 when the spool is merely full, are dropped and counted, keeping the first events of an
-incident. Disk I/O and sending never run on the event loop.
+incident. Nothing here blocks the event loop: ``submit`` only queues.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 from gpu_otel_agent.export.events.senders import EventSender
 from gpu_otel_agent.export.events.spool import Spool
 from gpu_otel_agent.gpu_health.events import HealthEvent
-from gpu_otel_agent.sampling.worker import DeviceWorker
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 MAX_BATCH = 512
 MAX_PENDING = 100_000  # events waiting in memory; storm control keeps far below this
 MAX_RETRY_S = 5.0
@@ -51,63 +50,78 @@ class EventPusher:
         self._sender = sender
         self._spool = spool
         self._retry = retry
+        self._lock = threading.Lock()  # guards the three queues below
         self._pending: deque[HealthEvent] = deque()  # not yet written
-        self._volatile: deque[HealthEvent] = deque()  # the spool could not take them
+        self._volatile: deque[HealthEvent] = deque()  # the spool could not write them
+        self._overflow: deque[HealthEvent] = deque()  # the spool was full: live or dropped
         self._hot: dict[int, list[HealthEvent]] = {}  # segment -> its events, just written
         self._hot_events = 0
-        self._mutex = threading.Lock()  # _volatile and _hot: the two threads share them
-        self._written = asyncio.Event()
-        self._arrived = asyncio.Event()
-        # Daemon threads: a send stuck on the network must not hold up the process's exit.
-        self._writer = DeviceWorker("otlp-events-wal")
-        self._thread = DeviceWorker("otlp-events")
+        self._arrived = threading.Condition(self._lock)  # pending has events
+        self._written = threading.Condition(self._lock)  # records or volatile have events
+        self._writing = False  # a batch is being written (close waits for it)
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
         self._failing = False
         self.stats = EventExportStats()
 
     def submit(self, event: HealthEvent) -> None:
-        if len(self._pending) >= MAX_PENDING:
-            self.stats.dropped += 1
-            return
-        self._pending.append(event)
-        self._arrived.set()
-
-    @staticmethod
-    async def _on(worker: DeviceWorker, fn: Callable[[], T]) -> T:
-        # Shielded: a job handed over (a spool write, a send) runs to its end even if this
-        # task is cancelled at shutdown; cancelling it would drop the events it holds.
-        return await asyncio.shield(asyncio.wrap_future(worker.submit(fn)))
+        with self._lock:
+            if len(self._pending) >= MAX_PENDING:
+                self.stats.dropped += 1
+                return
+            self._pending.append(event)
+            self._arrived.notify()
 
     async def run(self) -> None:
-        await self._on(self._writer, self._spool.open)
-        await asyncio.gather(self._write_loop(), self._send_loop())
+        """Open the spool, start the two threads, and wait to be cancelled."""
+        await asyncio.to_thread(self._spool.open)
+        # Daemon threads: a send stuck on the network must not hold up the process's exit.
+        for name, target in (("otlp-events-wal", self._write_loop),
+                             ("otlp-events", self._send_loop)):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        await asyncio.Event().wait()
 
     # -- writing ahead -------------------------------------------------------------------
 
-    async def _write_loop(self) -> None:
+    def _write_loop(self) -> None:
         while True:
-            if not self._pending:
-                self._arrived.clear()
-                await self._arrived.wait()
-            batch = self._take(self._pending)
-            await self._on(self._writer, functools.partial(self._write, batch))
-            self._written.set()
+            with self._lock:
+                while not self._pending and not self._stopping.is_set():
+                    self._arrived.wait()
+                if self._stopping.is_set():
+                    return
+                batch = self._take(self._pending)
+                self._writing = True
+            try:
+                self._write(batch)
+            finally:
+                with self._lock:
+                    self._writing = False
+                    self._arrived.notify_all()  # close() may wait for this write
 
     def _write(self, batch: list[HealthEvent]) -> None:
-        """On the writer's thread: make ``batch`` durable; what the spool cannot take goes to
-        the volatile queue (sent live), or is dropped when the spool is full and the collector
-        away. Done here, not after the await, so a shutdown in between cannot lose it."""
+        """Make ``batch`` durable; what the spool cannot take goes to the volatile queue (sent
+        live), or is dropped when the spool is full and the collector away."""
         written = self._spool.append(batch)
-        with self._mutex:
+        rest = batch[written.kept:]
+        with self._lock:
             if written.segment is not None and self._hot_events < HOT_EVENTS:
                 self._hot[written.segment] = batch[:written.kept]
                 self._hot_events += written.kept
-            rest = batch[written.kept:]
-            if rest and written.full and self._failing:
-                self._spool.stats.dropped += len(rest)
+            if rest and written.full:
+                # The spool's bound is the operator's: beyond it, events go out live while
+                # the collector takes them, and are dropped (counted) when it does not.
+                if self._failing:
+                    self._spool.stats.dropped += len(rest)
+                else:
+                    self._overflow.extend(rest)
             elif rest:
                 room = max(0, MAX_PENDING - len(self._volatile))
                 self.stats.dropped += max(0, len(rest) - room)
                 self._volatile.extend(rest[:room])
+            self._written.notify()
 
     @staticmethod
     def _take(queue: deque[HealthEvent]) -> list[HealthEvent]:
@@ -115,21 +129,30 @@ class EventPusher:
 
     # -- sending -------------------------------------------------------------------------
 
-    async def _send_loop(self) -> None:
+    def _send_loop(self) -> None:
         backoff = self._retry
         while True:
-            if not self._spool.stats.records and not self._volatile:
-                self._written.clear()
-                await self._written.wait()
-            if self._failing:
-                await asyncio.sleep(backoff)
-            ok = await self._on(self._thread, self._send_next)
+            with self._lock:
+                while not self._has_work() and not self._stopping.is_set():
+                    self._written.wait()
+            if self._stopping.is_set():
+                return
+            ok = self._send_next()
             self._set_failing(not ok)
+            if not ok:
+                with self._lock:
+                    self._spool.stats.dropped += len(self._overflow)
+                    self._overflow.clear()
             backoff = self._retry if ok else min(backoff * 2, MAX_RETRY_S)
+            if not ok and self._stopping.wait(backoff):
+                return
+
+    def _has_work(self) -> bool:
+        return bool(self._spool.stats.records or self._volatile or self._overflow)
 
     def _send_next(self) -> bool:
-        """On the sender's thread: offer the oldest segment (else the oldest volatile events);
-        delete the segment once accepted."""
+        """Offer the oldest segment (else the events the spool could not take); delete the
+        segment once accepted."""
         if self._spool.stats.records:
             number, events = self._oldest()
             if number is None:
@@ -140,18 +163,19 @@ class EventPusher:
             else:
                 self._spool.mark_resent(number)
             return ok
-        with self._mutex:
-            batch = self._take(self._volatile)
+        with self._lock:
+            queue = self._overflow if self._overflow else self._volatile
+            batch = self._take(queue)
         if not batch:
             return True
         ok = self._send(batch)
         if not ok:
-            with self._mutex:
-                self._volatile.extendleft(reversed(batch))
+            with self._lock:
+                queue.extendleft(reversed(batch))
         return ok
 
     def _oldest(self) -> tuple[int | None, list[HealthEvent]]:
-        with self._mutex:
+        with self._lock:
             if self._hot:
                 number = min(self._hot)
                 if self._spool.oldest_number() == number:
@@ -161,7 +185,7 @@ class EventPusher:
         oldest = self._spool.oldest()
         if oldest is None:
             return None, []
-        with self._mutex:
+        with self._lock:
             self._hot_events -= len(self._hot.pop(oldest[0], []))
         return oldest
 
@@ -191,40 +215,47 @@ class EventPusher:
     def close(self, leftovers: list[HealthEvent], timeout: float) -> None:
         """After ``run`` was cancelled: everything not accepted yet goes to disk, then, when
         the collector is healthy, one quick attempt (within ``timeout``) to send it; what is
-        not accepted stays on disk for the next start. A send in flight when ``run`` was
-        cancelled may be repeated then: a duplicate (same id) is better than a loss."""
-        pending = [*self._pending, *leftovers]
-        self._pending.clear()
-        done = self._writer.submit(functools.partial(self._close_write, pending))
-        try:
-            done.result(timeout=timeout)
-        except Exception:
-            log.warning("final event spool write did not finish")
-        if not self._failing and (self._spool.stats.records or self._volatile):
-            future = self._thread.submit(self._drain)
-            try:
-                future.result(timeout=timeout)
-            except Exception:  # timeout or failure: what was not accepted stays on disk
-                log.warning("final event export did not finish; %d event(s) wait in the "
-                            "spool", self._spool.stats.records)
-        lost = len(self._volatile)
+        not accepted stays on disk for the next start. A send in flight may be repeated then:
+        a duplicate (same id) is better than a loss."""
+        deadline = time.monotonic() + timeout
+        self._stopping.set()
+        with self._lock:
+            self._arrived.notify_all()
+            self._written.notify_all()
+            while self._writing and time.monotonic() < deadline:
+                self._arrived.wait(deadline - time.monotonic())  # that batch lands first
+            pending = [*self._pending, *leftovers]
+            self._pending.clear()
+        for start in range(0, len(pending), MAX_BATCH):
+            self._write(pending[start:start + MAX_BATCH])
+        for thread in self._threads:  # the sender may be in a send: let it end, if it will
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if not self._failing and self._has_work():
+            self._run_for(self._drain, deadline - time.monotonic())
+        with self._lock:
+            lost = len(self._volatile) + len(self._overflow)
         if lost:
             self._spool.stats.dropped += lost
             log.error("%d health event(s) not accepted by the collector are lost at shutdown: "
                       "the spool could not take them", lost)
-        self._writer.stop()
-        self._thread.stop()
         self._spool.close()
         try:
             self._sender.shutdown()
         except Exception:
             log.debug("event sender shutdown failed", exc_info=True)
 
-    def _close_write(self, pending: list[HealthEvent]) -> None:
-        for start in range(0, len(pending), MAX_BATCH):
-            self._write(pending[start:start + MAX_BATCH])
+    @staticmethod
+    def _run_for(job: Callable[[], None], seconds: float) -> None:
+        """``job`` on a daemon thread, waited for at most ``seconds``: a send that hangs
+        must not hold up the exit (what it did not get accepted stays on disk)."""
+        thread = threading.Thread(target=job, name="otlp-events-final", daemon=True)
+        thread.start()
+        thread.join(max(0.0, seconds))
+        if thread.is_alive():
+            log.warning("final event export did not finish; what was not accepted waits in "
+                        "the spool for the next start")
 
     def _drain(self) -> None:
-        while self._spool.stats.records or self._volatile:
+        while self._has_work():
             if not self._send_next():
                 return

@@ -4,6 +4,7 @@ disk, or in memory without a spool) and go out in order once the collector takes
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -229,3 +230,48 @@ def test_a_full_spool_sends_live_when_it_can_and_drops_only_when_refused(
     asyncio.run(main())
     assert collector.accepted == [f"e{i}" for i in range(6)]
     assert spool.stats.dropped == 2 and spool.stats.spooled == 4
+
+
+class HangingCollector(Collector):
+    """Its first send hangs until released (a collector that accepted the connection and
+    never answers); everything is accepted once it is released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+        self.release = threading.Event()
+        self.entered = threading.Event()
+
+    def send(self, events: Sequence[HealthEvent]) -> bool:
+        self.entered.set()
+        self.release.wait(10)
+        return super().send(events)
+
+
+def test_a_send_that_hangs_does_not_hold_back_the_write_ahead(tmp_path: Path) -> None:
+    collector = HangingCollector()
+    spool = Spool(tmp_path, 1 << 20)
+
+    def on_disk() -> int:
+        return sum(p.read_bytes().count(b"\n") for p in tmp_path.glob("seg-*.jsonl"))
+
+    async def main() -> None:
+        pusher = EventPusher(collector, spool, retry=0.01)
+        task = asyncio.create_task(pusher.run())
+        pusher.submit(event(0))
+        assert await asyncio.to_thread(collector.entered.wait, 10)
+        for i in range(1, 4):  # the sender is stuck in the first send
+            pusher.submit(event(i))
+        deadline = time.monotonic() + 10
+        while on_disk() < 4 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert on_disk() == 4 and collector.accepted == []
+        collector.release.set()
+        while len(collector.accepted) < 4 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        pusher.close([], timeout=1.0)
+
+    asyncio.run(main())
+    assert collector.accepted == ["e0", "e1", "e2", "e3"]
+    assert list(tmp_path.glob("seg-*")) == []
