@@ -1,8 +1,8 @@
 """Replaces the generated blocks between the README's benchmark markers; nothing else.
 
-Three blocks: the suite's tables (``bench``), the eBPF plugin's overhead (``bench-ebpf``, in
-the README's eBPF section) and the long NVML chaos run (``bench-chaos``), so each can be
-re-measured alone.
+Four blocks: the suite's tables (``bench``), the eBPF plugin's overhead (``bench-ebpf``, in
+the README's eBPF section), the long NVML chaos run (``bench-chaos``) and the memory soak
+(``bench-soak``), so each can be re-measured alone.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ EBPF_START = "<!-- bench-ebpf:start -->"
 EBPF_END = "<!-- bench-ebpf:end -->"
 CHAOS_START = "<!-- bench-chaos:start -->"
 CHAOS_END = "<!-- bench-chaos:end -->"
+SOAK_START = "<!-- bench-soak:start -->"
+SOAK_END = "<!-- bench-soak:end -->"
 
 
 class MarkersMissing(ValueError):

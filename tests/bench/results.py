@@ -263,6 +263,23 @@ class PrometheusFloodResult:
 
 
 @dataclass(frozen=True)
+class SoakResult:
+    """Minutes of short-lived GPU processes coming and going: the agent's memory."""
+
+    case: str
+    scenario: str
+    gpus: int
+    minutes: float
+    interval_s: float  # sampling = export interval
+    processes: int  # real short-lived processes registered as GPU processes, then gone
+    lifetime_s: float
+    rss_mib: tuple[tuple[float, float], ...]  # (seconds into the run, resident MiB)
+    rss_after_quarter_mib: float  # warm-up over
+    growth_after_quarter_mib: float  # end - after the first quarter (the issue: within 2)
+    agent_alive: bool
+
+
+@dataclass(frozen=True)
 class SkippedCase:
     case: str
     reason: str
@@ -283,6 +300,7 @@ class Report:
     events: tuple[EventLatencyResult, ...] = ()
     storm: tuple[StormResult, ...] = ()
     chaos: tuple[ChaosResult, ...] = ()
+    soak: tuple[SoakResult, ...] = ()
     ebpf_call_cost: tuple[EbpfCallCostResult, ...] = ()
     ebpf_load: tuple[EbpfLoadResult, ...] = ()
     prometheus: tuple[PrometheusFloodResult, ...] = ()
