@@ -15,6 +15,7 @@ from gpu_otel_agent.export.events.pusher import EventPusher
 from gpu_otel_agent.export.events.spool import Spool
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
+from tests.unit.gpu_health.disk import fill
 
 
 class Collector:
@@ -275,3 +276,28 @@ def test_a_send_that_hangs_does_not_hold_back_the_write_ahead(tmp_path: Path) ->
     asyncio.run(main())
     assert collector.accepted == ["e0", "e1", "e2", "e3"]
     assert list(tmp_path.glob("seg-*")) == []
+
+
+def test_on_a_full_disk_events_still_go_out_live_and_the_failure_is_counted(
+    small_fs: Path,
+) -> None:
+    collector = Collector()
+    collector.down = False
+    spool = Spool(small_fs / "events", 1 << 30)
+
+    async def main() -> None:
+        pusher = EventPusher(collector, spool, retry=0.01)
+        task = asyncio.create_task(pusher.run())
+        await asyncio.sleep(0.05)
+        fill(small_fs)
+        for i in range(5):
+            pusher.submit(event(i))
+        deadline = time.monotonic() + 10
+        while len(collector.accepted) < 5 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        pusher.close([], timeout=1.0)
+
+    asyncio.run(main())
+    assert collector.accepted == [f"e{i}" for i in range(5)]
+    assert spool.stats.errors >= 1 and spool.stats.dropped == 0

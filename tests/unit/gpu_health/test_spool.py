@@ -8,7 +8,6 @@ import os
 import stat
 import subprocess
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from gpu_otel_agent.export.events.spool import Spool
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
 from gpu_otel_agent.gpu_health.ulid import ulid
+from tests.unit.gpu_health.disk import fill
 
 
 def event(i: int) -> HealthEvent:
@@ -148,30 +148,12 @@ def test_events_spooled_without_an_id_get_the_same_one_on_every_replay(tmp_path:
     assert uids[0] == uids[1] != event(1).uid and len(uids[0]) == 26
 
 
-@pytest.fixture
-def small_fs(tmp_path: Path) -> Iterator[Path]:
-    """A real 64 KiB file system (tmpfs), to fill up or remount read-only."""
-    point = tmp_path / "fs"
-    point.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", str(point)],
-                   check=True)
-    try:
-        yield point
-    finally:
-        subprocess.run(["umount", "-l", str(point)], check=False)
-
-
 def test_a_full_disk_is_logged_once_counted_and_recovers(
     small_fs: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     spool = Spool(small_fs / "events", 1 << 30)  # the disk, not the limit, is what fills
     spool.open()
-    ballast = small_fs / "ballast"
-    fd = os.open(ballast, os.O_WRONLY | os.O_CREAT, 0o600)
-    with pytest.raises(OSError, match="No space left"):
-        while True:
-            os.write(fd, b"x" * 4096)
-    os.close(fd)
+    ballast = fill(small_fs)
     with caplog.at_level(logging.ERROR):
         results = [spool.append([event(i)]) for i in range(3)]
     assert [w.segment for w in results] == [None] * 3
