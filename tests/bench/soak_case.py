@@ -16,11 +16,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, load_scenario
 from tests.bench.procstat import rss_mib
 from tests.bench.results import SoakResult
-from tests.integration.harness import AgentProcess
-from tests.receivers.otlp_grpc import OtlpGrpcReceiver
+from tests.bench.running import agent_on_node
 
 
 @dataclass(frozen=True)
@@ -36,18 +34,12 @@ class SoakCase:
 
 def run_soak_case(case: SoakCase, workdir: Path) -> SoakResult:
     workdir.mkdir(parents=True, exist_ok=True)
-    gpus = len(load_scenario(case.scenario).devices)
     flags = ["--interval", f"{case.interval:g}", "--export-interval", f"{case.interval:g}"]
     live: list[subprocess.Popen[bytes]] = []
     started = 0
-    with OtlpGrpcReceiver() as receiver, \
-            SimulatedNode.start(case.scenario, state_dir=workdir / "node") as node:
-        agent = AgentProcess(workdir, receiver.endpoint, node.env, flags)
-        store = receiver.store
-        pid = agent.process.pid
+    with agent_on_node(case.scenario, workdir, flags) as run:
+        pid = run.agent.process.pid
         try:
-            store.wait_for(lambda s: len(s.latest_values("gpu_agent.cycles", "hw.id")) == gpus,
-                           timeout=60, what="every GPU's self-telemetry")
             start = time.monotonic()
             end = start + case.minutes * 60
             rss: list[tuple[float, float]] = [(0.0, round(rss_mib(pid), 1))]
@@ -55,31 +47,31 @@ def run_soak_case(case: SoakCase, workdir: Path) -> SoakResult:
             while (now := time.monotonic()) < end:
                 if started < (now - start) * case.per_second:
                     process = subprocess.Popen(["sleep", f"{case.lifetime_s:g}"])
-                    node.command({"op": "proc_add", "device": started % gpus,
-                                  "pid": process.pid, "used_memory_mib": 100 + started % 400})
+                    run.node.command({"op": "proc_add", "device": started % run.gpus,
+                                      "pid": process.pid,
+                                      "used_memory_mib": 100 + started % 400})
                     live.append(process)
                     started += 1
                 for gone in [p for p in live if p.poll() is not None]:
-                    node.command({"op": "proc_rm", "pid": gone.pid})
+                    run.node.command({"op": "proc_rm", "pid": gone.pid})
                     live.remove(gone)
                 if now >= next_rss:
-                    if agent.process.poll() is not None:
-                        raise RuntimeError(f"the agent exited:\n{agent.log()[-4000:]}")
+                    if run.agent.process.poll() is not None:
+                        raise RuntimeError(f"the agent exited:\n{run.agent.log()[-4000:]}")
                     rss.append((round(now - start, 1), round(rss_mib(pid), 1)))
                     next_rss += case.rss_every_s
-                    store.clear()  # the receiver's own memory is not what is measured
+                    run.store.clear()  # the receiver's own memory is not what is measured
                 time.sleep(0.05)
             rss.append((round(time.monotonic() - start, 1), round(rss_mib(pid), 1)))
-            alive = agent.process.poll() is None
-            agent.terminate()
+            alive = run.agent.process.poll() is None
+            run.agent.terminate()
         finally:
             for process in live:
                 process.kill()
                 process.wait()
-            agent.close()
     quarter = next(m for t, m in rss if t >= rss[-1][0] / 4)
     return SoakResult(
-        case=case.name, scenario=case.scenario.name, gpus=gpus, minutes=case.minutes,
+        case=case.name, scenario=case.scenario.name, gpus=run.gpus, minutes=case.minutes,
         interval_s=case.interval, processes=started, lifetime_s=case.lifetime_s,
         rss_mib=tuple(rss), rss_after_quarter_mib=quarter,
         growth_after_quarter_mib=round(rss[-1][1] - quarter, 1),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -37,6 +37,30 @@ class Collector:
 
 def event(i: int) -> HealthEvent:
     return HealthEvent("gpu.xid", i, Severity.ERROR, f"e{i}", (("gpu.xid.code", i),))
+
+
+Scenario = Callable[[EventPusher], Awaitable[None]]
+
+
+def drive(collector: Collector, spool: Spool, scenario: Scenario) -> None:
+    """Run a pusher (retrying every 10 ms) through ``scenario``, then shut it down."""
+
+    async def main() -> None:
+        pusher = EventPusher(collector, spool, retry=0.01)
+        task = asyncio.create_task(pusher.run())
+        try:
+            await scenario(pusher)
+        finally:
+            task.cancel()
+            pusher.close([], timeout=1.0)
+
+    asyncio.run(main())
+
+
+async def until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
 
 
 @pytest.mark.parametrize("on_disk", [True, False], ids=["spool", "memory-only"])
@@ -153,25 +177,32 @@ def test_every_event_is_on_disk_before_its_first_send_and_gone_once_accepted(
     collector = DiskCheckingCollector(tmp_path)
     spool = Spool(tmp_path, 1 << 20)
 
-    async def main() -> None:
-        pusher = EventPusher(collector, spool, retry=0.01)
-        task = asyncio.create_task(pusher.run())
+    async def scenario(pusher: EventPusher) -> None:
         await asyncio.sleep(0.05)
         for i in range(20):
             pusher.submit(event(i))
             if i % 3 == 0:
                 await asyncio.sleep(0.005)
-        deadline = time.monotonic() + 5
-        while len(collector.accepted) < 20 and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-        task.cancel()
-        pusher.close([], timeout=1.0)
+        await until(lambda: len(collector.accepted) == 20)
 
-    asyncio.run(main())
+    drive(collector, spool, scenario)
     assert collector.accepted == [f"e{i}" for i in range(20)]
     assert collector.on_disk_when_sent == [True] * 20
     assert spool.stats.spooled == 20 and list(tmp_path.glob("seg-*")) == []
     assert spool.stats.resent == 0  # none needed a second send
+
+
+def _live(count: int) -> Callable[[Collector], Scenario]:
+    """Submit ``count`` events and wait until the collector has them all."""
+
+    def make(collector: Collector) -> Scenario:
+        async def scenario(pusher: EventPusher) -> None:
+            await asyncio.sleep(0.05)
+            for i in range(count):
+                pusher.submit(event(i))
+            await until(lambda: len(collector.accepted) == count)
+        return scenario
+    return make
 
 
 def test_events_the_spool_cannot_take_still_go_out_live(tmp_path: Path) -> None:
@@ -180,21 +211,24 @@ def test_events_the_spool_cannot_take_still_go_out_live(tmp_path: Path) -> None:
     collector = Collector()
     collector.down = False
     spool = Spool(blocker / "spool", 1 << 20)
-
-    async def main() -> None:
-        pusher = EventPusher(collector, spool, retry=0.01)
-        task = asyncio.create_task(pusher.run())
-        for i in range(3):
-            pusher.submit(event(i))
-        deadline = time.monotonic() + 5
-        while len(collector.accepted) < 3 and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-        task.cancel()
-        pusher.close([], timeout=1.0)
-
-    asyncio.run(main())
+    drive(collector, spool, _live(3)(collector))
     assert collector.accepted == ["e0", "e1", "e2"]
     assert not spool.usable and spool.stats.errors == 1 and spool.stats.dropped == 0
+
+
+def test_on_a_full_disk_events_still_go_out_live_and_the_failure_is_counted(
+    small_fs: Path,
+) -> None:
+    collector = Collector()
+    collector.down = False
+    spool = Spool(small_fs / "events", 1 << 30)
+    spool.open()
+    ballast = fill(small_fs)  # the directory and its lock exist; no segment fits any more
+    spool.close()
+    drive(collector, spool, _live(5)(collector))
+    ballast.unlink()
+    assert collector.accepted == [f"e{i}" for i in range(5)]
+    assert spool.stats.errors >= 1 and spool.stats.dropped == 0
 
 
 def test_a_full_spool_sends_live_when_it_can_and_drops_only_when_refused(
@@ -205,14 +239,7 @@ def test_a_full_spool_sends_live_when_it_can_and_drops_only_when_refused(
     one_line = len(event(1).to_json()) + 10
     spool = Spool(tmp_path, one_line * 2)
 
-    async def until(condition: Callable[[], bool]) -> None:
-        deadline = time.monotonic() + 10
-        while not condition() and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-
-    async def main() -> None:
-        pusher = EventPusher(collector, spool, retry=0.01)
-        task = asyncio.create_task(pusher.run())
+    async def scenario(pusher: EventPusher) -> None:
         await asyncio.sleep(0.05)
         for i in range(4):  # one batch: two fit on disk, all four go out
             pusher.submit(event(i))
@@ -225,10 +252,8 @@ def test_a_full_spool_sends_live_when_it_can_and_drops_only_when_refused(
         await until(lambda: spool.stats.dropped == 2)
         collector.down = False
         await until(lambda: len(collector.accepted) == 6)
-        task.cancel()
-        pusher.close([], timeout=1.0)
 
-    asyncio.run(main())
+    drive(collector, spool, scenario)
     assert collector.accepted == [f"e{i}" for i in range(6)]
     assert spool.stats.dropped == 2 and spool.stats.spooled == 4
 
@@ -256,48 +281,16 @@ def test_a_send_that_hangs_does_not_hold_back_the_write_ahead(tmp_path: Path) ->
     def on_disk() -> int:
         return sum(p.read_bytes().count(b"\n") for p in tmp_path.glob("seg-*.jsonl"))
 
-    async def main() -> None:
-        pusher = EventPusher(collector, spool, retry=0.01)
-        task = asyncio.create_task(pusher.run())
+    async def scenario(pusher: EventPusher) -> None:
         pusher.submit(event(0))
         assert await asyncio.to_thread(collector.entered.wait, 10)
         for i in range(1, 4):  # the sender is stuck in the first send
             pusher.submit(event(i))
-        deadline = time.monotonic() + 10
-        while on_disk() < 4 and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
+        await until(lambda: on_disk() == 4)
         assert on_disk() == 4 and collector.accepted == []
         collector.release.set()
-        while len(collector.accepted) < 4 and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-        task.cancel()
-        pusher.close([], timeout=1.0)
+        await until(lambda: len(collector.accepted) == 4)
 
-    asyncio.run(main())
+    drive(collector, spool, scenario)
     assert collector.accepted == ["e0", "e1", "e2", "e3"]
     assert list(tmp_path.glob("seg-*")) == []
-
-
-def test_on_a_full_disk_events_still_go_out_live_and_the_failure_is_counted(
-    small_fs: Path,
-) -> None:
-    collector = Collector()
-    collector.down = False
-    spool = Spool(small_fs / "events", 1 << 30)
-
-    async def main() -> None:
-        pusher = EventPusher(collector, spool, retry=0.01)
-        task = asyncio.create_task(pusher.run())
-        await asyncio.sleep(0.05)
-        fill(small_fs)
-        for i in range(5):
-            pusher.submit(event(i))
-        deadline = time.monotonic() + 10
-        while len(collector.accepted) < 5 and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-        task.cancel()
-        pusher.close([], timeout=1.0)
-
-    asyncio.run(main())
-    assert collector.accepted == [f"e{i}" for i in range(5)]
-    assert spool.stats.errors >= 1 and spool.stats.dropped == 0
