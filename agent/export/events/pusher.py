@@ -1,14 +1,15 @@
 """Pushes health events to the collector as soon as they happen; never loses one it observed.
 
-Write-ahead: a writer thread takes what has arrived (everything since its last write: group
-commit, one fsync per batch) and makes it durable in the spool; a sender thread offers the
-spool's segments to the collector, oldest first, and deletes each only when the collector has
-accepted it. Neither waits for the other, so a send stuck in the transport's retries never
-holds an event in memory: ``kill -9`` at any moment loses nothing, and a restart sends what is
-on disk again, with the same ``log.record.uid``. They are plain threads woken directly (no
-event-loop hop between the write and the send: the write-ahead adds its fsync to an event's
-latency and little else), and the batch just written is kept in memory for its send, within
-``HOT_EVENTS``, so the healthy path never reads back from disk.
+Write-ahead, in three threads that never wait for each other: a writer puts what has arrived
+into a spool segment at once (from then on a ``kill -9`` cannot lose it); a syncer fsyncs
+every segment written since its last sync in one go (group commit: a slow fsync never delays
+the next write, and a burst shares a few fsyncs); a sender offers the durable segments to the
+collector, oldest first, and deletes each only when the collector has accepted it. So a send
+stuck in the transport's retries never holds an event in memory, an event is durable before
+its first send, and a restart sends what is on disk again, with the same ``log.record.uid``.
+They are plain threads woken directly (no event-loop hop: the write-ahead adds its fsync to an
+event's latency and little else), and the batch just written is kept in memory for its send,
+within ``HOT_EVENTS``, so the healthy path never reads back from disk.
 
 While the collector is away, every ``retry`` seconds (backing off to ``MAX_RETRY_S``) the
 oldest segment is offered again. Events the spool cannot take (full, read-only, disk full, no
@@ -57,7 +58,8 @@ class EventPusher:
         self._hot: dict[int, list[HealthEvent]] = {}  # segment -> its events, just written
         self._hot_events = 0
         self._arrived = threading.Condition(self._lock)  # pending has events
-        self._written = threading.Condition(self._lock)  # records or volatile have events
+        self._to_sync = threading.Condition(self._lock)  # a segment was written
+        self._written = threading.Condition(self._lock)  # durable segments or volatile events
         self._writing = False  # a batch is being written (close waits for it)
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -77,6 +79,7 @@ class EventPusher:
         await asyncio.to_thread(self._spool.open)
         # Daemon threads: a send stuck on the network must not hold up the process's exit.
         for name, target in (("otlp-events-wal", self._write_loop),
+                             ("otlp-events-sync", self._sync_loop),
                              ("otlp-events", self._send_loop)):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
@@ -102,7 +105,7 @@ class EventPusher:
                     self._arrived.notify_all()  # close() may wait for this write
 
     def _write(self, batch: list[HealthEvent]) -> None:
-        """Make ``batch`` durable; what the spool cannot take goes to the volatile queue (sent
+        """Write ``batch`` ahead; what the spool cannot take goes to the volatile queue (sent
         live), or is dropped when the spool is full and the collector away."""
         written = self._spool.append(batch)
         rest = batch[written.kept:]
@@ -121,7 +124,21 @@ class EventPusher:
                 room = max(0, MAX_PENDING - len(self._volatile))
                 self.stats.dropped += max(0, len(rest) - room)
                 self._volatile.extend(rest[:room])
-            self._written.notify()
+            if written.segment is not None:
+                self._to_sync.notify()
+            if rest:
+                self._written.notify()
+
+    def _sync_loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._spool.unsynced and not self._stopping.is_set():
+                    self._to_sync.wait()
+            if self._stopping.is_set():
+                return
+            self._spool.sync()
+            with self._lock:
+                self._written.notify()
 
     @staticmethod
     def _take(queue: deque[HealthEvent]) -> list[HealthEvent]:
@@ -148,12 +165,14 @@ class EventPusher:
                 return
 
     def _has_work(self) -> bool:
-        return bool(self._spool.stats.records or self._volatile or self._overflow)
+        # Events the spool could not take wait for the older ones being synced: order holds.
+        return self._spool.sendable or (bool(self._volatile or self._overflow)
+                                        and not self._spool.unsynced)
 
     def _send_next(self) -> bool:
         """Offer the oldest segment (else the events the spool could not take); delete the
         segment once accepted."""
-        if self._spool.stats.records:
+        if self._spool.sendable:
             number, events = self._oldest()
             if number is None:
                 return True
@@ -221,6 +240,7 @@ class EventPusher:
         self._stopping.set()
         with self._lock:
             self._arrived.notify_all()
+            self._to_sync.notify_all()
             self._written.notify_all()
             while self._writing and time.monotonic() < deadline:
                 self._arrived.wait(deadline - time.monotonic())  # that batch lands first
@@ -228,6 +248,7 @@ class EventPusher:
             self._pending.clear()
         for start in range(0, len(pending), MAX_BATCH):
             self._write(pending[start:start + MAX_BATCH])
+        self._spool.sync()
         for thread in self._threads:  # the sender may be in a send: let it end, if it will
             thread.join(max(0.0, deadline - time.monotonic()))
         if not self._failing and self._has_work():

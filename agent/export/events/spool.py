@@ -1,11 +1,13 @@
 """The events' write-ahead log: every event is on disk before its first send.
 
-Each batch the pusher takes becomes one segment file (``seg-<n>.jsonl``: written to a
-temporary name, fsynced, renamed, and the directory fsynced, so a crash or a power cut leaves
-whole segments only) before it is sent; a segment is deleted only when the collector has
-accepted its events. One segment per batch is the group commit: everything that arrived while
-the previous batch was written and sent shares one fsync, so an event storm (already folded by
-storm control) costs a few fsyncs, not one per event. A line is ``<crc32> <json>``. Segments
+Each batch the pusher takes becomes one segment file (``seg-<n>.jsonl``, written to a
+temporary name and renamed, so a crash leaves whole segments only) the moment it arrives: from
+then on a ``kill -9`` of the agent cannot lose it (the data is the kernel's). :meth:`sync` then
+fsyncs every segment written since the last sync, and the directory, in one go, so the events
+also survive a power cut; only then is a segment offered to the collector, and it is deleted
+only when the collector has accepted its events. Syncing whatever was written meanwhile is the
+group commit: an event storm (already folded by storm control) costs a few fsyncs, not one per
+event, and a slow fsync never delays the next write. A line is ``<crc32> <json>``. Segments
 are sent oldest first, so the order of events holds across an outage and across restarts —
 also after ``kill -9``: what was written is sent again, with the same ``log.record.uid``.
 This is how the OpenTelemetry Collector's persistent queue (exporterhelper with a
@@ -55,8 +57,8 @@ class SpoolStats:
     errors: int = 0  # spool failures: unusable directory, failed writes, corrupt data
     records: int = 0  # events in the spool now
     bytes: int = 0  # its size now
-    writes: int = 0  # segments written: one fsync group each (group commit)
-    write_ns: int = 0  # time spent writing them (write, fsync, rename, directory fsync)
+    writes: int = 0  # fsync groups: syncs that made written segments durable (group commit)
+    write_ns: int = 0  # time spent writing ahead (write and rename, then fsyncs)
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class Spool:
         self._lock = threading.Lock()
         self._segments: dict[int, tuple[int, int, bool]] = {}  # n -> (bytes, records, old)
         self._next = 0
+        self._unsynced: set[int] = set()  # written, not yet fsynced: not offered yet
         self._lock_file: IO[bytes] | None = None
         self._dir_fd: int | None = None
         self._full_logged = False
@@ -164,7 +167,8 @@ class Spool:
         return self._path / f"{_PREFIX}{number:012d}{_SUFFIX}"
 
     def append(self, events: Sequence[HealthEvent]) -> Written:
-        """Make as many of ``events`` durable as fit, in order, as one new segment."""
+        """Write as many of ``events`` as fit, in order, as one new segment (safe from a crash
+        of the agent at once; from a power cut once :meth:`sync` has run)."""
         with self._lock:
             if self._lock_file is None or not events:
                 return Written(None, 0, full=False)
@@ -192,15 +196,13 @@ class Spool:
             try:
                 self._write(temporary, data)
                 temporary.rename(target)
-                if self._dir_fd is not None:
-                    os.fsync(self._dir_fd)  # the rename itself survives a power cut
             except OSError as error:
                 with contextlib.suppress(OSError):
                     temporary.unlink()
                 self._failed(error)
                 return Written(None, 0, full=False)
             self._next += 1
-            self.stats.writes += 1
+            self._unsynced.add(number)
             self.stats.write_ns += time.perf_counter_ns() - started
             if self._write_error is not None:
                 log.info("event spool %s is writable again", self._path)
@@ -217,9 +219,39 @@ class Spool:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
-            os.fsync(fd)
         finally:
             os.close(fd)
+
+    @property
+    def unsynced(self) -> bool:
+        return bool(self._unsynced)
+
+    def sync(self) -> None:
+        """Fsync every segment written since the last sync, then the directory (the renames);
+        they can be offered to the collector from then on. Runs without the lock, so writes
+        go on meanwhile."""
+        with self._lock:
+            numbers = sorted(self._unsynced)
+        if not numbers:
+            return
+        started = time.perf_counter_ns()
+        try:
+            for number in numbers:
+                fd = os.open(self._segment(number), os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            if self._dir_fd is not None:
+                os.fsync(self._dir_fd)
+        except OSError as error:
+            # Written but maybe not durable: still offered (the collector may yet take them).
+            with self._lock:
+                self._failed(error)
+        with self._lock:
+            self._unsynced.difference_update(numbers)
+            self.stats.writes += 1
+            self.stats.write_ns += time.perf_counter_ns() - started
 
     def _failed(self, error: OSError) -> None:
         self.stats.errors += 1
@@ -237,15 +269,24 @@ class Spool:
                   "across a crash (counted in gpu_agent.events.spool.errors)",
                   self._path, error.strerror or error, hint)
 
+    def _sendable(self) -> list[int]:
+        return [n for n in self._segments if n not in self._unsynced]
+
+    @property
+    def sendable(self) -> bool:
+        """Some segment is durable and waits for the collector."""
+        with self._lock:
+            return bool(self._sendable())
+
     def oldest_number(self) -> int | None:
         with self._lock:
-            return min(self._segments, default=None)
+            return min(self._sendable(), default=None)
 
     def oldest(self) -> tuple[int, list[HealthEvent]] | None:
-        """The oldest segment's events (unreadable lines skipped and counted)."""
+        """The oldest durable segment's events (unreadable lines skipped and counted)."""
         with self._lock:
-            while self._segments:
-                number = min(self._segments)
+            while sendable := self._sendable():
+                number = min(sendable)
                 try:
                     data = self._segment(number).read_bytes()
                 except OSError:

@@ -27,6 +27,7 @@ def event(i: int) -> HealthEvent:
 
 
 def drain(spool: Spool) -> list[HealthEvent]:
+    spool.sync()  # only durable segments are offered
     out = []
     while (oldest := spool.oldest()) is not None:
         number, events = oldest
