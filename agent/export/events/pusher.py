@@ -75,7 +75,7 @@ class EventPusher:
             self._arrived.notify()
 
     async def run(self) -> None:
-        """Open the spool, start the two threads, and wait to be cancelled."""
+        """Open the spool, start the writer, syncer and sender, and wait to be cancelled."""
         await asyncio.to_thread(self._spool.open)
         # Daemon threads: a send stuck on the network must not hold up the process's exit.
         for name, target in (("otlp-events-wal", self._write_loop),
