@@ -227,10 +227,12 @@ TABLE: tuple[Key, ...] = (
     Key("health.dedup_window", Seconds(), 2.0, RESTART,
         "Seconds within which the same XID from NVML and kmsg is one event."),
     Key("health.spool_path", Directory(nullable=True), "/var/lib/gpu-otel-agent/events",
-        RESTART, "Directory of the on-disk spool for events the collector did not accept; "
-        "`null`: no spool.", env=Env("GPU_AGENT_EVENT_SPOOL")),
+        RESTART, "Directory of the health events' write-ahead spool (0700; every event is fsynced "
+        "there before its first send and deleted once the collector accepted it); `null`: no "
+        "spool (events are sent, not kept across a crash).", env=Env("GPU_AGENT_EVENT_SPOOL")),
     Key("health.spool_max_mib", Number(low=0.01, high=1_048_576, unit="MiB"), 16.0, RESTART,
-        "Spool size limit (MiB); overflow is counted."),
+        "Spool size limit (MiB); beyond it events are sent live, and dropped and counted "
+        "while the collector is away."),
     Key("health.degrade_after", Count(minimum=1), 3, RESTART,
         "Slow-group reads in a row a gray-failure condition must hold before its subsystem is "
         "reported degraded (`gpu.degraded`); 3 reads at the default 10 s slow interval is the "

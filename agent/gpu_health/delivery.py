@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpu_otel_agent.gpu_health.events import EventAttributes, EventValue, HealthEvent
 from gpu_otel_agent.model.workload import GpuProcess, WorkloadLookup
@@ -56,8 +56,8 @@ class Delivery:
             event = pending.event
             processes = await self._processes(pending.uuid, pending.live_lookup)
             if processes:
-                event = HealthEvent(event.name, event.time_ns, event.severity, event.body,
-                                    (*event.attributes, *workload_attributes(processes)))
+                event = replace(event, attributes=(*event.attributes,
+                                                   *workload_attributes(processes)))
             self._current = None
             self.delivered += 1
             self._sink(event)

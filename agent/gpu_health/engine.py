@@ -42,6 +42,7 @@ from gpu_otel_agent.gpu_health.severity import Severity
 from gpu_otel_agent.gpu_health.siblings import Peer
 from gpu_otel_agent.gpu_health.state import HealthMachine, Transition
 from gpu_otel_agent.gpu_health.storm import StormControl, Summary
+from gpu_otel_agent.gpu_health.ulid import ulid
 from gpu_otel_agent.gpu_health.watch import Change, GrayWatch
 from gpu_otel_agent.gpu_health.xid import ACTIONS, lookup
 from gpu_otel_agent.model.snapshot import (
@@ -405,8 +406,10 @@ class HealthEngine:
     ) -> None:
         """``scope``: the partition the event is about (its attributes and its workloads)."""
         identity = scope or gpu.identity
+        # The id's time is the fault's: ids sort the way the faults happened.
         event = HealthEvent(name, time_ns, severity, body,
-                            (*identity.series_attributes(), *attributes))
+                            (*identity.series_attributes(), *attributes),
+                            ulid(max(time_ns, 0) // 1_000_000))
         down = gpu.machine.holds("unresponsive") or gpu.machine.holds("lost")
         self._delivery.put(Pending(event, identity.uuid, live_lookup and not down))
 

@@ -2,17 +2,20 @@
 
 An event becomes one OTLP LogRecord: ``event_name`` and the attribute ``event.name`` carry the
 same name (Loki drops the field), the severity comes from the XID catalog or the event kind,
-the body is one human-readable line. The names and attributes are the public contract of
-``shared/specs/telemetry.md``; :data:`EVENTS` lists them for ``docs/events.md``.
+the body is one human-readable line. ``log.record.uid`` (a ULID made when the event is) goes
+with it to the spool and on every re-send, so a backend can drop duplicates. The names and
+attributes are the public contract of ``shared/specs/telemetry.md``; :data:`EVENTS` lists
+them for ``docs/events.md``.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpu_otel_agent.gpu_health.severity import Severity
+from gpu_otel_agent.gpu_health.ulid import stable_ulid, ulid
 
 EventValue = str | int | float | bool | tuple[str, ...] | tuple[int, ...]
 EventAttributes = tuple[tuple[str, EventValue], ...]
@@ -39,24 +42,34 @@ class HealthEvent:
     severity: Severity
     body: str
     attributes: EventAttributes  # device attributes, event attributes, workloads
+    # Made once, when the event is; kept through enrichment, the spool and every re-send.
+    uid: str = field(default_factory=ulid)
 
     def all_attributes(self) -> EventAttributes:
-        """What is sent: ``event.name`` first, then the event's own attributes."""
-        return (("event.name", self.name), *self.attributes)
+        """What is sent: ``event.name`` and ``log.record.uid``, then the event's own."""
+        return (("event.name", self.name), ("log.record.uid", self.uid), *self.attributes)
 
     def to_json(self) -> str:
         return json.dumps(
             {"n": self.name, "t": self.time_ns, "s": self.severity.name, "b": self.body,
-             "a": [[k, list(v) if isinstance(v, tuple) else v] for k, v in self.attributes]},
+             "a": [[k, list(v) if isinstance(v, tuple) else v] for k, v in self.attributes],
+             "u": self.uid},
             separators=(",", ":"),
         )
 
     @classmethod
     def from_json(cls, text: str) -> HealthEvent:
-        """Inverse of :meth:`to_json`; raises ValueError (or KeyError/TypeError) on bad input."""
+        """Inverse of :meth:`to_json`; raises ValueError (or KeyError/TypeError) on bad input.
+
+        A record spooled before events had ids gets one derived from its content, the same
+        on every replay."""
         raw: Any = json.loads(text)
         attributes = tuple((str(k), _value(v)) for k, v in raw["a"])
-        return cls(str(raw["n"]), int(raw["t"]), Severity[raw["s"]], str(raw["b"]), attributes)
+        time_ns = int(raw["t"])
+        uid = raw.get("u")
+        if not isinstance(uid, str):
+            uid = stable_ulid(time_ns // 1_000_000, text.encode())
+        return cls(str(raw["n"]), time_ns, Severity[raw["s"]], str(raw["b"]), attributes, uid)
 
 
 def _value(raw: Any) -> EventValue:
@@ -82,6 +95,8 @@ class EventSpec:
 # and wherever processes are known).
 COMMON_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("event.name", "the event name again (Loki drops the LogRecord field)"),
+    ("log.record.uid", "the event's identity, a ULID: the same on every re-send, spool replay "
+     "and agent restart, so a backend can drop duplicates"),
     ("process.pid", "PIDs of the processes on the GPU at that moment (int array)"),
     ("process.executable.name", "their executable names (string array, same order)"),
     ("k8s.pod.name, k8s.namespace.name, container.id, …",

@@ -21,5 +21,8 @@ class HealthTelemetry:
     resent: int  # spooled events later accepted
     dropped: int  # events lost: spool full or unavailable, or memory overflow
     spool_corrupt: int  # unreadable spool records skipped
+    spool_errors: int  # spool failures: unusable directory, failed writes, corrupt records
+    spool_writes: int  # write-ahead segments written (one fsync each: group commit)
+    spool_write_seconds: float  # time spent writing them ahead
     spool_records: int  # events waiting in the spool now
     spool_bytes: int

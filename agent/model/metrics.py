@@ -197,12 +197,17 @@ AGENT_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("gpu_agent.events.duplicates", C, "{event}",
                "XIDs seen by both NVML and the kernel log, reported once."),
     MetricSpec("gpu_agent.events.dropped", C, "{event}",
-               "Health events lost: the spool was full or unusable."),
+               "Health events lost: the collector was away and the spool full or unusable."),
     MetricSpec("gpu_agent.events.spooled", C, "{event}",
-               "Health events written to the on-disk spool while the collector was away."),
+               "Health events written (fsynced) to the on-disk spool: every event, before its "
+               "first send."),
     MetricSpec("gpu_agent.events.spool.size", U, "By", "Size of the event spool on disk."),
     MetricSpec("gpu_agent.events.spool.records", U, "{event}",
-               "Health events waiting in the spool."),
+               "Health events waiting in the spool (not yet accepted by the collector)."),
+    MetricSpec("gpu_agent.events.spool.errors", C, "{error}",
+               "Event spool failures: directory unusable (read-only, too open, locked), "
+               "failed writes (disk full), corrupt records skipped. Events are still sent "
+               "live while the collector is up."),
     MetricSpec("gpu_agent.ebpf.libraries", U, "{library}",
                "CUDA library files with uprobes attached (eBPF plugin)."),
     MetricSpec("gpu_agent.ebpf.processes", U, "{process}",

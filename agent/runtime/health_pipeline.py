@@ -125,6 +125,7 @@ class HealthRuntime:
             Reading("gpu_agent.events.spooled", t.spooled),
             Reading("gpu_agent.events.spool.size", t.spool_bytes),
             Reading("gpu_agent.events.spool.records", t.spool_records),
+            Reading("gpu_agent.events.spool.errors", t.spool_errors),
         )
 
     def telemetry(self) -> HealthTelemetry:
@@ -134,5 +135,6 @@ class HealthRuntime:
             suppressed=engine.suppressed, duplicates=engine.duplicates, sent=pusher.sent,
             send_failures=pusher.send_failures, spooled=spool.spooled, resent=spool.resent,
             dropped=spool.dropped + pusher.dropped, spool_corrupt=spool.corrupt,
-            spool_records=spool.records, spool_bytes=spool.bytes,
+            spool_errors=spool.errors, spool_records=spool.records, spool_bytes=spool.bytes,
+            spool_writes=spool.writes, spool_write_seconds=spool.write_ns / 1e9,
         )

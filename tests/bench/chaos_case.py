@@ -25,11 +25,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, load_scenario
+from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 from tests.bench.procstat import rss_mib
 from tests.bench.results import ChaosResult
-from tests.integration.harness import AgentProcess
-from tests.receivers.otlp_grpc import OtlpGrpcReceiver
+from tests.bench.running import agent_on_node
 from tests.receivers.store import Store
 
 SAMPLED = "hw.power"  # a fast-group field every GPU serves every cycle
@@ -71,49 +70,41 @@ def _chaos(node: SimulatedNode) -> Mapping[str, object]:
 
 def run_chaos_case(case: ChaosCase, workdir: Path) -> ChaosResult:
     workdir.mkdir(parents=True, exist_ok=True)
-    gpus = len(load_scenario(case.scenario).devices)
     flags = ["--interval", f"{case.interval:g}", "--export-interval", f"{case.interval:g}"]
     errors = ("gpu_agent.call", "error.type")
-    with OtlpGrpcReceiver() as receiver, \
-            SimulatedNode.start(case.scenario, state_dir=workdir / "node") as node:
-        agent = AgentProcess(workdir, receiver.endpoint, node.env, flags)
-        store = receiver.store
+    with agent_on_node(case.scenario, workdir, flags) as run:
+        node, store, agent, gpus = run.node, run.store, run.agent, run.gpus
         pid = agent.process.pid
-        try:
-            store.wait_for(lambda s: len(s.latest_values("gpu_agent.cycles", "hw.id")) == gpus,
-                           timeout=60, what="every GPU's self-telemetry")
-            calls0, cycles0 = _calls(node), _sum(store, "gpu_agent.cycles", "hw.id")
-            time.sleep(case.calm_s)
-            calls1, cycles1 = _calls(node), _sum(store, "gpu_agent.cycles", "hw.id")
-            counted_before = _sum(store, "gpu_agent.library.errors", *errors)
-            missed_before = _sum(store, "gpu_agent.cycles.missed", "hw.id")
-            read_errors_before = _sum(store, "gpu_agent.read.errors", "hw.id")
-            injected_before = _injected(_chaos(node))
-            node.command({"op": "chaos", "rate": case.rate, "seed": case.seed})
-            start_wall, start = time.time(), time.monotonic()
-            rss: list[tuple[float, float]] = [(0.0, round(rss_mib(pid), 1))]
-            end = start + case.minutes * 60
-            while (now := time.monotonic()) < end:
-                time.sleep(min(case.rss_every_s, end - now))
-                if agent.process.poll() is not None:
-                    raise RuntimeError(f"the agent exited under chaos:\n{agent.log()[-4000:]}")
-                rss.append((round(time.monotonic() - start, 1), round(rss_mib(pid), 1)))
-            calls2, cycles2 = _calls(node), _sum(store, "gpu_agent.cycles", "hw.id")
-            node.command({"op": "chaos", "off": True})
-            end_wall = time.time()
-            chaos = _chaos(node)
-            injected = _injected(chaos) - injected_before
-            # Every error the node injected must reach the receiver in the agent's counter.
-            store.wait_for(lambda s: _sum(s, "gpu_agent.library.errors", *errors)
-                           - counted_before >= injected, timeout=60,
-                           what=f"{injected} injected errors counted and exported")
-            counted = _sum(store, "gpu_agent.library.errors", *errors) - counted_before
-            missed = _sum(store, "gpu_agent.cycles.missed", "hw.id") - missed_before
-            read_errors = _sum(store, "gpu_agent.read.errors", "hw.id") - read_errors_before
-            alive = agent.process.poll() is None
-            agent.terminate()
-        finally:
-            agent.close()
+        calls0, cycles0 = _calls(node), _sum(store, "gpu_agent.cycles", "hw.id")
+        time.sleep(case.calm_s)
+        calls1, cycles1 = _calls(node), _sum(store, "gpu_agent.cycles", "hw.id")
+        counted_before = _sum(store, "gpu_agent.library.errors", *errors)
+        missed_before = _sum(store, "gpu_agent.cycles.missed", "hw.id")
+        read_errors_before = _sum(store, "gpu_agent.read.errors", "hw.id")
+        injected_before = _injected(_chaos(node))
+        node.command({"op": "chaos", "rate": case.rate, "seed": case.seed})
+        start_wall, start = time.time(), time.monotonic()
+        rss: list[tuple[float, float]] = [(0.0, round(rss_mib(pid), 1))]
+        end = start + case.minutes * 60
+        while (now := time.monotonic()) < end:
+            time.sleep(min(case.rss_every_s, end - now))
+            if agent.process.poll() is not None:
+                raise RuntimeError(f"the agent exited under chaos:\n{agent.log()[-4000:]}")
+            rss.append((round(time.monotonic() - start, 1), round(rss_mib(pid), 1)))
+        calls2, cycles2 = _calls(node), _sum(store, "gpu_agent.cycles", "hw.id")
+        node.command({"op": "chaos", "off": True})
+        end_wall = time.time()
+        chaos = _chaos(node)
+        injected = _injected(chaos) - injected_before
+        # Every error the node injected must reach the receiver in the agent's counter.
+        store.wait_for(lambda s: _sum(s, "gpu_agent.library.errors", *errors)
+                       - counted_before >= injected, timeout=60,
+                       what=f"{injected} injected errors counted and exported")
+        counted = _sum(store, "gpu_agent.library.errors", *errors) - counted_before
+        missed = _sum(store, "gpu_agent.cycles.missed", "hw.id") - missed_before
+        read_errors = _sum(store, "gpu_agent.read.errors", "hw.id") - read_errors_before
+        alive = agent.process.poll() is None
+        agent.terminate()
     window = end_wall - start_wall
     sampled = {
         p.time_unix_nano for p in store.points(SAMPLED)

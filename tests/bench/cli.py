@@ -28,6 +28,7 @@ from tests.bench.results import (
     Report,
     SkippedCase,
 )
+from tests.bench.soak_case import run_soak_case
 from tests.bench.storm_case import run_storm_case
 from tests.integration.harness import REPO
 
@@ -89,6 +90,11 @@ def run(suite: plan.Plan, workdir: Path) -> Report:
         log.info("%s: %g min at %g%% NVML errors (seed %d) on %s", case.name, case.minutes,
                  case.rate * 100, case.seed, case.scenario.name)
         chaos.append(run_chaos_case(case, workdir / case.name))
+    soaks = []
+    for soak in suite.soak:
+        log.info("%s: %g min at %gs sampling, %g short-lived GPU process(es) a second",
+                 soak.name, soak.minutes, soak.interval, soak.per_second)
+        soaks.append(run_soak_case(soak, workdir / soak.name))
     skipped: list[SkippedCase] = []
     call_costs: list[EbpfCallCostResult] = []
     for cost in suite.ebpf_call_cost:
@@ -120,6 +126,7 @@ def run(suite: plan.Plan, workdir: Path) -> Report:
         events=tuple(events),
         storm=tuple(storms),
         chaos=tuple(chaos),
+        soak=tuple(soaks),
         ebpf_call_cost=tuple(call_costs),
         ebpf_load=tuple(loads),
         prometheus=tuple(floods),
@@ -157,7 +164,8 @@ def _update_readme(result: Report, ran: plan.Plan, full: plan.Plan) -> None:
     path = REPO / "README.md"
     ebpf_names = {c.name for c in (*full.ebpf_call_cost, *full.ebpf_load)}
     chaos_names = {c.name for c in full.chaos}
-    main_names = set(full.case_names()) - ebpf_names - chaos_names
+    soak_names = {c.name for c in full.soak}
+    main_names = set(full.case_names()) - ebpf_names - chaos_names - soak_names
     done = set(ran.case_names())
     if main_names <= done:
         readme.update(path, report.readme_block(result))
@@ -173,6 +181,9 @@ def _update_readme(result: Report, ran: plan.Plan, full: plan.Plan) -> None:
     if chaos_names and chaos_names <= done:
         readme.update(path, report.chaos_markdown(result), readme.CHAOS_START, readme.CHAOS_END)
         log.info("updated the NVML chaos block of %s", path)
+    if soak_names and soak_names <= done:
+        readme.update(path, report.soak_markdown(result), readme.SOAK_START, readme.SOAK_END)
+        log.info("updated the memory soak block of %s", path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -78,4 +78,8 @@ def run_event_case(case: EventCase, workdir: Path) -> EventLatencyResult:
         p99_ms=round(_percentile(latencies, 0.99), 3),
         max_ms=round(max(latencies), 3), mean_ms=round(statistics.fmean(latencies), 3),
         sent=int(health["sent"]), suppressed=int(health["suppressed"]),
+        wal_ms_per_event=round(float(health["spool_write_seconds"]) * 1000
+                               / max(1, int(health["spooled"])), 3),
+        wal_events_per_write=round(int(health["spooled"])
+                                   / max(1, int(health["spool_writes"])), 2),
     )

@@ -22,6 +22,7 @@ from tests.bench.encoding import EncodeCase
 from tests.bench.events_case import EventCase
 from tests.bench.peers import PeerCase
 from tests.bench.prometheus_flood import PrometheusFloodCase
+from tests.bench.soak_case import SoakCase
 from tests.bench.storm_case import StormCase
 from tests.integration.harness import SCENARIOS
 
@@ -55,6 +56,7 @@ class Plan:
     storm: tuple[StormCase, ...] = ()
     chaos: tuple[ChaosCase, ...] = ()
     churn: tuple[ChurnCase, ...] = ()
+    soak: tuple[SoakCase, ...] = ()
 
     def case_names(self) -> tuple[str, ...]:
         return (*(c.name for c in self.agent), *(c.name for c in self.nvitop_exporter),
@@ -62,7 +64,8 @@ class Plan:
                 *(c.name for c in self.attribution), *(c.name for c in self.events),
                 *(c.name for c in self.storm), *(c.name for c in self.ebpf_call_cost),
                 *(c.name for c in self.ebpf_load), *(c.name for c in self.prometheus),
-                *(c.name for c in self.chaos), *(c.name for c in self.churn))
+                *(c.name for c in self.chaos), *(c.name for c in self.churn),
+                *(c.name for c in self.soak))
 
     def only(self, names: set[str]) -> Plan:
         """The cases named, and nothing else (peers still need the agent case they are
@@ -72,7 +75,8 @@ class Plan:
                     _kept(self.attribution, names), _kept(self.events, names),
                     _kept(self.ebpf_call_cost, names), _kept(self.ebpf_load, names),
                     _kept(self.prometheus, names), _kept(self.storm, names),
-                    _kept(self.chaos, names), _kept(self.churn, names))
+                    _kept(self.chaos, names), _kept(self.churn, names),
+                    _kept(self.soak, names))
 
 
 class _Named(Protocol):
@@ -96,6 +100,7 @@ def _nvitop(interval: float, cycles: int, agent: AgentCase) -> PeerCase:
 
 
 CHAOS_MINUTES = 10.0
+SOAK_MINUTES = 10.0
 
 
 def build(smoke: bool, chaos_minutes: float | None = None) -> Plan:
@@ -148,4 +153,8 @@ def build(smoke: bool, chaos_minutes: float | None = None) -> Plan:
                          chaos_minutes if chaos_minutes is not None
                          else (0.2 if smoke else CHAOS_MINUTES),
                          calm_s=3.0 if smoke else 10.0, rss_every_s=2.0 if smoke else 10.0),),
+        # Memory: sampling every 0.25 s while a real short-lived GPU process comes and goes
+        # every second (its own README block: minutes alone).
+        soak=(SoakCase("soak", NODE_8, 0.2 if smoke else SOAK_MINUTES,
+                       rss_every_s=3.0 if smoke else 10.0),),
     )

@@ -1,9 +1,9 @@
 """Replaces the generated blocks between the README's benchmark markers; nothing else.
 
-Four blocks: the suite's tables (``bench``), the eBPF plugin's overhead (``bench-ebpf``, in
-the README's eBPF section), the long NVML chaos run (``bench-chaos``), so each can be
-re-measured alone, and the fleet sizing computed from the suite's run (``sizing``, in the
-README's sizing section, rewritten with the suite's tables).
+Five blocks: the suite's tables (``bench``), the eBPF plugin's overhead (``bench-ebpf``, in
+the README's eBPF section), the long NVML chaos run (``bench-chaos``) and the memory soak
+(``bench-soak``), so each can be re-measured alone, and the fleet sizing computed from the
+suite's run (``sizing``, in the README's sizing section, rewritten with the suite's tables).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ CHAOS_START = "<!-- bench-chaos:start -->"
 CHAOS_END = "<!-- bench-chaos:end -->"
 SIZING_START = "<!-- sizing:start -->"
 SIZING_END = "<!-- sizing:end -->"
+SOAK_START = "<!-- bench-soak:start -->"
+SOAK_END = "<!-- bench-soak:end -->"
 
 
 class MarkersMissing(ValueError):

@@ -104,6 +104,17 @@ NOTES = (
     "the window, against GPUs x cycles (a failed read leaves the value absent). Calls per cycle "
     "before and under chaos show whether errors multiply NVML traffic; RSS is VmRSS through the "
     "window.",
+    "soak: the agent samples the 8-GPU node every 0.25 s while a real short-lived process "
+    "(`sleep`, a 2 s life) is registered as a GPU process every second and removed from the "
+    "node once it has exited; RSS is the agent's VmRSS through the run (the receiver's store "
+    "is cleared as it goes: only the agent is measured). A structure keeping something per "
+    "process that came and went shows as growth after the first quarter.",
+    "Write-ahead: every health event is written and fsynced to the spool before its first "
+    "send (the latency above includes it); the events case's write-ahead column is the "
+    "agent's own timing of that write (write, fsync, rename, directory fsync) per event, one "
+    "event per write there; in the storm, write-ahead fsyncs count the whole run's writes "
+    "(storm control folds the storm into a few events, and each write takes everything that "
+    "arrived meanwhile).",
 )
 
 
@@ -327,10 +338,12 @@ def _attribution(report: Report) -> list[str]:
 
 def _events(report: Report) -> list[str]:
     rows = [[e.case, _fmt(e.gpus), _fmt(e.events), _fmt(e.p50_ms, 2), _fmt(e.p99_ms, 2),
-             _fmt(e.max_ms, 2), _fmt(e.mean_ms, 2), _fmt(e.suppressed)]
+             _fmt(e.max_ms, 2), _fmt(e.mean_ms, 2), _fmt(e.wal_ms_per_event, 3),
+             _fmt(e.suppressed)]
             for e in report.events]
     header = ["event case", "GPUs", "XIDs (one at a time)", "p50 (ms)", "p99 (ms)", "max (ms)",
-              "mean (ms)", "held back by storm control"]
+              "mean (ms)", "write-ahead (fsync) / event (ms, in it)",
+              "held back by storm control"]
     return _table(header, rows)
 
 
@@ -357,13 +370,14 @@ def _storm(report: Report) -> list[str]:
     rows = [[s.case, f"{_fmt(s.xids)} on 1 of {s.gpus} GPUs ({s.interval_s:g} s sampling, "
              f"{s.storm_window_s:g} s window)", _fmt(int(s.inject_per_s)),
              _fmt(s.first_record_ms, 1), _fmt(s.accounted_s, 2),
-             f"{_fmt(s.log_records)} ({_fmt(s.xids_in_records)} XIDs)",
+             f"{_fmt(s.log_records)} ({_fmt(s.xids_in_records)} XIDs)", _fmt(s.wal_writes),
              _fmt(s.cpu_ms_per_1000_xids, 1), _fmt(s.rest_cpu_percent, 2),
              f"{_fmt(s.max_gap_intervals, 2)} / {_fmt(s.missed_cycles)}"]
             for s in report.storm]
     header = ["storm case", "XIDs injected at once", "injected / s",
               "first XID → first record (ms)", "first XID → every XID in a record (s)",
-              "log records (XIDs they account for)", "agent CPU per 1000 XIDs (ms)",
+              "log records (XIDs they account for)", "write-ahead fsyncs (whole run)",
+              "agent CPU per 1000 XIDs (ms)",
               "agent CPU at rest (% of one core)",
               "other GPUs: largest sample gap (intervals) / missed cycles"]
     return _table(header, rows)
@@ -490,6 +504,8 @@ def markdown(report: Report, heading: str = "###", ebpf: bool = True,
         "",
         *([f"{heading} NVML chaos: errors the driver documents, for minutes", "",
            *_chaos(report), ""] if chaos else []),
+        *([f"{heading} Memory: short-lived GPU processes for minutes", "",
+           *_soak(report), ""] if chaos and report.soak else []),
         f"{heading} How to read these",
         "",
         *(f"- {note}" for note in report.notes),
@@ -509,6 +525,33 @@ def readme_block(report: Report) -> str:
     """The README keeps how to run the suite above the latest full run's tables (the eBPF
     plugin's figures go to their own block, :func:`ebpf_markdown`)."""
     return f"{USAGE}\n\n{markdown(report, ebpf=False, chaos=False)}"
+
+
+def _soak(report: Report) -> list[str]:
+    rows = []
+    for s in report.soak:
+        end = s.rss_mib[-1]
+        step = max(1, len(s.rss_mib) // 10)
+        curve = ", ".join(f"{t / 60:.1f} min: {m:.1f}" for t, m in
+                           (*s.rss_mib[:-1:step], end))
+        rows.append([s.case, f"{s.gpus} GPUs, {s.minutes:g} min at {s.interval_s:g} s sampling",
+                     f"{_fmt(s.processes)} ({s.lifetime_s:g} s each)",
+                     f"{_fmt(s.rss_mib[0][1], 1)} → {_fmt(s.rss_after_quarter_mib, 1)} → "
+                     f"{_fmt(end[1], 1)}",
+                     f"{s.growth_after_quarter_mib:+.1f}", curve,
+                     "yes" if s.agent_alive else "**no**"])
+    header = ["soak case", "node and sampling", "short-lived GPU processes",
+              "agent RSS MiB: start → ¼ → end", "growth after ¼ (MiB)",
+              "RSS curve (MiB)", "agent alive"]
+    return _table(header, rows)
+
+
+def soak_markdown(report: Report) -> str:
+    """The memory soak's table, for its own README block (``--only soak``)."""
+    kind = "smoke run" if report.smoke else "full-length run"
+    notes = [n for n in report.notes if n.startswith("soak")]
+    return "\n".join([f"Measured {report.started} ({kind}) on: {_machine(report)}", "",
+                      *_soak(report), "", *(f"- {n}" for n in notes)]) + "\n"
 
 
 def chaos_markdown(report: Report) -> str:

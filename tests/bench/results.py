@@ -127,6 +127,10 @@ class EventLatencyResult:
     mean_ms: float
     sent: int  # events the agent's exporter had accepted at exit
     suppressed: int  # storm control must hold none of them back
+    # Write-ahead: each event fsynced to the spool before its first send (one at a time here,
+    # so one write per event); its mean cost inside the agent, and the events per write.
+    wal_ms_per_event: float = 0.0
+    wal_events_per_write: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -154,6 +158,7 @@ class StormResult:
     other_gpus: int
     max_gap_intervals: float  # largest gap between another GPU's samples at the receiver
     missed_cycles: int  # the other GPUs' gpu_agent.cycles.missed over the storm, summed
+    wal_writes: int = 0  # write-ahead fsync groups over the whole run (storm included)
 
 
 @dataclass(frozen=True)
@@ -280,6 +285,23 @@ class ChurnResult:
 
 
 @dataclass(frozen=True)
+class SoakResult:
+    """Minutes of short-lived GPU processes coming and going: the agent's memory."""
+
+    case: str
+    scenario: str
+    gpus: int
+    minutes: float
+    interval_s: float  # sampling = export interval
+    processes: int  # real short-lived processes registered as GPU processes, then gone
+    lifetime_s: float
+    rss_mib: tuple[tuple[float, float], ...]  # (seconds into the run, resident MiB)
+    rss_after_quarter_mib: float  # warm-up over
+    growth_after_quarter_mib: float  # end - after the first quarter (the issue: within 2)
+    agent_alive: bool
+
+
+@dataclass(frozen=True)
 class CycleCosts:
     """Where an agent case's CPU went, per fast cycle (µs), from the agent's own stage and
     thread clocks (``runtime.costs``, logged on SIGUSR1 at both ends of the main window)."""
@@ -311,6 +333,7 @@ class Report:
     events: tuple[EventLatencyResult, ...] = ()
     storm: tuple[StormResult, ...] = ()
     chaos: tuple[ChaosResult, ...] = ()
+    soak: tuple[SoakResult, ...] = ()
     ebpf_call_cost: tuple[EbpfCallCostResult, ...] = ()
     ebpf_load: tuple[EbpfLoadResult, ...] = ()
     prometheus: tuple[PrometheusFloodResult, ...] = ()

@@ -207,4 +207,5 @@ def run_storm_case(case: StormCase, workdir: Path) -> StormResult:
         other_gpus=len(others),
         max_gap_intervals=round(max(gaps) / case.interval, 2),
         missed_cycles=missed_after - missed_before,
+        wal_writes=int(health["spool_writes"]),
     )

@@ -12,6 +12,7 @@ import pytest
 from gpu_otel_agent.model.metrics import DEVICE_METRICS, PROCESS_METRICS
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 from tests.integration.conftest import UUIDS
+from tests.integration.exports import assert_event_identity
 from tests.integration.harness import SCENARIOS, AgentProcess, h100, write_scenario
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.receivers.store import Store
@@ -355,6 +356,9 @@ def test_amd_notifications_arrive_as_health_events(
         assert len(store.logs("gpu.lost", {"hw.id": MI210_UUID})) == 1  # seen twice, sent once
         assert not store.logs("gpu.amd.queue_eviction")
         assert not store.logs(None, {"hw.id": UUIDS[0], "event.name": "gpu.lost"})
+        # AMD's events carry their identity like NVIDIA's.
+        kinds = {what[0] for what in assert_event_identity(store.logs()).values()}
+        assert kinds >= {"gpu.amd.vm_fault", "gpu.throttle", "gpu.lost", "gpu.recovered"}
     finally:
         agent.close()
         sleeper.kill()

@@ -12,6 +12,7 @@ import pytest
 
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 from tests.integration.conftest import UUIDS
+from tests.integration.exports import assert_event_identity
 from tests.integration.harness import AgentProcess
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.receivers.store import LogEvent, Store
@@ -97,9 +98,12 @@ def test_each_fault_arrives_as_its_event(
     finally:
         agent.shutdown()
         agent.close()
-    # Every event is a log record with the name in both places.
+    # Every event is a log record with the name in both places, and its own identity.
     for event in store.logs():
         assert event.event_name and event.attributes["event.name"] == event.event_name
+    kinds = {what[0] for what in assert_event_identity(store.logs()).values()}
+    assert kinds >= {"gpu.xid", "gpu.health", "gpu.ecc", "gpu.lost", "gpu.recovered",
+                     "gpu.unresponsive"}
 
 
 def test_events_name_the_processes_with_the_processes_group_switched_off(
@@ -359,8 +363,11 @@ def test_a_full_spool_keeps_the_first_events_and_reports_the_overflow(
         otlp_grpc_receiver.stop()
         for device, code in fired:
             node.command({"op": "xid", "device": device, "code": code})
+        # Full, and the collector seen away: what did not fit is dropped (were the collector
+        # back before the agent saw it fail, that would have gone out live instead).
         deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and "event spool" not in agent.log():
+        while time.monotonic() < deadline and not (
+                "is full" in agent.log() and "event export failed" in agent.log()):
             time.sleep(0.1)
         otlp_grpc_receiver.start()
         dropped = store.wait_for(

@@ -1,34 +1,42 @@
-"""Pushes health events to the collector as soon as they happen; never loses one it can keep.
+"""Pushes health events to the collector as soon as they happen; never loses one it observed.
 
-Events are sent the moment they arrive (batched only with what arrived meanwhile). A batch
-the collector does not accept goes to the on-disk spool, and while the collector is away new
-events go straight there; every ``retry`` seconds (backing off to ``MAX_RETRY_S``) the oldest
-spooled segment is offered again, and once accepted the spool drains, oldest first, before
-anything newer is sent. Without a usable spool, refused events wait in the bounded memory
-queue instead. On shutdown whatever is not yet accepted is spooled, so a restart re-sends it.
-Sending and disk I/O run on the pusher's own thread, never on the event loop.
+Write-ahead, in three threads that never wait for each other: a writer puts what has arrived
+into a spool segment at once (from then on a ``kill -9`` cannot lose it); a syncer fsyncs
+every segment written since its last sync in one go (group commit: a slow fsync never delays
+the next write, and a burst shares a few fsyncs); a sender offers the durable segments to the
+collector, oldest first, and deletes each only when the collector has accepted it. So a send
+stuck in the transport's retries never holds an event in memory, an event is durable before
+its first send, and a restart sends what is on disk again, with the same ``log.record.uid``.
+They are plain threads woken directly (no event-loop hop: the write-ahead adds its fsync to an
+event's latency and little else), and the batch just written is kept in memory for its send,
+within ``HOT_EVENTS``, so the healthy path never reads back from disk.
+
+While the collector is away, every ``retry`` seconds (backing off to ``MAX_RETRY_S``) the
+oldest segment is offered again. Events the spool cannot take (full, read-only, disk full, no
+spool) are still sent live from memory; refused, they wait in the bounded memory queue — or,
+when the spool is merely full, are dropped and counted, keeping the first events of an
+incident. Nothing here blocks the event loop: ``submit`` only queues.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
+import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 from gpu_otel_agent.export.events.senders import EventSender
 from gpu_otel_agent.export.events.spool import Spool
 from gpu_otel_agent.gpu_health.events import HealthEvent
-from gpu_otel_agent.sampling.worker import DeviceWorker
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 MAX_BATCH = 512
 MAX_PENDING = 100_000  # events waiting in memory; storm control keeps far below this
 MAX_RETRY_S = 5.0
+HOT_EVENTS = 4096  # written events also kept in memory for their send (beyond: read back)
 
 
 @dataclass
@@ -43,63 +51,162 @@ class EventPusher:
         self._sender = sender
         self._spool = spool
         self._retry = retry
-        self._pending: deque[HealthEvent] = deque()
-        self._wake = asyncio.Event()
-        # A daemon thread: a send stuck on the network must not hold up the process's exit.
-        self._thread = DeviceWorker("otlp-events")
+        self._lock = threading.Lock()  # guards the three queues below
+        self._pending: deque[HealthEvent] = deque()  # not yet written
+        self._volatile: deque[HealthEvent] = deque()  # the spool could not write them
+        self._overflow: deque[HealthEvent] = deque()  # the spool was full: live or dropped
+        self._hot: dict[int, list[HealthEvent]] = {}  # segment -> its events, just written
+        self._hot_events = 0
+        self._arrived = threading.Condition(self._lock)  # pending has events
+        self._to_sync = threading.Condition(self._lock)  # a segment was written
+        self._written = threading.Condition(self._lock)  # durable segments or volatile events
+        self._writing = False  # a batch is being written (close waits for it)
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
         self._failing = False
-        self._in_flight: list[HealthEvent] = []
         self.stats = EventExportStats()
 
     def submit(self, event: HealthEvent) -> None:
-        if len(self._pending) >= MAX_PENDING:
-            self.stats.dropped += 1
-            return
-        self._pending.append(event)
-        self._wake.set()
-
-    async def _on_thread(self, fn: Callable[[], T]) -> T:
-        # Shielded: a job handed over (a spool write, a send) runs to its end even if this
-        # task is cancelled at shutdown; cancelling it would drop the events it holds.
-        return await asyncio.shield(asyncio.wrap_future(self._thread.submit(fn)))
+        with self._lock:
+            if len(self._pending) >= MAX_PENDING:
+                self.stats.dropped += 1
+                return
+            self._pending.append(event)
+            self._arrived.notify()
 
     async def run(self) -> None:
-        await self._on_thread(self._spool.open)
+        """Open the spool, start the writer, syncer and sender, and wait to be cancelled."""
+        await asyncio.to_thread(self._spool.open)
+        # Daemon threads: a send stuck on the network must not hold up the process's exit.
+        for name, target in (("otlp-events-wal", self._write_loop),
+                             ("otlp-events-sync", self._sync_loop),
+                             ("otlp-events", self._send_loop)):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        await asyncio.Event().wait()
+
+    # -- writing ahead -------------------------------------------------------------------
+
+    def _write_loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._pending and not self._stopping.is_set():
+                    self._arrived.wait()
+                if self._stopping.is_set():
+                    return
+                batch = self._take(self._pending)
+                self._writing = True
+            try:
+                self._write(batch)
+            finally:
+                with self._lock:
+                    self._writing = False
+                    self._arrived.notify_all()  # close() may wait for this write
+
+    def _write(self, batch: list[HealthEvent]) -> None:
+        """Write ``batch`` ahead; what the spool cannot take goes to the volatile queue (sent
+        live), or is dropped when the spool is full and the collector away."""
+        written = self._spool.append(batch)
+        rest = batch[written.kept:]
+        with self._lock:
+            if written.segment is not None and self._hot_events < HOT_EVENTS:
+                self._hot[written.segment] = batch[:written.kept]
+                self._hot_events += written.kept
+            if rest and written.full:
+                # The spool's bound is the operator's: beyond it, events go out live while
+                # the collector takes them, and are dropped (counted) when it does not.
+                if self._failing:
+                    self._spool.stats.dropped += len(rest)
+                else:
+                    self._overflow.extend(rest)
+            elif rest:
+                room = max(0, MAX_PENDING - len(self._volatile))
+                self.stats.dropped += max(0, len(rest) - room)
+                self._volatile.extend(rest[:room])
+            if written.segment is not None:
+                self._to_sync.notify()
+            if rest:
+                self._written.notify()
+
+    def _sync_loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._spool.unsynced and not self._stopping.is_set():
+                    self._to_sync.wait()
+            if self._stopping.is_set():
+                return
+            self._spool.sync()
+            with self._lock:
+                self._written.notify()
+
+    @staticmethod
+    def _take(queue: deque[HealthEvent]) -> list[HealthEvent]:
+        return [queue.popleft() for _ in range(min(MAX_BATCH, len(queue)))]
+
+    # -- sending -------------------------------------------------------------------------
+
+    def _send_loop(self) -> None:
         backoff = self._retry
         while True:
-            if not self._pending and not self._spool.stats.records:
-                self._wake.clear()
-                await self._wake.wait()
-            if self._failing:
-                if self._spool.usable:
-                    await self._spill()
-                await asyncio.sleep(backoff)
-                ok = await (self._send_spooled() if self._spool.usable
-                            else self._send_pending())
-                backoff = self._retry if ok else min(backoff * 2, MAX_RETRY_S)
-                continue
-            if self._spool.stats.records:
-                await self._send_spooled()
-                continue
-            await self._send_pending()
+            with self._lock:
+                while not self._has_work() and not self._stopping.is_set():
+                    self._written.wait()
+            if self._stopping.is_set():
+                return
+            ok = self._send_next()
+            self._set_failing(not ok)
+            if not ok:
+                with self._lock:
+                    self._spool.stats.dropped += len(self._overflow)
+                    self._overflow.clear()
+            backoff = self._retry if ok else min(backoff * 2, MAX_RETRY_S)
+            if not ok and self._stopping.wait(backoff):
+                return
 
-    async def _send_pending(self) -> bool:
-        """Send the oldest waiting batch; one the collector refuses goes to the spool, or back
-        to the head of the queue when there is no spool (memory, bounded by MAX_PENDING)."""
-        batch = [self._pending.popleft() for _ in range(min(MAX_BATCH, len(self._pending)))]
-        if not batch:
-            self._set_failing(False)
-            return True
-        self._in_flight = batch
-        ok = await self._on_thread(functools.partial(self._send, batch))
-        self._in_flight = []
-        if not ok:
-            if self._spool.usable:
-                await self._on_thread(functools.partial(self._spool.append, batch))
+    def _has_work(self) -> bool:
+        # Events the spool could not take wait for the older ones being synced: order holds.
+        return self._spool.sendable or (bool(self._volatile or self._overflow)
+                                        and not self._spool.unsynced)
+
+    def _send_next(self) -> bool:
+        """Offer the oldest segment (else the events the spool could not take); delete the
+        segment once accepted."""
+        if self._spool.sendable:
+            number, events = self._oldest()
+            if number is None:
+                return True
+            ok = self._send(events)
+            if ok:
+                self._spool.remove(number)
             else:
-                self._pending.extendleft(reversed(batch))
-        self._set_failing(not ok)
+                self._spool.mark_resent(number)
+            return ok
+        with self._lock:
+            queue = self._overflow if self._overflow else self._volatile
+            batch = self._take(queue)
+        if not batch:
+            return True
+        ok = self._send(batch)
+        if not ok:
+            with self._lock:
+                queue.extendleft(reversed(batch))
         return ok
+
+    def _oldest(self) -> tuple[int | None, list[HealthEvent]]:
+        with self._lock:
+            if self._hot:
+                number = min(self._hot)
+                if self._spool.oldest_number() == number:
+                    events = self._hot.pop(number)
+                    self._hot_events -= len(events)
+                    return number, events
+        oldest = self._spool.oldest()
+        if oldest is None:
+            return None, []
+        with self._lock:
+            self._hot_events -= len(self._hot.pop(oldest[0], []))
+        return oldest
 
     def _send(self, batch: list[HealthEvent]) -> bool:
         try:
@@ -113,71 +220,63 @@ class EventPusher:
             self.stats.send_failures += 1
         return ok
 
-    def _send_in_batches(self, events: list[HealthEvent], accepted: list[int]) -> None:
-        """Send in requests of MAX_BATCH (one request could pass gRPC's size limit), stopping
-        at the first refusal; ``accepted[0]`` counts the events the collector took."""
-        for start in range(0, len(events), MAX_BATCH):
-            batch = events[start:start + MAX_BATCH]
-            if not self._send(batch):
-                return
-            accepted[0] = start + len(batch)
-
-    async def _spill(self) -> None:
-        while self._pending:
-            batch = [self._pending.popleft()
-                     for _ in range(min(MAX_BATCH, len(self._pending)))]
-            await self._on_thread(functools.partial(self._spool.append, batch))
-
-    async def _send_spooled(self) -> bool:
-        def attempt() -> bool:
-            oldest = self._spool.oldest()
-            if oldest is None:
-                return True
-            number, events = oldest
-            if not self._send(events):
-                return False
-            self._spool.remove(number)
-            return True
-
-        ok = await self._on_thread(attempt)
-        self._set_failing(not ok)
-        return ok
-
     def _set_failing(self, failing: bool) -> None:
         if failing and not self._failing:
-            where = "spooling them to disk" if self._spool.usable else "keeping them in memory"
+            where = ("they wait in the spool" if self._spool.usable
+                     else "keeping them in memory")
             log.warning("event export failed; %s until the collector accepts them again", where)
         elif not failing and self._failing:
             log.info("event export recovered; re-sending spooled events")
         self._failing = failing
 
-    def close(self, leftovers: list[HealthEvent], timeout: float) -> None:
-        """After ``run`` was cancelled: keep on disk what the collector has not accepted.
+    # -- shutdown ------------------------------------------------------------------------
 
-        One quick attempt to send when the collector is healthy; otherwise (or if that fails
-        within ``timeout``) everything pending goes to the spool. A batch still in flight is
-        spooled too: a duplicate is better than a loss.
-        """
-        pending = [*self._in_flight, *self._pending, *leftovers]
-        self._pending.clear()
-        if pending and not self._failing and not self._in_flight:
-            accepted = [0]  # events the collector took, in order; read after the wait
-            future = self._thread.submit(
-                functools.partial(self._send_in_batches, pending, accepted))
-            try:
-                future.result(timeout=timeout)
-            except Exception:  # timeout or failure: what was not accepted stays on disk
-                log.warning("final event export did not finish; spooling %d event(s)",
-                            len(pending) - accepted[0])
-            pending = pending[accepted[0]:]
-        if pending:
-            if not self._spool.usable:
-                log.error("%d health event(s) not accepted by the collector are lost at "
-                          "shutdown: there is no usable spool", len(pending))
-            self._spool.append(pending)  # counted as dropped when there is no spool
-        self._thread.stop()
+    def close(self, leftovers: list[HealthEvent], timeout: float) -> None:
+        """After ``run`` was cancelled: everything not accepted yet goes to disk, then, when
+        the collector is healthy, one quick attempt (within ``timeout``) to send it; what is
+        not accepted stays on disk for the next start. A send in flight may be repeated then:
+        a duplicate (same id) is better than a loss."""
+        deadline = time.monotonic() + timeout
+        self._stopping.set()
+        with self._lock:
+            self._arrived.notify_all()
+            self._to_sync.notify_all()
+            self._written.notify_all()
+            while self._writing and time.monotonic() < deadline:
+                self._arrived.wait(deadline - time.monotonic())  # that batch lands first
+            pending = [*self._pending, *leftovers]
+            self._pending.clear()
+        for start in range(0, len(pending), MAX_BATCH):
+            self._write(pending[start:start + MAX_BATCH])
+        self._spool.sync()
+        for thread in self._threads:  # the sender may be in a send: let it end, if it will
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if not self._failing and self._has_work():
+            self._run_for(self._drain, deadline - time.monotonic())
+        with self._lock:
+            lost = len(self._volatile) + len(self._overflow)
+        if lost:
+            self._spool.stats.dropped += lost
+            log.error("%d health event(s) not accepted by the collector are lost at shutdown: "
+                      "the spool could not take them", lost)
         self._spool.close()
         try:
             self._sender.shutdown()
         except Exception:
             log.debug("event sender shutdown failed", exc_info=True)
+
+    @staticmethod
+    def _run_for(job: Callable[[], None], seconds: float) -> None:
+        """``job`` on a daemon thread, waited for at most ``seconds``: a send that hangs
+        must not hold up the exit (what it did not get accepted stays on disk)."""
+        thread = threading.Thread(target=job, name="otlp-events-final", daemon=True)
+        thread.start()
+        thread.join(max(0.0, seconds))
+        if thread.is_alive():
+            log.warning("final event export did not finish; what was not accepted waits in "
+                        "the spool for the next start")
+
+    def _drain(self) -> None:
+        while self._has_work():
+            if not self._send_next():
+                return

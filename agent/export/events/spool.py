@@ -1,24 +1,40 @@
-"""A bounded on-disk spool for events the collector did not accept.
+"""The events' write-ahead log: every event is on disk before its first send.
 
-Each failed batch becomes one segment file (``seg-<n>.jsonl``, written to a temporary name,
-fsynced and renamed, so a crash leaves whole segments only). A line is ``<crc32> <json>``.
-Segments are re-sent oldest first and deleted once accepted, so the order of events holds
-across an outage and across agent restarts.
+Each batch the pusher takes becomes one segment file (``seg-<n>.jsonl``, written to a
+temporary name and renamed, so a crash leaves whole segments only) the moment it arrives: from
+then on a ``kill -9`` of the agent cannot lose it (the data is the kernel's). :meth:`sync` then
+fsyncs every segment written since the last sync, and the directory, in one go, so the events
+also survive a power cut; only then is a segment offered to the collector, and it is deleted
+only when the collector has accepted its events. Syncing whatever was written meanwhile is the
+group commit: an event storm (already folded by storm control) costs a few fsyncs, not one per
+event, and a slow fsync never delays the next write. A line is ``<crc32> <json>``. Segments
+are sent oldest first, so the order of events holds across an outage and across restarts —
+also after ``kill -9``: what was written is sent again, with the same ``log.record.uid``.
+This is how the OpenTelemetry Collector's persistent queue (exporterhelper with a
+``file_storage`` extension) and Fluent Bit's filesystem buffering keep data across a crash:
+write first, delete on acknowledgement, tolerate a duplicate.
 
-Bounded: when the spool is full, new events are refused and counted as dropped (like the
-collector's own persistent queue), which keeps the first events of an incident — the ones
-that say what happened. Damage never stops the agent: an unreadable segment or line is
-counted as corrupt and skipped; a spool directory that cannot be used (or is locked by
-another running agent) is reported once and the agent runs without a spool.
+The spool holds pod names, namespaces and job ids: its directory is 0700 and its files 0600,
+and a spool someone made more open is refused with an error that says what to do.
+
+Bounded: when the spool is full, events that do not fit are not made durable (sent live if
+the collector is up, dropped and counted if it is not — the first events of an incident are
+the ones kept). Damage never stops the agent: an unreadable segment or line is counted as
+corrupt and skipped; a directory that cannot be used (locked by another agent, read-only,
+too open) or a write that fails (disk full) is logged, counted in ``errors``, and events go
+on being sent live while the collector is up.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
+import stat
 import threading
+import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,16 +45,29 @@ from gpu_otel_agent.gpu_health.events import HealthEvent
 
 log = logging.getLogger(__name__)
 _PREFIX, _SUFFIX = "seg-", ".jsonl"
+DIR_MODE, FILE_MODE = 0o700, 0o600
 
 
 @dataclass
 class SpoolStats:
-    spooled: int = 0  # events written to disk
-    resent: int = 0  # events taken off the spool after the collector accepted them
-    dropped: int = 0  # events refused because the spool was full (or unavailable)
+    spooled: int = 0  # events written (and fsynced) to disk
+    resent: int = 0  # events from a previous run (or a failed send) later accepted
+    dropped: int = 0  # events lost: not durable (spool full) while the collector was away
     corrupt: int = 0  # lines or segments that could not be read back
+    errors: int = 0  # spool failures: unusable directory, failed writes, corrupt data
     records: int = 0  # events in the spool now
     bytes: int = 0  # its size now
+    writes: int = 0  # fsync groups: syncs that made written segments durable (group commit)
+    write_ns: int = 0  # time spent writing ahead (write and rename, then fsyncs)
+
+
+@dataclass(frozen=True)
+class Written:
+    """What :meth:`Spool.append` made durable: the first ``kept`` events, as ``segment``."""
+
+    segment: int | None
+    kept: int
+    full: bool  # the rest did not fit (rather than: the spool cannot be written)
 
 
 def _line(event: HealthEvent) -> bytes:
@@ -46,46 +75,69 @@ def _line(event: HealthEvent) -> bytes:
     return b"%08x %s\n" % (zlib.crc32(payload), payload)
 
 
+class SpoolTooOpen(Exception):
+    pass
+
+
 class Spool:
     def __init__(self, path: Path | None, max_bytes: int) -> None:
         self._path = path
         self._max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._segments: dict[int, tuple[int, int]] = {}  # number -> (bytes, records)
+        self._segments: dict[int, tuple[int, int, bool]] = {}  # n -> (bytes, records, old)
         self._next = 0
+        self._unsynced: set[int] = set()  # written, not yet fsynced: not offered yet
         self._lock_file: IO[bytes] | None = None
+        self._dir_fd: int | None = None
         self._full_logged = False
+        self._write_error: str | None = None  # the last failure logged, until a write works
         self.stats = SpoolStats()
 
     @property
     def usable(self) -> bool:
         return self._lock_file is not None
 
+    @property
+    def path(self) -> Path | None:
+        return self._path
+
     def open(self) -> None:
         """Take the directory (lock it, index its segments). Never raises."""
         if self._path is None:
-            log.warning("no event spool configured: events the collector refuses are lost")
+            log.warning("no event spool configured: events are not kept across a crash, and "
+                        "those the collector refuses are lost")
             return
         try:
-            self._path.mkdir(parents=True, exist_ok=True)
-            lock = (self._path / ".lock").open("ab")
+            self._path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+            _check_private(self._path)
+            lock = _open_private(self._path / ".lock")
+        except SpoolTooOpen as error:
+            self.stats.errors += 1
+            log.error("%s; running without a spool: events are sent while the collector is "
+                      "up but not kept across a crash", error)
+            return
         except OSError as error:
-            log.error("event spool %s is unusable (%s); running without a spool: events the "
-                      "collector refuses are lost", self._path, error.strerror or error)
+            self.stats.errors += 1
+            log.error("event spool %s is unusable (%s); running without a spool: events are "
+                      "sent while the collector is up but not kept across a crash",
+                      self._path, error.strerror or error)
             return
         try:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             lock.close()
+            self.stats.errors += 1
             log.error("event spool %s is in use by another agent; running without a spool",
                       self._path)
             return
         self._lock_file = lock
+        with contextlib.suppress(OSError):
+            self._dir_fd = os.open(self._path, os.O_RDONLY | os.O_DIRECTORY)
         for entry in sorted(self._path.iterdir()):
             name = entry.name
             if name.endswith(".tmp"):
                 with contextlib.suppress(OSError):
-                    entry.unlink()  # a write that never completed
+                    entry.unlink()  # a write that never completed: its events were never sent
                 continue
             if not (name.startswith(_PREFIX) and name.endswith(_SUFFIX)):
                 continue
@@ -93,31 +145,33 @@ class Spool:
                 number = int(name[len(_PREFIX):-len(_SUFFIX)])
                 data = entry.read_bytes()
             except (ValueError, OSError):
-                self.stats.corrupt += 1
+                self._corrupt(1)
                 continue
-            self._segments[number] = (len(data), data.count(b"\n"))
+            self._segments[number] = (len(data), data.count(b"\n"), True)
             self._next = max(self._next, number + 1)
         self._refresh()
         if self._segments:
             log.info("event spool %s holds %d event(s) from before; re-sending them",
                      self._path, self.stats.records)
 
+    def _corrupt(self, count: int) -> None:
+        self.stats.corrupt += count
+        self.stats.errors += count
+
     def _refresh(self) -> None:
-        self.stats.bytes = sum(b for b, _ in self._segments.values())
-        self.stats.records = sum(r for _, r in self._segments.values())
+        self.stats.bytes = sum(b for b, _, _ in self._segments.values())
+        self.stats.records = sum(r for _, r, _ in self._segments.values())
 
     def _segment(self, number: int) -> Path:
         assert self._path is not None
         return self._path / f"{_PREFIX}{number:012d}{_SUFFIX}"
 
-    def append(self, events: Sequence[HealthEvent]) -> None:
-        """Keep as many of ``events`` as fit, in order; count the rest as dropped."""
-        if not events:
-            return
+    def append(self, events: Sequence[HealthEvent]) -> Written:
+        """Write as many of ``events`` as fit, in order, as one new segment (safe from a crash
+        of the agent at once; from a power cut once :meth:`sync` has run)."""
         with self._lock:
-            if self._lock_file is None:
-                self.stats.dropped += len(events)
-                return
+            if self._lock_file is None or not events:
+                return Written(None, 0, full=False)
             room = self._max_bytes - self.stats.bytes
             lines = []
             for event in events:
@@ -126,46 +180,117 @@ class Spool:
                     break
                 room -= len(line)
                 lines.append(line)
-            dropped = len(events) - len(lines)
-            if dropped:
-                self.stats.dropped += dropped
-                if not self._full_logged:
-                    log.error("event spool %s is full (%d bytes): dropping events the collector "
-                              "did not accept; counted in the agent's dropped-events metric",
-                              self._path, self._max_bytes)
-                    self._full_logged = True
+            full = len(lines) < len(events)
+            if full and not self._full_logged:
+                log.error("event spool %s is full (%d bytes): newer events are not kept on "
+                          "disk (sent if the collector is up, else dropped and counted in the "
+                          "agent's dropped-events metric)", self._path, self._max_bytes)
+                self._full_logged = True
             if not lines:
-                return
+                return Written(None, 0, full)
             number = self._next
-            self._next += 1
             target = self._segment(number)
             temporary = target.with_name(target.name + ".tmp")
             data = b"".join(lines)
+            started = time.perf_counter_ns()
             try:
-                with temporary.open("wb") as out:
-                    out.write(data)
-                    out.flush()
-                    os.fsync(out.fileno())
+                self._write(temporary, data)
                 temporary.rename(target)
             except OSError as error:
-                self.stats.dropped += len(lines)
-                log.error("cannot write the event spool %s: %s", target, error)
                 with contextlib.suppress(OSError):
                     temporary.unlink()
-                return
-            self._segments[number] = (len(data), len(lines))
+                self._failed(error)
+                return Written(None, 0, full=False)
+            self._next += 1
+            self._unsynced.add(number)
+            self.stats.write_ns += time.perf_counter_ns() - started
+            if self._write_error is not None:
+                log.info("event spool %s is writable again", self._path)
+                self._write_error = None
+            self._segments[number] = (len(data), len(lines), False)
             self.stats.spooled += len(lines)
             self._refresh()
+            return Written(number, len(lines), full)
+
+    @staticmethod
+    def _write(path: Path, data: bytes) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+
+    @property
+    def unsynced(self) -> bool:
+        return bool(self._unsynced)
+
+    def sync(self) -> None:
+        """Fsync every segment written since the last sync, then the directory (the renames);
+        they can be offered to the collector from then on. Runs without the lock, so writes
+        go on meanwhile."""
+        with self._lock:
+            numbers = sorted(self._unsynced)
+        if not numbers:
+            return
+        started = time.perf_counter_ns()
+        try:
+            for number in numbers:
+                fd = os.open(self._segment(number), os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            if self._dir_fd is not None:
+                os.fsync(self._dir_fd)
+        except OSError as error:
+            # Written but maybe not durable: still offered (the collector may yet take them).
+            with self._lock:
+                self._failed(error)
+        with self._lock:
+            self._unsynced.difference_update(numbers)
+            self.stats.writes += 1
+            self.stats.write_ns += time.perf_counter_ns() - started
+
+    def _failed(self, error: OSError) -> None:
+        self.stats.errors += 1
+        what = errno.errorcode.get(error.errno or 0, str(error))
+        if what == self._write_error:
+            return  # logged once per condition, not once per batch
+        self._write_error = what
+        hint = {errno.ENOSPC: "the disk is full: free space",
+                errno.EDQUOT: "the disk quota is exhausted: free space",
+                errno.EROFS: "the file system is read-only: remount it read-write",
+                errno.EACCES: "permission denied: give the agent the directory"}.get(
+                    error.errno or 0, "check the disk")
+        log.error("cannot write the event spool %s (%s): %s, or set health.spool_path "
+                  "elsewhere; events are still sent while the collector is up, but not kept "
+                  "across a crash (counted in gpu_agent.events.spool.errors)",
+                  self._path, error.strerror or error, hint)
+
+    def _sendable(self) -> list[int]:
+        return [n for n in self._segments if n not in self._unsynced]
+
+    @property
+    def sendable(self) -> bool:
+        """Some segment is durable and waits for the collector."""
+        with self._lock:
+            return bool(self._sendable())
+
+    def oldest_number(self) -> int | None:
+        with self._lock:
+            return min(self._sendable(), default=None)
 
     def oldest(self) -> tuple[int, list[HealthEvent]] | None:
-        """The oldest segment's events (unreadable lines skipped and counted)."""
+        """The oldest durable segment's events (unreadable lines skipped and counted)."""
         with self._lock:
-            while self._segments:
-                number = min(self._segments)
+            while sendable := self._sendable():
+                number = min(sendable)
                 try:
                     data = self._segment(number).read_bytes()
                 except OSError:
-                    self.stats.corrupt += 1
+                    self._corrupt(1)
                     del self._segments[number]
                     self._refresh()
                     continue
@@ -173,7 +298,7 @@ class Spool:
                 for raw in data.splitlines():
                     event = _parse(raw)
                     if event is None:
-                        self.stats.corrupt += 1
+                        self._corrupt(1)
                     else:
                         events.append(event)
                 if events:
@@ -182,13 +307,23 @@ class Spool:
             return None
 
     def remove(self, number: int) -> None:
-        """The segment was accepted by the collector."""
+        """The segment's events were accepted by the collector."""
         with self._lock:
-            records = self._segments.get(number, (0, 0))[1]
+            _, records, old = self._segments.get(number, (0, 0, False))
             self._delete(number)
-            self.stats.resent += records
+            if old:
+                self.stats.resent += records
+
+    def mark_resent(self, number: int) -> None:
+        """A send of the segment failed: once accepted, its events count as re-sent."""
+        with self._lock:
+            if number in self._segments:
+                size, records, _ = self._segments[number]
+                self._segments[number] = (size, records, True)
 
     def _delete(self, number: int) -> None:
+        # No fsync: should the deletion be lost to a power cut, the events are sent again
+        # with the same ids, which the receiver can drop.
         with contextlib.suppress(OSError):
             self._segment(number).unlink()
         self._segments.pop(number, None)
@@ -201,6 +336,25 @@ class Spool:
             if self._lock_file is not None:
                 self._lock_file.close()
                 self._lock_file = None
+            if self._dir_fd is not None:
+                os.close(self._dir_fd)
+                self._dir_fd = None
+
+
+def _check_private(path: Path) -> None:
+    """The spool holds pod names and job ids: refuse a directory others can read or enter (it
+    is the boundary: files in a 0700 directory are out of their reach, whatever their mode)."""
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        raise SpoolTooOpen(
+            f"event spool {path} is open to other users (mode {mode:04o}, must be 0700): it "
+            f"holds pod names and job ids; run `chmod 700 {path} && chmod 600 {path}/*` "
+            f"(its events are kept and sent on the next start)")
+
+
+def _open_private(path: Path) -> IO[bytes]:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+    return os.fdopen(fd, "ab")
 
 
 def _parse(raw: bytes) -> HealthEvent | None:

@@ -1,0 +1,105 @@
+"""Write-ahead events end to end: ``kill -9`` of the agent after it observed faults loses none
+of them, and every re-send carries the event's one ``log.record.uid`` (the real agent
+process killed with SIGKILL, a real OTLP receiver, faults from the simulated node)."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from tests.integration.conftest import UUIDS
+from tests.integration.exports import assert_event_identity
+from tests.integration.harness import AgentProcess
+from tests.receivers import decode
+from tests.receivers.netutil import free_port
+from tests.receivers.otlp_grpc import OtlpGrpcReceiver
+from tests.receivers.records import LogEvent
+from tests.receivers.store import Store
+
+pytestmark = pytest.mark.integration
+FAST = ["--interval", "0.25", "--export-interval", "0.25"]
+# XIDs that leave the GPU healthy: each fault is one gpu.xid event, nothing else.
+# The first is sent and never acknowledged (while it is refused, the spool offers only its
+# oldest segment: order holds); the rest are only observed, with the collector gone.
+REFUSED = [(0, 13)]
+UNSENT = [(1, 31), (2, 43), (3, 45), (0, 68), (1, 69), (2, 70), (3, 71)]
+
+
+def _produced(port: int) -> float:
+    """The agent's own count of health events handed to its exporter (Prometheus)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    match = re.search(r"^gpu_agent_events_total(?:\{[^}]*\})? (\S+)$", text, re.MULTILINE)
+    return float(match.group(1)) if match else 0.0
+
+
+def _refused_xids(store: Store) -> list[LogEvent]:
+    """Events the receiver saw in requests it answered with an error (not acknowledged)."""
+    return [event for received in store.received("logs", accepted=False)
+            for event in decode.log_events(received.request, received.received_at)
+            if event.event_name == "gpu.xid"]
+
+
+def _key(event: LogEvent) -> tuple[object, object]:
+    return event.attributes["hw.id"], event.attributes["gpu.xid.code"]
+
+
+def test_kill_9_after_faults_were_observed_loses_none_and_resends_share_one_uid(
+    four_gpu_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path,
+) -> None:
+    node, receiver, store = four_gpu_node, otlp_grpc_receiver, otlp_grpc_receiver.store
+    port = free_port()
+    config = tmp_path / "agent.yaml"
+    config.write_text(f"prometheus: {{enabled: true, listen: '127.0.0.1:{port}'}}\n",
+                      encoding="utf-8")
+    args = [*FAST, "--config", str(config)]
+    env = {"OTEL_EXPORTER_OTLP_TIMEOUT": "1"}
+    agent = AgentProcess(tmp_path, receiver.endpoint, node.env, args, env=env).serving(port)
+    try:
+        store.wait_for(lambda s: s.points("hw.power"), timeout=20)
+        # The collector answers but refuses: these are sent and never acknowledged.
+        receiver.reject()
+        for device, code in REFUSED:
+            node.command({"op": "xid", "device": device, "code": code})
+        store.wait_for(lambda s: {_key(e) for e in _refused_xids(s)} >= {
+            (UUIDS[d], c) for d, c in REFUSED}, timeout=20, what="the refused XIDs")
+        # Then it is gone: these are only observed.
+        receiver.stop()
+        for device, code in UNSENT:
+            node.command({"op": "xid", "device": device, "code": code})
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and _produced(port) < len(REFUSED) + len(UNSENT):
+            time.sleep(0.05)
+        assert _produced(port) >= len(REFUSED) + len(UNSENT), agent.log()[-3000:]
+        agent.process.send_signal(signal.SIGKILL)  # at once: no shutdown, no flush
+        agent.process.wait()
+        assert agent.process.returncode == -signal.SIGKILL
+        assert "run summary" not in agent.log()
+        agent.close()
+
+        agent = AgentProcess(tmp_path, receiver.endpoint, node.env, FAST, env=env)
+        receiver.accept()
+        receiver.start()
+        expected = {(UUIDS[d], c) for d, c in [*REFUSED, *UNSENT]}
+        store.wait_for(lambda s: {_key(e) for e in s.logs("gpu.xid")} >= expected,
+                       timeout=30, what="every XID observed before the kill")
+    finally:
+        agent.shutdown()
+        agent.close()
+    refused, accepted = _refused_xids(store), store.logs("gpu.xid")
+    assert {_key(e) for e in accepted} == expected
+    # One id per fault, the same on every copy: refused before the kill, accepted after it
+    # (and any duplicate the receiver got).
+    assert_event_identity([*refused, *accepted])
+    ids: dict[tuple[object, object], set[object]] = {}
+    for event in [*refused, *accepted]:
+        ids.setdefault(_key(event), set()).add(event.attributes["log.record.uid"])
+    assert all(len(uids) == 1 for uids in ids.values()), ids
+    resent = {_key(e) for e in refused} & {_key(e) for e in accepted}
+    assert resent == {(UUIDS[d], c) for d, c in REFUSED}  # duplicates, harmless by their id
