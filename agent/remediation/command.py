@@ -8,10 +8,9 @@ agent's state, not the GPU, answers.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from gpu_otel_agent.config.load import Overrides, load
 from gpu_otel_agent.gpu_health.subsystems import SUBSYSTEMS
+from gpu_otel_agent.local.arguments import add_endpoint_arguments, endpoint_path
 from gpu_otel_agent.local.client import LocalClientError, get
 from gpu_otel_agent.remediation.npd import NPD_MAX_OUTPUT, UNKNOWN, Answer, answer
 
@@ -29,11 +28,7 @@ def add_npd(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                      help="the state that makes the answer NonOK (default degraded)")
     npd.add_argument("--max-length", type=int, default=NPD_MAX_OUTPUT, metavar="BYTES",
                      help="longest message (NPD's max_output_length; default 80)")
-    npd.add_argument("--socket", type=Path, metavar="PATH",
-                     help="the agent's local endpoint (default: local_endpoint.socket of "
-                     "--config and the environment)")
-    npd.add_argument("--config", type=Path, metavar="FILE",
-                     help="the agent's YAML configuration (for its socket path)")
+    add_endpoint_arguments(npd)
     npd.add_argument("--timeout", type=float, default=3.0, metavar="SECONDS",
                      help="how long to wait for the agent (default 3, under NPD's 5 s)")
     npd.set_defaults(handler=run_npd)
@@ -41,7 +36,7 @@ def add_npd(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 def run_npd(args: argparse.Namespace) -> int:
     try:
-        path = args.socket or Path(load(args.config, Overrides()).local_endpoint.socket)
+        path = endpoint_path(args)
         result = answer(get(path, "/v1/health", timeout=args.timeout),
                         tuple(args.subsystem or SUBSYSTEMS), args.at_least, args.max_length)
     except LocalClientError as error:

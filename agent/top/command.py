@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from gpu_otel_agent.config.load import Overrides, load
+from gpu_otel_agent.local.arguments import add_endpoint_arguments, endpoint_path
 from gpu_otel_agent.local.client import LocalClientError
 from gpu_otel_agent.top.render import Options, plain, render
 from gpu_otel_agent.top.source import Source, SourceError, attached, standalone
@@ -31,11 +31,7 @@ def add_top(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "ns:NAME gpu:N), Esc clear filter, p pause, q quit.")
     top.add_argument("--simulate", type=Path, metavar="SCENARIO",
                      help="run an agent of its own on the simulated node of SCENARIO")
-    top.add_argument("--socket", type=Path, metavar="PATH",
-                     help="the agent's local endpoint (default: local_endpoint.socket of "
-                     "--config and the environment)")
-    top.add_argument("--config", type=Path, metavar="FILE",
-                     help="the agent's YAML configuration (for its socket path)")
+    add_endpoint_arguments(top)
     top.add_argument("--once", action="store_true",
                      help="print one plain-text snapshot and exit (the default without a "
                      "terminal)")
@@ -55,7 +51,7 @@ def _source(args: argparse.Namespace) -> Iterator[Source]:
         with standalone(args.simulate) as source:
             yield source
         return
-    path = args.socket or Path(load(args.config, Overrides()).local_endpoint.socket)
+    path = endpoint_path(args)
     yield attached(path)
 
 
