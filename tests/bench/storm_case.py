@@ -163,8 +163,8 @@ def run_storm_case(case: StormCase, workdir: Path) -> StormResult:
             store.wait_for(lambda s: accounted(s.logs("gpu.xid", key)) >= case.xids
                            and _counter_reached(s, target, case.code, case.xids),
                            timeout=120,
-                           # Short of it: XIDs lost (the node's event ring holds 1024 events
-                           # an agent that falls behind misses) or a count gone astray.
+                           # Short of it: XIDs lost (the node's event ring holds 65536 events,
+                           # as the driver queues each one for a reader) or a count gone astray.
                            what=f"all {case.xids} XIDs counted and summarised")
             cpu_after, mono_after = cpu_seconds(pid), time.monotonic()
             records = store.logs("gpu.xid", key)

@@ -17,10 +17,16 @@
 #include "simcore.h"
 
 #define SIM_MAGIC 0x314D49534C4D564EULL /* "NVMLSIM1" */
-#define SIM_LAYOUT_VERSION 7
+#define SIM_LAYOUT_VERSION 8
 #define SIM_MAX_DEV 64
 #define SIM_MAX_PROC 4096
-#define SIM_RING 1024
+/* The driver queues every event with data for each open event set: nv_post_event
+ * (NVIDIA/open-gpu-kernel-modules kernel-open/nvidia/nv.c) appends a kmalloc'd entry to the
+ * file's list and drops one only when that allocation fails, so a reader that falls behind
+ * for a moment loses nothing. A ring stands in for that list here: 65536 events (2 MiB of
+ * the state file) hold a 10 000-XID storm even while a reader is off the CPU; with 1024, a
+ * Python reader that lost the GIL for 40 ms during a storm lost events a real driver keeps. */
+#define SIM_RING 65536
 #define SIM_STR 96
 #define SIM_SAMPLE_PERIOD_US 167000 /* the driver's utilization sampling period */
 #define SIM_PROC_SAMPLE_US 500000ULL /* a new per-process sample every half second */
