@@ -18,6 +18,7 @@ from gpu_otel_agent.export.snapshot_exporters import SnapshotExporter
 from gpu_otel_agent.model.snapshot import SnapshotStore
 from gpu_otel_agent.runtime.config_holder import ConfigHolder
 from gpu_otel_agent.runtime.costs import SNAPSHOT, Stage
+from gpu_otel_agent.runtime.threads import name_pool_thread
 
 log = logging.getLogger(__name__)
 FIRST_EXPORT_POLL_SECONDS = 0.05
@@ -43,7 +44,8 @@ class MetricPusher:
         self._store = store
         self._config = config
         self._device_count = device_count
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="otlp-export")
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="otlp-export",
+                                          initializer=name_pool_thread)
         self.stats = ExportStats()
         self._failing = False
         self._in_flight: asyncio.Future[bool] | None = None

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
@@ -21,6 +20,7 @@ from gpu_otel_agent.config.schema import AgentConfig
 from gpu_otel_agent.export.exporters import otlp_settings
 from gpu_otel_agent.export.snapshot_exporters import SnapshotExporter
 from gpu_otel_agent.model.snapshot import NodeSnapshot
+from gpu_otel_agent.runtime.threads import NamedThread
 from gpu_otel_agent.version import VERSION
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ class PipelineTracer:
             self._provider.force_flush(int(timeout_s * 1000))
             self._provider.shutdown()
 
-        worker = threading.Thread(target=flush, name="trace-flush", daemon=True)
+        worker = NamedThread(target=flush, name="trace-flush", daemon=True)
         worker.start()
         worker.join(timeout_s)
         if worker.is_alive():

@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from gpu_otel_agent.runtime.threads import NamedThread
+
 log = logging.getLogger(__name__)
 
 Json = dict[str, Any]
@@ -151,7 +153,7 @@ class LocalEndpoint:
                 self.path.unlink()
             raise LocalEndpointError(f"cannot serve {self.path}: {error.strerror}") from None
         self._listener = listener
-        self._thread = threading.Thread(target=self._serve, name="local-endpoint", daemon=True)
+        self._thread = NamedThread(target=self._serve, name="local-endpoint", daemon=True)
         self._thread.start()
         log.info("local endpoint on %s (read-only: %s)", self.path, ", ".join(self._routes))
 

@@ -13,6 +13,7 @@ from concurrent.futures import Future
 from typing import TypeVar
 
 from gpu_otel_agent.runtime.costs import SAMPLING, Stage
+from gpu_otel_agent.runtime.threads import NamedThread
 
 T = TypeVar("T")
 _Job = tuple[Callable[[], object], "Future[object]"]
@@ -23,7 +24,7 @@ class DeviceWorker:
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._pending = 0
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread = NamedThread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     @property

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from gpu_otel_agent.export.events.senders import EventSender
 from gpu_otel_agent.export.events.spool import Spool
 from gpu_otel_agent.gpu_health.events import HealthEvent
+from gpu_otel_agent.runtime.threads import NamedThread
 
 log = logging.getLogger(__name__)
 MAX_BATCH = 512
@@ -81,7 +82,7 @@ class EventPusher:
         for name, target in (("otlp-events-wal", self._write_loop),
                              ("otlp-events-sync", self._sync_loop),
                              ("otlp-events", self._send_loop)):
-            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread = NamedThread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
         await asyncio.Event().wait()
@@ -269,7 +270,7 @@ class EventPusher:
     def _run_for(job: Callable[[], None], seconds: float) -> None:
         """``job`` on a daemon thread, waited for at most ``seconds``: a send that hangs
         must not hold up the exit (what it did not get accepted stays on disk)."""
-        thread = threading.Thread(target=job, name="otlp-events-final", daemon=True)
+        thread = NamedThread(target=job, name="otlp-events-final", daemon=True)
         thread.start()
         thread.join(max(0.0, seconds))
         if thread.is_alive():

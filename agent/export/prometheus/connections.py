@@ -34,6 +34,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from gpu_otel_agent.runtime.threads import NamedThread, name_pool_thread
+
 log = logging.getLogger(__name__)
 REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
            405: "Method Not Allowed", 431: "Request Header Fields Too Large",
@@ -162,7 +164,8 @@ class HttpServer:
         self.limits = limits
         self._loop = asyncio.new_event_loop()
         self._workers = concurrent.futures.ThreadPoolExecutor(
-            limits.workers, thread_name_prefix="prometheus-worker")
+            limits.workers, thread_name_prefix="prometheus-worker",
+            initializer=name_pool_thread)
         self._connections: dict[asyncio.StreamWriter, _Connection] = {}
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
@@ -180,7 +183,7 @@ class HttpServer:
 
     def start(self) -> None:
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._thread = threading.Thread(target=self._run, args=(ready,), name="prometheus-http",
+        self._thread = NamedThread(target=self._run, args=(ready,), name="prometheus-http",
                                         daemon=True)
         self._thread.start()
         ready.result()
