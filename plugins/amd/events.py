@@ -28,6 +28,7 @@ from gpu_otel_agent.backends.protocol import (
 )
 from gpu_otel_agent.plugins.amd.device import AmdDevice
 from gpu_otel_agent.plugins.amd.smi import STATUS_NO_DATA, status_of
+from gpu_otel_agent.runtime.threads import NamedThread
 
 log = logging.getLogger(__name__)
 WAIT_MS = 200  # shutdown waits at most this long for the waiting thread
@@ -63,7 +64,7 @@ class AmdEventReader:
         return int(getattr(handle, "value", None) or 0)
 
     def start(self, emit: EventBatch) -> None:
-        self._thread = threading.Thread(target=self._run, args=(emit,), name=self.name,
+        self._thread = NamedThread(target=self._run, args=(emit,), name=self.name,
                                         daemon=True)
         self._thread.start()
 

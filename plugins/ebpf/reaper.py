@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gpu_otel_agent.plugins.ebpf.libbpf import Link
+from gpu_otel_agent.runtime.threads import NamedThread
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class LinkReaper:
             self._pending += 1
             self._queue.put(_Batch(links, done))
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="ebpf-detach",
+                self._thread = NamedThread(target=self._run, name="ebpf-detach",
                                                 daemon=True)
                 self._thread.start()
 

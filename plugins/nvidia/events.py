@@ -38,6 +38,7 @@ from gpu_otel_agent.plugins.nvidia.error_log import ErrorCounts
 from gpu_otel_agent.plugins.nvidia.error_policy import Policy, policy
 from gpu_otel_agent.plugins.nvidia.nvml import field_value
 from gpu_otel_agent.plugins.nvidia.session import NvmlSession
+from gpu_otel_agent.runtime.threads import NamedThread
 
 log = logging.getLogger(__name__)
 # A wait that times out costs a wake-up, a raised NVMLError and a GIL hand-off in every GPU's
@@ -95,7 +96,7 @@ class NvmlEventWatcher:
         return f"nvml-events-{self._index}"
 
     def start(self, emit: EventBatch) -> None:
-        self._thread = threading.Thread(target=self._run, args=(emit,), name=self.name,
+        self._thread = NamedThread(target=self._run, args=(emit,), name=self.name,
                                         daemon=True)
         self._thread.start()
 

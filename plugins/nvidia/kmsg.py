@@ -20,6 +20,7 @@ from collections.abc import Mapping
 
 from gpu_otel_agent.backends.protocol import EVENT_XID, DeviceEvent, EventBatch
 from gpu_otel_agent.model.pci import PciKey, pci_key
+from gpu_otel_agent.runtime.threads import NamedThread
 
 log = logging.getLogger(__name__)
 KMSG = "/dev/kmsg"
@@ -65,7 +66,7 @@ class KmsgXidReader:
                         "and 120 may be missed); run as root or with CAP_SYSLOG to add the "
                         "kernel log", self._path, error.strerror or error)
             return
-        threading.Thread(target=self._run, args=(fd, emit), name="kmsg-xid",
+        NamedThread(target=self._run, args=(fd, emit), name="kmsg-xid",
                          daemon=True).start()
 
     def stop(self) -> None:
