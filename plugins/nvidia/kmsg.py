@@ -14,7 +14,6 @@ import logging
 import os
 import re
 import select
-import threading
 import time
 from collections.abc import Mapping
 
@@ -24,7 +23,6 @@ from gpu_otel_agent.runtime.threads import NamedThread
 
 log = logging.getLogger(__name__)
 KMSG = "/dev/kmsg"
-POLL_MS = 200
 _XID = re.compile(
     r"NVRM: Xid \(PCI:(?:([0-9A-Fa-f]+):)?([0-9A-Fa-f]{1,2}):([0-9A-Fa-f]{1,2})"
     r"(?:\.([0-7]))?\): (\d+)(?:,\s*(.*))?"
@@ -55,7 +53,7 @@ class KmsgXidReader:
         self._gpus = {key: uuid for bus, uuid in gpus.items()
                       if (key := pci_key(bus)) is not None}
         self._path = path
-        self._stop = threading.Event()
+        self._stop_write = -1  # stop() closes it: the reader's poll() wakes with POLLHUP
 
     def start(self, emit: EventBatch) -> None:
         try:
@@ -66,19 +64,25 @@ class KmsgXidReader:
                         "and 120 may be missed); run as root or with CAP_SYSLOG to add the "
                         "kernel log", self._path, error.strerror or error)
             return
-        NamedThread(target=self._run, args=(fd, emit), name="kmsg-xid",
-                         daemon=True).start()
+        # The reader sleeps in poll() until a record arrives or stop() closes the pipe's
+        # write end (a timed poll woke the thread five times a second on a quiet node).
+        stop_read, self._stop_write = os.pipe()
+        NamedThread(target=self._run, args=(fd, stop_read, emit), name="kmsg-xid",
+                    daemon=True).start()
 
     def stop(self) -> None:
-        self._stop.set()
+        stop_write, self._stop_write = self._stop_write, -1
+        if stop_write >= 0:
+            os.close(stop_write)
 
-    def _run(self, fd: int, emit: EventBatch) -> None:
+    def _run(self, fd: int, stop_read: int, emit: EventBatch) -> None:
         poller = select.poll()
         poller.register(fd, select.POLLIN)
+        poller.register(stop_read, select.POLLIN)
         try:
-            while not self._stop.is_set():
-                if not poller.poll(POLL_MS):
-                    continue
+            while True:
+                if any(ready == stop_read for ready, _ in poller.poll()):
+                    return
                 batch = []
                 while True:
                     try:
@@ -100,3 +104,4 @@ class KmsgXidReader:
             log.exception("kernel log reader stopped")
         finally:
             os.close(fd)
+            os.close(stop_read)

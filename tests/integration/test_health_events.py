@@ -386,3 +386,29 @@ def test_a_full_spool_keeps_the_first_events_and_reports_the_overflow(
         agent.shutdown()
         agent.close()
     assert agent.log().count("is full") == 1, agent.log()
+
+
+def test_kernel_log_reader_sleeps_until_a_record_and_stops_when_told() -> None:
+    """The reader blocks in poll() with no timeout: a record wakes it, and stop() (which
+    closes its pipe) must end the thread although no record follows."""
+    if not _kmsg_writable():
+        pytest.skip("writing /dev/kmsg needs root")
+    import queue
+    import threading
+
+    from gpu_otel_agent.plugins.nvidia.kmsg import KmsgXidReader
+
+    domain = 0x5B00 + (time.monotonic_ns() // 1000) % 0xFF
+    reader = KmsgXidReader({f"0000{domain:04X}:3B:00.0": "GPU-kmsg"})
+    batches: queue.SimpleQueue[list[object]] = queue.SimpleQueue()
+    before = set(threading.enumerate())
+    reader.start(lambda batch: batches.put(list(batch)))
+    (thread,) = [t for t in threading.enumerate() if t not in before]
+    assert thread.name == "kmsg-xid"
+    _kmsg(f"NVRM: Xid (PCI:{domain:04x}:3b:00): 48, pid=1, name=x, DBE")
+    (event,) = batches.get(timeout=30)
+    assert getattr(event, "code", None) == 48 and getattr(event, "uuid", None) == "GPU-kmsg"
+    reader.stop()
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    reader.stop()  # a second stop is harmless
