@@ -42,10 +42,13 @@ from gpu_otel_agent.runtime.threads import NamedThread
 
 log = logging.getLogger(__name__)
 # A wait that times out costs a wake-up, a raised NVMLError and a GIL hand-off in every GPU's
-# thread: at 200 ms that was 40 wake-ups a second on 8 GPUs, 0.26 % of a core measured per
-# thread (the benchmark's cost breakdown). Nothing waits for these daemon threads to end, so a
-# longer wait delays neither events (the wait returns on the first one) nor shutdown.
-WAIT_MS = 1000
+# thread: at 200 ms that was 40 wake-ups a second on 8 GPUs, 0.26 % of a core, and at 1 s still
+# 0.04 % (the benchmark's per-thread figures). Nothing waits for these daemon threads to end, so
+# a longer wait delays neither events (the wait returns on the first one) nor shutdown. What it
+# does delay is noticing that another thread re-initialised NVML (a driver reload): the set is
+# re-registered when this wait ends, so NVML events of that window wait up to 5 s longer (the
+# kernel-log reader sees the XIDs meanwhile).
+WAIT_MS = 5000
 MAX_BATCH = 1024
 BROKEN_PAUSE_S = 0.2  # first pause after a broken event set; doubles while it stays broken
 RETRY_S = 5.0  # registration failed (GPU lost at start, say): try again this often
