@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from gpu_otel_agent.backends.protocol import (
@@ -55,6 +55,7 @@ from gpu_otel_agent.model.snapshot import (
 from gpu_otel_agent.model.workload import WorkloadLookup
 
 log = logging.getLogger(__name__)
+MIN_SUMMARY_WAIT_S = 0.05
 _MEMORY_FAULTS = {
     EVENT_MEMORY_RETIREMENT: (HealthState.DEGRADED,
                               "memory page/row retirement pending (reset the GPU to apply)"),
@@ -121,6 +122,7 @@ class HealthEngine:
         self._clock = clock
         self._wall_ns = wall_ns
         self._storm = StormControl(settings.storm_window)
+        self._suppressed = asyncio.Event()  # wakes the summariser: a window has a count now
         self._dedup = CrossSourceDedup(settings.dedup_window)
         self._delivery = Delivery(sink, workloads)
         self.stats = HealthStats()
@@ -195,7 +197,7 @@ class HealthEngine:
         # An XID scoped to a partition (a MIG instance) names it and its workloads; the count
         # and the health state stay with the physical GPU.
         scope = self._partition(event.partition) if event.partition else None
-        if self._storm.admit((event.partition or gpu.identity.uuid, ev.XID, event.code), now):
+        if self._admit((event.partition or gpu.identity.uuid, ev.XID, event.code), now):
             detail = f" ({event.detail})" if event.detail else ""
             where = f"GPU {gpu.identity.index}"
             if scope is not None and scope.partition is not None:
@@ -219,7 +221,7 @@ class HealthEngine:
         if uncorrected:
             change = gpu.machine.set("ecc:uncorrected", HealthState.DEGRADED,
                                      "uncorrected ECC error")
-        if self._storm.admit((gpu.identity.uuid, ev.ECC, kind), self._clock()):
+        if self._admit((gpu.identity.uuid, ev.ECC, kind), self._clock()):
             detail = f" ({event.detail})" if event.detail else ""
             self._emit(gpu, ev.ECC, Severity.ERROR if uncorrected else Severity.WARN,
                        f"{'Double' if uncorrected else 'Single'}-bit ({kind}) ECC error on GPU "
@@ -388,7 +390,7 @@ class HealthEngine:
         storm_key: tuple[object, ...] = (),
     ) -> None:
         """Through storm control, so a flapping GPU cannot flood the collector."""
-        if not self._storm.admit((gpu.identity.uuid, name, *storm_key), self._clock()):
+        if not self._admit((gpu.identity.uuid, name, *storm_key), self._clock()):
             self.stats.suppressed += 1
             return
         self._emit(gpu, name, severity, body, attributes, time_ns=time_ns,
@@ -456,10 +458,25 @@ class HealthEngine:
             tasks.create_task(self._delivery.run(), name="health-deliver")
             tasks.create_task(self._summarise(), name="health-storms")
 
+    def _admit(self, key: Hashable, now: float) -> bool:
+        """Storm control's verdict; a suppressed occurrence wakes the summariser."""
+        if self._storm.admit(key, now):
+            return True
+        self._suppressed.set()
+        return False
+
     async def _summarise(self) -> None:
-        tick = min(max(self._settings.storm_window / 4, 0.05), 1.0)
+        """Summaries when their windows end. With nothing suppressed it sleeps until something
+        is (a healthy node's summariser never wakes: it woke every second before, ~0.1 ms of
+        CPU each on an idle node, for nothing)."""
         while True:
-            await asyncio.sleep(tick)
+            due_at = self._storm.next_due()
+            if due_at is None:
+                self._suppressed.clear()
+                await self._suppressed.wait()
+                continue
+            # At least MIN_SUMMARY_WAIT_S: the clock can be another than the loop's (tests).
+            await asyncio.sleep(max(due_at - self._clock(), MIN_SUMMARY_WAIT_S))
             self._summaries(self._storm.due(self._clock()))
 
     @property

@@ -57,6 +57,12 @@ class StormControl:
         self._prune(now)
         return out
 
+    def next_due(self) -> float | None:
+        """When the earliest window holding suppressed occurrences ends; None when none does
+        (the summariser then sleeps until an occurrence is suppressed, not on a tick)."""
+        starts = [w.start for w in self._windows.values() if w.suppressed]
+        return min(starts) + self.window_s if starts else None
+
     def pending(self) -> list[Summary]:
         """Everything still counted (at shutdown, so no count is lost)."""
         out = [Summary(k, w.suppressed) for k, w in self._windows.items() if w.suppressed]

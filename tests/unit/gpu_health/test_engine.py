@@ -47,9 +47,10 @@ class Clock:
 
 
 def run(scenario: Callable[[HealthEngine, list[HealthEvent], Clock], Awaitable[None]],
-        window: float = 1.0, lookup: Lookup | None = None) -> SnapshotStore:
+        window: float = 1.0, lookup: Lookup | None = None,
+        clock: Clock | None = None) -> SnapshotStore:
     store = SnapshotStore()
-    clock = Clock()
+    clock = clock or Clock()
 
     async def main() -> None:
         sink: list[HealthEvent] = []
@@ -102,6 +103,35 @@ def test_xid_79_event_with_workloads_health_and_counter() -> None:
             for r in overlay.readings if r.metric == "gpu.health.status" and r.value == 1}
     assert held == {"pcie": "failed", "nvlink": "ok", "memory": "ok", "thermal": "ok",
                     "power": "ok", "driver": "ok", "sm": "ok"}
+
+
+def test_the_storm_summariser_sleeps_until_an_occurrence_is_suppressed() -> None:
+    """Nothing suppressed: the summariser does not look at the clock at all (it woke on a
+    tick before, four times per window); one suppressed repeat wakes it, and its summary
+    follows the window's end."""
+
+    class CountingClock(Clock):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls = 0
+
+        def __call__(self) -> float:
+            self.calls += 1
+            return self.now
+
+    async def scenario(engine: HealthEngine, sink: list[HealthEvent], clock: Clock) -> None:
+        assert isinstance(clock, CountingClock)
+        engine.on_events([xid(13)])
+        await until(lambda: len(sink) == 1)
+        idle_from = clock.calls
+        await asyncio.sleep(0.6)  # the old tick (window / 4) would have read it twice
+        assert clock.calls == idle_from
+        engine.on_events([xid(13)])  # a repeat inside the window: suppressed
+        clock.now += 1.0
+        await until(lambda: len(sink) == 2, timeout=3)
+        assert dict(sink[1].attributes)["gpu.event.count"] == 1
+
+    run(scenario, clock=CountingClock())
 
 
 def test_storm_first_out_then_summary_with_the_count() -> None:

@@ -61,6 +61,20 @@ def test_storm_first_out_then_one_summary_per_window_then_quiet_again() -> None:
     assert storm.admit(("gpu", "gpu.xid", 79), 3.4)  # other codes are independent
 
 
+def test_storm_next_due_is_the_end_of_the_earliest_window_with_a_count() -> None:
+    storm = StormControl(window_s=1.0)
+    assert storm.admit("a", 0.0) and storm.admit("b", 0.5)
+    assert storm.next_due() is None  # first occurrences went out: nothing to summarise
+    assert not storm.admit("b", 0.6)
+    assert storm.next_due() == 1.5
+    assert not storm.admit("a", 0.7)
+    assert storm.next_due() == 1.0
+    assert [s.key for s in storm.due(1.0)] == ["a"]
+    assert storm.next_due() == 1.5
+    storm.due(1.5)
+    assert storm.next_due() is None
+
+
 def test_storm_keys_are_bounded() -> None:
     storm = StormControl(window_s=1.0, max_keys=2)
     assert storm.admit("a", 0.0) and storm.admit("b", 0.0)
