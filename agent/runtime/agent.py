@@ -37,6 +37,7 @@ from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
 from gpu_otel_agent.model.workload import WorkloadLookup
 from gpu_otel_agent.runtime import costs
 from gpu_otel_agent.runtime.config_holder import ConfigHolder
+from gpu_otel_agent.runtime.config_watch import watch_config_file
 from gpu_otel_agent.runtime.health_pipeline import HealthRuntime
 from gpu_otel_agent.runtime.node_plugins import (
     RunningNodePlugin,
@@ -54,7 +55,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 COSTS_MARK = "cycle costs "
-RELOAD_POLL_SECONDS = 2.0
 TASK_STOP_SECONDS = 1.0
 WATCHDOG_GRACE_SECONDS = 1.5
 
@@ -129,16 +129,8 @@ class Agent:
         log.info("configuration reloaded")
 
     async def _watch_file(self) -> None:
-        path = self._config_path
-        if path is None:
-            return
-        last = _mtime(path)
-        while True:
-            await asyncio.sleep(RELOAD_POLL_SECONDS)
-            current = _mtime(path)
-            if current != last:
-                last = current
-                self.reload()
+        if self._config_path is not None:
+            await watch_config_file(self._config_path, self.reload)
 
     async def run(self) -> int:
         self._holder = ConfigHolder(self._initial)
@@ -339,10 +331,3 @@ def _report_crash(task: asyncio.Task[None]) -> None:
     """A task that dies of a bug must say so: nothing else would notice a GPU go quiet."""
     if not task.cancelled() and task.exception() is not None:
         log.error("task %s stopped", task.get_name(), exc_info=task.exception())
-
-
-def _mtime(path: Path) -> float | None:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return None

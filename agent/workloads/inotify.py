@@ -18,6 +18,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
+IN_CLOSE_WRITE = 0x8
 IN_CREATE = 0x100
 IN_DELETE = 0x200
 IN_MOVED_FROM = 0x40

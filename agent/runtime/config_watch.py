@@ -1,0 +1,64 @@
+"""Reload when the configuration file changes, without waking up to look.
+
+inotify on the file's directory sees every way the file changes: an edit in place (closed after
+writing), a file renamed over it, and a Kubernetes ConfigMap update (the kubelet swaps the
+directory's ``..data`` symlink by a rename). Events only prompt a look at the file's mtime, so
+other files in the directory cost a ``stat`` and nothing else. Polling every
+``RELOAD_POLL_SECONDS`` remains where inotify cannot watch the directory (it woke the agent
+every two seconds on every node before, for a file that rarely changes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from gpu_otel_agent.workloads.inotify import (
+    IN_CLOSE_WRITE,
+    IN_CREATE,
+    IN_DELETE,
+    IN_DELETE_SELF,
+    IN_MOVED_FROM,
+    IN_MOVED_TO,
+    Inotify,
+)
+
+log = logging.getLogger(__name__)
+RELOAD_POLL_SECONDS = 2.0
+# IN_DELETE_SELF: the directory went away; the watch ends and polling takes over.
+_CHANGES = (IN_CLOSE_WRITE | IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM
+            | IN_DELETE_SELF)
+
+
+def mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+async def watch_config_file(path: Path, on_change: Callable[[], None]) -> None:
+    """Call ``on_change`` (on the loop) each time ``path``'s modification time changes."""
+    changed = asyncio.Event()
+    inotify = Inotify(lambda _dir, _name, _mask: changed.set(), changed.set)
+    watching = (inotify.start(asyncio.get_running_loop())
+                and inotify.watch(path.parent, _CHANGES))
+    if not watching:
+        log.info("configuration file %s: polled every %gs (its directory cannot be watched)",
+                 path, RELOAD_POLL_SECONDS)
+    last = mtime(path)
+    try:
+        while True:
+            if watching and inotify.watched:
+                await changed.wait()
+                changed.clear()
+            else:  # no inotify, or the directory itself went away
+                await asyncio.sleep(RELOAD_POLL_SECONDS)
+            current = mtime(path)
+            if current != last:
+                last = current
+                on_change()
+    finally:
+        inotify.stop()
