@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from gpu_otel_agent.config.schema import AgentConfig
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, load_scenario
 from gpu_otel_agent.runtime.agent import COSTS_MARK
 from tests.bench.calls import per_gpu_per_cycle
@@ -30,6 +31,8 @@ from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.receivers.records import Received
 
 SUMMARY_MARK = "run summary "
+DEFAULT_EXPORT_INTERVAL_S = AgentConfig().export_interval
+DEFAULT_FAST_INTERVAL_S = AgentConfig().groups["fast"].interval
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,13 @@ class AgentCase:
     interval: float
     cycles: int  # main window length, in fast cycles
     fast_only_cycles: int
+    # The agent's own defaults for every interval (no --interval/--export-interval flags);
+    # ``interval`` is then the default fast interval, which the window counts cycles of.
+    at_defaults: bool = False
+
+    @property
+    def export_interval(self) -> float:
+        return DEFAULT_EXPORT_INTERVAL_S if self.at_defaults else self.interval
 
 
 def run_summary(log: str) -> dict[str, object]:
@@ -131,8 +141,9 @@ def run_agent_case(case: AgentCase, workdir: Path) -> AgentResult:
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "agent.yaml"
     config.write_text("log_level: info\n", encoding="utf-8")
-    flags = ["--config", str(config), "--interval", f"{case.interval:g}",
-             "--export-interval", f"{case.interval:g}"]
+    flags = ["--config", str(config)]
+    if not case.at_defaults:
+        flags += ["--interval", f"{case.interval:g}", "--export-interval", f"{case.interval:g}"]
     with OtlpGrpcReceiver() as receiver, SimulatedNode.start(
         case.scenario, state_dir=workdir / "node"
     ) as node:
@@ -171,6 +182,7 @@ def run_agent_case(case: AgentCase, workdir: Path) -> AgentResult:
         gpus=gpus,
         gpu_processes=len(scenario.processes),
         interval_s=case.interval,
+        export_interval_s=case.export_interval,
         window_s=round(main.seconds, 2),
         cycles=main.cycles,
         cpu_s_per_min=round(main.cpu_s_per_min, 3),

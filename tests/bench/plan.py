@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from tests.bench.agent_case import AgentCase
+from tests.bench.agent_case import DEFAULT_FAST_INTERVAL_S, AgentCase
 from tests.bench.attribution import AttributionCase
 from tests.bench.chaos_case import ChaosCase
 from tests.bench.churn_case import ChurnCase
@@ -33,6 +33,8 @@ NODE_8_MIG = SCENARIOS / "bench-8gpu-mig7-64proc.yaml"
 
 TARGETS: dict[str, float] = {
     "cpu_percent_one_core_8gpu_1s": 1.0,
+    "cpu_percent_one_core_16gpu_1s": 2.0,
+    "cpu_percent_one_core_8gpu_defaults": 0.25,
     "peak_rss_mib": 60.0,
     "fast_calls_per_gpu_per_cycle": 3.0,
     "first_export_s": 2.0,
@@ -109,6 +111,10 @@ def build(smoke: bool, chaos_minutes: float | None = None) -> Plan:
     fast_8 = _agent(8, NODE_8, 1.0, 3 if smoke else 60, 2 if smoke else 10)
     slow_8 = _agent(8, NODE_8, slow, 1 if smoke else 12, 1 if smoke else 2)
     scale = _agent(16, NODE_16, 1.0, 3 if smoke else 60, 1 if smoke else 10)
+    # Every interval at the agent's own defaults (fast and processes 5 s, gpm 10 s, slow 30 s,
+    # export 10 s): what a node pays when nobody tunes anything. 120 s = 24 fast cycles.
+    defaults_8 = AgentCase("agent-8gpu-defaults", NODE_8, DEFAULT_FAST_INTERVAL_S,
+                           2 if smoke else 24, 1 if smoke else 2, at_defaults=True)
     # The same node with AMD MI300X through amdsmi (simulated libamd_smi.so).
     amd_8 = AgentCase("agent-8amd-1s", NODE_8_AMD, 1.0, 3 if smoke else 60, 2 if smoke else 10)
     # The same eight H100s with MIG on, 7 instances each (56 MIG devices), beside fast_8.
@@ -116,7 +122,7 @@ def build(smoke: bool, chaos_minutes: float | None = None) -> Plan:
                       2 if smoke else 10)
     return Plan(
         smoke=smoke,
-        agent=(fast_8, slow_8, scale, amd_8, mig_8),
+        agent=(fast_8, slow_8, defaults_8, scale, amd_8, mig_8),
         nvitop_exporter=(_nvitop(1.0, 3 if smoke else 60, fast_8),
                          _nvitop(slow, 1 if smoke else 6, slow_8)),
         gpustat=(PeerCase("gpustat-8gpu", NODE_8, 1.0, 2 if smoke else 10, fast_8.name),),

@@ -167,6 +167,14 @@ def _encode_share(report: Report, agent: AgentResult) -> str:
     return "—"
 
 
+# The CPU target of each agent case that has one (issue 17), by key of ``plan.TARGETS``.
+CPU_TARGETS = {
+    "agent-8gpu-1s": "cpu_percent_one_core_8gpu_1s",
+    "agent-16gpu-1s": "cpu_percent_one_core_16gpu_1s",
+    "agent-8gpu-defaults": "cpu_percent_one_core_8gpu_defaults",
+}
+
+
 def _agent_rows(report: Report) -> list[list[str]]:
     t = report.targets
     cases = report.agent
@@ -177,16 +185,28 @@ def _agent_rows(report: Report) -> list[list[str]]:
     def judged(value: float, target: float) -> str:
         return f"{_fmt(value)} ({_check(value, target)})"
 
-    cpu_target = t["cpu_percent_one_core_8gpu_1s"]
+    def cpu_target(a: AgentResult) -> float | None:
+        return t.get(CPU_TARGETS.get(a.case, ""))
+
+    def cpu(a: AgentResult) -> str:
+        target = cpu_target(a)
+        return (judged(a.cpu_percent_one_core, target) if target is not None
+                else _fmt(a.cpu_percent_one_core))
+
+    def intervals(a: AgentResult) -> str:
+        export = a.export_interval_s or a.interval_s
+        return (_fmt(a.interval_s, 0) if export == a.interval_s
+                else f"{_fmt(a.interval_s, 0)} / {_fmt(export, 0)}")
+
     return [
         row("GPUs / GPU processes", "", lambda a: f"{a.gpus} / {a.gpu_processes}"),
-        row("sampling = export interval (s)", "", lambda a: _fmt(a.interval_s, 0)),
+        row("sampling (fast group) / export interval (s)", "", intervals),
         row("window (s) / fast cycles", "", lambda a: f"{a.window_s:.0f} / {a.cycles}"),
         row("CPU s per minute", "", lambda a: _fmt(a.cpu_s_per_min, 3)),
         row("of which encoding exports (s/min, est.)", "", lambda a: _encode_share(report, a)),
-        row("CPU % of one core", f"≤ {cpu_target:g} % (8 GPUs at 1 s)",
-            lambda a: judged(a.cpu_percent_one_core, cpu_target)
-            if a.gpus == 8 and a.interval_s == 1 else _fmt(a.cpu_percent_one_core)),
+        row("CPU % of one core", "; ".join(
+            f"≤ {t[key]:g} % ({case.removeprefix('agent-')})"
+            for case, key in CPU_TARGETS.items() if key in t), cpu),
         row("peak RSS (MiB)", f"≤ {t['peak_rss_mib']:g}",
             lambda a: f"{a.peak_rss_mib:.1f} ({_check(a.peak_rss_mib, t['peak_rss_mib'])})"),
         row("NVML / amdsmi calls / GPU / cycle, fast group",

@@ -12,7 +12,7 @@ class AgentResult:
     scenario: str
     gpus: int
     gpu_processes: int
-    interval_s: float  # fast-group sampling interval = export interval
+    interval_s: float  # fast-group sampling interval
     window_s: float
     cycles: int  # fast cycles inside the window (exact: the window is cycle-aligned)
     cpu_s_per_min: float
@@ -38,6 +38,7 @@ class AgentResult:
     payload_gzip_bytes: int = 0  # the last export's request, gzip'd (level 6, as sent with gzip)
     # The last export's points by family: device, per-process, per-container, self-telemetry
     points_by_family: Mapping[str, int] = field(default_factory=dict)
+    export_interval_s: float = 0.0  # the export interval (= interval_s but at the defaults)
 
 
 @dataclass(frozen=True)
