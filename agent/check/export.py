@@ -15,7 +15,7 @@ import socket
 import ssl
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from google.protobuf.message import Message
@@ -28,6 +28,9 @@ from gpu_otel_agent.gpu_health.events import CHECK, HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
 from gpu_otel_agent.model.snapshot import AgentSample, NodeSnapshot, Reading
 from gpu_otel_agent.version import VERSION
+
+if TYPE_CHECKING:
+    from gpu_otel_agent.export.grpc_status import GrpcError
 
 DEFAULT_TIMEOUT_S = 5.0
 
@@ -79,6 +82,9 @@ Problem = tuple[str, str] | None  # what happened, what to do
 
 def _tls_words(target: OtlpTarget, text: str) -> Problem:
     lowered = text.lower()
+    if "hostname" in lowered and "match" in lowered:
+        return ("TLS: the collector's certificate is for another name",
+                "use the host name on the certificate in the endpoint, or reissue it")
     if "certificate_verify_failed" in lowered or "certificate verify failed" in lowered \
             or "unable to get local issuer" in lowered or "self-signed" in lowered \
             or "self signed" in lowered:
@@ -86,71 +92,69 @@ def _tls_words(target: OtlpTarget, text: str) -> Problem:
         return ("TLS: the collector's certificate is not signed by a CA we trust "
                 f"({ca})", "set otlp.certificate / OTEL_EXPORTER_OTLP_CERTIFICATE to the CA "
                 "that signed the collector's certificate")
-    if "hostname" in lowered and "match" in lowered:
-        return ("TLS: the collector's certificate is for another name",
-                "use the host name on the certificate in the endpoint, or reissue it")
     if "wrong version number" in lowered or ("ssl" in lowered and "handshake" in lowered):
         return ("TLS handshake failed (does the collector speak TLS on this port?)",
                 "match TLS on both sides: otlp.insecure / an http:// or https:// endpoint")
     return None
 
 
+def _ssl_words(target: OtlpTarget, error: ssl.SSLError) -> Problem:
+    # A failed verification names its reason in ``verify_message`` (a host name mismatch
+    # or an unknown issuer); its str() says "certificate verify failed" either way.
+    if isinstance(error, ssl.SSLCertVerificationError) and error.verify_message:
+        return _tls_words(target, f"certificate verify failed: {error.verify_message}")
+    return _tls_words(target, str(error)) or (f"TLS: {error}", "check the certificates")
+
+
 def _grpc(target: OtlpTarget, request: Message, timeout_s: float) -> Problem:
-    import grpc
-    from opentelemetry.proto.collector.logs.v1.logs_service_pb2_grpc import LogsServiceStub
-    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2_grpc import (
-        MetricsServiceStub,
-    )
+    """The agent's own gRPC client (``grpc_wire``), as the running agent sends."""
+    from gpu_otel_agent.export.grpc_status import GrpcError
+    from gpu_otel_agent.export.grpc_transport import grpc_client
+    from gpu_otel_agent.export.senders import export_method
 
-    from gpu_otel_agent.export.grpc_transport import channel_credentials
-
-    stub: Any = LogsServiceStub if target.signal == "LOGS" else MetricsServiceStub
     try:
-        channel = (grpc.secure_channel(target.endpoint, channel_credentials(target))
-                   if target.tls else grpc.insecure_channel(target.endpoint))
+        client = grpc_client(target)
     except OSError as error:
         return (f"cannot read a TLS file: {error}", "fix otlp.certificate and the client "
                 "certificate/key paths")
     try:
-        stub(channel).Export(request, timeout=timeout_s, metadata=target.headers)
-    except grpc.RpcError as error:
-        code: Any = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
-        details = str(error.details() if hasattr(error, "details") else error)
-        return _grpc_words(target, code, details, timeout_s)
+        client.unary(export_method(target.signal), request.SerializeToString(), timeout_s,
+                     target.headers)
+    except GrpcError as error:
+        return _grpc_words(target, error, timeout_s)
     finally:
-        channel.close()
+        client.close()
     return None
 
 
-def _grpc_words(target: OtlpTarget, code: Any, details: str, timeout_s: float) -> Problem:
-    import grpc
+def _grpc_words(target: OtlpTarget, error: GrpcError, timeout_s: float) -> Problem:
+    from gpu_otel_agent.export.grpc_status import StatusCode
 
-    tls = _tls_words(target, details)
-    if tls is not None:
-        return tls
-    lowered = details.lower()
-    if code is grpc.StatusCode.UNAVAILABLE:
-        if "dns" in lowered or "resolve" in lowered:
-            return (f"cannot resolve the host ({details})", "check the endpoint's host name")
-        if "refused" in lowered or "failed to connect" in lowered:
-            return ("nothing listens there (connection refused)",
-                    "start the collector or fix the endpoint (OTLP/gRPC is usually port 4317)")
+    code, details, cause = error.code, error.details, error.__cause__
+    if isinstance(cause, ssl.SSLError):
+        return _ssl_words(target, cause)
+    if isinstance(cause, ConnectionRefusedError):
+        return ("nothing listens there (connection refused)",
+                "start the collector or fix the endpoint (OTLP/gRPC is usually port 4317)")
+    if isinstance(cause, socket.gaierror):
+        return (f"cannot resolve the host ({cause})", "check the endpoint's host name")
+    if isinstance(cause, TimeoutError) or code is StatusCode.DEADLINE_EXCEEDED:
+        return (f"no answer within {timeout_s:g}s", "check the network path (firewall, "
+                "network policy) and the collector's load")
+    if code is StatusCode.UNAVAILABLE:
         if target.tls:
             return (f"unavailable over TLS ({details})", "if the collector speaks plain "
                     "gRPC, set otlp.insecure: true / OTEL_EXPORTER_OTLP_INSECURE=true")
         return (f"unavailable ({details})", "if the collector speaks TLS, drop otlp.insecure "
                 "and set otlp.certificate")
-    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
-        return (f"no answer within {timeout_s:g}s", "check the network path (firewall, "
-                "network policy) and the collector's load")
-    if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+    if code in (StatusCode.UNAUTHENTICATED, StatusCode.PERMISSION_DENIED):
         return (f"the collector refused the credentials ({code.name}: {details})",
                 "set otlp.headers / OTEL_EXPORTER_OTLP_HEADERS (chart: otlp.existingSecret)")
-    if code is grpc.StatusCode.UNIMPLEMENTED:
+    if code is StatusCode.UNIMPLEMENTED:
         return (f"no OTLP {target.signal.lower()} service there",
                 "is this the collector's OTLP/gRPC port (4317), with a "
                 f"{target.signal.lower()} pipeline? For OTLP/HTTP set otlp.protocol")
-    return (f"{getattr(code, 'name', code)}: {details}", "see the collector's log")
+    return (f"{code.name}: {details}", "see the collector's log")
 
 
 def _http(target: OtlpTarget, request: Message, timeout_s: float) -> Problem:
@@ -172,7 +176,7 @@ def _http(target: OtlpTarget, request: Message, timeout_s: float) -> Problem:
         status = connection.getresponse().status
         connection.close()
     except ssl.SSLError as error:
-        return _tls_words(target, str(error)) or (f"TLS: {error}", "check the certificates")
+        return _ssl_words(target, error)
     except ConnectionRefusedError:
         return ("nothing listens there (connection refused)",
                 "start the collector or fix the endpoint (OTLP/HTTP is usually port 4318)")

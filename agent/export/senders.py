@@ -1,20 +1,26 @@
-"""The OTLP fast path: requests the agent encoded itself, sent over public transports.
+"""The OTLP fast path: requests the agent encoded itself, sent over its own small transports.
 
 Why not the SDK's exporters: they take SDK data (``MetricsData``, log records) and encode it
 themselves, and the agent's own encoder (``otlp_proto``) is what keeps an export cheap (the
 README's encoding benchmark: 1.4 ms against the SDK's 9.8 ms for an 8-GPU export). Handing the
 SDK a finished request is only possible through its private methods (``_translate_data``,
 ``_export``, ``_export_batch``), which any minor release may change, and the SDK's gRPC
-exporter ignores the per-call timeout anyway. So the agent sends the bytes itself, through the
-public generated service stubs of opentelemetry-proto over ``grpc`` (``grpc_transport``) and
-a plain POST over ``http.client`` (``http_transport``), with the settings, TLS, compression,
-timeouts and retries of the OTLP specification (``otlp_target``, ``retry``). Transport costs
-the same as the SDK's: it is the same grpc call, or one POST on a kept-alive connection.
+exporter ignores the per-call timeout anyway. So the agent sends the bytes itself, with the
+settings, TLS, compression, timeouts and retries of the OTLP specification (``otlp_target``,
+``retry``): over gRPC as one unary call of its own client (``grpc_transport`` on
+``grpc_wire``: the pure-Python ``h2`` on a socket; no grpcio and no generated ``*_pb2_grpc``
+stubs, only the method's path from opentelemetry-proto's descriptor), or as a plain POST over
+``http.client`` on a kept-alive connection (``http_transport``).
 
-The SDK path (``encode`` -> the SDK exporter's public ``export()``) stays as the fallback,
-chosen automatically when the encoder's wire contract with opentelemetry-proto does not hold
-(``otlp_proto.wire_contract_problem``) or when a Python-SDK credential-provider entry point is
-configured, which only the SDK's exporters know how to load.
+Why not grpcio for gRPC: it was the largest single cost of the running agent (issue 17): its
+C core (``cygrpc``) was 14.8 MiB of a 65 MiB resident set, and its event-engine, lifeguard and
+timer threads burned about 1.1 ms of CPU a second while idle plus about 1 ms per export, where
+the agent's whole budget is 1 % of a core and 60 MiB.
+
+The SDK path (``encode`` -> the SDK exporter's public ``export()``) stays as the fallback, and
+only it loads grpcio, chosen automatically when the encoder's wire contract with
+opentelemetry-proto does not hold (``otlp_proto.wire_contract_problem``) or when a Python-SDK
+credential-provider entry point is configured, which only the SDK's exporters know how to load.
 """
 
 from __future__ import annotations
@@ -55,23 +61,23 @@ def credential_provider(target: OtlpTarget, environ: Mapping[str, str]) -> str |
 
 
 def build_request_sender(target: OtlpTarget) -> RequestSender:
-    """A transport for ``target``; gRPC and HTTP modules are imported only when used."""
+    """A transport for ``target``; each transport's modules are imported only when used."""
     if target.protocol == "http/protobuf":
         from gpu_otel_agent.export.http_transport import HttpTransport
 
         return HttpTransport(target)
     from gpu_otel_agent.export.grpc_transport import GrpcTransport
 
-    if target.signal == "LOGS":
-        from opentelemetry.proto.collector.logs.v1.logs_service_pb2_grpc import LogsServiceStub
+    return GrpcTransport(target, export_method(target.signal))
 
-        return GrpcTransport(target, LogsServiceStub)
+
+def export_method(signal: str) -> str:
+    """The gRPC path of the signal's ``Export`` (``/opentelemetry.proto.collector.metrics.v1.
+    MetricsService/Export``), read from the .proto's own descriptor."""
+    from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
     from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
-    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2_grpc import (
-        MetricsServiceStub,
-    )
 
-    # The method's path from the .proto's own descriptor, as the generated stub spells it.
-    service = metrics_service_pb2.DESCRIPTOR.services_by_name["MetricsService"]
-    return GrpcTransport(target, MetricsServiceStub,
-                         f"/{service.full_name}/{service.methods_by_name['Export'].name}")
+    module, name = ((logs_service_pb2, "LogsService") if signal == "LOGS"
+                    else (metrics_service_pb2, "MetricsService"))
+    service = module.DESCRIPTOR.services_by_name[name]
+    return f"/{service.full_name}/{service.methods_by_name['Export'].name}"

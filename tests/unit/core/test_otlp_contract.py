@@ -1,7 +1,8 @@
 """The contract of the OTLP fast path with the libraries under it; fails loudly when they move.
 
 The agent writes OTLP protobuf partly by hand (``otlp_proto``) and sends it through public
-APIs of ``grpc`` and opentelemetry-proto (``grpc_transport``, ``http_transport``). Every name
+APIs of ``h2`` (``grpc_wire``, ``grpc_connection``) with the method paths of
+opentelemetry-proto's descriptors, or over ``http.client`` (``http_transport``). Every name
 it relies on is checked here for presence and signature, the hand-written wire tags against
 the installed descriptors, and the whole path by a real round trip to a local receiver whose
 result must equal the SDK's own encoding. When the contract breaks, the agent falls back to
@@ -14,29 +15,34 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import grpc
 import pytest
+from h2.config import H2Configuration
+from h2.connection import H2Connection
+from h2.settings import Settings
 from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
-from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
-from opentelemetry.proto.collector.metrics.v1 import (
-    metrics_service_pb2,
-    metrics_service_pb2_grpc,
-)
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.util.re import parse_env_headers
 
 from gpu_otel_agent.config.load import load
 from gpu_otel_agent.export import otlp_proto
 from gpu_otel_agent.export.encode import encode
 from gpu_otel_agent.export.exporters import build_snapshot_exporter, fast_path_problem
+from gpu_otel_agent.export.senders import export_method
 from gpu_otel_agent.export.snapshot_exporters import OtlpSnapshotExporter, SdkSnapshotExporter
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.unit.core.test_otlp_proto import RESOURCE, _snapshot
 
 # (callable, the keyword parameters the agent passes to it)
 CALLED: tuple[tuple[Callable[..., Any], tuple[str, ...]], ...] = (
-    (grpc.insecure_channel, ("target", "options", "compression")),
-    (grpc.secure_channel, ("target", "credentials", "options", "compression")),
-    (grpc.ssl_channel_credentials, ("root_certificates", "private_key", "certificate_chain")),
+    (H2Configuration, ("client_side", "header_encoding")),
+    (Settings, ("client", "initial_values")),
+    (H2Connection.send_headers, ("stream_id", "headers")),
+    (H2Connection.send_data, ("stream_id", "data", "end_stream")),
+    (H2Connection.local_flow_control_window, ("stream_id",)),
+    (H2Connection.acknowledge_received_data, ("acknowledged_size", "stream_id")),
+    (H2Connection.increment_flow_control_window, ("increment",)),
+    (H2Connection.reset_stream, ("stream_id", "error_code")),
     (parse_env_headers, ("s", "liberal")),
 )
 
@@ -50,26 +56,19 @@ def test_public_functions_take_the_arguments_the_agent_passes(
     assert set(parameters) <= set(accepted), f"{function.__qualname__}{inspect.signature(function)}"
 
 
-@pytest.mark.parametrize(("module", "service", "request_type"), [
-    (metrics_service_pb2, "MetricsService", metrics_service_pb2.ExportMetricsServiceRequest),
-    (logs_service_pb2, "LogsService", logs_service_pb2.ExportLogsServiceRequest),
+@pytest.mark.parametrize(("signal", "module", "service", "request_type"), [
+    ("METRICS", metrics_service_pb2, "MetricsService",
+     metrics_service_pb2.ExportMetricsServiceRequest),
+    ("LOGS", logs_service_pb2, "LogsService", logs_service_pb2.ExportLogsServiceRequest),
 ])
 def test_generated_services_export_the_request_types_the_agent_builds(
-    module: Any, service: str, request_type: Any
+    signal: str, module: Any, service: str, request_type: Any
 ) -> None:
     method = module.DESCRIPTOR.services_by_name[service].methods_by_name["Export"]
     assert method.input_type is request_type.DESCRIPTOR
-    stubs = {"MetricsService": metrics_service_pb2_grpc.MetricsServiceStub,
-             "LogsService": logs_service_pb2_grpc.LogsServiceStub}
-    channel = grpc.insecure_channel("127.0.0.1:9")  # never used: stubs connect lazily
-    try:
-        stub = stubs[service](channel)
-        assert callable(stub.Export)
-        # The call surface grpc_transport uses: request, timeout (the deadline), metadata.
-        assert {"timeout", "metadata", "compression"} <= set(
-            inspect.signature(stub.Export.__call__).parameters)
-    finally:
-        channel.close()
+    # The path the gRPC transport calls, as the generated stubs spell it.
+    assert export_method(signal) == (
+        f"/opentelemetry.proto.collector.{signal.lower()}.v1.{service}/Export")
 
 
 def test_hand_written_wire_tags_match_the_installed_descriptors() -> None:

@@ -1,0 +1,154 @@
+"""The socket under the agent's gRPC client (``grpc_wire``): opening it, and HTTP/2 on it.
+
+TCP (h2c with prior knowledge, or TLS with ALPN ``h2`` and the server's name verified) or a
+unix socket (the kubelet's). Every blocking operation has a timeout equal to what is left of
+the caller's deadline, so the socket never holds a call past it (``TimeoutError``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import ssl
+import time
+from collections.abc import Callable
+
+from h2.config import H2Configuration
+from h2.connection import H2Connection
+from h2.events import ConnectionTerminated, Event
+from h2.exceptions import H2Error
+from h2.settings import SettingCodes, Settings
+
+WINDOW = 4 * 1024 * 1024  # what the server may send before we acknowledge it
+_READ = 65536
+
+Opener = Callable[[float], socket.socket]  # a connected (TLS: handshaken) socket, in seconds
+
+
+def left(deadline: float) -> float:
+    """Seconds until ``deadline`` (a ``time.monotonic`` value); TimeoutError once past."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise TimeoutError("deadline exceeded")
+    return remaining
+
+
+def split_endpoint(endpoint: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port``) -> (host, port); gRPC's default port (443) when none."""
+    host, sep, port = endpoint.rpartition(":")
+    if not sep or "]" in port:
+        host, port = endpoint, ""
+    host = host.strip("[]")
+    return host, int(port) if port else 443
+
+
+def tcp_opener(endpoint: str, context: ssl.SSLContext | None) -> Opener:
+    """Plain h2c when ``context`` is None, else TLS (the context offers ALPN ``h2``)."""
+    host, port = split_endpoint(endpoint)
+
+    def open_tcp(timeout_s: float) -> socket.socket:
+        started = time.monotonic()
+        sock = socket.create_connection((host, port), timeout=timeout_s)
+        try:
+            # Headers and small requests go out at once, not after a delayed ACK.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if context is None:
+                return sock
+            sock.settimeout(max(timeout_s - (time.monotonic() - started), 1e-3))
+            secure = context.wrap_socket(sock, server_hostname=host)
+        except BaseException:
+            sock.close()
+            raise
+        if secure.selected_alpn_protocol() not in (None, "h2"):
+            secure.close()
+            raise ConnectionError(f"{endpoint} chose {secure.selected_alpn_protocol()!r} "
+                                  "over TLS (ALPN), not HTTP/2")
+        return secure
+
+    return open_tcp
+
+
+def unix_opener(path: str) -> Opener:
+    def open_unix(timeout_s: float) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout_s)
+            sock.connect(path)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    return open_unix
+
+
+def tls_context(cafile: str | None, certfile: str | None = None,
+                keyfile: str | None = None) -> ssl.SSLContext:
+    """Verifies the server (the CA bundle given, else the system's) and its host name;
+    ALPN ``h2``, which gRPC servers require over TLS."""
+    context = ssl.create_default_context(cafile=cafile)
+    if certfile:
+        context.load_cert_chain(certfile, keyfile)
+    context.set_alpn_protocols(["h2"])
+    return context
+
+
+class Connection:
+    """A socket and its HTTP/2 state; ``alive`` turns False for good once it fails."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.alive = True
+        self.h2 = H2Connection(H2Configuration(client_side=True, header_encoding=None))
+        # Our receive window, announced in the preface: large answers (kubelet List) flow
+        # without waiting for a WINDOW_UPDATE round trip every 64 KiB. No server push.
+        self.h2.local_settings = Settings(client=True, initial_values={
+            SettingCodes.ENABLE_PUSH: 0, SettingCodes.INITIAL_WINDOW_SIZE: WINDOW})
+        self.h2.initiate_connection()
+        self.h2.increment_flow_control_window(WINDOW - 65535)
+
+    def flush(self, deadline: float) -> None:
+        data = self.h2.data_to_send()
+        if data:
+            self.sock.settimeout(left(deadline))
+            self.sock.sendall(data)
+
+    def read(self, deadline: float) -> list[Event]:
+        self.sock.settimeout(left(deadline))
+        data = self.sock.recv(_READ)
+        if not data:
+            raise ConnectionResetError("the server closed the connection")
+        events = self.h2.receive_data(data)
+        self.flush(deadline)  # SETTINGS and PING acknowledgements, WINDOW_UPDATEs
+        return events
+
+    def readable(self) -> bool:
+        if isinstance(self.sock, ssl.SSLSocket) and self.sock.pending():
+            return True
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN)
+        return bool(poller.poll(0))
+
+    def usable_after_idle(self, deadline: float) -> bool:
+        """Reads what came while idle (SETTINGS, PING, GOAWAY, end of stream), not blocking
+        for more; False when the server has ended the connection meanwhile."""
+        try:
+            while self.alive and self.readable():
+                for event in self.read(deadline):
+                    if isinstance(event, ConnectionTerminated):
+                        self.alive = False
+        except (OSError, H2Error, ValueError):
+            self.alive = False
+        return self.alive
+
+    def abort(self) -> None:
+        """Ends blocking reads and writes at once, from any thread."""
+        self.alive = False
+        with contextlib.suppress(OSError, ValueError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.alive = False
+        with contextlib.suppress(OSError):
+            self.sock.close()

@@ -1,0 +1,365 @@
+"""The agent's own gRPC client (``grpc_wire``) against real grpcio servers, the reference.
+
+Requests must arrive byte for byte (1 MiB: past every HTTP/2 window), headers as metadata,
+gzip as gRPC frames it (sniffed on the wire); every status a servicer can end with must come
+back as the same code with its message and trailers; a restarted server, one that never
+answers, a closed port and TLS must end as gRPC clients end them. Margins are generous: a
+loaded 2-core machine is slow to schedule.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+import ssl
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from concurrent import futures
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf.duration_pb2 import Duration
+from google.rpc.error_details_pb2 import RetryInfo
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
+
+from gpu_otel_agent.export.grpc_connection import tls_context
+from gpu_otel_agent.export.grpc_status import GrpcError, StatusCode
+from gpu_otel_agent.export.grpc_wire import GrpcClient
+from gpu_otel_agent.export.senders import export_method
+from gpu_otel_agent.version import USER_AGENT
+from tests.receivers.otlp_grpc import OtlpGrpcReceiver
+
+MARGIN_S = 10.0
+SERVICE, METHOD = "test.Wire", "Call"
+PATH = f"/{SERVICE}/{METHOD}"
+MIB = 1024 * 1024
+
+
+@dataclass
+class _Servicer:
+    """A raw-bytes method: records what arrived, then echoes it, stalls, or aborts."""
+
+    requests: list[bytes] = field(default_factory=list)
+    metadata: list[dict[str, Any]] = field(default_factory=list)
+    remaining: list[float] = field(default_factory=list)
+    abort: tuple[grpc.StatusCode, str] | None = None
+    trailers: tuple[tuple[str, Any], ...] = ()
+    stall: threading.Event | None = None
+
+    def __call__(self, request: bytes, context: Any) -> bytes:
+        self.requests.append(request)
+        self.metadata.append(dict(context.invocation_metadata()))
+        self.remaining.append(float(context.time_remaining()))
+        if self.stall is not None:
+            self.stall.wait(60)
+        context.set_trailing_metadata(self.trailers)
+        if self.abort is not None:
+            context.abort(*self.abort)
+        return request[::-1]  # an answer as large as the request, and not the same bytes
+
+
+def _serve(servicer: _Servicer, port: int = 0,
+           credentials: grpc.ServerCredentials | None = None) -> tuple[grpc.Server, int]:
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        SERVICE, {METHOD: grpc.unary_unary_rpc_method_handler(servicer)}),))
+    address = f"127.0.0.1:{port}"
+    bound = (server.add_insecure_port(address) if credentials is None
+             else server.add_secure_port(address, credentials))
+    server.start()
+    return server, int(bound)
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[_Servicer, GrpcClient]]:
+    servicer = _Servicer()
+    server, port = _serve(servicer)
+    client = GrpcClient.tcp(f"127.0.0.1:{port}")
+    try:
+        yield servicer, client
+    finally:
+        if servicer.stall is not None:
+            servicer.stall.set()
+        client.close()
+        server.stop(None).wait(5)
+
+
+def _payload(size: int) -> bytes:
+    """Incompressible-ish bytes that differ everywhere, so a shifted frame would show."""
+    out = bytearray()
+    counter = 0
+    while len(out) < size:
+        out += hashlib.sha256(counter.to_bytes(8, "big")).digest()
+        counter += 1
+    return bytes(out[:size])
+
+
+def test_a_mebibyte_arrives_byte_identical_and_its_answer_comes_back(
+    served: tuple[_Servicer, GrpcClient],
+) -> None:
+    servicer, client = served
+    request = _payload(MIB + 12345)  # past the 64 KiB initial windows: flow control
+    answer = client.unary(PATH, request, 30)
+    assert servicer.requests == [request]
+    assert answer == request[::-1]
+    # The same connection serves the next call.
+    assert client.unary(PATH, b"again", 30) == b"niaga"
+
+
+def test_headers_arrive_as_metadata_with_the_deadline(
+    served: tuple[_Servicer, GrpcClient],
+) -> None:
+    servicer, client = served
+    client.unary(PATH, b"x", 7.0, [("X-Tenant", "acme"), ("authorization", "Bearer t"),
+                                   ("trace-bin", b"\x00\xffbinary")])
+    (metadata,) = servicer.metadata
+    assert metadata["x-tenant"] == "acme"
+    assert metadata["authorization"] == "Bearer t"
+    assert metadata["trace-bin"] == b"\x00\xffbinary"  # base64 on the wire, bytes again
+    assert str(metadata["user-agent"]).startswith(USER_AGENT)
+    (remaining,) = servicer.remaining  # grpc-timeout, less the time in transit
+    assert 7.0 / 2 < remaining <= 7.0 * 1.05
+
+
+def test_gzip_is_framed_as_grpc_compresses(tmp_path: Path) -> None:
+    request = metrics_service_pb2.ExportMetricsServiceRequest()
+    request.resource_metrics.add().schema_url = "s" * MIB  # compresses well; still large
+    with OtlpGrpcReceiver() as receiver:
+        client = GrpcClient.tcp(receiver.address, gzip=True)
+        try:
+            client.unary(export_method("METRICS"), request.SerializeToString(), 30)
+        finally:
+            client.close()
+        (received,) = receiver.store.received()
+    assert received.request == request
+    assert received.compression == "gzip"  # compressed flag and gzip magic, on the wire
+
+
+# --- statuses ---------------------------------------------------------------------------
+
+NON_OK = [code for code in grpc.StatusCode if code is not grpc.StatusCode.OK]
+
+
+@pytest.mark.parametrize("code", NON_OK, ids=[c.name for c in NON_OK])
+def test_each_status_of_a_servicer_comes_back_with_its_message_and_trailers(
+    served: tuple[_Servicer, GrpcClient], code: grpc.StatusCode,
+) -> None:
+    servicer, client = served
+    delay = RetryInfo(retry_delay=Duration(seconds=3, nanos=500_000_000))
+    servicer.trailers = (("google.rpc.retryinfo-bin", delay.SerializeToString()),
+                         ("x-why", "busy"))
+    servicer.abort = (code, "naïve 100% sure: no\nway")  # percent-encoded on the wire
+    with pytest.raises(GrpcError) as raised:
+        client.unary(PATH, b"x", 10)
+    error = raised.value
+    assert (error.code.name, int(error.code)) == (code.name, code.value[0])
+    assert error.details == "naïve 100% sure: no\nway"
+    trailers = dict(error.trailing_metadata)
+    assert RetryInfo.FromString(trailers["google.rpc.retryinfo-bin"]) == delay
+    assert trailers["x-why"] == "busy"
+    servicer.abort = None
+    assert client.unary(PATH, b"ok", 10) == b"ko"  # the connection serves the next call
+
+
+def test_an_unknown_method_is_unimplemented(served: tuple[_Servicer, GrpcClient]) -> None:
+    _, client = served
+    with pytest.raises(GrpcError) as raised:
+        client.unary("/no.Such/Method", _payload(300_000), 10)  # answered before it is read
+    assert raised.value.code is StatusCode.UNIMPLEMENTED
+    assert client.unary(PATH, b"ok", 10) == b"ko"
+
+
+def test_the_enum_is_grpcs() -> None:
+    assert {(c.name, int(c)) for c in StatusCode} == {
+        (c.name, c.value[0]) for c in grpc.StatusCode}
+
+
+# --- connections ------------------------------------------------------------------------
+
+
+def test_a_restarted_collector_is_reached_on_the_next_call() -> None:
+    with OtlpGrpcReceiver() as receiver:
+        client = GrpcClient.tcp(receiver.address)
+        path = export_method("METRICS")
+        try:
+            client.unary(path, b"", 10)
+            receiver.restart()  # every connection cut, the same port served again
+            client.unary(path, b"", 10)
+        finally:
+            client.close()
+        assert len(receiver.store.received()) == 2
+
+
+def test_a_server_that_said_goaway_while_idle_is_reconnected() -> None:
+    first = _Servicer()
+    server, port = _serve(first)
+    client = GrpcClient.tcp(f"127.0.0.1:{port}")
+    second = _Servicer()
+    try:
+        assert client.unary(PATH, b"ab", 10) == b"ba"
+        server.stop(None).wait(5)  # GOAWAY, then the socket closes
+        server, _ = _serve(second, port)
+        assert client.unary(PATH, b"cd", 10) == b"dc"
+    finally:
+        client.close()
+        server.stop(None).wait(5)
+    assert (first.requests, second.requests) == ([b"ab"], [b"cd"])
+
+
+def _silent_listener() -> tuple[socket.socket, str]:
+    """Accepts and reads, never answers: neither HTTP/2 settings nor a status."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    return listener, f"127.0.0.1:{listener.getsockname()[1]}"
+
+
+def test_a_server_that_never_answers_ends_the_call_at_its_deadline() -> None:
+    listener, address = _silent_listener()
+    client = GrpcClient.tcp(address)
+    started = time.monotonic()
+    try:
+        with pytest.raises(GrpcError) as raised:
+            client.unary(PATH, _payload(200_000), 1.5)  # more than the window it never grows
+    finally:
+        client.close()
+        listener.close()
+    elapsed = time.monotonic() - started
+    assert raised.value.code is StatusCode.DEADLINE_EXCEEDED
+    assert isinstance(raised.value.__cause__, TimeoutError)
+    assert 1.5 * 0.9 <= elapsed < 1.5 + MARGIN_S
+
+
+def test_a_stalled_servicer_ends_the_call_at_its_deadline_and_the_next_call_works(
+    served: tuple[_Servicer, GrpcClient],
+) -> None:
+    servicer, client = served
+    servicer.stall = threading.Event()
+    started = time.monotonic()
+    with pytest.raises(GrpcError) as raised:
+        client.unary(PATH, b"x", 1.0)
+    assert raised.value.code is StatusCode.DEADLINE_EXCEEDED
+    assert time.monotonic() - started < 1.0 + MARGIN_S
+    servicer.stall.set()
+    servicer.stall = None
+    assert client.unary(PATH, b"yz", 10) == b"zy"
+
+
+def test_close_from_another_thread_ends_a_call_in_progress(
+    served: tuple[_Servicer, GrpcClient],
+) -> None:
+    servicer, client = served
+    servicer.stall = threading.Event()
+    errors: list[GrpcError] = []
+
+    def call() -> None:
+        try:
+            client.unary(PATH, b"x", 60)
+        except GrpcError as error:
+            errors.append(error)
+
+    worker = threading.Thread(target=call)
+    worker.start()
+    deadline = time.monotonic() + MARGIN_S
+    while not servicer.requests and time.monotonic() < deadline:
+        time.sleep(0.01)
+    client.close()
+    worker.join(MARGIN_S)  # far less than the call's 60 s
+    assert not worker.is_alive()
+    assert [e.code for e in errors] == [StatusCode.UNAVAILABLE]
+
+
+def test_a_refused_connection_is_unavailable_with_the_os_error_as_cause() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]  # closed again below: nothing listens there
+    client = GrpcClient.tcp(f"127.0.0.1:{port}")
+    with pytest.raises(GrpcError) as raised:
+        client.unary(PATH, b"x", 5)
+    assert raised.value.code is StatusCode.UNAVAILABLE
+    assert isinstance(raised.value.__cause__, ConnectionRefusedError)
+
+
+def test_an_unresolvable_host_is_unavailable_with_the_resolver_error_as_cause() -> None:
+    client = GrpcClient.tcp("no-such-host.invalid:4317")
+    with pytest.raises(GrpcError) as raised:
+        client.unary(PATH, b"x", 10)
+    assert raised.value.code is StatusCode.UNAVAILABLE
+    assert isinstance(raised.value.__cause__, socket.gaierror)
+
+
+# --- TLS --------------------------------------------------------------------------------
+
+
+def _self_signed(directory: Path, name: str) -> tuple[Path, Path]:
+    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    return cert, key
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
+    directory = tmp_path_factory.mktemp("pki")
+    return {name: _self_signed(directory, name) for name in ("server", "other", "client")}
+
+
+def _tls_server(pki: dict[str, tuple[Path, Path]], servicer: _Servicer, *,
+                client_auth: bool = False) -> tuple[grpc.Server, int]:
+    cert, key = pki["server"]
+    credentials = grpc.ssl_server_credentials(
+        [(key.read_bytes(), cert.read_bytes())],
+        root_certificates=pki["client"][0].read_bytes() if client_auth else None,
+        require_client_auth=client_auth)
+    return _serve(servicer, credentials=credentials)
+
+
+def test_tls_with_the_collectors_ca_and_a_client_certificate(
+    pki: dict[str, tuple[Path, Path]],
+) -> None:
+    servicer = _Servicer()
+    server, port = _tls_server(pki, servicer, client_auth=True)
+    client_cert, client_key = pki["client"]
+    context = tls_context(str(pki["server"][0]), str(client_cert), str(client_key))
+    for authority in (f"127.0.0.1:{port}", f"localhost:{port}"):  # an IP and a name, checked
+        client = GrpcClient.tcp(authority, context)
+        try:
+            assert client.unary(PATH, _payload(300_000), 10) == _payload(300_000)[::-1]
+        finally:
+            client.close()
+    server.stop(None).wait(5)
+    assert len(servicer.requests) == 2
+
+
+@pytest.mark.parametrize("wrong", ["another CA", "the system's CAs"])
+def test_tls_with_a_wrong_ca_fails_certificate_verification(
+    pki: dict[str, tuple[Path, Path]], wrong: str,
+) -> None:
+    servicer = _Servicer()
+    server, port = _tls_server(pki, servicer)
+    cafile = str(pki["other"][0]) if wrong == "another CA" else None
+    client = GrpcClient.tcp(f"127.0.0.1:{port}", tls_context(cafile))
+    try:
+        with pytest.raises(GrpcError) as raised:
+            client.unary(PATH, b"x", 10)
+    finally:
+        client.close()
+        server.stop(None).wait(5)
+    assert raised.value.code is StatusCode.UNAVAILABLE
+    cause = raised.value.__cause__
+    assert isinstance(cause, ssl.SSLCertVerificationError), repr(cause)
+    assert servicer.requests == []
