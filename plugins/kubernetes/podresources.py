@@ -1,9 +1,12 @@
 """A client of the kubelet pod-resources v1 API over its unix socket.
 
-Calls are blocking gRPC on a worker thread (``asyncio.to_thread``), each with a deadline, so a
-wedged kubelet never stalls the loop. After a failure the channel is dropped and a fresh one is
-made on the next call: gRPC's own reconnect backoff would otherwise keep names away for up to
-two minutes after a kubelet restart. ``Get`` (Kubernetes 1.27+, behind the
+Calls are blocking unary gRPC on a worker thread (``asyncio.to_thread``), each with a deadline,
+so a wedged kubelet never stalls the loop. They go through the agent's own small gRPC client
+(``export.grpc_wire``: the pure-Python ``h2`` over the unix socket, h2c with the authority
+``localhost`` as gRPC clients send it), not grpcio, whose C core and background threads cost
+the running agent more memory and idle CPU than the rest of its export (issue 17). After a
+failure the connection is dropped and a fresh one is made on the next call, so names come back
+as soon as a restarted kubelet answers. ``Get`` (Kubernetes 1.27+, behind the
 ``KubeletPodResourcesGet`` gate before 1.34) is used when present; an UNIMPLEMENTED answer
 turns it off for the run.
 
@@ -18,11 +21,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
-import grpc
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
+from gpu_otel_agent.export.grpc_status import GrpcError, StatusCode
+from gpu_otel_agent.export.grpc_wire import GrpcClient
 from gpu_otel_agent.plugins.kubernetes import api
 from gpu_otel_agent.plugins.kubernetes.claims import ClaimMapper
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
@@ -34,11 +38,6 @@ MAX_MESSAGE = 16 * 1024 * 1024  # the kubelet's own limit for this API
 
 class PodResourcesUnavailable(Exception):
     """The kubelet could not be asked (no socket, restarting, refused)."""
-
-
-def _serialize(message: Message) -> bytes:
-    # Not ``Message.SerializeToString``: the C-backed classes override it, the base raises.
-    return message.SerializeToString()
 
 
 def _pod(message: api.PodResources, claims: ClaimMapper | None) -> PodAllocation:
@@ -65,38 +64,32 @@ class PodResourcesClient:
                  claims: ClaimMapper | None = None) -> None:
         self.socket_path = socket_path
         self._timeout = timeout
-        self._channel: grpc.Channel | None = None
+        self._client: GrpcClient | None = None
         self._get_supported = True
         self._claims = claims
         self._claims_seen: bool | None = None  # None: no answer yet
-
-    def _stub(self, method: str, response: type[Message]) -> Any:
-        if self._channel is None:
-            self._channel = grpc.insecure_channel(
-                f"unix://{self.socket_path}",
-                options=[("grpc.max_receive_message_length", MAX_MESSAGE)],
-            )
-        return self._channel.unary_unary(
-            method, request_serializer=_serialize,
-            response_deserializer=response.FromString,
-        )
 
     def _call(self, method: str, request: Message, response: type[_Response]) -> _Response:
         if not self.socket_path.exists():
             self.close()
             raise PodResourcesUnavailable(f"no kubelet socket at {self.socket_path}")
+        if self._client is None:
+            self._client = GrpcClient.unix(str(self.socket_path), max_receive=MAX_MESSAGE)
+        name = method.rsplit("/", 1)[-1]
         try:
-            answer: _Response = self._stub(method, response)(
-                request, timeout=self._timeout, wait_for_ready=False)
-            return answer
-        except grpc.RpcError as error:
-            code = error.code() if isinstance(error, grpc.Call) else None
-            if code in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.NOT_FOUND):
+            answer = self._client.unary(method, request.SerializeToString(), self._timeout)
+        except GrpcError as error:
+            if error.code in (StatusCode.UNIMPLEMENTED, StatusCode.NOT_FOUND):
                 raise
             self.close()
             raise PodResourcesUnavailable(
-                f"kubelet pod-resources {method.rsplit('/', 1)[-1]}: "
-                f"{code.name if code else error}") from error
+                f"kubelet pod-resources {name}: {error.code.name}") from error
+        try:
+            return response.FromString(answer)
+        except DecodeError as error:
+            self.close()
+            raise PodResourcesUnavailable(
+                f"kubelet pod-resources {name}: an answer that does not parse") from error
 
     def list_blocking(self) -> tuple[PodAllocation, ...]:
         response = self._call(api.LIST, api.ListRequest(), api.ListResponse)
@@ -125,8 +118,8 @@ class PodResourcesClient:
         request = api.GetRequest(pod_name=name, pod_namespace=namespace)
         try:
             response = self._call(api.GET, request, api.GetResponse)
-        except grpc.RpcError as error:
-            if isinstance(error, grpc.Call) and error.code() is grpc.StatusCode.UNIMPLEMENTED:
+        except GrpcError as error:
+            if error.code is StatusCode.UNIMPLEMENTED:
                 self._get_supported = False
                 log.info("kubelet pod-resources has no Get; using List only")
             return None
@@ -141,6 +134,6 @@ class PodResourcesClient:
         return await asyncio.to_thread(self.get_blocking, namespace, name)
 
     def close(self) -> None:
-        channel, self._channel = self._channel, None
-        if channel is not None:
-            channel.close()
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()

@@ -87,6 +87,10 @@ def test_grpc_receiver_gets_served_values_in_contract_units(
         assert status == {"ok": 1, "degraded": 0, "failed": 0}
         request = store.received()[-1]
         assert request.metadata.get("x-tenant") == "acme"
+        # Sent by the agent's own gRPC client: grpcio's C core is not even mapped.
+        maps = Path(f"/proc/{agent.process.pid}/maps").read_text(encoding="utf-8")
+        assert "/_ssl." in maps  # the agent's libraries are listed, just not grpcio's
+        assert "cygrpc" not in maps
     finally:
         agent.close()
 

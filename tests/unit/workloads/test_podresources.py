@@ -54,3 +54,17 @@ def test_reconnects_after_the_kubelet_restarts(tmp_path: Path) -> None:
     finally:
         kubelet.stop()
         client.close()
+
+
+def test_a_list_of_megabytes_arrives_whole(tmp_path: Path) -> None:
+    # Past every HTTP/2 window the client announces: the answer is acknowledged as it comes.
+    pods = [PodAllocation("ml", f"trainer-{i}", (ContainerAllocation("main", (
+        ContainerDevices("nvidia.com/gpu", tuple(f"GPU-{i}-{d:04d}" for d in range(40))),)),))
+        for i in range(12_000)]
+    with FakeKubelet(tmp_path / "kubelet.sock") as kubelet:
+        kubelet.set_pods(pods)
+        client = PodResourcesClient(kubelet.socket_path, timeout=30)
+        try:
+            assert client.list_blocking() == tuple(pods)
+        finally:
+            client.close()
