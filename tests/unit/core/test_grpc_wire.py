@@ -33,6 +33,7 @@ from gpu_otel_agent.export.grpc_wire import GrpcClient
 from gpu_otel_agent.export.senders import export_method
 from gpu_otel_agent.version import USER_AGENT
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
+from tests.unit.core.test_otlp_transport import _silent_server
 
 MARGIN_S = 10.0
 SERVICE, METHOD = "test.Wire", "Call"
@@ -211,25 +212,9 @@ def test_a_server_that_said_goaway_while_idle_is_reconnected() -> None:
     assert (first.requests, second.requests) == ([b"ab"], [b"cd"])
 
 
-def _silent_listener() -> tuple[socket.socket, str]:
-    """Accepts and reads, never answers: neither HTTP/2 settings nor a status."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                held.append(listener.accept()[0])
-            except OSError:
-                return
-
-    threading.Thread(target=accept, daemon=True).start()
-    return listener, f"127.0.0.1:{listener.getsockname()[1]}"
-
-
 def test_a_server_that_never_answers_ends_the_call_at_its_deadline() -> None:
-    listener, address = _silent_listener()
-    client = GrpcClient.tcp(address)
+    listener, endpoint = _silent_server()  # accepts and reads; no HTTP/2 settings, no status
+    client = GrpcClient.tcp(endpoint.removeprefix("http://"))
     started = time.monotonic()
     try:
         with pytest.raises(GrpcError) as raised:
@@ -363,3 +348,95 @@ def test_tls_with_a_wrong_ca_fails_certificate_verification(
     cause = raised.value.__cause__
     assert isinstance(cause, ssl.SSLCertVerificationError), repr(cause)
     assert servicer.requests == []
+
+
+# --- answers no grpcio server gives: a proxy's HTTP status, a reset, a GOAWAY -------------
+
+
+def _h2_server(answer: Any) -> tuple[socket.socket, str]:
+    """A bare HTTP/2 server (h2's server side): once a request's headers arrive,
+    ``answer(connection, stream_id)`` writes the reply; the socket carries it out."""
+    from h2.config import H2Configuration
+    from h2.connection import H2Connection
+    from h2.events import RequestReceived
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve(sock: socket.socket) -> None:
+        connection = H2Connection(H2Configuration(client_side=False))
+        connection.initiate_connection()
+        with sock:
+            while True:
+                sock.sendall(connection.data_to_send())
+                data = sock.recv(65536)
+                if not data:
+                    return
+                for event in connection.receive_data(data):
+                    if isinstance(event, RequestReceived):
+                        answer(connection, event.stream_id)
+                sock.sendall(connection.data_to_send())
+
+    def accept() -> None:
+        while True:
+            try:
+                sock = listener.accept()[0]
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(sock,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return listener, f"127.0.0.1:{listener.getsockname()[1]}"
+
+
+@pytest.mark.parametrize(("status", "code"), [
+    (400, StatusCode.INTERNAL), (401, StatusCode.UNAUTHENTICATED),
+    (403, StatusCode.PERMISSION_DENIED), (404, StatusCode.UNIMPLEMENTED),
+    (429, StatusCode.UNAVAILABLE), (502, StatusCode.UNAVAILABLE),
+    (503, StatusCode.UNAVAILABLE), (504, StatusCode.UNAVAILABLE), (500, StatusCode.UNKNOWN),
+])
+def test_an_http_status_from_a_proxy_maps_as_grpc_maps_it(status: int,
+                                                          code: StatusCode) -> None:
+    listener, address = _h2_server(lambda connection, stream: connection.send_headers(
+        stream, [(":status", str(status)), ("content-type", "text/plain")], end_stream=True))
+    client = GrpcClient.tcp(address)
+    try:
+        with pytest.raises(GrpcError) as raised:
+            client.unary(PATH, b"x", 10)
+    finally:
+        client.close()
+        listener.close()
+    assert raised.value.code is code
+    assert f"HTTP status {status}" in raised.value.details
+
+
+@pytest.mark.parametrize(("reset", "code"), [
+    ("REFUSED_STREAM", StatusCode.UNAVAILABLE), ("CANCEL", StatusCode.CANCELLED),
+    ("ENHANCE_YOUR_CALM", StatusCode.RESOURCE_EXHAUSTED), ("INTERNAL_ERROR", StatusCode.INTERNAL),
+])
+def test_a_reset_stream_maps_to_its_code(reset: str, code: StatusCode) -> None:
+    from h2.errors import ErrorCodes
+
+    listener, address = _h2_server(
+        lambda connection, stream: connection.reset_stream(stream, ErrorCodes[reset]))
+    client = GrpcClient.tcp(address)
+    try:
+        with pytest.raises(GrpcError) as raised:
+            client.unary(PATH, b"x", 10)
+    finally:
+        client.close()
+        listener.close()
+    assert raised.value.code is code
+
+
+def test_a_goaway_during_a_call_is_unavailable() -> None:
+    listener, address = _h2_server(
+        lambda connection, stream: connection.close_connection(last_stream_id=0))
+    client = GrpcClient.tcp(address)
+    try:
+        with pytest.raises(GrpcError) as raised:
+            client.unary(PATH, b"x", 10)
+    finally:
+        client.close()
+        listener.close()
+    assert raised.value.code is StatusCode.UNAVAILABLE
+    assert "GOAWAY" in raised.value.details
