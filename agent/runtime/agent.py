@@ -45,6 +45,7 @@ from gpu_otel_agent.runtime.node_plugins import (
     process_events,
 )
 from gpu_otel_agent.runtime.self_telemetry import SelfTelemetry
+from gpu_otel_agent.sampling.relay import Relay
 from gpu_otel_agent.sampling.sampler import DeviceSampler
 from gpu_otel_agent.version import VERSION
 from gpu_otel_agent.workloads.attribution import Attribution
@@ -167,9 +168,10 @@ class Agent:
             self.health = HealthRuntime(self._initial, resource, opened, self.store,
                                         self._workloads or attribution)
         observer = self.health.engine if self.health is not None else None
+        relay = Relay()  # the node's devices due together read in turn (sampling.relay)
         self.samplers = [
             DeviceSampler(device, self.store, self._holder, attribution=self.attribution,
-                          observer=observer)
+                          observer=observer, relay=relay)
             for backend in opened
             for device in backend.devices
         ]

@@ -43,6 +43,7 @@ from gpu_otel_agent.sampling.partitions import (
     enumerate_partitions,
     read_tree,
 )
+from gpu_otel_agent.sampling.relay import Relay
 from gpu_otel_agent.sampling.worker import DeviceWorker
 from gpu_otel_agent.workloads.attribution import Attribution
 
@@ -105,13 +106,14 @@ class DeviceSampler:
         attribution: Attribution | None = None,
         *,
         observer: DeviceObserver | None = None,
+        relay: Relay | None = None,
     ) -> None:
         self._device = device
         self._observer = observer
         self._store = store
         self._config = config
         self._clock_ns = clock_ns
-        self._worker = DeviceWorker(f"gpu-{device.identity.index}")
+        self._worker = DeviceWorker(f"gpu-{device.identity.index}", relay)
         self._available = asyncio.Event()
         self._reprobe_now = asyncio.Event()
         self._groups: frozenset[str] = frozenset()  # the loops: own groups and partitions'

@@ -21,14 +21,19 @@ from typing import TypeVar
 
 from gpu_otel_agent.runtime.costs import SAMPLING, Stage
 from gpu_otel_agent.runtime.threads import NamedThread
+from gpu_otel_agent.sampling.relay import Relay, Round
 
 T = TypeVar("T")
 _Job = tuple[Callable[[], object], "Future[object]"]
+_Batch = tuple[list[_Job], Round | None]
 
 
 class DeviceWorker:
-    def __init__(self, name: str) -> None:
-        self._jobs: queue.SimpleQueue[list[_Job] | None] = queue.SimpleQueue()
+    def __init__(self, name: str, relay: Relay | None = None) -> None:
+        """``relay``: shared by the devices of one node, so those due together run in turn
+        (``sampling.relay``); without it a device's jobs go to its thread at once."""
+        self._relay = relay
+        self._jobs: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._pending = 0
         self._gathering: list[_Job] | None = None  # this loop iteration's jobs, not yet handed
@@ -51,7 +56,7 @@ class DeviceWorker:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            self._jobs.put([job])
+            self._jobs.put(([job], None))
             return future
         if self._gathering is None:
             self._gathering = []
@@ -61,19 +66,26 @@ class DeviceWorker:
 
     def _hand_over(self) -> None:
         jobs, self._gathering = self._gathering, None
-        if jobs:
-            self._jobs.put(jobs)
+        if not jobs:
+            return
+        if self._relay is None:
+            self._jobs.put((jobs, None))
+        else:
+            self._relay.add(lambda baton: self._jobs.put((jobs, baton)))
 
     def stop(self) -> None:
         self._jobs.put(None)
 
     def _run(self) -> None:
         while True:
-            jobs = self._jobs.get()
-            if jobs is None:
+            batch = self._jobs.get()
+            if batch is None:
                 return
+            jobs, baton = batch
             for job in jobs:
                 self._run_one(job)
+            if baton is not None:
+                baton.next()  # the next device's turn
 
     def _run_one(self, job: _Job) -> None:
         fn, future = job

@@ -31,7 +31,7 @@ NOTES = (
     "Event latency runs from just before the XID is pushed into the simulated node's event "
     "ring to the OTLP receiver's handler, on the same clock; each XID waits for the previous "
     "one, on a different (GPU, code), so no queue or storm window is in the figure. The "
-    "health events' waiting threads (nvmlEventSetWait_v2, 1 s timeout) are left out of "
+    "health events' waiting threads (nvmlEventSetWait_v2, 5 s timeout) are left out of "
     "the NVML call counts above: a wait is not a reading.",
     "Where a cycle's CPU goes: the agent's own clocks (`runtime.costs`), read with SIGUSR1 at "
     "both ends of the main window and divided by the fast cycles it spans. Each stage is the "
@@ -39,8 +39,9 @@ NOTES = (
     "a thread's row without a stage is what that thread spent outside every stage (waking up, "
     "queue and future hand-offs, the event loop's own work). Threads are read from the "
     "scheduler (/proc/self/task/*/schedstat), so the whole-agent figure can differ slightly "
-    "from the utime + stime of the table above; the gRPC row is the process less its Python "
-    "threads (gRPC core's polling and timer threads).",
+    "from the utime + stime of the table above; the last thread row is the process less its "
+    "Python threads (native threads; none since OTLP/gRPC is sent by the agent's own h2 "
+    "client instead of grpcio, whose core kept a pool of threads awake).",
     "NVML calls per GPU per fast cycle stay at 4, each for a reading nvml.h offers no field "
     "id for, so none can join the nvmlDeviceGetFieldValues batch (which carries GPU and "
     "memory temperature, NVML_FI_DEV_POWER_INSTANT, total energy and the PCIe byte counters "
@@ -237,7 +238,7 @@ _COST_ROWS: tuple[tuple[str, str, str | None], ...] = (
     ("event loop: timers, futures, thread hand-offs, netlink / inotify", "MainThread", None),
     ("series: snapshot → points per metric (export thread)", "otlp-export", "series"),
     ("encoding: points → OTLP bytes", "otlp-export", "encoding"),
-    ("sending: the gRPC call, Python side", "otlp-export", "sending"),
+    ("sending: the OTLP/gRPC call (h2)", "otlp-export", "sending"),
     ("export thread: executor hand-off", "otlp-export", None),
 )
 _MAIN_THREADS = {thread for _, thread, _ in _COST_ROWS}
@@ -265,7 +266,7 @@ def _cost_cells(a: AgentResult) -> list[str]:
 def _costs(report: Report) -> list[str]:
     labels = [label for label, _, _ in _COST_ROWS] + [
         "health-event threads (NVML / amdsmi event waits, kmsg, event export)",
-        "gRPC core's own threads (not Python)", "whole agent", "whole agent, % of one core"]
+        "native threads (not Python)", "whole agent", "whole agent, % of one core"]
     columns = [_cost_cells(a) for a in report.agent]
     rows = [[label, *(col[i] for col in columns)] for i, label in enumerate(labels)]
     return _table(["CPU per fast cycle (µs)", *(a.case for a in report.agent)], rows)

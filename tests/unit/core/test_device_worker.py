@@ -1,11 +1,14 @@
-"""The device thread: jobs from one loop iteration are handed over together."""
+"""The device threads: jobs from one loop iteration are handed over together, and devices due
+together run in turn (a relay), a stuck one holding the others back only briefly."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 
+from gpu_otel_agent.sampling.relay import Relay
 from gpu_otel_agent.sampling.worker import DeviceWorker
 
 
@@ -46,3 +49,54 @@ def test_outside_a_loop_a_job_is_handed_over_at_once_and_errors_reach_the_caller
         assert not worker.busy
     finally:
         worker.stop()
+
+
+def _relay_workers(count: int, pass_on_after_s: float) -> list[DeviceWorker]:
+    relay = Relay(pass_on_after_s)
+    return [DeviceWorker(f"gpu-{i}", relay) for i in range(count)]
+
+
+def test_devices_due_together_run_one_after_another() -> None:
+    workers = _relay_workers(4, pass_on_after_s=60)  # never released early, even on a slow CI
+    spans: list[tuple[str, float, float]] = []
+
+    def job() -> None:
+        started = time.monotonic()
+        time.sleep(0.01)  # drops the GIL, as an NVML call does: another thread could run
+        spans.append((threading.current_thread().name, started, time.monotonic()))
+
+    async def main() -> None:
+        futures = [w.submit(job) for w in workers]  # one loop iteration
+        await asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+
+    try:
+        asyncio.run(main())
+    finally:
+        for worker in workers:
+            worker.stop()
+    assert [name for name, _, _ in spans] == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
+    for (_, _, ended), (_, started, _) in itertools.pairwise(spans):
+        assert started >= ended  # each leg began after the one before it ended
+
+
+def test_a_device_stuck_in_its_leg_holds_the_others_back_only_briefly() -> None:
+    workers = _relay_workers(3, pass_on_after_s=0.05)
+    stuck = threading.Event()
+
+    async def main() -> list[str]:
+        hung = workers[0].submit(lambda: stuck.wait(60))
+        others = [w.submit(lambda: threading.current_thread().name) for w in workers[1:]]
+        # The other two finish while the first device is still inside its call.
+        async with asyncio.timeout(30):
+            names = [await asyncio.wrap_future(f) for f in others]
+        assert not hung.done()
+        stuck.set()
+        await asyncio.wrap_future(hung)
+        return names
+
+    try:
+        assert asyncio.run(main()) == ["gpu-1", "gpu-2"]
+    finally:
+        stuck.set()
+        for worker in workers:
+            worker.stop()
