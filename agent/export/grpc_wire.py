@@ -209,6 +209,10 @@ class GrpcClient:
     def _apply(self, connection: Connection, events: list[Event], stream_id: int,
                response: Response) -> None:
         for event in events:
+            if isinstance(event, DataReceived) and event.stream_id is not None:
+                # Any stream's data, read, is handed back to the connection's window.
+                connection.h2.acknowledge_received_data(event.flow_controlled_length or 0,
+                                                        event.stream_id)
             if isinstance(event, ConnectionTerminated):
                 connection.alive = False
                 response.goaway = event
@@ -219,8 +223,6 @@ class GrpcClient:
             elif isinstance(event, TrailersReceived):
                 response.trailers = list(event.headers or ())
             elif isinstance(event, DataReceived):
-                connection.h2.acknowledge_received_data(event.flow_controlled_length or 0,
-                                                        stream_id)
                 response.data += event.data or b""
                 if len(response.data) > self._max_receive + PREFIX.size:
                     connection.alive = False
