@@ -388,6 +388,19 @@ def _h2_server(answer: Any) -> tuple[socket.socket, str]:
     return listener, f"127.0.0.1:{listener.getsockname()[1]}"
 
 
+def _failed_call(answer: Any) -> GrpcError:
+    """The error one call to an ``_h2_server`` answering with ``answer`` ends with."""
+    listener, address = _h2_server(answer)
+    client = GrpcClient.tcp(address)
+    try:
+        with pytest.raises(GrpcError) as raised:
+            client.unary(PATH, b"x", 10)
+    finally:
+        client.close()
+        listener.close()
+    return raised.value
+
+
 @pytest.mark.parametrize(("status", "code"), [
     (400, StatusCode.INTERNAL), (401, StatusCode.UNAUTHENTICATED),
     (403, StatusCode.PERMISSION_DENIED), (404, StatusCode.UNIMPLEMENTED),
@@ -396,17 +409,10 @@ def _h2_server(answer: Any) -> tuple[socket.socket, str]:
 ])
 def test_an_http_status_from_a_proxy_maps_as_grpc_maps_it(status: int,
                                                           code: StatusCode) -> None:
-    listener, address = _h2_server(lambda connection, stream: connection.send_headers(
+    error = _failed_call(lambda connection, stream: connection.send_headers(
         stream, [(":status", str(status)), ("content-type", "text/plain")], end_stream=True))
-    client = GrpcClient.tcp(address)
-    try:
-        with pytest.raises(GrpcError) as raised:
-            client.unary(PATH, b"x", 10)
-    finally:
-        client.close()
-        listener.close()
-    assert raised.value.code is code
-    assert f"HTTP status {status}" in raised.value.details
+    assert error.code is code
+    assert f"HTTP status {status}" in error.details
 
 
 @pytest.mark.parametrize(("reset", "code"), [
@@ -416,27 +422,13 @@ def test_an_http_status_from_a_proxy_maps_as_grpc_maps_it(status: int,
 def test_a_reset_stream_maps_to_its_code(reset: str, code: StatusCode) -> None:
     from h2.errors import ErrorCodes
 
-    listener, address = _h2_server(
+    error = _failed_call(
         lambda connection, stream: connection.reset_stream(stream, ErrorCodes[reset]))
-    client = GrpcClient.tcp(address)
-    try:
-        with pytest.raises(GrpcError) as raised:
-            client.unary(PATH, b"x", 10)
-    finally:
-        client.close()
-        listener.close()
-    assert raised.value.code is code
+    assert error.code is code
 
 
 def test_a_goaway_during_a_call_is_unavailable() -> None:
-    listener, address = _h2_server(
+    error = _failed_call(
         lambda connection, stream: connection.close_connection(last_stream_id=0))
-    client = GrpcClient.tcp(address)
-    try:
-        with pytest.raises(GrpcError) as raised:
-            client.unary(PATH, b"x", 10)
-    finally:
-        client.close()
-        listener.close()
-    assert raised.value.code is StatusCode.UNAVAILABLE
-    assert "GOAWAY" in raised.value.details
+    assert error.code is StatusCode.UNAVAILABLE
+    assert "GOAWAY" in error.details
