@@ -34,7 +34,7 @@ from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.export.encode import SCOPE
 from gpu_otel_agent.export.proto_values import any_value, proto_resource
-from gpu_otel_agent.export.series import series
+from gpu_otel_agent.export.series import Run, series_runs
 from gpu_otel_agent.model.metrics import Instrument, spec_for
 from gpu_otel_agent.model.snapshot import Attributes, NodeSnapshot
 from gpu_otel_agent.runtime.costs import SERIES, Stage
@@ -147,6 +147,10 @@ class ProtoEncoder:
         # (attributes, point size without them) -> (data point tag and length, attributes).
         self._heads: dict[tuple[Attributes, int], tuple[bytes, bytes]] = {}
         self._frames: dict[str, _MetricFrame] = {}
+        # The last export's runs and their bytes, by id (series.series_runs keeps a run of an
+        # unchanged sample as the same list): the slow, gpm and processes groups' points are
+        # written once per sample, not once per export.
+        self._encoded: dict[int, tuple[Run, bytes]] = {}
         scope = metrics_pb2.ScopeMetrics()
         scope.scope.name = SCOPE.name
         scope.scope.version = SCOPE.version or ""
@@ -185,34 +189,24 @@ class ProtoEncoder:
         is half a megabyte; a copy per nesting level was most of its peak memory)."""
         parts: list[bytes] = [b"", b"", self._resource_field, b"\x12", b"", self._scope]
         scope_size = len(self._scope)
-        head = self._head
         frames = self._frames
-        start_tag, time_tag, double_tag, int_tag = (
-            _START_TIME_TAG, _TIME_TAG, _AS_DOUBLE_TAG, _AS_INT_TAG)
+        encoded = self._encoded
+        kept: dict[int, tuple[Run, bytes]] = {}  # this export's runs: nothing older is held
         with Stage(SERIES):
-            grouped = series(snapshot)
-        for name, points in grouped.items():
+            grouped = series_runs(snapshot)
+        for name, runs in grouped.items():
             frame = frames.get(name)
             if frame is None:
                 frame = frames[name] = _metric_frame(name)
-            gauge = not frame.trailer
             chunks: list[bytes] = []
-            for point in points:
-                value = point.value
-                if gauge:
-                    if isinstance(value, int):
-                        packed = _GAUGE_INT.pack(time_tag, point.time_ns, int_tag, value)
-                    else:
-                        packed = _GAUGE_DOUBLE.pack(time_tag, point.time_ns, double_tag,
-                                                    value)
-                elif isinstance(value, int):
-                    packed = _SUM_INT.pack(start_tag, point.start_time_ns, time_tag,
-                                           point.time_ns, int_tag, value)
-                else:
-                    packed = _SUM_DOUBLE.pack(start_tag, point.start_time_ns, time_tag,
-                                              point.time_ns, double_tag, value)
-                prefix, attributes = head(point.attributes, len(packed))
-                chunks += (prefix, packed, attributes)
+            for run in runs:
+                # A run of an unchanged sample is the same list as at the last export, and
+                # so are its bytes (the identity check guards against a reused id).
+                cached = encoded.get(id(run))
+                if cached is None or cached[0] is not run:
+                    cached = (run, self._points(run, not frame.trailer))
+                kept[id(run)] = cached
+                chunks.append(cached[1])
             chunks.append(frame.trailer)
             data_size = sum(map(len, chunks))
             data_prefix = frame.data_tag + _varint(data_size)
@@ -228,4 +222,29 @@ class ProtoEncoder:
         resource_size = (len(self._resource_field) + 1 + len(parts[4]) + scope_size
                          + len(self._resource_schema))
         parts[0], parts[1] = b"\x0a", _varint(resource_size)  # the request's resource_metrics
+        self._encoded = kept
         return b"".join(parts)
+
+    def _points(self, run: Run, gauge: bool) -> bytes:
+        """One run's data points, each its tag and length, the times and value, and its
+        attributes (field 7 last, as ``SerializeToString`` orders them)."""
+        head = self._head
+        start_tag, time_tag, double_tag, int_tag = (
+            _START_TIME_TAG, _TIME_TAG, _AS_DOUBLE_TAG, _AS_INT_TAG)
+        chunks: list[bytes] = []
+        for point in run:
+            value = point.value
+            if gauge:
+                if isinstance(value, int):
+                    packed = _GAUGE_INT.pack(time_tag, point.time_ns, int_tag, value)
+                else:
+                    packed = _GAUGE_DOUBLE.pack(time_tag, point.time_ns, double_tag, value)
+            elif isinstance(value, int):
+                packed = _SUM_INT.pack(start_tag, point.start_time_ns, time_tag,
+                                       point.time_ns, int_tag, value)
+            else:
+                packed = _SUM_DOUBLE.pack(start_tag, point.start_time_ns, time_tag,
+                                          point.time_ns, double_tag, value)
+            prefix, attributes = head(point.attributes, len(packed))
+            chunks += (prefix, packed, attributes)
+        return b"".join(chunks)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from gpu_otel_agent.export.series import series
+from opentelemetry.sdk.resources import Resource
+
+from gpu_otel_agent.export.otlp_proto import ProtoEncoder
+from gpu_otel_agent.export.series import series, series_runs
 from gpu_otel_agent.model.snapshot import (
     DeviceIdentity,
     DeviceSnapshot,
@@ -44,3 +47,27 @@ def test_a_counter_restart_reaches_points_of_a_sample_already_exported() -> None
                                    {("hw.energy", ()): 42}))
     assert _points(NodeSnapshot((restarted,), 200), "hw.energy") == [(42, 50, 10.0)]
     assert _points(NodeSnapshot((device,), 300), "hw.energy") == [(7, 50, 10.0)]
+
+
+def test_runs_of_an_unchanged_sample_are_the_same_lists_and_their_bytes_the_same() -> None:
+    """The OTLP encoder keeps a run's bytes while the run is the same list: what it sends
+    after a sample changed, or stayed, must equal what a fresh encoder writes for it."""
+    device = _device()
+    fast = GroupSample("fast", (Reading("hw.gpu.utilization", 0.5),), 60)
+    device = device.with_sample(fast)
+    first = series_runs(NodeSnapshot((device,), taken_ns=100))
+    second = series_runs(NodeSnapshot((device,), taken_ns=200))
+    assert first["hw.energy"][0] is second["hw.energy"][0]  # kept: the same list
+    assert first["hw.status"][0] is not second["hw.status"][0]  # the export's own
+
+    resource = Resource.create({"service.name": "test"})
+    kept = ProtoEncoder(resource)
+    moved = device.with_sample(GroupSample("fast", (Reading("hw.gpu.utilization", 0.7),), 70))
+    for snapshot in (NodeSnapshot((device,), taken_ns=100), NodeSnapshot((device,), 200),
+                     NodeSnapshot((moved,), 300), NodeSnapshot((moved,), 400)):
+        assert kept.encode_bytes(snapshot) == ProtoEncoder(resource).encode_bytes(snapshot)
+    last = kept.encode(NodeSnapshot((moved,), 500))
+    values = {m.name: [p.as_double for p in m.gauge.data_points]
+              for m in last.resource_metrics[0].scope_metrics[0].metrics if m.HasField("gauge")}
+    assert values["hw.gpu.utilization"] == [0.7]
+    assert values["hw.power"] == [300.0]
