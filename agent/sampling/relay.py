@@ -27,6 +27,7 @@ PASS_ON_AFTER_S: Final = 0.05
 # Puts a device's jobs into its thread's queue; the thread calls the round's ``next`` after
 # them (None: released by the timeout, no baton to pass).
 Leg = Callable[["Round | None"], None]
+Settle = Callable[[], None]  # sets a finished job's future (its result or its exception)
 
 
 class Round:
@@ -37,6 +38,8 @@ class Round:
         self._lock = threading.Lock()
         self._loop = loop
         self._timer: asyncio.TimerHandle | None = None
+        self._unsettled: list[Settle] = []  # finished legs' results, held for the round's end
+        self._released = False  # by the timeout: results go out as they come
 
     def start(self, pass_on_after_s: float) -> None:
         """On the loop: hand over the first leg; the rest follow, or go at the timeout."""
@@ -44,21 +47,43 @@ class Round:
             self._timer = self._loop.call_later(pass_on_after_s, self.release_all)
         self.next()
 
+    def settle(self, results: list[Settle]) -> None:
+        """A leg's results (setting its jobs' futures): held until the round ends, so the
+        loop wakes once for all the devices' results instead of once per device, while the
+        next device's thread runs."""
+        with self._lock:
+            if not self._released:
+                self._unsettled += results
+                return
+        for result in results:
+            result()
+
     def next(self) -> None:
-        """Hand the next leg over (its thread calls ``next`` again when done)."""
+        """Hand the next leg over (its thread calls ``next`` again when done); after the
+        last one, every device's results go to the loop together."""
         with self._lock:
             leg = self._legs.popleft() if self._legs else None
+            results: list[Settle] = []
+            if leg is None:
+                results, self._unsettled, self._released = self._unsettled, [], True
         if leg is not None:
             leg(self)
-        elif self._timer is not None and not self._loop.is_closed():
+            return
+        for result in results:
+            result()
+        if self._timer is not None and not self._loop.is_closed():
             # The relay finished before the timeout: nothing left for the timer to release.
-            # (Sent as the last device's results are: the loop wakes once for both.)
+            # (Sent right after the results: the loop wakes once for all of it.)
             self._loop.call_soon_threadsafe(self._timer.cancel)
 
     def release_all(self) -> None:
-        """On the loop, at the timeout: a leg is stuck; every remaining leg goes at once."""
+        """On the loop, at the timeout: a leg is stuck; the results so far go out and every
+        remaining leg goes at once, each settling its own."""
         with self._lock:
             legs, self._legs = list(self._legs), deque()
+            results, self._unsettled, self._released = self._unsettled, [], True
+        for result in results:
+            result()
         for leg in legs:
             leg(None)
 

@@ -13,6 +13,7 @@ and a contended GIL: measured at ~6 context switches per job with eight GPUs due
 from __future__ import annotations
 
 import asyncio
+import functools
 import queue
 import threading
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from typing import TypeVar
 
 from gpu_otel_agent.runtime.costs import SAMPLING, Stage
 from gpu_otel_agent.runtime.threads import NamedThread
-from gpu_otel_agent.sampling.relay import Relay, Round
+from gpu_otel_agent.sampling.relay import Relay, Round, Settle
 
 T = TypeVar("T")
 _Job = tuple[Callable[[], object], "Future[object]"]
@@ -82,25 +83,32 @@ class DeviceWorker:
             if batch is None:
                 return
             jobs, baton = batch
-            for job in jobs:
-                self._run_one(job)
-            if baton is not None:
+            results = [self._run_one(job) for job in jobs]
+            if baton is None:
+                for result in results:
+                    result()
+            else:
+                baton.settle(results)  # the loop gets them when the relay ends
                 baton.next()  # the next device's turn
 
-    def _run_one(self, job: _Job) -> None:
+    def _run_one(self, job: _Job) -> Settle:
+        """Runs the job; returns what sets its future (the caller chooses when)."""
         fn, future = job
         if not future.set_running_or_notify_cancel():
             with self._lock:
                 self._pending -= 1
-            return
+            return _nothing
         try:
             with Stage(SAMPLING):
                 result = fn()
         except BaseException as exc:  # handed to the awaiting task, not lost
             with self._lock:
                 self._pending -= 1
-            future.set_exception(exc)
-            return
+            return functools.partial(future.set_exception, exc)
         with self._lock:
             self._pending -= 1
-        future.set_result(result)
+        return functools.partial(future.set_result, result)
+
+
+def _nothing() -> None:
+    """A cancelled job's future is already settled."""

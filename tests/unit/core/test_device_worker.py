@@ -1,5 +1,6 @@
-"""The device threads: jobs from one loop iteration are handed over together, and devices due
-together run in turn (a relay), a stuck one holding the others back only briefly."""
+"""The device threads: jobs from one loop iteration are handed over together, devices due
+together run in turn (a relay) and their results reach the loop together, a stuck device
+holding the others back only briefly."""
 
 from __future__ import annotations
 
@@ -65,8 +66,12 @@ def test_devices_due_together_run_one_after_another() -> None:
         time.sleep(0.01)  # drops the GIL, as an NVML call does: another thread could run
         spans.append((threading.current_thread().name, started, time.monotonic()))
 
+    settled: list[float] = []
+
     async def main() -> None:
         futures = [w.submit(job) for w in workers]  # one loop iteration
+        for future in futures:
+            future.add_done_callback(lambda _: settled.append(time.monotonic()))
         await asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
 
     try:
@@ -77,6 +82,8 @@ def test_devices_due_together_run_one_after_another() -> None:
     assert [name for name, _, _ in spans] == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
     for (_, _, ended), (_, started, _) in itertools.pairwise(spans):
         assert started >= ended  # each leg began after the one before it ended
+    # The results went to the loop together, once the last device was done.
+    assert len(settled) == 4 and min(settled) >= spans[-1][2]
 
 
 def test_a_device_stuck_in_its_leg_holds_the_others_back_only_briefly() -> None:
