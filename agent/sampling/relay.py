@@ -3,24 +3,34 @@
 Eight or sixteen device threads released together fight for the GIL: every NVML call through
 ctypes drops it, another thread takes it, and the caller waits to get it back. Measured on
 eight GPUs, a job cost about six context switches, and the hand-offs cost several times the
-reads themselves. So the jobs one loop iteration gathers for several devices go as a relay:
-the loop hands the first device its jobs, each device thread hands the next one its jobs
-when it is done, and only one device thread holds the GIL at a time.
+reads themselves. So the devices that get jobs at the same moment form a relay: the first
+device's thread is woken at once, each device thread hands the next one its jobs when it is
+done, only one device thread holds the GIL at a time, and the results reach the loop together
+when the last device is done (the loop wakes once, not once per device while the next
+device's thread runs).
 
-Isolation stays: a device that hangs in its leg holds the baton for at most
-``PASS_ON_AFTER_S``; then the loop hands every remaining leg over at once, as it did before
-the relay. Each job's deadline still runs from its submission.
+Nothing waits for the loop: a device joins the running round as its first job is submitted,
+and the round starts with the first device, as a lone job always did. (Handing jobs over at
+the end of the loop iteration instead cost a loop pass per cycle, and under an XID storm, when
+every pass is long, that starved sampling.)
+
+Isolation stays: a round that takes longer than ``PASS_ON_AFTER_S`` (a device hung in its
+leg, or slow legs: the GIL held by a busy thread during an XID storm, a loaded node) is
+released: the results so far go out and every remaining leg goes at once, as before the
+relay, from the loop's timer or from whichever device thread notices first. Each job's
+deadline still runs from its submission.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Final
 
-# Longer than a healthy device's reads on one tick (milliseconds on real GPUs), far shorter
+# Longer than a healthy node's reads on one tick (milliseconds on real GPUs), far shorter
 # than the default call deadline (2 s): a hung device delays the others by this much at most.
 PASS_ON_AFTER_S: Final = 0.05
 
@@ -31,28 +41,30 @@ Settle = Callable[[], None]  # sets a finished job's future (its result or its e
 
 
 class Round:
-    """The legs of one loop iteration; ``next`` runs on whichever thread finished a leg."""
+    """The legs of devices that got jobs while the round ran. ``join`` runs on the loop;
+    ``settle`` and ``next`` on whichever thread finished a leg."""
 
-    def __init__(self, legs: list[Leg], loop: asyncio.AbstractEventLoop) -> None:
-        self._legs = deque(legs)
+    def __init__(self, loop: asyncio.AbstractEventLoop, pass_on_after_s: float) -> None:
+        self._legs: deque[Leg] = deque()
         self._lock = threading.Lock()
         self._loop = loop
-        self._timer: asyncio.TimerHandle | None = None
+        self._deadline = time.monotonic() + pass_on_after_s
+        self._timer = loop.call_later(pass_on_after_s, self.release_all)
         self._unsettled: list[Settle] = []  # finished legs' results, held for the round's end
-        self._released = False  # by the timeout: results go out as they come
+        self.over = False  # ended or released: a device with new jobs starts another round
 
-    def start(self, pass_on_after_s: float) -> None:
-        """On the loop: hand over the first leg; the rest follow, or go at the timeout."""
-        if len(self._legs) > 1:
-            self._timer = self._loop.call_later(pass_on_after_s, self.release_all)
-        self.next()
+    def join(self, leg: Leg) -> bool:
+        """Queue ``leg`` behind the running one; False once the round is over."""
+        with self._lock:
+            if self.over:
+                return False
+            self._legs.append(leg)
+            return True
 
     def settle(self, results: list[Settle]) -> None:
-        """A leg's results (setting its jobs' futures): held until the round ends, so the
-        loop wakes once for all the devices' results instead of once per device, while the
-        next device's thread runs."""
+        """A leg's results: held until the round ends, then set together."""
         with self._lock:
-            if not self._released:
+            if not self.over:
                 self._unsettled += results
                 return
         for result in results:
@@ -61,27 +73,29 @@ class Round:
     def next(self) -> None:
         """Hand the next leg over (its thread calls ``next`` again when done); after the
         last one, every device's results go to the loop together."""
+        if time.monotonic() > self._deadline:
+            self.release_all()
+            return
         with self._lock:
             leg = self._legs.popleft() if self._legs else None
             results: list[Settle] = []
             if leg is None:
-                results, self._unsettled, self._released = self._unsettled, [], True
+                results, self._unsettled, self.over = self._unsettled, [], True
         if leg is not None:
             leg(self)
             return
         for result in results:
             result()
-        if self._timer is not None and not self._loop.is_closed():
-            # The relay finished before the timeout: nothing left for the timer to release.
-            # (Sent right after the results: the loop wakes once for all of it.)
+        if not self._loop.is_closed():
+            # Sent right after the results: the loop wakes once for all of it.
             self._loop.call_soon_threadsafe(self._timer.cancel)
 
     def release_all(self) -> None:
-        """On the loop, at the timeout: a leg is stuck; the results so far go out and every
-        remaining leg goes at once, each settling its own."""
+        """Past the deadline (the loop's timer, or a device thread that noticed): the
+        results so far go out and every remaining leg goes at once, each settling its own."""
         with self._lock:
             legs, self._legs = list(self._legs), deque()
-            results, self._unsettled, self._released = self._unsettled, [], True
+            results, self._unsettled, self.over = self._unsettled, [], True
         for result in results:
             result()
         for leg in legs:
@@ -89,18 +103,16 @@ class Round:
 
 
 class Relay:
-    """Gathers the device legs of one loop iteration into a :class:`Round` (on the loop)."""
+    """The node's devices' rounds, one running at a time (``add`` on the loop)."""
 
     def __init__(self, pass_on_after_s: float = PASS_ON_AFTER_S) -> None:
         self._pass_on_after_s = pass_on_after_s
-        self._gathering: list[Leg] | None = None
+        self._round: Round | None = None
 
     def add(self, leg: Leg) -> None:
-        if self._gathering is None:
-            self._gathering = []
-            asyncio.get_running_loop().call_soon(self._start)
-        self._gathering.append(leg)
-
-    def _start(self) -> None:
-        legs, self._gathering = self._gathering or [], None
-        Round(legs, asyncio.get_running_loop()).start(self._pass_on_after_s)
+        """A device has jobs: it joins the running round, or starts one with its leg."""
+        if self._round is not None and self._round.join(leg):
+            return
+        self._round = Round(asyncio.get_running_loop(), self._pass_on_after_s)
+        self._round.join(leg)
+        self._round.next()

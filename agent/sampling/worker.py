@@ -3,11 +3,10 @@
 ``concurrent.futures.ThreadPoolExecutor`` joins its threads at interpreter exit; a thread stuck
 in a hung NVML call would then hold up shutdown, so the worker uses a daemon thread of its own.
 
-Jobs submitted from the event loop in one loop iteration reach the thread together, at the end
-of that iteration: groups that fall due at the same moment (at the defaults the fast and
-processes groups every 5 s, gpm every 10 s, slow every 30 s, all on one grid) wake the thread
-once, not once per group. A thread wake-up costs more than most reads it serves (a cold cache
-and a contended GIL: measured at ~6 context switches per job with eight GPUs due at once).
+Jobs submitted before the thread has taken the ones handed over earlier go with them: groups
+that fall due at the same moment (at the defaults the fast and processes groups every 5 s, gpm
+every 10 s, slow every 30 s, all on one grid) wake the thread once, not once per group. A
+thread wake-up costs more than most reads it serves (a cold cache and a contended GIL).
 """
 
 from __future__ import annotations
@@ -31,13 +30,13 @@ _Batch = tuple[list[_Job], Round | None]
 
 class DeviceWorker:
     def __init__(self, name: str, relay: Relay | None = None) -> None:
-        """``relay``: shared by the devices of one node, so those due together run in turn
-        (``sampling.relay``); without it a device's jobs go to its thread at once."""
+        """``relay``: shared by the devices of one node, so those with jobs at the same moment
+        run in turn (``sampling.relay``); without it a device's jobs go to its thread at once."""
         self._relay = relay
         self._jobs: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._pending = 0
-        self._gathering: list[_Job] | None = None  # this loop iteration's jobs, not yet handed
+        self._open: list[_Job] | None = None  # handed over, not yet taken by the thread
         self._thread = NamedThread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -48,31 +47,22 @@ class DeviceWorker:
             return self._pending > 0
 
     def submit(self, fn: Callable[[], T]) -> Future[T]:
-        """Run ``fn`` on the device thread. From the event loop, the job leaves with the rest
-        of this loop iteration's jobs; from anywhere else, at once."""
+        """Run ``fn`` on the device thread. A job submitted while the jobs handed over before
+        it are not yet taken by the thread goes with them: groups due at the same moment wake
+        the thread once."""
         future: Future[T] = Future()
         job: _Job = (fn, future)  # type: ignore[assignment]
         with self._lock:
             self._pending += 1
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self._jobs.put(([job], None))
-            return future
-        if self._gathering is None:
-            self._gathering = []
-            loop.call_soon(self._hand_over)
-        self._gathering.append(job)
-        return future
-
-    def _hand_over(self) -> None:
-        jobs, self._gathering = self._gathering, None
-        if not jobs:
-            return
-        if self._relay is None:
-            self._jobs.put((jobs, None))
-        else:
+            if self._open is not None:
+                self._open.append(job)
+                return future
+            jobs = self._open = [job]
+        if self._relay is not None and _on_a_loop():
             self._relay.add(lambda baton: self._jobs.put((jobs, baton)))
+        else:
+            self._jobs.put((jobs, None))
+        return future
 
     def stop(self) -> None:
         self._jobs.put(None)
@@ -83,6 +73,9 @@ class DeviceWorker:
             if batch is None:
                 return
             jobs, baton = batch
+            with self._lock:
+                if self._open is jobs:
+                    self._open = None  # taken: a job submitted from now on is a new batch
             results = [self._run_one(job) for job in jobs]
             if baton is None:
                 for result in results:
@@ -108,6 +101,14 @@ class DeviceWorker:
         with self._lock:
             self._pending -= 1
         return functools.partial(future.set_result, result)
+
+
+def _on_a_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _nothing() -> None:

@@ -13,28 +13,33 @@ from gpu_otel_agent.sampling.relay import Relay
 from gpu_otel_agent.sampling.worker import DeviceWorker
 
 
-def test_jobs_of_one_loop_iteration_reach_the_thread_together_after_it() -> None:
-    worker = DeviceWorker("gpu-test")
-    started: list[str] = []
+def test_jobs_submitted_before_the_thread_takes_its_batch_go_with_it() -> None:
+    """A device's jobs queued behind another device's turn form one batch (one wake-up of its
+    thread), whatever other devices submitted in between."""
+    workers = _relay_workers(3, pass_on_after_s=60)  # never released early, even on a slow CI
+    order: list[str] = []
+    blocker = threading.Event()
 
     def job(name: str) -> str:
-        started.append(name)
+        order.append(name)
         return threading.current_thread().name
 
     async def main() -> list[str]:
-        first = worker.submit(lambda: job("fast"))
-        time.sleep(0.1)  # the loop is busy: a job handed over at once would have started
-        assert started == []
-        second = worker.submit(lambda: job("processes"))
-        assert worker.busy
-        return [await asyncio.wrap_future(first), await asyncio.wrap_future(second)]
+        first = workers[2].submit(lambda: blocker.wait(30))  # holds the baton
+        a = workers[0].submit(lambda: job("a"))
+        b = workers[1].submit(lambda: job("b"))
+        c = workers[0].submit(lambda: job("c"))
+        blocker.set()
+        await asyncio.wrap_future(first)
+        return [await asyncio.wrap_future(f) for f in (a, b, c)]
 
     try:
-        assert asyncio.run(main()) == ["gpu-test", "gpu-test"]
-        assert started == ["fast", "processes"]  # in the order submitted
-        assert not worker.busy
+        assert asyncio.run(main()) == ["gpu-0", "gpu-1", "gpu-0"]
+        assert order == ["a", "c", "b"]  # gpu-0's two jobs in one turn, before gpu-1's
     finally:
-        worker.stop()
+        blocker.set()
+        for worker in workers:
+            worker.stop()
 
 
 def test_outside_a_loop_a_job_is_handed_over_at_once_and_errors_reach_the_caller() -> None:
