@@ -87,20 +87,18 @@ class DeviceWorker:
     def _run_one(self, job: _Job) -> Settle:
         """Runs the job; returns what sets its future (the caller chooses when)."""
         fn, future = job
-        if not future.set_running_or_notify_cancel():
-            with self._lock:
-                self._pending -= 1
-            return _nothing
         try:
-            with Stage(SAMPLING):
-                result = fn()
-        except BaseException as exc:  # handed to the awaiting task, not lost
+            if not future.set_running_or_notify_cancel():
+                return _nothing
+            try:
+                with Stage(SAMPLING):
+                    result = fn()
+            except BaseException as exc:  # handed to the awaiting task, not lost
+                return functools.partial(future.set_exception, exc)
+            return functools.partial(future.set_result, result)
+        finally:
             with self._lock:
                 self._pending -= 1
-            return functools.partial(future.set_exception, exc)
-        with self._lock:
-            self._pending -= 1
-        return functools.partial(future.set_result, result)
 
 
 def _on_a_loop() -> bool:

@@ -9,11 +9,11 @@ by the export interval; the assumptions that arithmetic rests on are listed with
 
 from __future__ import annotations
 
+from tests.bench.agent_case import DEFAULT_EXPORT_INTERVAL_S
 from tests.bench.markdown import table as _table
 from tests.bench.results import AgentResult, Report
 
 FLEETS = (100, 1_000, 10_000)
-DEFAULT_EXPORT_INTERVAL_S = 10.0  # agent/config/table.py: export_interval
 SHAPES = ("agent-8gpu-1s", "agent-16gpu-1s", "agent-8gpu-mig7-1s", "agent-8amd-1s")
 
 
