@@ -2,7 +2,7 @@
 
 Why not the SDK's exporters: they take SDK data (``MetricsData``, log records) and encode it
 themselves, and the agent's own encoder (``otlp_proto``) is what keeps an export cheap (the
-README's encoding benchmark: 1.4 ms against the SDK's 9.8 ms for an 8-GPU export). Handing the
+docs' encode benchmark: 1.4 ms against the SDK's 9.8 ms for an 8-GPU export). Handing the
 SDK a finished request is only possible through its private methods (``_translate_data``,
 ``_export``, ``_export_batch``), which any minor release may change, and the SDK's gRPC
 exporter ignores the per-call timeout anyway. So the agent sends the bytes itself, with the

@@ -30,7 +30,6 @@ from tests.bench.results import (
 )
 from tests.bench.soak_case import run_soak_case
 from tests.bench.storm_case import run_storm_case
-from tests.integration.harness import REPO
 
 log = logging.getLogger("tests.bench")
 
@@ -160,8 +159,8 @@ def _select(suite: plan.Plan, only: list[str] | None,
 
 
 def _update_readme(result: Report, ran: plan.Plan, full: plan.Plan) -> None:
-    """Each README block is rewritten only from a run of all its cases."""
-    path = REPO / "README.md"
+    """Each generated block of docs/benchmarks.md is rewritten only from a run of all its cases."""
+    path = readme.BENCHMARKS_PAGE
     ebpf_names = {c.name for c in (*full.ebpf_call_cost, *full.ebpf_load)}
     chaos_names = {c.name for c in full.chaos}
     soak_names = {c.name for c in full.soak}
@@ -193,13 +192,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true",
                         help="short windows (under a minute): proves the suite runs")
     parser.add_argument("--update-readme", action="store_true",
-                        help="put the Markdown tables into README.md between the bench markers "
-                             "(each block only when all its cases ran)")
+                        help="put the Markdown tables into docs/benchmarks.md between the bench "
+                             "markers (each block only when all its cases ran)")
     parser.add_argument("--only", action="append", metavar="CASE[,CASE]",
                         help="run only these cases (repeatable; e.g. ebpf-call-cost,ebpf-100k)")
     parser.add_argument("--chaos-minutes", type=float, metavar="M",
                         help=f"length of the nvml-chaos case (default {plan.CHAOS_MINUTES:g}; "
-                             "a shorter run's figures are not for the README)")
+                             "a shorter run's figures are not for the docs)")
     args = parser.parse_args(argv)
     # SIGTERM becomes SystemExit so the finally blocks stop the agent, the peers and the nodes
     # instead of leaving them running without us.

@@ -160,7 +160,7 @@ def build(smoke: bool, chaos_minutes: float | None = None) -> Plan:
                          else (0.2 if smoke else CHAOS_MINUTES),
                          calm_s=3.0 if smoke else 10.0, rss_every_s=2.0 if smoke else 10.0),),
         # Memory: sampling every 0.25 s while a real short-lived GPU process comes and goes
-        # every second (its own README block: minutes alone).
+        # every second (its own block of docs/benchmarks.md: minutes alone).
         soak=(SoakCase("soak", NODE_8, 0.2 if smoke else SOAK_MINUTES,
                        rss_every_s=3.0 if smoke else 10.0),),
     )

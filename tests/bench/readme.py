@@ -1,14 +1,17 @@
-"""Replaces the generated blocks between the README's benchmark markers; nothing else.
+"""Replaces the generated blocks between the benchmark markers of docs/benchmarks.md; nothing else.
 
-Five blocks: the suite's tables (``bench``), the eBPF plugin's overhead (``bench-ebpf``, in
-the README's eBPF section), the long NVML chaos run (``bench-chaos``) and the memory soak
-(``bench-soak``), so each can be re-measured alone, and the fleet sizing computed from the
-suite's run (``sizing``, in the README's sizing section, rewritten with the suite's tables).
+Five blocks: the suite's tables (``bench``), the eBPF plugin's overhead (``bench-ebpf``), the
+long NVML chaos run (``bench-chaos``) and the memory soak (``bench-soak``), so each can be
+re-measured alone, and the fleet sizing computed from the suite's run (``sizing``, rewritten
+with the suite's tables). The README shows one headline table taken from these figures
+(tests/unit/docs/test_front_door.py checks it still matches them).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+BENCHMARKS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
 
 START = "<!-- bench:start -->"
 END = "<!-- bench:end -->"
@@ -29,11 +32,11 @@ class MarkersMissing(ValueError):
 def replace_block(text: str, block: str, start_mark: str = START, end_mark: str = END) -> str:
     start, end = text.find(start_mark), text.find(end_mark)
     if start < 0 or end < start:
-        raise MarkersMissing(f"README needs {start_mark} ... {end_mark} (in that order)")
+        raise MarkersMissing(f"the page needs {start_mark} ... {end_mark} (in that order)")
     return f"{text[: start + len(start_mark)]}\n{block.strip()}\n{text[end:]}"
 
 
-def update(readme: Path, block: str, start_mark: str = START, end_mark: str = END) -> None:
-    # Read and write in one go: other people edit the README too, so touch only our block.
-    readme.write_text(replace_block(readme.read_text(encoding="utf-8"), block, start_mark,
-                                    end_mark), encoding="utf-8")
+def update(page: Path, block: str, start_mark: str = START, end_mark: str = END) -> None:
+    # Read and write in one go: other people edit the page too, so touch only our block.
+    page.write_text(replace_block(page.read_text(encoding="utf-8"), block, start_mark,
+                                  end_mark), encoding="utf-8")

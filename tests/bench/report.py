@@ -459,7 +459,7 @@ def _skipped(report: Report) -> list[str]:
 
 
 def ebpf_markdown(report: Report, heading: str = "####") -> str:
-    """The eBPF plugin's overhead: its own block, in the README's eBPF section."""
+    """The eBPF plugin's overhead: its own block in docs/benchmarks.md."""
     kind = "a smoke run: figures only prove the suite works" if report.smoke else "full run"
     lines = [
         f"Measured {report.started} ({kind}) with `{EBPF_COMMAND}` on: {_machine(report)}",
@@ -553,7 +553,7 @@ def write_markdown(report: Report, path: Path) -> None:
 
 
 def readme_block(report: Report) -> str:
-    """The README keeps how to run the suite above the latest full run's tables (the eBPF
+    """The page keeps how to run the suite above the latest full run's tables (the eBPF
     plugin's figures go to their own block, :func:`ebpf_markdown`)."""
     return f"{USAGE}\n\n{markdown(report, ebpf=False, chaos=False)}"
 
@@ -578,7 +578,7 @@ def _soak(report: Report) -> list[str]:
 
 
 def soak_markdown(report: Report) -> str:
-    """The memory soak's table, for its own README block (``--only soak``)."""
+    """The memory soak's table, for its own block of docs/benchmarks.md (``--only soak``)."""
     kind = "smoke run" if report.smoke else "full-length run"
     notes = [n for n in report.notes if n.startswith("soak")]
     return "\n".join([f"Measured {report.started} ({kind}) on: {_machine(report)}", "",
@@ -586,8 +586,9 @@ def soak_markdown(report: Report) -> str:
 
 
 def chaos_markdown(report: Report) -> str:
-    """The long chaos run's table, for its own README block: it takes minutes alone, so it is
-    re-measured on its own (``--only nvml-chaos``), not only with the whole suite."""
+    """The long chaos run's table, for its own block of docs/benchmarks.md: it takes minutes
+    alone, so it is re-measured on its own (``--only nvml-chaos``), not only with the whole
+    suite."""
     kind = "smoke run" if report.smoke else "full-length run"
     notes = [n for n in report.notes if n.startswith("nvml-chaos")]
     return "\n".join([f"Measured {report.started} ({kind}) on: {_machine(report)}", "",

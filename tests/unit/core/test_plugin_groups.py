@@ -1,5 +1,5 @@
 """The entry-point groups the core reads are the ones this distribution declares, and the
-README's table of them says what the installed metadata says."""
+architecture page's table of them (docs/architecture.md) says what the installed metadata says."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from gpu_otel_agent.extensions.node import NODE_PLUGIN_GROUP
 from gpu_otel_agent.extensions.simulation import SIMULATED_NODE_GROUP
 from gpu_otel_agent.extensions.workloads import WORKLOAD_SOURCE_GROUP
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+ARCHITECTURE = Path(__file__).resolve().parents[3] / "docs" / "architecture.md"
 CORE_GROUPS = {ENTRY_POINT_GROUP, NODE_PLUGIN_GROUP, WORKLOAD_SOURCE_GROUP, COMMAND_GROUP,
                SIMULATED_NODE_GROUP}
 
@@ -32,8 +32,8 @@ def test_every_group_the_core_reads_is_declared_and_no_other() -> None:
     assert set(_declared()) == CORE_GROUPS
 
 
-def test_the_readme_lists_every_group_and_its_plugins() -> None:
-    text = README.read_text(encoding="utf-8")
+def test_the_architecture_page_lists_every_group_and_its_plugins() -> None:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
     section = text[text.index("### Plugins"):]
     rows = re.findall(r"^\| `(gpu_otel_agent\.[a-z_]+)` \|.*\| (.+) \|$", section, re.MULTILINE)
     listed = {group: set(re.findall(r"`([^`]+)`", names)) for group, names in rows}

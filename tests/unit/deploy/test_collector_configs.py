@@ -118,8 +118,8 @@ def test_every_variable_the_gateway_needs_is_documented() -> None:
     needed = set(re.findall(r"\$\{env:([A-Z_]+)\}", text))  # those without a default
     assert needed == {"MIMIR_OTLP_ENDPOINT", "LOKI_OTLP_ENDPOINT", "TEMPO_OTLP_ENDPOINT",
                       "TENANT", "CLUSTER_NAME"}
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert all(f"`{name}`" in readme for name in needed)
+    page = (REPO / "docs" / "kubernetes.md").read_text(encoding="utf-8")
+    assert all(f"`{name}`" in page for name in needed)
 
 
 def _fleet_filter() -> Callable[[str], bool]:
