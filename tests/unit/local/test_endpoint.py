@@ -22,6 +22,7 @@ import pytest
 
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
+from gpu_otel_agent.local import client
 from gpu_otel_agent.local.client import LocalClientError, get
 from gpu_otel_agent.local.endpoint import LocalEndpoint, LocalEndpointError
 from gpu_otel_agent.local.events import EventRing
@@ -166,7 +167,8 @@ def test_socket_is_0660_in_the_configured_group(
 PROBE = """
 import sys
 from pathlib import Path
-from gpu_otel_agent.local.client import LocalClientError, get
+sys.path.insert(0, sys.argv[2])
+from client import LocalClientError, get
 try:
     print(len(get(Path(sys.argv[1]), "/v1/snapshot")["devices"]))
 except LocalClientError as error:
@@ -179,9 +181,17 @@ def _as(user_args: list[str], path: Path) -> str:
     setpriv = shutil.which("setpriv")
     assert setpriv is not None, "setpriv (util-linux) is part of every test image"
     os.chmod(path.parent, 0o755)  # the directory is traversable; the socket decides
-    done = subprocess.run([setpriv, *user_args, sys.executable, "-c", PROBE, str(path)],
-                          check=False, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    # The other user may not be able to enter the clone (a 0700 temporary directory) or its
+    # virtualenv: it runs the base interpreter, isolated, on a copy of the real client module
+    # (standard library only) in a directory it can read.
+    with tempfile.TemporaryDirectory(prefix="ga-probe-") as probe_dir:
+        os.chmod(probe_dir, 0o755)
+        shutil.copy(client.__file__, Path(probe_dir) / "client.py")
+        os.chmod(Path(probe_dir) / "client.py", 0o644)
+        done = subprocess.run(
+            [setpriv, *user_args, os.path.realpath(sys.executable), "-I", "-c", PROBE,
+             str(path), probe_dir],
+            check=False, capture_output=True, text=True, timeout=60, cwd="/")
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
