@@ -258,11 +258,13 @@ SLOW_CALLS: tuple[CallReading, ...] = (
     CallReading("nvmlDeviceGetClockInfo", _clock("graphics", pynvml.NVML_CLOCK_GRAPHICS)),
     CallReading("nvmlDeviceGetClockInfo", _clock("video", pynvml.NVML_CLOCK_VIDEO)),
     CallReading("nvmlDeviceGetCurrentClocksEventReasons", _throttle),
-    *(CallReading(name, _pcie(metric, getattr(pynvml, name))) for name, metric in (
-        ("nvmlDeviceGetCurrPcieLinkGeneration", "gpu.pcie.link.generation"),
-        ("nvmlDeviceGetMaxPcieLinkGeneration", "gpu.pcie.link.generation.max"),
-        ("nvmlDeviceGetCurrPcieLinkWidth", "gpu.pcie.link.width"),
-        ("nvmlDeviceGetMaxPcieLinkWidth", "gpu.pcie.link.width.max"))),
+    # pynvml's functions by attribute (not by name string), so the names the plugin needs
+    # can be read from its source (tests/unit/nvidia/pynvml_symbols.py).
+    *(CallReading(fn.__name__, _pcie(metric, fn)) for fn, metric in (
+        (pynvml.nvmlDeviceGetCurrPcieLinkGeneration, "gpu.pcie.link.generation"),
+        (pynvml.nvmlDeviceGetMaxPcieLinkGeneration, "gpu.pcie.link.generation.max"),
+        (pynvml.nvmlDeviceGetCurrPcieLinkWidth, "gpu.pcie.link.width"),
+        (pynvml.nvmlDeviceGetMaxPcieLinkWidth, "gpu.pcie.link.width.max"))),
     CallReading("nvmlDeviceGetClock", _application_clock),
     CallReading("nvmlDeviceGetTemperatureThreshold", _slowdown_threshold),
 )
