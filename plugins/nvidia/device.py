@@ -415,6 +415,8 @@ class NvidiaDevice:
             if self._gpm_capable:
                 self._gpm = self._probe_gpm()  # after a re-initialisation: a new baseline
             return ()
+        if not self._gpm.due():  # the first read, right after the probe's baseline
+            return ()
         try:
             return tuple(self._invoke("nvmlGpmMetricsGet", self._gpm.read))
         except (Unavailable, pynvml.NVMLError):

@@ -1210,6 +1210,7 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvm
 /* ------------------------------------------------------------------------ */
 /* GPM (Hopper and newer)                                                   */
 /* ------------------------------------------------------------------------ */
+#define SIM_GPM_REFRESH_US 100000ULL /* nvml.h: GPM's "internal sample refresh rate", 100 ms */
 SIM_EXPORT nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t *s) {
     DEV_ENTER(nvmlGpmQueryDeviceSupport); NEED(s);
     if (s->version != NVML_GPM_SUPPORT_VERSION) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
@@ -1244,10 +1245,16 @@ SIM_EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *mg) {
     if (a->dev < 0 || a->dev != b->dev || a->gi != b->gi) return NVML_ERROR_INVALID_ARGUMENT;
     sim_dev_t *d = &g_st->dev[b->dev];
     if (__atomic_load_n(&d->lost, __ATOMIC_ACQUIRE)) return NVML_ERROR_GPU_IS_LOST;
+    /* nvml.h: the two samples "should be greater than 100ms" apart "due to the internal sample
+     * refresh rate": closer ones may hold the same refresh, nothing to divide by (NaN; DCGM's
+     * DcgmGpmManager blanks a NaN value). */
+    uint64_t apart = a->ts_us > b->ts_us ? a->ts_us - b->ts_us : b->ts_us - a->ts_us;
+    int stale = apart <= SIM_GPM_REFRESH_US;
     for (unsigned i = 0; i < mg->numMetrics; i++) {
         nvmlGpmMetric_t *m = &mg->metrics[i];
         m->nvmlReturn = NVML_SUCCESS;
         m->metricInfo.shortName = m->metricInfo.longName = m->metricInfo.unit = NULL;
+        if (stale) { m->value = NAN; continue; }
         switch (m->metricId) {
         case NVML_GPM_METRIC_GRAPHICS_UTIL: m->value = (a->gfx + b->gfx) / 2; break;
         case NVML_GPM_METRIC_SM_UTIL: m->value = (a->sm + b->sm) / 2; break;

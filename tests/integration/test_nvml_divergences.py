@@ -1,0 +1,91 @@
+"""Issue 28, section 2 (non-MIG): where the simulated node and the agent shared a reading of
+nvml.h that nvml.h itself (or NVIDIA's own consumers, DCGM) contradicts. Each test drives the
+simulated node as nvml.h says a driver behaves and checks the agent's device code (real pynvml,
+the compiled library, a client process) reads it right; each fails on the old code.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import pytest
+
+from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from tests.unit.simulator.simhelpers import run_client, write_scenario
+
+pytestmark = pytest.mark.integration
+
+SCENARIO = """
+driver_version: "580.95.05"
+devices:
+  - model: NVIDIA H100 80GB HBM3
+    sm_active: 40
+  - model: NVIDIA H100 80GB HBM3
+    sm_active: 60
+"""
+
+_AGENT = """
+from gpu_otel_agent.plugins.nvidia.backend import NvidiaBackend
+from gpu_otel_agent.plugins.nvidia.simulator.control import command
+SOCK = os.environ["GPU_SIM_SOCKET"]
+backend = NvidiaBackend()
+backend.open()
+devices = backend.devices()
+def rows(rs):
+    return [[r.metric, r.value, dict(r.attributes)] for r in rs]
+def pick(rs, metric, **attrs):
+    return [v for m, v, a in rs if m == metric and all(a.get(k) == x for k, x in attrs.items())]
+"""
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimulatedNode]:
+    tmp = tmp_path_factory.mktemp("divergences")
+    with SimulatedNode.start(write_scenario(tmp, SCENARIO), state_dir=tmp / "state") as n:
+        yield n
+
+
+def _client(node: SimulatedNode, code: str) -> dict[str, object]:
+    out = run_client(node, _AGENT + code, timeout=120)
+    assert isinstance(out, dict)
+    return out
+
+
+def test_gpm_samples_closer_than_100ms_give_no_value(node: SimulatedNode) -> None:
+    """nvml.h (nvmlGpmMetricsGet): the two samples "should be greater than 100ms" apart."""
+    out = run_client(node, """
+def metric(gap):
+    a, b = N.nvmlGpmSampleAlloc(), N.nvmlGpmSampleAlloc()
+    N.nvmlGpmSampleGet(h[0], a)
+    time.sleep(gap)
+    N.nvmlGpmSampleGet(h[0], b)
+    req = N.c_nvmlGpmMetricsGet_t()
+    req.version = N.NVML_GPM_METRICS_GET_VERSION
+    req.numMetrics = 1
+    req.sample1, req.sample2 = a, b
+    req.metrics[0].metricId = N.NVML_GPM_METRIC_SM_UTIL
+    N.nvmlGpmMetricsGet(req)
+    return [req.metrics[0].nvmlReturn, req.metrics[0].value]
+out = {"close": metric(0), "apart": metric(0.15)}
+""")
+    assert out["close"][0] == 0 and math.isnan(out["close"][1])
+    assert out["apart"] == [0, 40.0]
+
+
+def test_first_gpm_read_waits_for_the_interval(node: SimulatedNode) -> None:
+    """The agent's first GPM read came 4.5 ms after the probe's baseline sample."""
+    before = node.stats()["calls"]
+    out = _client(node, """
+d = devices[0]
+groups = d.probe()
+first = rows(d.read("gpm"))  # at once, as the sampler does after a probe
+time.sleep(0.15)
+later = rows(d.read("gpm"))
+out = {"gpm": "gpm" in groups, "first": first, "later": pick(later, "gpu.sm.utilization")}
+""")
+    after = node.stats()["calls"]
+    assert isinstance(before, dict) and isinstance(after, dict)
+    assert out == {"gpm": True, "first": [], "later": [0.4]}
+    # the too-early read took no sample and computed nothing: one pair only
+    assert after["nvmlGpmMetricsGet"] - before.get("nvmlGpmMetricsGet", 0) == 1
