@@ -89,3 +89,73 @@ out = {"gpm": "gpm" in groups, "first": first, "later": pick(later, "gpu.sm.util
     assert out == {"gpm": True, "first": [], "later": [0.4]}
     # the too-early read took no sample and computed nothing: one pair only
     assert after["nvmlGpmMetricsGet"] - before.get("nvmlGpmMetricsGet", 0) == 1
+
+
+_GPM_PAIR = """
+def gpm(i):
+    a, b = N.nvmlGpmSampleAlloc(), N.nvmlGpmSampleAlloc()
+    try:
+        N.nvmlGpmSampleGet(h[i], a)
+        time.sleep(0.12)
+        N.nvmlGpmSampleGet(h[i], b)
+        req = N.c_nvmlGpmMetricsGet_t()
+        req.version = N.NVML_GPM_METRICS_GET_VERSION
+        req.numMetrics = 1
+        req.sample1, req.sample2 = a, b
+        req.metrics[0].metricId = N.NVML_GPM_METRIC_SM_UTIL
+        N.nvmlGpmMetricsGet(req)
+        return "ok"
+    except N.NVMLError as e:
+        return type(e).__name__
+def wait(i):
+    s = N.nvmlEventSetCreate()
+    N.nvmlDeviceRegisterEvents(h[i], N.nvmlEventTypeXidCriticalError, s)
+    return err(N.nvmlEventSetWait_v2, s, 1)
+"""
+
+
+def test_chaos_reaches_gpm_and_stays_on_the_devices_named(node: SimulatedNode) -> None:
+    """nvml.h documents the GPM calls' codes only as "Nonzero NVML_ERROR_? enum on error": chaos
+    drew from an empty list and never failed them; and calls without a device handle (every
+    GPU's nvmlGpmMetricsGet, event waits) failed on `--devices 0` for every GPU."""
+    node.command({"op": "chaos", "rate": 1.0, "seed": 3, "devices": [0],
+                  "functions": ["nvmlGpmMetricsGet", "nvmlEventSetWait_v2"]})
+    try:
+        chaos = run_client(node, _GPM_PAIR + """
+out = {"gpm": [gpm(0), gpm(1)], "wait": [wait(0), wait(1)]}
+""")
+        node.command({"op": "chaos", "off": True})
+        node.command({"op": "fail", "device": 1, "function": "nvmlGpmMetricsGet",
+                      "code": "UNKNOWN", "count": 1})
+        targeted = run_client(node, _GPM_PAIR + "out = [gpm(0), gpm(1), gpm(1)]")
+    finally:
+        node.command({"op": "chaos", "off": True})
+        node.command({"op": "fail", "off": True})
+    assert chaos == {"gpm": ["NVMLError_Unknown", "ok"],
+                     "wait": ["NVMLError_Unknown", "NVMLError_Timeout"]}
+    assert targeted == ["ok", "NVMLError_Unknown", "ok"]
+
+
+def test_agent_gpm_under_chaos_on_one_gpu(node: SimulatedNode) -> None:
+    """The agent under GPM faults on GPU 0: GPU 0's GPM values are absent (not stale, not
+    turned off), GPU 1's keep arriving, and GPU 0's come back once the faults stop."""
+    out = _client(node, """
+for d in devices[:2]:
+    d.probe()
+command(SOCK, {"op": "chaos", "rate": 1.0, "devices": [0],
+               "functions": ["nvmlGpmMetricsGet", "nvmlGpmSampleGet"]})
+during = []
+for _ in range(3):
+    time.sleep(0.15)
+    during.append([pick(rows(d.read("gpm")), "gpu.sm.utilization") for d in devices[:2]])
+command(SOCK, {"op": "chaos", "off": True})
+after = []
+for _ in range(3):
+    time.sleep(0.15)
+    after.append(pick(rows(devices[0].read("gpm")), "gpu.sm.utilization"))
+out = {"during": during, "after": after}
+""")
+    node.command({"op": "chaos", "off": True})
+    assert out["during"] == [[[], [0.6]]] * 3
+    after = out["after"]
+    assert isinstance(after, list) and [0.4] in after  # back, once a clean pair was taken

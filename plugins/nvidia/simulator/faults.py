@@ -257,16 +257,22 @@ class FaultControl:
             self.spec = spec
             return
         chosen = set(spec.functions) if spec.functions is not None else None
+        common = self.field_codes()
         for name, fid in self.functions.items():
             on = name in chosen if chosen is not None else name not in LIFECYCLE
             self._ok(c["chaos_set_function"](fid, int(on)), name)
-            codes = list(spec.codes) if spec.codes is not None else self._documented(name)
+            codes = (list(spec.codes) if spec.codes is not None
+                     else common if nvml_returns.may_return_any(name)
+                     else self._documented(name))
             self._ok(c["chaos_set_codes"](fid, self._ints(codes), len(codes)), name)
-        field_codes = list(spec.codes) if spec.codes is not None else self.field_codes()
+        field_codes = list(spec.codes) if spec.codes is not None else common
         self._ok(c["chaos_set_field_codes"](self._ints(field_codes), len(field_codes)), "fields")
         max_dev = int(c["max_devices"]())
-        for dev in range(max_dev + 1):  # the last column: calls without a device
-            on = spec.devices is None or dev in spec.devices or dev == max_dev
+        for dev in range(max_dev + 1):
+            # The last column: calls without a device (nvmlDeviceGetCount, an event set
+            # spanning several GPUs): a fault there reaches every GPU, so it is on only when
+            # no device is named. GPM samples and one-GPU event sets count as their GPU's.
+            on = spec.devices is None or dev in spec.devices
             self._ok(c["chaos_set_device"](dev, int(on)), f"device {dev}")
         del n_devices
         self._ok(c["chaos_config"](1, spec.seed, spec.rate, spec.slow_rate, spec.slow_ms), "chaos")
@@ -280,7 +286,9 @@ class FaultControl:
 
     def field_codes(self) -> list[int]:
         """Per-field codes under ``documented``: nvml.h lists none for a field's nvmlReturn,
-        so those injectable for every device getter of the node (in NVML 13: UNKNOWN)."""
+        so those injectable for every device getter of the node (in NVML 13: UNKNOWN). The
+        same for a function whose @return is "Nonzero NVML_ERROR_? enum on error" (GPM),
+        which chaos could not reach while it drew from an empty list."""
         sets = [set(nvml_returns.injectable(n)) for n in self.functions
                 if n.startswith("nvmlDevice") and nvml_returns.injectable(n)]
         common = set.intersection(*sets) if sets else set()

@@ -1225,8 +1225,18 @@ SIM_EXPORT nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *s) {
     (*s)->gi = SIM_MIG_NONE;
     return NVML_SUCCESS;
 }
+/* The prologue of a call that names no device handle but belongs to one GPU (a GPM sample's,
+ * a one-GPU event set's): counted and faulted as that GPU's call, so `chaos --devices N` and
+ * `fail --device N` reach it on N and nowhere else (dev < 0: a call without a device). */
+static nvmlReturn_t owned_enter(int fn, int dev) {
+    count_call(fn, dev);
+    if (!g_st || g_init_count <= 0) return NVML_ERROR_UNINITIALIZED;
+    return sys_faults(fn, dev);
+}
 SIM_EXPORT nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t s) {
-    SYS_ENTER(nvmlGpmSampleFree); NEED(s); free(s); return NVML_SUCCESS;
+    nvmlReturn_t r = owned_enter(FN_nvmlGpmSampleFree, s ? s->dev : -1);
+    if (r != NVML_SUCCESS) return r;
+    NEED(s); free(s); return NVML_SUCCESS;
 }
 SIM_EXPORT nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t s) {
     DEV_ENTER(nvmlGpmSampleGet); NEED(s);
@@ -1238,7 +1248,11 @@ SIM_EXPORT nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t s)
     return NVML_SUCCESS;
 }
 SIM_EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *mg) {
-    SYS_ENTER(nvmlGpmMetricsGet); NEED(mg);
+    /* The samples' GPU owns the call (a MIG instance's samples: its parent's). */
+    int owner = mg && mg->sample1 && mg->sample2 && mg->sample1->dev == mg->sample2->dev ? mg->sample1->dev : -1;
+    nvmlReturn_t r = owned_enter(FN_nvmlGpmMetricsGet, owner);
+    if (r != NVML_SUCCESS) return r;
+    NEED(mg);
     if (mg->version != NVML_GPM_METRICS_GET_VERSION) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     if (!mg->sample1 || !mg->sample2 || mg->numMetrics > NVML_GPM_METRIC_MAX) return NVML_ERROR_INVALID_ARGUMENT;
     struct nvmlGpmSample_st *a = mg->sample1, *b = mg->sample2;
@@ -1303,9 +1317,19 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned l
     return NVML_SUCCESS;
 }
 
+/* The one GPU a set's registrations are on, else -1 (none yet, or several GPUs). */
+static int event_set_owner(const struct nvmlEventSet_st *set) {
+    int owner = -1;
+    for (int i = 0; set && i < SIM_MAX_DEV; i++) {
+        if (!__atomic_load_n(&set->mask[i], __ATOMIC_ACQUIRE)) continue;
+        if (owner >= 0) return -1;
+        owner = i;
+    }
+    return owner;
+}
 static nvmlReturn_t event_wait(int fn, nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
     if (!g_st || g_init_count <= 0) return NVML_ERROR_UNINITIALIZED;
-    nvmlReturn_t f = sys_faults(fn, -1);
+    nvmlReturn_t f = sys_faults(fn, event_set_owner(set)); /* a one-GPU set's faults are its GPU's */
     if (f != NVML_SUCCESS) return f;
     NEED(set); NEED(data);
     if (set->driver_gen != g_client_driver_gen) return NVML_ERROR_UNKNOWN; /* its registrations died with the driver */
@@ -1335,13 +1359,15 @@ static nvmlReturn_t event_wait(int fn, nvmlEventSet_t set, nvmlEventData_t *data
     }
 }
 SIM_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
-    count_call(FN_nvmlEventSetWait_v2, -1); return event_wait(FN_nvmlEventSetWait_v2, set, data, timeoutms);
+    count_call(FN_nvmlEventSetWait_v2, event_set_owner(set)); return event_wait(FN_nvmlEventSetWait_v2, set, data, timeoutms);
 }
 SIM_EXPORT nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
-    count_call(FN_nvmlEventSetWait, -1); return event_wait(FN_nvmlEventSetWait, set, data, timeoutms);
+    count_call(FN_nvmlEventSetWait, event_set_owner(set)); return event_wait(FN_nvmlEventSetWait, set, data, timeoutms);
 }
 SIM_EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
-    SYS_ENTER(nvmlEventSetFree); NEED(set); free(set); return NVML_SUCCESS;
+    nvmlReturn_t r = owned_enter(FN_nvmlEventSetFree, event_set_owner(set));
+    if (r != NVML_SUCCESS) return r;
+    NEED(set); free(set); return NVML_SUCCESS;
 }
 
 /* ======================================================================== */

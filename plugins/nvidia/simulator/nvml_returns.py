@@ -14,10 +14,14 @@ Extraction rules (what "documented" means):
 - a name nvml.h declares without a ``@return`` list (``nvmlDeviceGetTemperature`` in NVML 13
   only says "@deprecated") has no documented codes and gets no random errors;
 - names the simulated library exports under an older version (``nvmlDeviceGetCount``,
-  ``nvmlInit``) are answered by :func:`documented` through their documented sibling.
+  ``nvmlInit``) are answered by :func:`documented` through their documented sibling;
+- a function whose ``@return`` says "Nonzero NVML_ERROR_? enum on error" (the GPM calls) lists
+  no code but may return any: it is recorded under ``any_error``.
 
 Injection rule (what chaos draws from): documented codes minus :data:`NOT_INJECTED`, i.e. only
-codes a correct caller can receive from a healthy node at random.  Caller errors, states the
+codes a correct caller can receive from a healthy node at random. An ``any_error`` function
+draws the codes every device getter the node serves documents (NVML 13: UNKNOWN), as a field's
+nvmlReturn does (``faults.FaultControl``).  Caller errors, states the
 node models with their own operation, capability answers and normal answers are excluded; the
 targeted ``fail`` operation injects any code, these included.
 """
@@ -65,6 +69,7 @@ _COMMENT_DECL = re.compile(
 _DECL = re.compile(r"nvmlReturn_t\s+DECLDIR\s+(?P<name>nvml\w+)\s*\(")
 _BULLET = re.compile(r"^\s*\*?\s*-\s*(?:\\ref\s+)?(NVML_(?:SUCCESS|ERROR_\w+))\b")
 _ENUM = re.compile(r"\b(NVML_(?:SUCCESS|ERROR_\w+))\s*=\s*(\d+)")
+_ANY_ERROR = re.compile(r"^\s*\*?\s*-\s*Nonzero NVML_ERROR_\?", re.M)
 
 
 def return_codes(header_text: str) -> dict[str, int]:
@@ -107,6 +112,16 @@ def extract(header_text: str) -> dict[str, list[str]]:
     return dict(sorted(out.items()))
 
 
+def any_error(header_text: str) -> list[str]:
+    """Functions whose ``@return`` is "Nonzero NVML_ERROR_? enum on error": any code."""
+    out = set()
+    for m in _COMMENT_DECL.finditer(header_text):
+        doc = m.group("doc").rsplit("/**", 1)[-1]
+        if _ANY_ERROR.search(doc):
+            out.add(m.group("name"))
+    return sorted(out)
+
+
 def render(header: Path) -> str:
     text = header.read_text(errors="replace")
     version = re.search(r"#define\s+NVML_API_VERSION_STR\s+\"([^\"]+)\"", text)
@@ -114,6 +129,7 @@ def render(header: Path) -> str:
         "source": f"nvml.h (NVML_API_VERSION_STR {version.group(1) if version else '?'})",
         "codes": return_codes(text),
         "functions": extract(text),
+        "any_error": any_error(text),
     }
     return json.dumps(data, indent=1, sort_keys=False) + "\n"
 
@@ -154,8 +170,16 @@ def documented(function: str) -> list[str]:
     return []
 
 
+def may_return_any(function: str) -> bool:
+    """nvml.h says ``function`` returns "Nonzero NVML_ERROR_? enum on error" and lists none."""
+    names = _data().get("any_error", [])
+    assert isinstance(names, list)
+    return function in names and not documented(function)
+
+
 def injectable(function: str) -> list[str]:
-    """The documented codes chaos may draw for ``function``."""
+    """The documented codes chaos may draw for ``function`` (none for a :func:`may_return_any`
+    function: the node draws the codes common to its device getters there)."""
     normal = NORMAL_ANSWERS.get(function, frozenset())
     return [c for c in documented(function) if c not in NOT_INJECTED and c not in normal]
 

@@ -58,3 +58,12 @@ def test_code_values_come_from_the_enum() -> None:
     assert values["NVML_ERROR_UNKNOWN"] == 999
     assert values["NVML_ERROR_RESET_REQUIRED"] == 16
     assert values["NVML_SUCCESS"] == 0
+
+
+def test_gpm_calls_may_return_any_error() -> None:
+    """nvml.h's GPM calls say "Nonzero NVML_ERROR_? enum on error" and list no code."""
+    for name in ("nvmlGpmMetricsGet", "nvmlGpmSampleGet", "nvmlGpmMigSampleGet",
+                 "nvmlGpmQueryDeviceSupport"):
+        assert nvml_returns.may_return_any(name)
+    assert not nvml_returns.may_return_any("nvmlGpmSampleAlloc")  # it lists its codes
+    assert not nvml_returns.may_return_any("nvmlDeviceGetPowerUsage")
