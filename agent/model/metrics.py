@@ -60,8 +60,16 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("hw.temperature", G, "Cel", "Temperature.", ("hw.sensor_location",), "fast",
           vendor_notes=(("amd", "`gpu` is the junction (hotspot) sensor; the edge sensor is "
                                 "`edge` (absent on MI300); `memory` is VRAM/HBM"),)),
-    MetricSpec("hw.power", G, "W", "Power draw.", (), "fast",
-          vendor_notes=(("amd", "socket power"),)),
+    MetricSpec("hw.power", G, "W", "Power draw at the moment it is read (instantaneous).", (),
+          "fast",
+          vendor_notes=(("nvidia", "NVML_FI_DEV_POWER_INSTANT (\"Current GPU power\"; dcgm's "
+                                   "DCGM_FI_DEV_POWER_USAGE_INSTANT). Only on a driver without "
+                                   "that field (before R535) nvmlDeviceGetPowerUsage, which "
+                                   "Ampere (except GA100) and newer average over 1 s. The `dcgm` "
+                                   "Prometheus scheme serves it as DCGM_FI_DEV_POWER_USAGE, "
+                                   "which dcgm-exporter fills from nvmlDeviceGetPowerUsage (the "
+                                   "1 s average there)"),
+                        ("amd", "socket power"))),
     MetricSpec("hw.energy", C, "J", "Energy consumed since the driver was loaded.", (), "fast",
           vendor_notes=(("amd", "energy accumulator x counter resolution"),)),
     MetricSpec("gpu.clock.frequency", G, "Hz", "Clock frequency.", ("gpu.clock.domain",),

@@ -75,6 +75,9 @@ def _temperature(handle: Handle) -> tuple[Reading, ...]:
 
 
 def _power(handle: Handle) -> tuple[Reading, ...]:
+    """Only where the instant field (186, nvml.h since CUDA 12.2 / R535) is not served: nvml.h
+    says this call averages over 1 s on Ampere (except GA100) and newer, instant on GA100 and
+    older (the metric's vendor note says so)."""
     return (Reading("hw.power", pynvml.nvmlDeviceGetPowerUsage(handle) / 1000),)
 
 
@@ -179,6 +182,8 @@ FAST_FIELDS: tuple[FieldReading, ...] = (
                  key="temperature.gpu"),  # NVML_FI_DEV_GPU_TEMP
     FieldReading(pynvml.NVML_FI_DEV_MEMORY_TEMP, "hw.temperature", 1.0,
                  (("hw.sensor_location", "memory"),)),
+    # hw.power is instantaneous (semantic conventions: "Instantaneous power consumed"): field
+    # 186, not 185 (NVML_FI_DEV_POWER_AVERAGE, "averaged over 1 sec interval").
     FieldReading(pynvml.NVML_FI_DEV_POWER_INSTANT, "hw.power", 1e-3, key="power"),  # mW
     FieldReading(pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, "hw.energy", 1e-3,
                  key="energy"),  # mJ

@@ -23,6 +23,11 @@ devices:
     sm_active: 40
   - model: NVIDIA H100 80GB HBM3
     sm_active: 60
+  - model: NVIDIA A100-SXM4-80GB
+  - model: NVIDIA H100 80GB HBM3
+    unsupported: [nvmlDeviceGetFieldValues]
+  - model: NVIDIA A100-SXM4-80GB
+    unsupported: [nvmlDeviceGetFieldValues]
 """
 
 _AGENT = """
@@ -159,3 +164,32 @@ out = {"during": during, "after": after}
     assert out["during"] == [[[], [0.6]]] * 3
     after = out["after"]
     assert isinstance(after, list) and [0.4] in after  # back, once a clean pair was taken
+
+
+def test_power_instant_and_one_second_average_differ(node: SimulatedNode) -> None:
+    """nvml.h: field 186 is "Current GPU power"; field 185 and nvmlDeviceGetPowerUsage are
+    "averaged over 1 sec interval" on Ampere (except GA100) and newer, instant on GA100 (where
+    185 is not supported). The node served one figure for all three; hw.power is the instant
+    one, and where only nvmlDeviceGetPowerUsage answers it is what nvml.h says that call is."""
+    spike = {"power_w": 650, "power_average_w": 420}  # a spike the 1 s average has not caught
+    for dev in range(5):
+        node.command({"op": "set", "device": dev, "values": spike})
+    try:
+        out = _client(node, """
+def fields(i):
+    return [[v.nvmlReturn, v.value.uiVal] for v in N.nvmlDeviceGetFieldValues(
+        h[i], [N.NVML_FI_DEV_POWER_INSTANT, N.NVML_FI_DEV_POWER_AVERAGE])]
+out = {"fields": [fields(0), fields(2)],
+       "usage": [N.nvmlDeviceGetPowerUsage(h[i]) for i in range(5)],
+       "agent": [pick(rows((d.probe(), d.read("fast"))[1]), "hw.power") for d in devices]}
+""")
+    finally:
+        for dev in range(5):  # the models' figure (models.py BASE), steady
+            node.command({"op": "set", "device": dev,
+                          "values": {"power_w": 60, "power_average_w": 60}})
+    assert out["fields"] == [[[0, 650_000], [0, 420_000]],  # H100: instant, average
+                             [[0, 650_000], [3, 0]]]  # A100 (GA100): no average field
+    # the average, but on GA100 the instant power
+    assert out["usage"] == [420_000, 420_000, 650_000, 420_000, 650_000]
+    # the instant field; where no field answers, nvmlDeviceGetPowerUsage (vendor note)
+    assert out["agent"] == [[650.0], [650.0], [650.0], [420.0], [650.0]]

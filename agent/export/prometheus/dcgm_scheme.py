@@ -85,7 +85,12 @@ FIELDS: Mapping[tuple[str, tuple[str, str] | None], DcgmField] = {
         _f("DCGM_FI_DEV_GPU_TEMP", 1, "GPU temperature (in C)."),
     ("hw.temperature", ("hw.sensor_location", "memory")):
         _f("DCGM_FI_DEV_MEMORY_TEMP", 1, "Memory temperature (in C)."),
-    ("hw.power", None): _f("DCGM_FI_DEV_POWER_USAGE", 1, "Power draw (in W)."),
+    # dcgm-exporter's DCGM_FI_DEV_POWER_USAGE is nvmlDeviceGetPowerUsage (DCGM
+    # DcgmCacheManager.cpp, DCGM_FI_DEV_BOARD_POWER_WATTS), a 1 s average on Ampere (except
+    # GA100) and newer; hw.power is the instant figure (its DCGM_FI_DEV_POWER_USAGE_INSTANT).
+    # Kept under the name dashboards query, and said in the help.
+    ("hw.power", None): _f("DCGM_FI_DEV_POWER_USAGE", 1,
+                           "Power draw (in W), instantaneous (not a 1 s average)."),
     ("gpu.power.limit", None): _f("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", 1,
                                   "Enforced power limit (in W)."),
     ("hw.energy", None): _f("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 1000,

@@ -66,7 +66,8 @@
     X(architecture) X(cuda_cc_major) X(cuda_cc_minor) X(brand)               \
     X(pci_device_id) X(pci_subsystem_id) X(minor_number) X(gpm_supported)    \
     X(multiprocessor_count) X(power_source) X(recovery_action)              \
-    X(pcie_counter_bits) X(pcie_replay_rollover) X(temperature_slowdown_c)
+    X(pcie_counter_bits) X(pcie_replay_rollover) X(temperature_slowdown_c)    \
+    X(power_average_w)
 
 /* NVLink per link (SIM_NVLINKS links): state 1 = active, 0 = inactive, and the data-link error
  * counters nvmlDeviceGetNvLinkErrorCounter serves (set, not integrated). Contiguous per kind. */
@@ -647,8 +648,18 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTempe
     if (t->sensorType != NVML_TEMPERATURE_GPU) return NVML_ERROR_NOT_SUPPORTED;
     SUP(temperature_c); t->temperature = (int)llround(RV(temperature_c)); return NVML_SUCCESS;
 }
+/* nvml.h (nvmlDeviceGetPowerUsage): "On Ampere (except GA100) or newer GPUs, the API returns
+ * power averaged over 1 sec interval. On GA100 and older architectures, instantaneous power is
+ * returned"; NVML_FI_DEV_POWER_AVERAGE is "supported on Ampere (except GA100) or newer". GA100
+ * parts (A100, A30) have PCI device ids 0x20xx. */
+static int power_averaged(const sim_dev_t *d) {
+    unsigned arch = u32(RV(architecture));
+    if (arch < NVML_DEVICE_ARCH_AMPERE) return 0; /* UNKNOWN: "presumably something newer" */
+    return !(arch == NVML_DEVICE_ARCH_AMPERE && (u32(RV(pci_device_id)) >> 24) == 0x20);
+}
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *p) {
-    DEV_ENTER(nvmlDeviceGetPowerUsage); NEED(p); SUP(power_w); *p = u32(RV(power_w) * 1000.0); return NVML_SUCCESS;
+    DEV_ENTER(nvmlDeviceGetPowerUsage); NEED(p); SUP(power_w);
+    *p = u32((power_averaged(d) ? RV(power_average_w) : RV(power_w)) * 1000.0); return NVML_SUCCESS;
 }
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *p) {
     DEV_ENTER(nvmlDeviceGetEnforcedPowerLimit); NEED(p); SUP(power_limit_w); *p = u32(RV(power_limit_w) * 1000.0); return NVML_SUCCESS;
@@ -985,8 +996,10 @@ static void fill_field(sim_dev_t *d, nvmlFieldValue_t *v) {
         if (d->unsup[R_temperature_c]) return;
         v->valueType = NVML_VALUE_TYPE_DOUBLE; v->value.dVal = RV(temperature_c); v->nvmlReturn = NVML_SUCCESS; return;
     case NVML_FI_DEV_MEMORY_TEMP: fv_uint(v, d, R_memory_temperature_c, 1); return;
-    case NVML_FI_DEV_POWER_INSTANT:
-    case NVML_FI_DEV_POWER_AVERAGE: fv_uint(v, d, R_power_w, 1000.0); return;
+    case NVML_FI_DEV_POWER_INSTANT: fv_uint(v, d, R_power_w, 1000.0); return;
+    case NVML_FI_DEV_POWER_AVERAGE:
+        if (d->unsup[R_power_w] || !power_averaged(d)) return; /* NOT_SUPPORTED */
+        fv_uint(v, d, R_power_average_w, 1000.0); return;
     case NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: fv_ull(v, d, R_energy_mj); return;
     case NVML_FI_DEV_PCIE_COUNT_TX_BYTES: fv_wrapped(v, d, R_pcie_tx_bytes); return;
     case NVML_FI_DEV_PCIE_COUNT_RX_BYTES: fv_wrapped(v, d, R_pcie_rx_bytes); return;

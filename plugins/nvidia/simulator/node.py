@@ -68,6 +68,9 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 # Readings computed from others unless the scenario (or a `set`) gives them.
 _DERIVED: Mapping[str, Callable[[Mapping[str, float | None]], float]] = {
+    # The 1 s power average (NVML_FI_DEV_POWER_AVERAGE; nvmlDeviceGetPowerUsage on Ampere
+    # except GA100 and newer) is the instant power unless set apart (a scenario, `sim set`).
+    "power_average_w": lambda r: r.get("power_w") or 0.0,
     "power_default_limit_w": lambda r: r.get("power_limit_w") or 0.0,
     "graphics_clock_mhz": lambda r: r.get("sm_clock_mhz") or 0.0,
     "sm_clock_mhz": lambda r: (
