@@ -44,7 +44,7 @@ from gpu_otel_agent.gpu_health.state import HealthMachine, Transition
 from gpu_otel_agent.gpu_health.storm import StormControl, Summary
 from gpu_otel_agent.gpu_health.ulid import ulid
 from gpu_otel_agent.gpu_health.watch import Change, GrayWatch
-from gpu_otel_agent.gpu_health.xid import ACTIONS, lookup
+from gpu_otel_agent.gpu_health.xid import ACTIONS, UNKNOWN_XID, lookup
 from gpu_otel_agent.model.snapshot import (
     DeviceIdentity,
     DeviceOverlay,
@@ -123,7 +123,7 @@ class HealthEngine:
         self._wall_ns = wall_ns
         self._storm = StormControl(settings.storm_window)
         self._suppressed = asyncio.Event()  # wakes the summariser: a window has a count now
-        self._dedup = CrossSourceDedup(settings.dedup_window)
+        self._dedup = CrossSourceDedup(settings.dedup_window, wildcard=UNKNOWN_XID)
         self._delivery = Delivery(sink, workloads)
         self.stats = HealthStats()
         # Set by the agent: ask a lost GPU's sampler to probe it at once (vendor said it's back).

@@ -41,6 +41,10 @@ ACTIONS: Mapping[str, str] = MappingProxyType({
     "CHECK_CATALOG": "unknown code: look it up in the driver's XID catalog",
 })
 
+# NVML's eventData for an XID it could not identify (nvml.h nvmlEventData_t: "eventData is set
+# as 999 for unknown Xid error"); the kernel log names the same fault with its real code.
+UNKNOWN_XID = 999
+
 _I, _W, _E, _F = Severity.INFO, Severity.WARN, Severity.ERROR, Severity.FATAL
 _OK, _DEG, _FAIL = HealthState.OK, HealthState.DEGRADED, HealthState.FAILED
 
@@ -194,6 +198,11 @@ _ROWS: tuple[tuple[int, str, str, Severity, str, HealthState], ...] = (
     (156, "RESOURCE_RETIREMENT_EVENT", "Resource retirement event", _W, "RESET_GPU", _DEG),
     (157, "RESOURCE_RETIREMENT_FAILURE", "Resource retirement failure", _E,
      "CONTACT_SUPPORT", _DEG),
+    # Not a driver XID: NVML's code for an XID it could not identify (nvml.h, nvmlEventData_t:
+    # "eventData is set as 999 for unknown Xid error"). The kernel log's NVRM line names it.
+    (UNKNOWN_XID, "UNKNOWN_XID",
+     "An XID NVML could not identify; the kernel log's NVRM: Xid line names it", _E,
+     "CHECK_CATALOG", _OK),
 )
 
 CATALOG: Mapping[int, XidInfo] = MappingProxyType({

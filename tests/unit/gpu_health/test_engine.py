@@ -241,3 +241,21 @@ def test_an_xid_scoped_to_a_partition_names_it_and_is_counted_on_its_gpu() -> No
     overlay = store.current(0).overlays["GPU-a"]  # counted on the physical GPU
     assert [(r.metric, r.value) for r in overlay.readings
             if r.metric == "gpu.xid.errors"] == [("gpu.xid.errors", 1)]
+
+
+def test_unknown_xid_from_nvml_and_the_kernel_log_line_are_one_fault() -> None:
+    """nvml.h: NVML reports an XID it cannot identify as 999; the kernel log names it. Both
+    were reported (deduplicated apart, by code), and 999 was not in the catalog."""
+    async def scenario(engine: HealthEngine, sink: list[HealthEvent], clock: Clock) -> None:
+        def xids() -> list[dict[str, object]]:
+            return [dict(e.attributes) for e in sink if e.name == "gpu.xid"]
+
+        engine.on_events([xid(79, "kmsg"), xid(999, "nvml")])
+        await until(lambda: len(xids()) == 1)
+        assert engine.stats.duplicates == 1
+        assert xids()[0]["gpu.xid.code"] == 79
+        engine.on_events([xid(999, "nvml")])  # on its own: reported, named
+        await until(lambda: len(xids()) == 2)
+        assert xids()[1]["gpu.xid.name"] == "UNKNOWN_XID"
+
+    run(scenario)
