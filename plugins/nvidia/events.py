@@ -70,6 +70,7 @@ _KINDS: dict[int, str] = {
 }
 WANTED = sum(_KINDS)
 NO_INSTANCE = 0xFFFFFFFF  # gpuInstanceId of an event not attributable to a MIG instance
+RECOVERY_NONE = 0  # nvml.h NVML_GPU_RECOVERY_ACTION_NONE: "No action needed"
 _SBE_STORM = getattr(pynvml, "nvmlEventTypeSingleBitEccErrorStorm", 0x200)
 
 
@@ -93,6 +94,7 @@ class NvmlEventWatcher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.registered = 0  # the event types registered (0 until it worked)
+        self._action = RECOVERY_NONE  # the recovery action last handed over
 
     @property
     def name(self) -> str:
@@ -185,6 +187,9 @@ class NvmlEventWatcher:
                     if event_set is None:
                         self._stop.wait(RETRY_S)
                         continue
+                    pending = self._pending_action()
+                    if pending is not None:
+                        emit([pending])
                 batch, failure = self._wait(event_set)
                 if batch:
                     emit(batch)
@@ -232,6 +237,7 @@ class NvmlEventWatcher:
             code = int(data.eventData)
         elif kind == EVENT_RECOVERY_ACTION:
             code = self._recovery_action()
+            self._action = code
         storm = int(data.eventType) == _SBE_STORM
         partition = ""
         if kind == EVENT_XID and int(data.gpuInstanceId) != NO_INSTANCE:
@@ -239,6 +245,30 @@ class NvmlEventWatcher:
         return DeviceEvent(self._uuid, kind, time.time_ns(), code=code, source="nvml",
                            detail="single-bit ECC error storm" if storm else "",
                            partition=partition)
+
+    def _pending_action(self) -> DeviceEvent | None:
+        """A recovery action the driver asked for before the set was registered (before the
+        agent started, or while a broken set was replaced): its event is never delivered
+        again, so the field (230) is read once the set is registered. None if there is none,
+        it is the one last handed over, or the field does not answer (a driver without it)."""
+        if not self.registered & getattr(pynvml, "nvmlEventTypeGpuRecoveryAction", 0x8000):
+            return None
+        try:
+            value = self._nvml("nvmlDeviceGetFieldValues", pynvml.nvmlDeviceGetFieldValues,
+                               self._handle, [pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION])[0]
+        except pynvml.NVMLError as error:
+            log.debug("gpu %d: recovery action unreadable at registration: %s", self._index,
+                      error)
+            return None
+        if value.nvmlReturn != pynvml.NVML_SUCCESS:
+            self._errors.record(f"nvmlDeviceGetFieldValues/{value.fieldId}", value.nvmlReturn)
+            return None
+        action = int(field_value(value))
+        if action == self._action:
+            return None
+        self._action = action
+        return DeviceEvent(self._uuid, EVENT_RECOVERY_ACTION, time.time_ns(), code=action,
+                           source="nvml", detail="pending when NVML events were registered")
 
     def _recovery_action(self) -> int:
         """The action the driver asks for now (nvmlDeviceGpuRecoveryAction_t), or unknown."""

@@ -193,3 +193,36 @@ out = {"fields": [fields(0), fields(2)],
     assert out["usage"] == [420_000, 420_000, 650_000, 420_000, 650_000]
     # the instant field; where no field answers, nvmlDeviceGetPowerUsage (vendor note)
     assert out["agent"] == [[650.0], [650.0], [650.0], [420.0], [650.0]]
+
+
+def test_recovery_action_pending_before_the_agent_started(node: SimulatedNode) -> None:
+    """Field 230 was read only on a recovery-action event; an action the driver asked for
+    before the agent started (its event long gone) was never seen. Now read at registration."""
+    node.command({"op": "set", "device": 1, "values": {"recovery_action": 2}})  # no event
+    try:
+        out = _client(node, """
+import threading
+from gpu_otel_agent.plugins.nvidia.events import NvmlEventWatcher
+got = {0: [], 1: []}
+seen = threading.Event()
+def emitter(i):
+    def emit(batch):
+        got[i].extend([e.kind, e.code, e.detail] for e in batch)
+        seen.set()
+    return emit
+watchers = [NvmlEventWatcher(h[i], devices[i].identity.uuid, i) for i in (0, 1)]
+for i, w in enumerate(watchers):
+    w.start(emitter(i))
+seen.wait(30)
+deadline = time.monotonic() + 30
+while not all(w.registered for w in watchers) and time.monotonic() < deadline:
+    time.sleep(0.05)
+time.sleep(0.2)
+for w in watchers:
+    w.stop()
+out = {"0": got[0], "1": got[1]}
+""")
+    finally:
+        node.command({"op": "set", "device": 1, "values": {"recovery_action": 0}})
+    assert out == {"0": [],  # nothing pending: nothing said
+                   "1": [["recovery_action", 2, "pending when NVML events were registered"]]}
