@@ -83,7 +83,11 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
           ("gpu.clock.throttle.reason",), "slow",
           vendor_notes=(("amd", "reasons `ppt_power`, `socket_thermal`, `vr_thermal`, "
                                 "`hbm_thermal`, `prochot` (amdsmi violation status)"),)),
-    MetricSpec("gpu.violation.time", C, "s", "Time clocks were held below target by a policy.",
+    MetricSpec("gpu.violation.time", C, "s",
+          "Time clocks were held below target by a policy: `power`, `thermal`, `sync_boost`, "
+          "`board_limit`, `low_utilization`, `reliability`, and the clock-event reasons "
+          "`sw_thermal_slowdown`, `hw_thermal_slowdown`, `hw_power_brake_slowdown` (which "
+          "overlap `thermal` and `power`: do not sum across policies).",
           ("gpu.violation.policy",), "slow", vendors=NVIDIA_ONLY),
     MetricSpec("gpu.fan.speed", G, "1", "Fan speed as a fraction of its maximum.", (), "slow",
           vendor_notes=(("amd", "absent on Instinct parts (passively cooled)"),)),
@@ -92,6 +96,10 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
           "unknown.", (), "slow",
           vendors=NVIDIA_ONLY),
     MetricSpec("gpu.pcie.replay", C, "{replay}", "PCIe replay count.", (), "slow"),
+    MetricSpec("gpu.pcie.replay_rollovers", C, "{rollover}",
+          "PCIe replay-number rollovers: a packet replayed until the replay counter rolled "
+          "over, after which the link retrains (NVML's PCIe replay rollover counter).", (),
+          "slow", vendors=NVIDIA_ONLY),
     MetricSpec("gpu.pcie.link.generation", G, "1",
           "Current PCIe link generation (idle GPUs may lower it to save power).", (), "slow",
           vendor_notes=(("amd", "amdsmi pcie_speed / max_pcie_speed (MT/s) as the "
@@ -124,8 +132,11 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
           ("error.type",), "slow",
           vendor_notes=(("amd", "also `error.type=deferred` (uncorrectable, deferred to the "
                                 "consumer)"),)),
-    MetricSpec("gpu.memory.remapped_rows", C, "{row}", "Memory rows remapped.", ("error.type",),
-          "slow", vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.memory.remapped_rows", U, "{row}",
+          "Memory rows remapped, by the error that caused the remap. Not a monotonic count: "
+          "nvml.h counts remaps that became inactive apart (nvmlRemappedRowsInfo_v2_t, "
+          "NVML_FI_DEV_REMAPPED_ROWS_*_INACTIVE), so this figure can go down.",
+          ("error.type",), "slow", vendors=NVIDIA_ONLY),
     MetricSpec("gpu.memory.row_remap.failure", G, "1", "1 if a row remap failed.", (), "slow",
           vendors=NVIDIA_ONLY),
     MetricSpec("gpu.memory.retired_pages", U, "{page}", "Retired frame buffer pages.",

@@ -175,6 +175,8 @@ def _error_type(value: str) -> Attributes:
 
 
 NS = 1e-9
+# NVML_FI_DEV_CLOCKS_EVENT_REASON_{SW_THERM,HW_THERM,HW_POWER_BRAKE}_SLOWDOWN (nvml.h 13.0.87+)
+CLOCK_EVENT_SW_THERMAL, CLOCK_EVENT_HW_THERMAL, CLOCK_EVENT_HW_POWER_BRAKE = 269, 270, 271
 NVLINK_LINKS = 18  # the most links a GPU has today (H100, B200); more are never asked for
 
 FAST_FIELDS: tuple[FieldReading, ...] = (
@@ -222,6 +224,10 @@ SLOW_FIELDS: tuple[FieldReading, ...] = (
     # isPending, as a field in the same batch): a reset is needed to apply the remap.
     FieldReading(pynvml.NVML_FI_DEV_REMAPPED_PENDING, "gpu.memory.row_remap.pending", 1.0),
     FieldReading(pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER, "gpu.pcie.replay", 1.0),
+    # nvml.h 95 "PCIe replay rollover counter": replays of one TLP past REPLAY_NUM's rollover,
+    # after which the link retrains; a count of its own, not more replays.
+    FieldReading(pynvml.NVML_FI_DEV_PCIE_REPLAY_ROLLOVER_COUNTER, "gpu.pcie.replay_rollovers",
+                 1.0),
     # NVLink health, as DCGM's NVLink watch reads it: error totals over all links, and each
     # link's state (the link in scopeId; links the GPU does not have answer
     # INVALID_ARGUMENT at probe and are never read again).
@@ -246,6 +252,16 @@ SLOW_FIELDS: tuple[FieldReading, ...] = (
             (pynvml.NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT, "board_limit"),
             (pynvml.NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION, "low_utilization"),
             (pynvml.NVML_FI_DEV_PERF_POLICY_RELIABILITY, "reliability"),
+            # The clock-event reason counters (ns) nvml.h 13.0.87+ numbers 269-271. By number,
+            # not pynvml's names: nvml.h 12.9 / 13.0.39 and pynvml up to 13.580.65 give them
+            # 251-253, which nvml.h 12.8 and 13.0.87+ give NVML_FI_PWR_SMOOTHING_* (251 is
+            # "Enablement (0/DISABLED or 1/ENABLED)"): read by that name, a driver serving the
+            # later numbering would answer a power-smoothing flag as nanoseconds. A driver that
+            # does not serve 269-271 answers an error at probe and they are dropped. DCGM 4.6
+            # reads them at 269-271 (sdk/nvidia/nvml/dcgm_nvml.h).
+            (CLOCK_EVENT_SW_THERMAL, "sw_thermal_slowdown"),
+            (CLOCK_EVENT_HW_THERMAL, "hw_thermal_slowdown"),
+            (CLOCK_EVENT_HW_POWER_BRAKE, "hw_power_brake_slowdown"),
         )
     ),
 )

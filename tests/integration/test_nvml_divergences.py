@@ -11,6 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from gpu_otel_agent.model.counters import CounterRestarts
+from gpu_otel_agent.model.snapshot import Reading
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 from tests.unit.simulator.simhelpers import run_client, write_scenario
 
@@ -226,3 +228,52 @@ out = {"0": got[0], "1": got[1]}
         node.command({"op": "set", "device": 1, "values": {"recovery_action": 0}})
     assert out == {"0": [],  # nothing pending: nothing said
                    "1": [["recovery_action", 2, "pending when NVML events were registered"]]}
+
+
+def test_replay_rollover_and_clock_event_counters_are_read(node: SimulatedNode) -> None:
+    """Fields 95 (PCIe replay rollover) and 269-271 (clock-event reason time, ns) were never
+    read; 269-271 by number, since pynvml <= 13.580.65 names 251-253 (power smoothing)."""
+    values = {"pcie_replay_rollover": 3, "violation_sw_thermal_ns": 2e9,
+              "violation_hw_thermal_ns": 3e9, "violation_hw_power_brake_ns": 4e9}
+    node.command({"op": "set", "device": 0, "values": values})
+    try:
+        out = _client(node, """
+d = devices[0]
+d.probe()
+rs = rows(d.read("slow"))
+out = {"rollover": pick(rs, "gpu.pcie.replay_rollovers"),
+       "time": {p: pick(rs, "gpu.violation.time", **{"gpu.violation.policy": p})
+                for p in ("sw_thermal_slowdown", "hw_thermal_slowdown",
+                          "hw_power_brake_slowdown")}}
+""")
+    finally:
+        node.command({"op": "set", "device": 0, "values": dict.fromkeys(values, 0)})
+    assert out["rollover"] == [3]
+    time = out["time"]
+    assert isinstance(time, dict)
+    # integrated by the node while a clock-event reason is set: at least what was set
+    assert time["sw_thermal_slowdown"][0] >= 2.0 and time["hw_thermal_slowdown"][0] >= 3.0
+    assert time["hw_power_brake_slowdown"][0] >= 4.0
+
+
+def test_remapped_rows_may_go_down_without_restarting_the_series(node: SimulatedNode) -> None:
+    """nvml.h counts remaps that became inactive apart (nvmlRemappedRowsInfo_v2_t,
+    NVML_FI_DEV_REMAPPED_ROWS_*_INACTIVE): the active count can drop. As a counter, a drop
+    restarted the series (a reset); as an UpDownCounter it is just a lower value."""
+    out = _client(node, """
+d = devices[0]
+d.probe()
+seen = []
+for rows_now in (5, 3):
+    command(SOCK, {"op": "set", "device": 0, "values": {"remapped_rows_correctable": rows_now}})
+    seen.append(pick(rows(d.read("slow")), "gpu.memory.remapped_rows",
+                     **{"error.type": "corrected"}))
+command(SOCK, {"op": "set", "device": 0, "values": {"remapped_rows_correctable": 0}})
+out = {"seen": seen}
+""")
+    assert out["seen"] == [[5], [3]]
+    restarts = CounterRestarts(0)
+    for value in (5, 3):
+        restarts.observe([Reading("gpu.memory.remapped_rows", value,
+                                  (("error.type", "corrected"),))], value)
+    assert restarts.restarts == 0

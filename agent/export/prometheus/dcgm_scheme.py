@@ -137,6 +137,16 @@ FIELDS: Mapping[tuple[str, tuple[str, str] | None], DcgmField] = {
     ("gpu.violation.time", ("gpu.violation.policy", "reliability")):
         _f("DCGM_FI_DEV_RELIABILITY_VIOLATION", 1e6,
            "Throttling duration due to reliability (in us)."),
+    # DCGM 4.6 dcgm_fields.h 1422-1424 (from NVML fields 269-271), in ns.
+    ("gpu.violation.time", ("gpu.violation.policy", "sw_thermal_slowdown")):
+        _f("DCGM_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN_NS", 1e9,
+           "Throttling to keep GPU and memory under their max operating temperature (in ns)."),
+    ("gpu.violation.time", ("gpu.violation.policy", "hw_thermal_slowdown")):
+        _f("DCGM_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN_NS", 1e9,
+           "Throttling due to temperature being too high (in ns)."),
+    ("gpu.violation.time", ("gpu.violation.policy", "hw_power_brake_slowdown")):
+        _f("DCGM_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN_NS", 1e9,
+           "Throttling due to external power brake assertion (in ns)."),
     ("gpu.sm.utilization", None): _f("DCGM_FI_PROF_SM_ACTIVE", 1,
                                      "Ratio of cycles an SM has at least 1 warp assigned."),
     ("gpu.sm.occupancy", None): _f("DCGM_FI_PROF_SM_OCCUPANCY", 1,

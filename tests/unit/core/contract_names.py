@@ -29,7 +29,9 @@ METRICS: dict[str, tuple[str, str]] = {
     "gpu.performance_state": ("gauge", "1"),
     "gpu.pcie.replay": ("counter", "{replay}"),
     "hw.errors": ("counter", "{error}"),
-    "gpu.memory.remapped_rows": ("counter", "{row}"),
+    # The contract said counter; nvml.h counts remaps that became inactive apart, so the
+    # figure can go down (issue 28): an UpDownCounter, like gpu.memory.retired_pages.
+    "gpu.memory.remapped_rows": ("updowncounter", "{row}"),
     "gpu.memory.row_remap.failure": ("gauge", "1"),  # in the notes column
     "gpu.memory.retired_pages": ("updowncounter", "{page}"),
     "gpu.sm.utilization": ("gauge", "1"),
