@@ -79,8 +79,11 @@ def _device_points(device: DeviceSnapshot, readings: Iterable[Reading], time_ns:
         base = with_type if reading.metric.startswith("hw.") else identity
         start = (starts.get((reading.metric, reading.attributes), device.start_time_ns)
                  if starts else device.start_time_ns)
+        # The device's own time of the value where it gave one (never before the series'
+        # start: a value cached since before the agent started is dated at the start).
+        at = max(reading.time_ns, start) if reading.time_ns else time_ns
         out.append((reading.metric,
-                    SeriesPoint((*base, *reading.attributes), start, time_ns, reading.value)))
+                    SeriesPoint((*base, *reading.attributes), start, at, reading.value)))
     return out
 
 

@@ -55,7 +55,7 @@ class CounterRestarts:
                 self._starts[key] = before[1] + 1
                 self.restarts += 1
                 changed = True
-            self._last[key] = (reading.value, time_ns)
+            self._last[key] = (reading.value, reading.time_ns or time_ns)
         return changed
 
     def starts(self) -> Mapping[CounterKey, int]:

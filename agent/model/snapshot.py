@@ -24,6 +24,9 @@ class Reading:
     metric: str
     value: float | int
     attributes: Attributes = ()
+    # When the device took the value (an NVML field's own timestamp), where it says; 0: the
+    # moment the group was read. The point's time, so a cached value is not dated as new.
+    time_ns: int = 0
 
 
 @dataclass(frozen=True)

@@ -407,7 +407,10 @@ class NvidiaDevice:
                 continue
             raw = field_value(value)
             number = raw if field.scale == 1.0 else raw * field.scale
-            readings.append(Reading(field.metric, number, field.attributes))
+            # nvml.h nvmlFieldValue_t.timestamp: "CPU Timestamp of this value in microseconds
+            # since 1970": when the driver took it, which for a cached value is before now.
+            taken = int(value.timestamp) * 1000 if value.timestamp > 0 else 0
+            readings.append(Reading(field.metric, number, field.attributes, taken))
         return readings
 
     def _read_gpm(self) -> tuple[Reading, ...]:

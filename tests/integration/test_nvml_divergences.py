@@ -277,3 +277,24 @@ out = {"seen": seen}
         restarts.observe([Reading("gpu.memory.remapped_rows", value,
                                   (("error.type", "corrected"),))], value)
     assert restarts.restarts == 0
+
+
+def test_field_values_are_dated_by_their_timestamp(node: SimulatedNode) -> None:
+    """nvml.h nvmlFieldValue_t.timestamp: "CPU Timestamp of this value": a value the driver
+    cached is older than the read. Readings were dated at the read."""
+    node.command({"op": "set", "device": 0, "values": {"field_age_ms": 60_000}})
+    try:
+        out = _client(node, """
+d = devices[0]
+d.probe()
+before = time.time_ns()
+rs = d.read("fast")
+field = [r.time_ns for r in rs if r.metric == "hw.power"]
+call = [r.time_ns for r in rs if r.metric == "hw.gpu.utilization"]
+out = {"before": before, "field": field, "call": call}
+""")
+    finally:
+        node.command({"op": "set", "device": 0, "values": {"field_age_ms": 0}})
+    before, (field,), (call,) = out["before"], out["field"], out["call"]  # type: ignore[misc]
+    assert field < before - 30 * 10**9  # a minute old, as the driver said (half is plenty)
+    assert call == 0  # a call's value has no time of its own: the group's read time

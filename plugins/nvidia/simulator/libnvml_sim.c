@@ -67,7 +67,7 @@
     X(pci_device_id) X(pci_subsystem_id) X(minor_number) X(gpm_supported)    \
     X(multiprocessor_count) X(power_source) X(recovery_action)              \
     X(pcie_counter_bits) X(pcie_replay_rollover) X(temperature_slowdown_c)    \
-    X(power_average_w)
+    X(power_average_w) X(field_age_ms)
 
 /* NVLink per link (SIM_NVLINKS links): state 1 = active, 0 = inactive, and the data-link error
  * counters nvmlDeviceGetNvLinkErrorCounter serves (set, not integrated). Contiguous per kind. */
@@ -988,7 +988,9 @@ static void fv_wrapped(nvmlFieldValue_t *v, sim_dev_t *d, int r) {
 }
 static void fill_field(sim_dev_t *d, nvmlFieldValue_t *v) {
     v->latencyUsec = 0;
-    v->timestamp = (long long)now_us();
+    /* nvml.h: "CPU Timestamp of this value": when the driver took it; field_age_ms makes the
+     * node serve values the driver cached that long ago. */
+    v->timestamp = (long long)now_us() - (long long)(RV(field_age_ms) * 1000.0);
     v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
     v->value.ullVal = 0;
     switch (v->fieldId) {

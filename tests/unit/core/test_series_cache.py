@@ -71,3 +71,17 @@ def test_runs_of_an_unchanged_sample_are_the_same_lists_and_their_bytes_the_same
               for m in last.resource_metrics[0].scope_metrics[0].metrics if m.HasField("gauge")}
     assert values["hw.gpu.utilization"] == [0.7]
     assert values["hw.power"] == [300.0]
+
+
+def test_a_point_is_dated_when_the_device_took_its_value() -> None:
+    """A reading that carries the device's own time (an NVML field timestamp) is dated by it,
+    never before its series' start; one without is dated at the group's read."""
+    identity = DeviceIdentity("GPU-9", 9, "nvidia", "H100", "0000:09:00.0")
+    sample = GroupSample("fast", (Reading("hw.power", 300.0, (), 40),
+                                  Reading("hw.energy", 10.0, (), 3),
+                                  Reading("hw.gpu.utilization", 0.5)), 50)
+    device = DeviceSnapshot(identity, HealthState.OK, 7).with_sample(sample)
+    snapshot = NodeSnapshot((device,), taken_ns=100)
+    assert _points(snapshot, "hw.power") == [(7, 40, 300.0)]
+    assert _points(snapshot, "hw.energy") == [(7, 7, 10.0)]  # cached since before the start
+    assert _points(snapshot, "hw.gpu.utilization") == [(7, 50, 0.5)]
