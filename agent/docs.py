@@ -202,7 +202,7 @@ def gray_rows() -> list[str]:
         "`ecc_corrected_rate` (amdsmi ECC counts) and `sibling_power`. Not on AMD yet: XGMI link "
         "state and error counters (amdsmi_get_gpu_xgmi_error_status / link topology are not "
         "read, so no `nvlink` counterpart), the slowdown threshold (`thermal_margin`), the "
-        "application clock (`sm_clock_low`), the SM clock (`sibling_sm_clock`: AMD reports "
+        "maximum SM clock (`sm_clock_low`), the SM clock (`sibling_sm_clock`: AMD reports "
         "the GFX clock as `graphics`) and the HW slowdown / power brake reasons.",
         "",
         "| condition | subsystem | what | threshold | why | read from |",

@@ -149,14 +149,14 @@ def _nvlink_errors(reads: Reads, active: bool) -> Verdict:
 
 def _sm_clock_low(reads: Reads, active: bool) -> Verdict:
     clock = reads.get("gpu.clock.frequency", ("gpu.clock.domain", "sm"))
-    target = reads.get("gpu.clock.application", ("gpu.clock.domain", "sm"))
+    target = reads.get("gpu.clock.limit", ("gpu.clock.domain", "sm"))
     if clock is None or target is None or target <= 0 or not reads.busy():
         return UNKNOWN
     if reads.any_throttle():  # a clock-event reason explains it: a throttle, not gray
         return Verdict(False)
     ratio = clock / target
     return Verdict(ratio < (SM_CLOCK_CLEAR if active else SM_CLOCK_LOW),
-                   f"SM clock {clock / 1e6:.0f} MHz is {ratio:.0%} of the application clock "
+                   f"SM clock {clock / 1e6:.0f} MHz is {ratio:.0%} of its maximum "
                    f"{target / 1e6:.0f} MHz under load with no clock-event reason")
 
 
@@ -228,13 +228,13 @@ CONDITIONS: tuple[ConditionSpec, ...] = (
         "NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, _REPLAY_ERROR_COUNT_TOTAL, "
         "_RECOVERY_ERROR_COUNT_TOTAL", _nvlink_errors),
     ConditionSpec(
-        "sm_clock_low", sub.SM, "SM clock well below the application clock under load with no "
+        "sm_clock_low", sub.SM, "SM clock well below its maximum under load with no "
         "clock-event reason active",
-        "SM clock < 70 % of the application SM clock, utilization >= 50 %, no "
+        "SM clock < 70 % of the maximum SM clock, utilization >= 50 %, no "
         "clock-event reason (clears at 80 %)",
         "Clocks held low that NVML cannot explain are the signature of a board-level fault "
         "(power delivery, firmware); explained slowdowns are `gpu.throttle` events.",
-        "nvmlDeviceGetClockInfo(SM), nvmlDeviceGetClock(SM, APP_CLOCK_TARGET), "
+        "nvmlDeviceGetClockInfo(SM), nvmlDeviceGetMaxClockInfo(SM), "
         "nvmlDeviceGetCurrentClocksEventReasons", _sm_clock_low),
     ConditionSpec(
         "hw_slowdown", sub.SM, "Sustained HW slowdown", "clock-event reason HW slowdown held "

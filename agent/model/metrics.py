@@ -122,9 +122,12 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
           "NVLink data-link errors over all links since the driver was loaded: `crc_flit` "
           "(flow-control CRC), `replay`, `recovery`.", ("error.type",), "slow",
           vendors=NVIDIA_ONLY),
-    MetricSpec("gpu.clock.application", G, "Hz",
-          "Application (target) clock the GPU runs work at when nothing holds it back.",
-          ("gpu.clock.domain",), "slow", vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.clock.limit", G, "Hz",
+          "Highest clock of the domain: what the GPU runs work at when nothing holds it back.",
+          ("gpu.clock.domain",), "slow", vendors=NVIDIA_ONLY,
+          vendor_notes=(("nvidia", "nvmlDeviceGetMaxClockInfo (dcgm's DCGM_FI_DEV_MAX_SM_CLOCK);"
+                                   " replaces gpu.clock.application, read from the application "
+                                   "clock target nvml.h 13 deprecates (\"do not use\")"),)),
     MetricSpec("hw.temperature.limit", G, "Cel",
           "Temperature threshold: `high.degraded` is where the GPU begins HW slowdown.",
           ("hw.limit_type",), "slow", vendors=NVIDIA_ONLY),

@@ -152,12 +152,14 @@ def _pcie(metric: str, fn: Callable[[Handle], int]) -> Callable[[Handle], tuple[
     return read
 
 
-def _application_clock(handle: Handle) -> tuple[Reading, ...]:
-    """Through nvmlDeviceGetClock: nvmlDeviceGetApplicationsClock is DEPRECATED(13.0) in
-    nvml.h ("will be removed in CUDA 14.0"); the target application clock id is not."""
-    mhz = pynvml.nvmlDeviceGetClock(handle, pynvml.NVML_CLOCK_SM,
-                                    pynvml.NVML_CLOCK_ID_APP_CLOCK_TARGET)
-    return (Reading("gpu.clock.application", mhz * 1_000_000, (("gpu.clock.domain", "sm"),)),)
+def _max_clock(handle: Handle) -> tuple[Reading, ...]:
+    """The SM clock the GPU runs at when nothing holds it back (nvml.h: P0 clocks "can differ
+    from max clocks by a few MHz"), as DCGM's DCGM_FI_DEV_MAX_SM_CLOCK reads it. Application
+    clocks are deprecated in nvml.h 13: nvmlDeviceGetApplicationsClock is DEPRECATED(13.0)
+    ("will be removed in CUDA 14.0") and nvmlDeviceGetClock's NVML_CLOCK_ID_APP_CLOCK_TARGET
+    says "Deprecated, do not use" (what this read before)."""
+    mhz = pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)
+    return (Reading("gpu.clock.limit", mhz * 1_000_000, (("gpu.clock.domain", "sm"),)),)
 
 
 def _slowdown_threshold(handle: Handle) -> tuple[Reading, ...]:
@@ -286,7 +288,7 @@ SLOW_CALLS: tuple[CallReading, ...] = (
         (pynvml.nvmlDeviceGetMaxPcieLinkGeneration, "gpu.pcie.link.generation.max"),
         (pynvml.nvmlDeviceGetCurrPcieLinkWidth, "gpu.pcie.link.width"),
         (pynvml.nvmlDeviceGetMaxPcieLinkWidth, "gpu.pcie.link.width.max"))),
-    CallReading("nvmlDeviceGetClock", _application_clock),
+    CallReading("nvmlDeviceGetMaxClockInfo", _max_clock),
     CallReading("nvmlDeviceGetTemperatureThreshold", _slowdown_threshold),
 )
 

@@ -39,7 +39,7 @@ ROUNDS: tuple[tuple[tuple[int, dict[str, object], dict[str, object], str, str, s
      (3, {"clocks_event_reasons": 0x80}, {"clocks_event_reasons": 0}, "power_brake", "power",
       "power brake")),
     ((0, {"sm_clock_mhz": 900, "clocks_event_reasons": 0}, {"sm_clock_mhz": 1980},
-      "sm_clock_low", "sm", "45% of the application clock"),
+      "sm_clock_low", "sm", "45% of its maximum"),
      (1, {"power_w": 520}, {"power_w": 300}, "sibling_power", "power", "busy NVIDIA H100"),
      (2, {"remapped_rows_pending": 1}, {"remapped_rows_pending": 0}, "row_remap_pending",
       "memory", "remapped rows pending")),

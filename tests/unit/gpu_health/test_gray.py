@@ -93,7 +93,7 @@ def test_nvlink_crc_needs_100_per_second_replay_and_recovery_any() -> None:
 
 def clocks(sm_mhz: float, *reasons: str) -> tuple[Reading, ...]:
     return (Reading("gpu.clock.frequency", sm_mhz * 1e6, (("gpu.clock.domain", "sm"),)),
-            Reading("gpu.clock.application", 1980e6, (("gpu.clock.domain", "sm"),)),
+            Reading("gpu.clock.limit", 1980e6, (("gpu.clock.domain", "sm"),)),
             *(Reading("gpu.clock.throttle", 1, (("gpu.clock.throttle.reason", r),))
               for r in reasons))
 
