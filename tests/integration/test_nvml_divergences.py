@@ -14,6 +14,7 @@ import pytest
 from gpu_otel_agent.model.counters import CounterRestarts
 from gpu_otel_agent.model.snapshot import Reading
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from tests.integration.test_nvml_findings import _AGENT as AGENT
 from tests.unit.simulator.simhelpers import run_client, write_scenario
 
 pytestmark = pytest.mark.integration
@@ -32,17 +33,32 @@ devices:
     unsupported: [nvmlDeviceGetFieldValues]
 """
 
-_AGENT = """
-from gpu_otel_agent.plugins.nvidia.backend import NvidiaBackend
-from gpu_otel_agent.plugins.nvidia.simulator.control import command
-SOCK = os.environ["GPU_SIM_SOCKET"]
-backend = NvidiaBackend()
-backend.open()
-devices = backend.devices()
+# The agent's own device code in the client (test_nvml_findings' prelude), plus rows().
+_AGENT = AGENT + """
 def rows(rs):
     return [[r.metric, r.value, dict(r.attributes)] for r in rs]
-def pick(rs, metric, **attrs):
-    return [v for m, v, a in rs if m == metric and all(a.get(k) == x for k, x in attrs.items())]
+"""
+# A GPM sample pair on GPU i, `gap` seconds apart: [nvmlReturn, value] of SM_UTIL, or the error.
+_GPM = """
+def gpm(i, gap=0.12):
+    a, b = N.nvmlGpmSampleAlloc(), N.nvmlGpmSampleAlloc()
+    try:
+        N.nvmlGpmSampleGet(h[i], a)
+        time.sleep(gap)
+        N.nvmlGpmSampleGet(h[i], b)
+        req = N.c_nvmlGpmMetricsGet_t()
+        req.version = N.NVML_GPM_METRICS_GET_VERSION
+        req.numMetrics = 1
+        req.sample1, req.sample2 = a, b
+        req.metrics[0].metricId = N.NVML_GPM_METRIC_SM_UTIL
+        N.nvmlGpmMetricsGet(req)
+        return [req.metrics[0].nvmlReturn, req.metrics[0].value]
+    except N.NVMLError as e:
+        return type(e).__name__
+def wait(i):
+    s = N.nvmlEventSetCreate()
+    N.nvmlDeviceRegisterEvents(h[i], N.nvmlEventTypeXidCriticalError, s)
+    return err(N.nvmlEventSetWait_v2, s, 1)
 """
 
 
@@ -61,21 +77,7 @@ def _client(node: SimulatedNode, code: str) -> dict[str, object]:
 
 def test_gpm_samples_closer_than_100ms_give_no_value(node: SimulatedNode) -> None:
     """nvml.h (nvmlGpmMetricsGet): the two samples "should be greater than 100ms" apart."""
-    out = run_client(node, """
-def metric(gap):
-    a, b = N.nvmlGpmSampleAlloc(), N.nvmlGpmSampleAlloc()
-    N.nvmlGpmSampleGet(h[0], a)
-    time.sleep(gap)
-    N.nvmlGpmSampleGet(h[0], b)
-    req = N.c_nvmlGpmMetricsGet_t()
-    req.version = N.NVML_GPM_METRICS_GET_VERSION
-    req.numMetrics = 1
-    req.sample1, req.sample2 = a, b
-    req.metrics[0].metricId = N.NVML_GPM_METRIC_SM_UTIL
-    N.nvmlGpmMetricsGet(req)
-    return [req.metrics[0].nvmlReturn, req.metrics[0].value]
-out = {"close": metric(0), "apart": metric(0.15)}
-""")
+    out = run_client(node, _GPM + 'out = {"close": gpm(0, 0), "apart": gpm(0, 0.15)}')
     assert out["close"][0] == 0 and math.isnan(out["close"][1])
     assert out["apart"] == [0, 40.0]
 
@@ -98,29 +100,6 @@ out = {"gpm": "gpm" in groups, "first": first, "later": pick(later, "gpu.sm.util
     assert after["nvmlGpmMetricsGet"] - before.get("nvmlGpmMetricsGet", 0) == 1
 
 
-_GPM_PAIR = """
-def gpm(i):
-    a, b = N.nvmlGpmSampleAlloc(), N.nvmlGpmSampleAlloc()
-    try:
-        N.nvmlGpmSampleGet(h[i], a)
-        time.sleep(0.12)
-        N.nvmlGpmSampleGet(h[i], b)
-        req = N.c_nvmlGpmMetricsGet_t()
-        req.version = N.NVML_GPM_METRICS_GET_VERSION
-        req.numMetrics = 1
-        req.sample1, req.sample2 = a, b
-        req.metrics[0].metricId = N.NVML_GPM_METRIC_SM_UTIL
-        N.nvmlGpmMetricsGet(req)
-        return "ok"
-    except N.NVMLError as e:
-        return type(e).__name__
-def wait(i):
-    s = N.nvmlEventSetCreate()
-    N.nvmlDeviceRegisterEvents(h[i], N.nvmlEventTypeXidCriticalError, s)
-    return err(N.nvmlEventSetWait_v2, s, 1)
-"""
-
-
 def test_chaos_reaches_gpm_and_stays_on_the_devices_named(node: SimulatedNode) -> None:
     """nvml.h documents the GPM calls' codes only as "Nonzero NVML_ERROR_? enum on error": chaos
     drew from an empty list and never failed them; and calls without a device handle (every
@@ -128,19 +107,19 @@ def test_chaos_reaches_gpm_and_stays_on_the_devices_named(node: SimulatedNode) -
     node.command({"op": "chaos", "rate": 1.0, "seed": 3, "devices": [0],
                   "functions": ["nvmlGpmMetricsGet", "nvmlEventSetWait_v2"]})
     try:
-        chaos = run_client(node, _GPM_PAIR + """
+        chaos = run_client(node, _GPM + """
 out = {"gpm": [gpm(0), gpm(1)], "wait": [wait(0), wait(1)]}
 """)
         node.command({"op": "chaos", "off": True})
         node.command({"op": "fail", "device": 1, "function": "nvmlGpmMetricsGet",
                       "code": "UNKNOWN", "count": 1})
-        targeted = run_client(node, _GPM_PAIR + "out = [gpm(0), gpm(1), gpm(1)]")
+        targeted = run_client(node, _GPM + "out = [gpm(0), gpm(1), gpm(1)]")
     finally:
         node.command({"op": "chaos", "off": True})
         node.command({"op": "fail", "off": True})
-    assert chaos == {"gpm": ["NVMLError_Unknown", "ok"],
+    assert chaos == {"gpm": ["NVMLError_Unknown", [0, 60.0]],
                      "wait": ["NVMLError_Unknown", "NVMLError_Timeout"]}
-    assert targeted == ["ok", "NVMLError_Unknown", "ok"]
+    assert targeted == [[0, 40.0], "NVMLError_Unknown", [0, 60.0]]
 
 
 def test_agent_gpm_under_chaos_on_one_gpu(node: SimulatedNode) -> None:
