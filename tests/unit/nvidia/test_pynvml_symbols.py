@@ -73,3 +73,19 @@ def test_the_declared_floor_is_the_oldest_release_with_every_name() -> None:
     # make an older release good enough: record again then)
     still_used = pynvml_symbols.required()
     assert {n for lacking in RELEASES.values() for n in lacking} <= still_used
+
+
+def test_field_ids_the_plugin_takes_from_pynvml_are_nvml_h_s() -> None:
+    """pynvml's constants are typed by hand: up to 13.580.65 it numbered the clock-event reason
+    counters 251-253, which nvml.h (12.8, 13.0.87+) gives power smoothing. Every NVML_FI_* the
+    plugin takes from the installed pynvml must have the installed nvml.h's value."""
+    from gpu_otel_agent.plugins.nvidia.simulator.build import find_nvml_header
+
+    header = find_nvml_header().read_text(errors="replace")
+    defines = {m.group(1): int(m.group(2)) for m in re.finditer(
+        r"^#define\s+(NVML_FI_\w+)\s+(\d+)\b", header, re.M)}
+    used = sorted(n for n in pynvml_symbols.required() if n.startswith("NVML_FI_"))
+    assert used, "the plugin reads fields"
+    differ = {n: (getattr(pynvml, n), defines.get(n)) for n in used
+              if getattr(pynvml, n) != defines.get(n)}
+    assert differ == {}, "pynvml value, nvml.h value"
