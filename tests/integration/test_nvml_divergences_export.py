@@ -1,8 +1,8 @@
 """Issue 28, section 2 (non-MIG), end to end: what the agent reads of the divergences fixed in
 tests/integration/test_nvml_divergences.py arrives at a real OTLP receiver as the simulated
 node served it: the instant power (not the 1 s average), replay rollovers, the clock-event
-reason time, the maximum SM clock, remapped rows as a non-monotonic sum, and a recovery action
-that was pending before the agent started.
+reason time, the maximum SM clock, remapped rows as a non-monotonic sum, a recovery action
+that was pending before the agent started, and NVML's XID 999 named from the catalog.
 """
 
 from __future__ import annotations
@@ -68,6 +68,14 @@ def test_divergences_arrive_as_the_node_served_them(
             health = store.logs("gpu.health", {"hw.id": UUIDS[1]})
             assert any("node reboot" in str(e.attributes.get("gpu.health.reason"))
                        for e in health), [e.attributes for e in health]
+
+            # nvml.h: "eventData is set as 999 for unknown Xid error": named from the catalog
+            node.command({"op": "xid", "device": 0, "code": 999})
+            store.wait_for(lambda s: s.logs("gpu.xid", {**gpu0, "gpu.xid.code": 999}),
+                           timeout=30, what="XID 999")
+            (xid,) = store.logs("gpu.xid", {**gpu0, "gpu.xid.code": 999})
+            assert xid.attributes["gpu.xid.name"] == "UNKNOWN_XID"
+            assert "kernel log" in xid.body
         finally:
             agent.shutdown()
             agent.close()
