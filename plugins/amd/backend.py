@@ -78,8 +78,9 @@ class AmdBackend:
                     self._by_id[part.identity.uuid] = part.handle
                 continue
             only = socket.primary
-            uuid = only.uuid if only.uuid not in taken else f"{only.uuid}/{only.bdf}"
-            if uuid != only.uuid:
+            own = topology.stable_id(only)
+            uuid = own if own not in taken else f"{own}/{only.bdf}"
+            if uuid != own:
                 log.warning("AMD GPUs at %s and another report UUID %s; naming this one %s",
                             only.bdf, only.uuid, uuid)
             taken.add(uuid)
@@ -95,8 +96,15 @@ class AmdBackend:
     def event_sources(
         self, devices: Sequence[Device], options: EventSourceOptions
     ) -> list[EventSource]:
-        """One thread for every AMD GPU: amdsmi's notification read is process-wide."""
-        amd = [d for d in devices if isinstance(d, AmdDevice)]
+        """One thread for every AMD GPU: amdsmi's notification read is process-wide. Every
+        partition of a partitioned GPU is subscribed on its own handle: KFD raises a VM fault
+        on the node (partition) that faulted."""
+        amd: list[AmdDevice] = []
+        for device in devices:
+            if isinstance(device, partitioned.AmdPartitionedGpu):
+                amd.extend(device.partition_devices)
+            elif isinstance(device, AmdDevice):
+                amd.append(device)
         if self._smi is None or not amd:
             return []
         return [AmdEventReader(self._smi, amd)]

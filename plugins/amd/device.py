@@ -29,27 +29,20 @@ log = logging.getLogger(__name__)
 RETRY_FIRST_S = 5.0
 RETRY_MAX_S = 300.0
 
-# What a compute partition of a partitioned MI300X carries: what is allocated to it (its VRAM
-# share, its XCDs' activity) -- besides its processes. The rest (socket power and energy,
-# temperatures, clocks, power cap, ECC, PCIe, XGMI, throttling) is the physical GPU's: every
-# partition reports the same socket values (ROCm/ROCm issue 4750: eight CPX partitions, one
-# wattage; amdsmi's partition doc, ROCm/rocm-systems PR 6701: socket power "reflects the
-# total physical GPU"), so it is read once, from the primary partition, for the parent.
-PARTITION_METRICS = frozenset({"hw.gpu.utilization", "hw.gpu.memory.usage",
-                               "hw.gpu.memory.limit"})
+# What a compute partition of a partitioned MI300X carries is what the part measures per
+# partition (its XCCs' busy on v1.6+ tables, its VRAM share) and its processes; everything else
+# (activity, VRAM use, socket power and energy, temperatures, clocks, ECC, PCIe, XGMI,
+# throttling) is the physical GPU's, the same on every partition's handle (ROCm/ROCm issue 4750:
+# eight CPX partitions, one wattage, the full VRAM each), read once, through XCP 0, for the
+# parent. See :mod:`.partition_readings`.
 
 
 class Scope(Enum):
-    """Which readings a device object serves."""
+    """What a device object stands for."""
 
     WHOLE = "whole"  # an unpartitioned GPU: everything
     SOCKET = "socket"  # the parent of a partitioned GPU: what is physical
-    PARTITION = "partition"  # one compute partition: what is allocated to it, and processes
-
-    def keeps(self, reading: Reading) -> bool:
-        if self is Scope.WHOLE:
-            return True
-        return (reading.metric in PARTITION_METRICS) == (self is Scope.PARTITION)
+    PARTITION = "partition"  # one compute partition: what is measured per partition, processes
 
 
 @dataclass
@@ -60,14 +53,15 @@ class _Deferred:
 
 
 class AmdDevice:
-    def __init__(self, smi: Any, handle: Any, identity: DeviceIdentity,
-                 clock: Callable[[], float] = time.monotonic, scope: Scope = Scope.WHOLE) -> None:
+    def __init__(self, smi: Any, handle: Any, identity: DeviceIdentity, *,
+                 clock: Callable[[], float] = time.monotonic, scope: Scope = Scope.WHOLE,
+                 groups: dict[str, tuple[CallReading, ...]] | None = None) -> None:
         self._smi = smi
         self._scope = scope
         self._handle = handle
         self._identity = identity
         self._clock = clock
-        self._groups = build_groups()
+        self._groups = groups if groups is not None else build_groups()
         self._plans: dict[str, tuple[CallReading, ...]] = {}
         self._served: dict[str, set[tuple[str, Any]]] = {}
         self._deferred: dict[str, list[_Deferred]] = {}
@@ -88,13 +82,9 @@ class AmdDevice:
     def current_call(self) -> str | None:
         return self._current_call
 
-    def _invoke_all(self, call: CallReading) -> tuple[Reading, ...]:
-        """Everything the call yields, whatever this device's scope."""
+    def _invoke(self, call: CallReading) -> tuple[Reading, ...]:
         readings: tuple[Reading, ...] = self._call(call.name, call.read, self._smi, self._handle)
         return readings
-
-    def _invoke(self, call: CallReading) -> tuple[Reading, ...]:
-        return tuple(r for r in self._invoke_all(call) if self._scope.keeps(r))
 
     def _call(self, name: str, fn: Any, *args: Any) -> Any:
         """Call amdsmi, remembering the call's name while it runs (it may hang)."""
@@ -134,10 +124,9 @@ class AmdDevice:
             deferred: list[_Deferred] = []
             for call in calls:
                 try:
-                    everything = self._invoke_all(call)
-                    keys = {reading_key(r) for r in everything if self._scope.keeps(r)}
-                    if not keys and (everything or self._scope is Scope.PARTITION):
-                        continue  # serves only the parent (power on a partition ...)
+                    keys = {reading_key(r) for r in self._invoke(call)}
+                    if not keys and self._scope is Scope.PARTITION:
+                        continue  # nothing measured per partition here (a v1.5 table ...)
                 except Unavailable as reason:
                     log.debug("%s: %s", self._identity.uuid, reason)
                     continue

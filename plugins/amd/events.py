@@ -7,6 +7,13 @@ a short timeout, so stopping is prompt, and hands over everything a wait returne
 Only notifications that mean a fault are subscribed: SVM migrations, page-fault start/end,
 queue evictions and process start/end are routine KFD traffic on a busy node and would drown
 the faults.
+
+On a partitioned GPU every partition is subscribed: KFD raises an event on the node (the
+partition) it happened on, so a VM fault on partition 5 arrives on partition 5's handle only.
+A VM fault is the partition's; a thermal throttle or a GPU reset is the physical GPU's (a reset
+takes every partition down), so it is reported once, on the parent, however many partitions
+announce it: a reset start while one is under way, or an end of none, is another partition's
+copy, and so is a second throttle notification of the GPU in the same read.
 """
 
 from __future__ import annotations
@@ -35,6 +42,9 @@ WAIT_MS = 200  # shutdown waits at most this long for the waiting thread
 MAX_BATCH = 64
 RETRY_S = 5.0  # a GPU whose notification could not be set up (lost at start): retry
 
+# Events of the physical GPU, whichever partition's handle they arrive on.
+PHYSICAL = frozenset({"THERMAL_THROTTLE", "GPU_PRE_RESET", "GPU_POST_RESET"})
+
 # amdsmi notification -> (DeviceEvent kind, vendor event name for kinds without a shared one)
 KINDS: dict[str, tuple[str, str]] = {
     "VMFAULT": (EVENT_VENDOR, "gpu.amd.vm_fault"),
@@ -54,6 +64,9 @@ class AmdEventReader:
         self._thread: threading.Thread | None = None
         self._readers: dict[int, Any] = {}  # handle address -> amdsmi.AmdSmiEventReader
         self._uuids = {self._address(d.handle): d.identity.uuid for d in self._devices}
+        self._physical = {self._address(d.handle): d.identity.parent_uuid or d.identity.uuid
+                          for d in self._devices}
+        self._resetting: set[str] = set()  # physical GPUs between reset start and end
 
     @property
     def name(self) -> str:
@@ -104,6 +117,17 @@ class AmdEventReader:
                 with contextlib.suppress(Exception):
                     reader.stop()
 
+    def _copy_of_reset(self, uuid: str, event: str) -> bool:
+        if event == "GPU_PRE_RESET":
+            if uuid in self._resetting:
+                return True
+            self._resetting.add(uuid)
+        elif event == "GPU_POST_RESET":
+            if uuid not in self._resetting:
+                return True
+            self._resetting.discard(uuid)
+        return False
+
     def _wait(self) -> Sequence[DeviceEvent]:
         reader = next(iter(self._readers.values()))  # the read is process-wide
         try:
@@ -115,11 +139,18 @@ class AmdEventReader:
             return ()
         now = time.time_ns()
         batch = []
+        seen: set[tuple[str, str]] = set()
         for item in raw:
-            uuid = self._uuids.get(self._address(item["processor_handle"]))
-            kind = KINDS.get(str(item["event"]))
+            address = self._address(item["processor_handle"])
+            event = str(item["event"])
+            kind = KINDS.get(event)
+            uuid = (self._physical if event in PHYSICAL else self._uuids).get(address)
             if uuid is None or kind is None:
                 continue
+            if event in PHYSICAL:
+                if (uuid, event) in seen or self._copy_of_reset(uuid, event):
+                    continue  # the same event, announced by another partition
+                seen.add((uuid, event))
             batch.append(DeviceEvent(uuid, kind[0], now, source="amdsmi",
                                      detail=str(item["message"]), name=kind[1]))
         return batch

@@ -18,6 +18,12 @@ is exported as ``gpu.process.compute_unit.occupancy``: that count over the devic
 
 Newer ROCm names a process by its executable's path (``NAME: /usr/bin/python3.12`` in the
 same ``amd-smi process`` output); only the base name is used.
+
+Memory comes from DRM fdinfo, which prints KiB. amdsmi has converted that three ways: ``* 1024``
+(ROCm/amdsmi ``fdinfo.cc`` at 0ceca28, ROCm 6.3), ``* 1000`` (at 0e0d8b7, the releases that name
+processes by path: 2.3 % short of the bytes) and ``* kKiB`` again (rocm-systems at 5b3c8b5).
+:func:`vram_bytes` tells them apart by the figure itself: a whole number of KiB times 1000 is a
+multiple of 1000; times 1024 it is one of 1000 only when the KiB count is a multiple of 125.
 """
 
 from __future__ import annotations
@@ -64,7 +70,7 @@ class ProcessSampler:
         out = []
         for info in self._list():
             pid = int(info["pid"])
-            vram = number(info.get("memory_usage", {}).get("vram_mem"))
+            vram = vram_bytes(number(info.get("memory_usage", {}).get("vram_mem")))
             engines = {key: int(v) for key, _ in _ENGINES
                        if (v := number(info.get("engine_usage", {}).get(key))) is not None}
             track = self._tracks.get(pid) or _Track(now, engines)
@@ -88,6 +94,18 @@ class ProcessSampler:
         if cus is None or not total:
             return None
         return min(cus / total, 1.0)
+
+
+def vram_bytes(reported: float | None) -> float | None:
+    """Bytes from amdsmi's ``vram_mem``: a figure of KiB x 1000 (a multiple of 1000 that is
+    not one of 1024, or one of both, since allocations are 4 KiB pages: 2 MiB buffers make
+    every KiB count a multiple of 128) becomes KiB x 1024; a multiple of 1024 alone is bytes."""
+    if reported is None:
+        return None
+    value = int(reported)
+    if value % 1000 == 0:
+        return value // 1000 * 1024
+    return value
 
 
 def process_name(raw: Any) -> str:

@@ -47,7 +47,7 @@ def _v16(value: int) -> int | None:
     return None if value == NA16 else int(value)
 
 
-def _metrics_table(smi: Any, h: Any) -> Any:
+def metrics_table(smi: Any, h: Any) -> Any:
     """The raw ``amdsmi_gpu_metrics_t``; a failed call raises like the package's functions."""
     wrapper = smi.amdsmi_wrapper
     table = wrapper.amdsmi_gpu_metrics_t()
@@ -62,7 +62,7 @@ def _table_pct(value: int) -> float | None:
 
 
 def _table_fast(smi: Any, h: Any) -> tuple[Reading, ...]:
-    t = _metrics_table(smi, h)
+    t = metrics_table(smi, h)
     out: list[Reading] = []
     for value, metric, attributes in (
         (t.average_gfx_activity, "hw.gpu.utilization", (("hw.gpu.task", "general"),)),
@@ -92,7 +92,7 @@ def _table_fast(smi: Any, h: Any) -> tuple[Reading, ...]:
 
 def _table_slow(throttle: ResidencyThrottle) -> Read:
     def read(smi: Any, h: Any) -> tuple[Reading, ...]:
-        t = _metrics_table(smi, h)
+        t = metrics_table(smi, h)
         out: list[Reading] = []
         memory = _v16(t.current_uclk)
         if memory is None:
@@ -164,13 +164,26 @@ def _power(smi: Any, h: Any) -> tuple[Reading, ...]:
     return () if watts is None else (Reading("hw.power", watts),)
 
 
+# The firmware counts energy in 2^-16 J ("Energy (15.259uJ (2^-16) units)", gpu_metrics in the
+# kernel's kgd_pp_interface.h); rocm_smi reports that resolution rounded to 15.3
+# (kEnergyCounterResolution = 15.3F, rocm_smi.cc at ROCm/amdsmi 0ceca28), 0.27 % high.
+ENERGY_UNIT_UJ = 1e6 / 65536
+_ROUNDED_UNIT = 0.1  # a reported resolution this close to the unit is that unit, rounded
+
+
+def energy_resolution_uj(reported: float) -> float:
+    """The counter's real unit: 2^-16 J where the library reports it rounded."""
+    return ENERGY_UNIT_UJ if abs(reported - ENERGY_UNIT_UJ) < _ROUNDED_UNIT else reported
+
+
 def _energy(counter: MonotonicCounter) -> Read:
     def read(smi: Any, h: Any) -> tuple[Reading, ...]:
         e = smi.amdsmi_get_energy_count(h)
         count = sentinels.value(e["energy_accumulator"], 64)
-        resolution = number(e["counter_resolution"])
-        if count is None or resolution is None:
+        reported = number(e["counter_resolution"])
+        if count is None or reported is None:
             return ()
+        resolution = energy_resolution_uj(float(reported))
         # counter x uJ per count -> J, never backwards on the wire
         return (Reading("hw.energy", counter.update(count * resolution * 1e-6)),)
 
@@ -179,7 +192,10 @@ def _energy(counter: MonotonicCounter) -> Read:
 
 def _clock(clock: str, domain: str) -> Read:
     def read(smi: Any, h: Any) -> tuple[Reading, ...]:
-        mhz = number(smi.amdsmi_get_clock_info(h, smi.AmdSmiClkType[clock])["clk"])
+        # amdsmi copies the metrics table's uint16 clock into a uint32: a table that reports
+        # clocks per instance (MI300) leaves it 0xFFFF, answered with SUCCESS (amdsmi
+        # amd_smi.cc at 0ceca28, amdsmi_get_clock_info): not 65.5 GHz, no reading.
+        mhz = sentinels.value(smi.amdsmi_get_clock_info(h, smi.AmdSmiClkType[clock])["clk"], 32)
         if mhz is None:
             return ()
         return (Reading("gpu.clock.frequency", mhz * 1_000_000, (("gpu.clock.domain", domain),)),)
@@ -201,7 +217,10 @@ def _ecc() -> Read:
     whose RAS feature is enabled and answers SUCCESS with 0/0/0 when none is (amdsmi
     ``amd_smi.cc`` at 0ceca28): a count of nothing, not a count of zero errors. The enabled
     blocks come from ``amdsmi_get_gpu_ecc_enabled`` (a bit mask of ``amdsmi_gpu_block_t``),
-    asked once: RAS is set at driver load (``amdgpu.ras_enable``)."""
+    read from the device's ``ras/features`` file, which amdgpu creates only with RAS on: with
+    RAS off it answers NOT_SUPPORTED (``rsmi_dev_ecc_enabled_get``, rocm_smi.cc at 0ceca28),
+    and no ECC reading is made (absent, never 0). A NOT_SUPPORTED answer is not kept (it is
+    also what a GPU in reset answers); a mask is: RAS is set at driver load."""
     enabled: list[bool] = []
 
     def read(smi: Any, h: Any) -> tuple[Reading, ...]:
@@ -209,9 +228,9 @@ def _ecc() -> Read:
             try:
                 enabled.append(bool(smi.amdsmi_get_gpu_ecc_enabled(h)))
             except smi.AmdSmiLibraryException as error:
-                if status_of(error) != STATUS_NOT_SUPPORTED:
-                    raise  # transient: ask again next time
-                enabled.append(True)  # a library without the call: counts as before
+                if status_of(error) == STATUS_NOT_SUPPORTED:
+                    return ()  # RAS off (no ras/features), or a reset: ask again next time
+                raise  # transient: ask again next time
         if not enabled[0]:
             return ()
         e = smi.amdsmi_get_gpu_total_ecc_count(h)

@@ -9,6 +9,13 @@ Errors become the outcomes the rest of the plugin cares about: the call cannot w
 library (never try again), the call is not supported *now* (retry later), the device is lost,
 or this one read failed (absent this cycle).
 
+A GPU that fell off the bus does not answer NOT_FOUND: amdsmi keeps the processor it found at
+init, so only a handle it never gave out is NOT_FOUND (``handle_to_processor``, amd_smi.cc at
+0ceca28). Its sysfs files are gone (ENOENT: NOT_SUPPORTED, which a reset answers too) and its
+DRM ioctls fail: ``amdsmi_get_gpu_vram_usage`` asks ``AMDGPU_INFO_VRAM_USAGE``, which touches
+no hardware and works through a reset, and answers AMDSMI_STATUS_DRM_ERROR only when the DRM
+device is gone (``AMDSmiDrm::amdgpu_query_info``, amd_smi_drm.cc). That is the loss signal.
+
 NOT_SUPPORTED is not a property of the device alone. rocm_smi maps the errno of a failed sysfs
 access with ``ErrnoToRsmiStatus``: EPERM and ENOENT become RSMI_STATUS_NOT_SUPPORTED, EBUSY
 becomes RSMI_STATUS_BUSY (amdsmi ``rocm_smi/src/rocm_smi_utils.cc`` at 0ceca28), and amdsmi
@@ -42,6 +49,7 @@ LIBRARY = "libamd_smi.so"
 STATUS_INVAL = 1
 STATUS_NOT_SUPPORTED = 2
 STATUS_NOT_YET_IMPLEMENTED = 3
+STATUS_DRM_ERROR = 6
 STATUS_FAIL_LOAD_SYMBOL = 5
 STATUS_NO_PERM = 10
 STATUS_BUSY = 30
@@ -54,8 +62,10 @@ STATUS_NO_DATA = 40
 _PERMANENT = frozenset(
     {STATUS_INVAL, STATUS_NOT_YET_IMPLEMENTED, STATUS_FAIL_LOAD_SYMBOL, STATUS_NO_PERM}
 )
-# amdgpu's sysfs and DRM nodes of a device that fell off the bus are gone.
+# An unknown handle, no driver at all.
 _LOST = frozenset({STATUS_NOT_FOUND, STATUS_DRIVER_NOT_LOADED})
+# (call, status) that only a device gone from the bus answers (see the module docstring).
+LOST_SIGNS = frozenset({("amdsmi_get_gpu_vram_usage", STATUS_DRM_ERROR)})
 
 
 class Unavailable(Exception):
@@ -123,7 +133,7 @@ def classify(error: Exception, call: str) -> Exception:
     """Map an amdsmi error to Unavailable, NotSupportedNow, DeviceLost or (transient, BUSY
     among them) the error itself."""
     code = status_of(error)
-    if code in _LOST:
+    if code in _LOST or (call, code) in LOST_SIGNS:
         return DeviceLost(f"{call}: amdsmi status {code} (device gone)")
     if code in _PERMANENT:
         return Unavailable(f"{call}: amdsmi status {code}")

@@ -14,8 +14,14 @@ adds the partition id (ROCm/rocm-systems PR 3977). So:
 - the parent (the socket) is named by the UUID amdsmi gives the whole part, computed the way
   amdsmi computes it (:func:`socket_uuid`): equal to what every partition reports on the
   libraries that share it, and unchanged when a newer library starts to tell them apart;
-- a partition is named by its UUID where no other processor reports it, else by that UUID and
-  its partition id (``<uuid>/xcp<N>``).
+- a partition is named by the parent's name and its partition id (``<socket uuid>/xcp<N>``)
+  on every library, so its series carry on across the upgrade to ROCm 7.12 (its own UUID
+  stays an allocation name for device plugins);
+- an unpartitioned MI300X (SPX) is named by the socket UUID as well: ROCm 7.12 gives it a UUID
+  with partition id 0 in it, which would otherwise start new series on upgrade.
+
+What users see: ``hw.id`` is the UUID ``amd-smi static`` prints up to ROCm 7.11; from ROCm 7.12
+``amd-smi`` prints other UUIDs (function byte = the partition id) while ``hw.id`` stays.
 """
 
 from __future__ import annotations
@@ -151,9 +157,25 @@ def parent_id(socket: Socket) -> str:
     return f"{primary.uuid}/socket"
 
 
+def stable_id(processor: Processor) -> str:
+    """The ``hw.id`` of an unpartitioned processor: the socket UUID where the part can be
+    partitioned (the same before and after ROCm 7.12), else its UUID."""
+    if (processor.compute_mode is None or processor.serial is None
+            or processor.device_id is None):
+        return processor.uuid
+    socket = socket_uuid(processor.serial, processor.device_id)
+    # amdsmi's UUID with another function byte (time_low's second byte): ROCm 7.12's
+    same_part = processor.uuid.lower()[:2] + processor.uuid.lower()[4:] == socket[:2] + socket[4:]
+    return socket if same_part else processor.uuid
+
+
 def partition_ids(processors: Sequence[Processor], socket: Socket, parent: str) -> list[str]:
-    """Each partition's ``hw.id``: its UUID where that is unique on the node and not the
-    parent's, else ``<uuid>/xcp<N>``."""
+    """Each partition's ``hw.id``: ``<parent>/xcp<N>`` where the parent is the socket UUID;
+    without a serial to compute it, the partition's UUID where that is unique on the node and
+    not the parent's, else ``<uuid>/xcp<N>``."""
+    primary = socket.primary
+    if primary.serial is not None and primary.device_id is not None:
+        return [f"{parent}/xcp{partition_id(p, i)}" for i, p in enumerate(socket.processors)]
     seen = Counter(p.uuid for p in processors)
     ids = []
     for position, processor in enumerate(socket.processors):

@@ -189,6 +189,34 @@ def test_amd_gpu_reset_fails_it_and_it_comes_back(
         agent.close()
 
 
+def test_an_amd_gpu_off_the_bus_is_lost_from_sampling(
+    mixed_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path
+) -> None:
+    """Off the bus, amdsmi still knows the handle: no call answers NOT_FOUND. The VRAM-usage
+    ioctl (which no reset refuses) answering DRM_ERROR is what tells the agent the GPU is
+    gone; before, every call's NOT_SUPPORTED cost one cycle and the GPU was never lost."""
+    config = tmp_path / "agent.yaml"
+    config.write_text("lost_reprobe_interval: 0.5\n", encoding="utf-8")
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, mixed_node.env,
+                         [*FAST, "--config", str(config)])
+    store = otlp_grpc_receiver.store
+    try:
+        store.wait_for(lambda s: _state(s, MI210_UUID) == "ok", timeout=20)
+        mixed_node.command({"op": "lost", "device": 2})
+        lost_at = time.time()
+        store.wait_for(lambda s: s.logs("gpu.lost", {"hw.id": MI210_UUID}), timeout=20,
+                       what="gpu.lost for the MI210 off the bus")
+        store.wait_for(lambda s: _state(s, MI300X_UUID, lost_at) == "ok", timeout=20,
+                       what="the other AMD GPU carries on")
+        mixed_node.command({"op": "recover", "device": 2})
+        back_at = time.time()
+        store.wait_for(lambda s: _state(s, MI210_UUID, back_at) == "ok", timeout=20,
+                       what="MI210 back on the bus")
+        assert "Traceback" not in agent.log()
+    finally:
+        agent.close()
+
+
 def test_simulate_flag_serves_the_mixed_example_in_one_process(
     otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path
 ) -> None:

@@ -109,7 +109,7 @@ def test_each_asic_serves_its_table_and_power_belongs_to_the_package(node: Simul
         except A.AmdSmiLibraryException as e:
             out["violation"] = e.get_error_code()
     """)
-    assert out["rev"] == [5, 3, 3, 3]  # MI300X v1.5, MI200 v1.3
+    assert out["rev"] == [6, 3, 3, 3]  # MI300X v1.6 (current PMFW), MI200 v1.3
     # MI250X: the package's power on its first GCD, nothing (not 0 W) on the sibling.
     assert out["power"] == [[600], [250], [480], []]
     assert all(len(c) == 1 and c[0] > 0 for c in out["clock"])  # one gfx clock on v1.3 too
@@ -207,6 +207,53 @@ def test_ecc_with_ras_off_energy_backwards_and_process_names(node: SimulatedNode
     assert e1 > 0.001 and e2 >= e1 and e3 > e2, out["energy"]  # restarted; the series did not
     assert out["raw_name"].endswith("/sleep")  # newer ROCm: the executable's path
     assert out["names"] == ["sleep"]
+
+
+def test_energy_in_2_to_the_minus_16_joules_and_no_65_ghz_clock(node: SimulatedNode) -> None:
+    """rocm_smi reports the energy resolution as 15.3 uJ (the counter counts 2^-16 J, 15.2588
+    uJ: 0.27 % apart); amdsmi_get_clock_info copies an N/A uint16 table clock (MI300: clocks
+    per XCC) into its uint32 as 0xFFFF with SUCCESS."""
+    node.command({"op": "set", "device": MI300X, "values": {"energy_uj": 1e12, "power_w": 0}})
+    out = run_backend(node, f"""
+        import amdsmi as A
+        from gpu_otel_agent.plugins.amd import readings
+        h = devs[{MI300X}].handle
+        e = A.amdsmi_get_energy_count(h)
+        out = {{"resolution": e["counter_resolution"], "count": e["energy_accumulator"],
+               "gfx_raw": A.amdsmi_get_clock_info(h, A.AmdSmiClkType.GFX)["clk"],
+               "gfx": [r.value for r in readings._clock("GFX", "graphics")(A, h)],
+               "video": [r.value for r in readings._clock("VCLK0", "video")(A, h)],
+               "memory": [r.value for r in readings._clock("MEM", "memory")(A, h)],
+               "energy": [r.value for r in readings._energy(
+                   readings.MonotonicCounter())(A, h)]}}
+    """)
+    assert out["resolution"] == pytest.approx(15.3)
+    assert out["count"] == int(1e12 * 65536 / 1e6)
+    assert out["energy"] == [pytest.approx(1e6, rel=1e-6)]  # J; 15.3 would give 1.0027e6
+    assert out["gfx_raw"] == 0xFFFF and out["gfx"] == [] and out["video"] == []
+    assert out["memory"] and out["memory"][0] < 1e10  # a real clock still reads
+
+
+def test_ras_off_answers_not_supported_and_exports_no_errors(node: SimulatedNode) -> None:
+    """With RAS off amdgpu has no ras/features file: amdsmi_get_gpu_ecc_enabled answers
+    NOT_SUPPORTED while the total count answers SUCCESS 0/0/0. hw.errors is absent, not 0."""
+    node.command({"op": "set", "device": MI210, "values": {"ras_enabled": 0}})
+    out = run_backend(node, f"""
+        import amdsmi as A
+        h = devs[{MI210}].handle
+        try:
+            A.amdsmi_get_gpu_ecc_enabled(h)
+            out = {{"enabled": "ok"}}
+        except A.AmdSmiLibraryException as e:
+            out = {{"enabled": e.get_error_code()}}
+        out["total"] = A.amdsmi_get_gpu_total_ecc_count(h)
+        devs[{MI210}].probe()
+        out["errors"] = metric(rd(devs[{MI210}], "slow"), "hw.errors")
+    """)
+    assert out["enabled"] == 2
+    assert [out["total"][k] for k in ("correctable_count", "uncorrectable_count",
+                                      "deferred_count")] == [0, 0, 0]
+    assert out["errors"] == []
 
 
 def test_hip_process_is_never_zero_percent_and_shows_cu_occupancy(node: SimulatedNode) -> None:

@@ -47,7 +47,9 @@ class AmdNodeLib(ControlLib):
                 "proc_add": (c_int, [c_int, c_uint, c_double, c_double, c_double, c_uint,
                                      c_uint]),
                 "set_reset": (c_int, [c_int, c_uint]),
-                "set_partition": (c_int, [c_int, c_int, c_uint, c_char_p, c_char_p, c_uint]),
+                "set_partition": (c_int, [c_int, c_int, c_uint, c_char_p, c_char_p, c_uint,
+                                          c_uint]),
+                "set_lib_version": (c_int, [c_uint, c_uint, c_uint]),
                 "layout_count": (c_int, []),
                 "layout_name": (c_char_p, [c_int]),
                 "layout_size": (c_long, [c_int]),
@@ -57,6 +59,10 @@ class AmdNodeLib(ControlLib):
 
     def set_system(self, driver: str, date: str) -> None:
         self._check(self._lib.simamd_set_system(driver.encode(), date.encode()), "system")
+
+    def set_lib_version(self, major: int, minor: int, release: int = 0) -> None:
+        """What ``amdsmi_get_lib_version`` answers (the modelled library)."""
+        self._check(self._lib.simamd_set_lib_version(major, minor, release), "lib version")
 
     def set_string(self, dev: int, key: str, value: str) -> None:
         self._check(self._lib.simamd_set_string(dev, key.encode(), value.encode()), key)
@@ -72,14 +78,17 @@ class AmdNodeLib(ControlLib):
 
     def set_partition(  # noqa: PLR0917 - mirrors the C signature
         self, dev: int, socket: int, partition_id: int, compute: str, memory: str,
-        uuid_per_partition: bool = False,
+        uuid_per_partition: bool = False, vram_split: bool = False, modes_everywhere: bool = False,
     ) -> None:
         """Serve ``dev`` as compute partition ``partition_id`` of the socket whose primary
         processor is ``socket`` (``socket == dev`` for the primary itself); empty modes: the
         part has no partition files. A device with no UUID set gets the one amdsmi generates
-        (shared by the socket's partitions unless ``uuid_per_partition``)."""
+        (shared by the socket's partitions unless ``uuid_per_partition``). ``vram_split``: its
+        VRAM total is its share (else the whole device's); ``modes_everywhere``: it answers the
+        partition-mode queries even when it is not XCP 0."""
+        flags = (1 if vram_split else 0) | (2 if modes_everywhere else 0)
         rc = self._lib.simamd_set_partition(dev, socket, partition_id, compute.encode(),
-                                            memory.encode(), int(uuid_per_partition))
+                                            memory.encode(), int(uuid_per_partition), flags)
         self._check(rc, f"partition {partition_id}")
 
     def bump(self, dev: int, name: str, by: float) -> None:

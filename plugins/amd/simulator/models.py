@@ -5,8 +5,12 @@ every amdsmi client. Unknown models get generic defaults.
 
 ``gpu_metrics_content_revision`` is the ``gpu_metrics`` table version the part's firmware
 serves (format 1): MI200 (MI210, MI250X; the kernel's aldebaran_ppt.c) fills
-``gpu_metrics_v1_3``, MI300 (smu_v13_0_6_ppt.c) ``gpu_metrics_v1_4``/``v1_5`` (struct
-definitions in the kernel's ``drivers/gpu/drm/amd/include/kgd_pp_interface.h``). An MI250X
+``gpu_metrics_v1_3``, MI300 (smu_v13_0_6_ppt.c) ``gpu_metrics_v1_4``/``v1_5`` with older PMFW
+and ``gpu_metrics_v1_6`` with current PMFW (struct definitions in the kernel's
+``drivers/gpu/drm/amd/include/kgd_pp_interface.h``). Only v1.6 has the throttle-residency
+accumulators and the per-XCP busy (``xcp_stats[].gfx_busy_inst``); v1.5 has neither. The
+simulated MI300X serves v1.6, what amd-smi shows on ROCm 7.0.2 (``gfx_busy_inst`` per XCP,
+ROCm/amdsmi issue 134); ``gpu_metrics_content_revision: 5`` models older firmware. An MI250X
 OAM is two GCDs, each its own amdsmi processor; the package's power is reported on one of
 them (``package_power_here``) and 0 W on the other (see the node's pairing of MI250X GCDs).
 """
@@ -28,7 +32,7 @@ MODELS: Mapping[str, Mapping[str, float | None]] = MappingProxyType(
             "power_min_limit_w": 0, "power_max_limit_w": 750, "max_gfx_clock_mhz": 2100,
             "max_memory_clock_mhz": 1300, "pcie_max_link_width": 16,
             "pcie_max_link_speed_mts": 32000, "xgmi_links": 7,
-            "gpu_metrics_content_revision": 5,
+            "gpu_metrics_content_revision": 6,
         }),
         "AMD Instinct MI250X": MappingProxyType({
             **_NO_FAN, "pci_device_id": 0x740C, "pci_revision": 1, "compute_units": 110,

@@ -16,6 +16,9 @@ socket. The numbers are AMD's:
   (``amdsmi_uuid_gen(..., 0xff)`` in amd_smi.cc at 0ceca28), so all partitions share one
   (``uuid: shared``, the default); ROCm 7.12 adds the partition id (ROCm/rocm-systems PR 3977;
   ``uuid: per_partition``).
+
+What a partition's handle answers also depends on the ROCm release the node runs
+(``amd_rocm_version`` at the top of a scenario, :class:`Library`): see there.
 """
 
 from __future__ import annotations
@@ -33,17 +36,101 @@ UUID_MODES = ("shared", "per_partition")
 # Parts with partition sysfs files; others answer NOT_SUPPORTED to the partition queries.
 PARTITIONABLE = frozenset({"AMD Instinct MI300X"})
 _KEYS = ("compute", "memory", "uuid")
+# What one partition of a scenario's ``partitions:`` list may set: its own activity (the per-XCP
+# busy of gpu_metrics v1.6) and its VRAM use (a part of the device's, which is their sum).
+PARTITION_READINGS = ("utilization_gpu", "memory_used_mib")
+DEFAULT_ROCM = "7.0"
+
+
+@dataclass(frozen=True)
+class Library:
+    """The amdsmi/amdgpu behaviour of one ROCm release on a partitioned GPU.
+
+    - ``lib_version``: what ``amdsmi_get_lib_version`` answers: 25.4.0 on ROCm 6.4.1
+      (``amd-smi version`` in ROCm/ROCm issue 4759), 26.0.0 on ROCm 7.0.1 (ROCm/k8s-gpu-dra-driver
+      issue 20); later 7.x releases are modelled as 26.x (not seen in a capture);
+    - ``vram_split``: a partition's VRAM total is its even share from ROCm 7.0 (ROCm 7.0.1 shows
+      98296 MB on a DPX MI300X's second partition, k8s-gpu-dra-driver issue 20; rocm-systems PR
+      8419: sysfs "splits whole-die memory evenly"), the whole device before (ROCm 6.4: "always
+      show the full GPU memory for each partition", ROCm/ROCm issue 4750);
+    - ``modes_everywhere``: partitions other than XCP 0 answer the partition-mode queries (N/A
+      on ROCm 6.4.1 and 7.0.1 in the captures above; modelled from ROCm 7.12, with the UUID
+      change -- an assumption, no capture shows the change);
+    - ``uuid_per_partition``: ROCm 7.12 (rocm-systems PR 3977).
+    """
+
+    rocm: tuple[int, int]
+
+    @property
+    def lib_version(self) -> tuple[int, int, int]:
+        major, minor = self.rocm
+        if major >= 7:
+            return (26, minor, 0)
+        return (25, 4, 0) if (major, minor) >= (6, 4) else (24, 7, 1)
+
+    @property
+    def vram_split(self) -> bool:
+        return self.rocm >= (7, 0)
+
+    @property
+    def modes_everywhere(self) -> bool:
+        return self.rocm >= (7, 12)
+
+    @property
+    def uuid_per_partition(self) -> bool:
+        return self.rocm >= (7, 12)
+
+
+def parse_rocm(raw: object) -> Library:
+    """``amd_rocm_version: "7.0"``; ValueError says what is wrong."""
+    text = str(raw)
+    parts = text.split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        raise ValueError(f"expected a ROCm release like '6.4' or '7.12', got {text!r}")
+    return Library((int(parts[0]), int(parts[1])))
+
+
+DEFAULT_LIBRARY = parse_rocm(DEFAULT_ROCM)
+
+
+def parse_partition_readings(raw: object, count: int) -> tuple[dict[str, float | None], ...]:
+    """``partitions:`` of a device entry: one mapping per partition, in order."""
+    if not isinstance(raw, list):
+        raise ValueError("expected a list with one mapping per partition")
+    if len(raw) > count:
+        raise ValueError(f"{len(raw)} entries for {count} partition(s)")
+    out = []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, dict):
+            raise ValueError(f"[{i}]: expected a mapping like {{utilization_gpu: 90}}")
+        unknown = sorted(set(map(str, entry)) - set(PARTITION_READINGS))
+        if unknown:
+            raise ValueError(f"[{i}]: unknown key(s) {', '.join(unknown)}; allowed: "
+                             f"{', '.join(PARTITION_READINGS)}")
+        values: dict[str, float | None] = {}
+        for key, value in entry.items():
+            if value is not None and (isinstance(value, bool)
+                                      or not isinstance(value, int | float)):
+                raise ValueError(f"[{i}].{key}: expected a number or null, got {value!r}")
+            values[str(key)] = None if value is None else float(value)
+        out.append(values)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
 class PartitionSpec:
     compute: str = "SPX"
     memory: str = "NPS1"
-    uuid: str = "shared"
+    uuid: str = "library"  # shared | per_partition | library: as the node's ROCm release does
 
     @property
     def count(self) -> int:
         return COMPUTE_PARTITIONS[self.compute]
+
+    def uuid_per_partition(self, library: Library) -> bool:
+        if self.uuid == "library":
+            return library.uuid_per_partition
+        return self.uuid == "per_partition"
 
 
 def parse(raw: object, model: str) -> PartitionSpec:
@@ -59,7 +146,7 @@ def parse(raw: object, model: str) -> PartitionSpec:
         raise ValueError(f"unknown key(s) {names}; allowed: {', '.join(_KEYS)}")
     compute = str(raw.get("compute", "SPX")).upper()
     memory = str(raw.get("memory", "NPS1")).upper()
-    uuid = str(raw.get("uuid", "shared"))
+    uuid = str(raw.get("uuid", "library"))
     if compute not in COMPUTE_PARTITIONS:
         modes = ", ".join(COMPUTE_PARTITIONS)
         raise ValueError(f"compute: expected one of {modes}, got {compute!r}")
@@ -67,7 +154,7 @@ def parse(raw: object, model: str) -> PartitionSpec:
         raise ValueError(f"memory: expected one of {', '.join(MEMORY_PARTITIONS)}, got {memory!r}")
     if MEMORY_PARTITIONS[memory] > 1 and compute != "CPX":
         raise ValueError(f"memory: {memory} needs compute: CPX on the MI300X (got {compute})")
-    if uuid not in UUID_MODES:
+    if uuid not in (*UUID_MODES, "library"):
         raise ValueError(f"uuid: expected one of {', '.join(UUID_MODES)}, got {uuid!r}")
     return PartitionSpec(compute, memory, uuid)
 

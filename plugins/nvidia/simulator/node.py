@@ -200,6 +200,7 @@ class Node:
                 len(locals_) for locals_ in self.amd_locals.values()))
             log.debug("AMD processors served: %d", counts_amd)
             self.amd.set_system(sc.amd_driver_version, "2025/06/01")
+            self.amd.set_lib_version(*sc.amd_library.lib_version)
         mig_gpus: list[tuple[DeviceSpec, int, str]] = []
         for d in sc.devices:
             if d.vendor == "amd":
@@ -285,8 +286,17 @@ class Node:
             self.amd.set_bdf(part, f"{bus.rsplit('.', 1)[0]}.{partition_id}"
                              if partition_id else bus)
             if spec is not None:
+                library = self.scenario.amd_library
                 self.amd.set_partition(part, local, partition_id, spec.compute, spec.memory,
-                                       uuid_per_partition=spec.uuid == "per_partition")
+                                       uuid_per_partition=spec.uuid_per_partition(library),
+                                       vram_split=library.vram_split,
+                                       modes_everywhere=library.modes_everywhere)
+            # A partition's own readings (``partitions:``) stay as given, like a `set` on it.
+            if partition_id < len(d.partition_readings):
+                own = dict(d.partition_readings[partition_id])
+                self.amd_overrides.setdefault(part, {}).update(own)
+                for name, number in own.items():
+                    self.amd.set_reading(part, name, number)
             for fn in d.unsupported:
                 self.amd.set_function_unsupported(part, fn)
 
@@ -343,6 +353,7 @@ class Node:
                 for name, fn in derived.items():
                     if name not in vals:
                         current[name] = fn(current)
+                targets = self.amd_locals.get(i, (local,)) if vendor == "amd" else (local,)
                 for name, value in current.items():
                     if (
                         only is None
@@ -350,10 +361,13 @@ class Node:
                         or name in derived
                         or isinstance(vals.get(name), Sine | Random)
                     ):
-                        for target in self.amd_locals.get(i, (local,)) if vendor == "amd" else (
-                                local,):
+                        share = value
+                        if name == "memory_used_mib" and value is not None and len(targets) > 1:
+                            # A partitioned GPU's VRAM use is the device's: its partitions' sum.
+                            share = value / len(targets)
+                        for target in targets:
                             if name not in self.amd_overrides.get(target, {}):
-                                lib.set_reading(target, name, value)
+                                lib.set_reading(target, name, share)
             if device is None:
                 # A MIG-enabled GPU's used memory is what its instances use.
                 for dev, used in self.mig.apply(t, self.rng, _eval).items():
@@ -571,7 +585,13 @@ class Node:
         message = req.get("message", "")
         if not isinstance(message, str):
             raise CommandError("'message' must be a string")
-        seq = amd[0].push_event(amd[1], str(kind), message or f"simulated {kind}")
+        local = amd[1]
+        if req.get("partition") is not None:  # raised on the partition (KFD node) that faulted
+            part = self._int_arg(req, "partition")
+            if part >= len(self.amd_locals.get(dev, ())):
+                raise CommandError(f"device {dev} has no partition {part}")
+            local = self.amd_locals[dev][part]
+        seq = amd[0].push_event(local, str(kind), message or f"simulated {kind}")
         return {"ok": True, "seq": seq}
 
     def _amd_part_local(self, dev: int, pid: int) -> int:

@@ -101,6 +101,8 @@ class DeviceSpec:
     mig: tuple[MigSpec, ...] | None = None  # MIG mode on, these instances (None: off)
     # AMD: compute/memory partition modes (None: the part's default, unpartitioned)
     partition: amd_partitions.PartitionSpec | None = None
+    # AMD: each partition's own readings (``partitions:``), in partition order
+    partition_readings: tuple[Mapping[str, float | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,8 @@ class Scenario:
     missing_symbols: tuple[str, ...]
     timeline: tuple[TimelineEvent, ...]
     amd_driver_version: str = "6.10.5"  # amdgpu, for the AMD devices
+    # The ROCm release whose amdsmi the AMD devices answer as (partition behaviour)
+    amd_library: amd_partitions.Library = amd_partitions.DEFAULT_LIBRARY
     chaos: Mapping[str, object] | None = None  # a validated `chaos` request (faults.py)
 
 
@@ -292,7 +296,7 @@ def _readings(
 
 
 _DEVICE_KEYS = ("model", "uuid", "pci_bus_id", "serial", "unsupported", "vendor", "mig",
-                "partition", "nvlink")
+                "partition", "partitions", "nvlink")
 VENDORS = ("nvidia", "amd")
 _PCI = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 
@@ -344,9 +348,19 @@ def _device(ctx: _Ctx, raw: object, i: int) -> DeviceSpec:
             partition = amd_partitions.parse(d["partition"], model)
         except ValueError as error:
             raise ctx.fail(f"{key}.partition", str(error)) from error
+    per_partition: tuple[Mapping[str, float | None], ...] = ()
+    if d.get("partitions") is not None:
+        if partition is None:
+            raise ctx.fail(f"{key}.partitions", "needs 'partition: {compute: ...}' (AMD)")
+        try:
+            per_partition = tuple(MappingProxyType(r) for r in
+                                  amd_partitions.parse_partition_readings(d["partitions"],
+                                                                          partition.count))
+        except ValueError as error:
+            raise ctx.fail(f"{key}.partitions", str(error)) from error
     return DeviceSpec(
         i, model, uuid, pci, serial, MappingProxyType(readings), tuple(unsupported), str(vendor),
-        mig, partition,
+        mig, partition, per_partition,
     )
 
 
@@ -565,8 +579,16 @@ _TOP = (
     "missing_symbols",
     "timeline",
     "amd_driver_version",
+    "amd_rocm_version",
     "chaos",
 )
+
+
+def _rocm(ctx: _Ctx, raw: object) -> amd_partitions.Library:
+    try:
+        return amd_partitions.parse_rocm(raw)
+    except ValueError as error:
+        raise ctx.fail("amd_rocm_version", str(error)) from error
 
 
 def load_scenario(path: Path | str) -> Scenario:
@@ -643,5 +665,6 @@ def parse_scenario(text: str, path: Path) -> Scenario:
         missing_symbols=tuple(str(m) for m in raw_missing),
         timeline=tuple(sorted(timeline, key=lambda t: t.at_s)),
         amd_driver_version=str(top.get("amd_driver_version", "6.10.5")),
+        amd_library=_rocm(ctx, top.get("amd_rocm_version", amd_partitions.DEFAULT_ROCM)),
         chaos=MappingProxyType(chaos) if chaos is not None else None,
     )

@@ -8,6 +8,7 @@ from gpu_otel_agent.plugins.amd.topology import (
     partition_ids,
     socket_uuid,
     sockets,
+    stable_id,
 )
 
 SERIAL = 0xD3A51C2B17F0E6A9
@@ -38,11 +39,26 @@ def test_processors_group_by_bdf_without_function_ordered_by_partition() -> None
     assert partition_ids(procs, cpx, shared) == [f"{shared}/xcp0", f"{shared}/xcp1"]
 
 
-def test_unique_partition_uuids_name_them_and_the_parent_keeps_its_name() -> None:
-    procs = [_proc("0000:0c:00.0", "u-0"), _proc("0000:0c:00.1", "u-1")]
-    (cpx,) = sockets(procs)
-    assert parent_id(cpx) == socket_uuid(SERIAL, MI300X)
-    assert partition_ids(procs, cpx, parent_id(cpx)) == ["u-0", "u-1"]  # ids from the BDF
+def test_partition_names_do_not_change_when_the_library_starts_giving_them_uuids() -> None:
+    """ROCm 7.12 puts the partition id into the UUID: the series carry on under the names
+    earlier libraries gave them (``<socket uuid>/xcp<N>``)."""
+    shared = socket_uuid(SERIAL, MI300X)
+    old = [_proc("0000:0c:00.0", shared), _proc("0000:0c:00.1", shared)]
+    new = [_proc("0000:0c:00.0", "u-0"), _proc("0000:0c:00.1", "u-1")]
+    (before,), (after,) = sockets(old), sockets(new)
+    assert parent_id(before) == parent_id(after) == shared
+    assert partition_ids(new, after, shared) == partition_ids(old, before, shared) == [
+        f"{shared}/xcp0", f"{shared}/xcp1"]
+
+
+def test_an_spx_mi300x_keeps_its_name_across_the_uuid_change() -> None:
+    shared = socket_uuid(SERIAL, MI300X)
+    rocm_712 = "d30074a1" + shared[8:]  # the same UUID with partition id 0 as function byte
+    assert stable_id(_proc("0000:0c:00.0", rocm_712, mode="SPX")) == shared
+    assert stable_id(_proc("0000:0c:00.0", shared, mode="SPX")) == shared
+    # A UUID of another part (or given by hand) is the part's name as ever.
+    assert stable_id(_proc("0000:0c:00.0", "other", mode="SPX")) == "other"
+    assert stable_id(_proc("0000:0c:00.0", rocm_712, mode=None)) == rocm_712  # MI200
 
 
 def test_without_a_serial_the_shared_uuid_names_the_parent_and_never_a_partition() -> None:

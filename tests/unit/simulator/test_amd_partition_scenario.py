@@ -26,7 +26,7 @@ def test_modes_and_a_process_on_a_partition(tmp_path: Path) -> None:
           - {device: 0, partition: 7, pid: 4242}
     """))
     (device,) = sc.devices  # type: ignore[attr-defined]
-    assert device.partition == PartitionSpec("CPX", "NPS4", "shared")
+    assert device.partition == PartitionSpec("CPX", "NPS4", "library")
     assert device.partition.count == 8
     assert sc.processes[0].partition == 7  # type: ignore[attr-defined]
 

@@ -1,0 +1,151 @@
+"""What a partition of a partitioned AMD GPU reports, and what only its socket does.
+
+On a partitioned MI300X every partition's handle answers the *socket's* activity and the
+*device's* VRAM use: the kernel fills the metrics table's ``average_gfx_activity`` from the
+socket's busy counter (``SocketGfxBusy``, smu_v13_0_6_ppt.c) and VRAM use from the device's one
+VRAM manager (``AMDGPU_INFO_VRAM_USAGE``); ``amdsmi_get_gpu_activity`` copies the table
+(amd_smi.cc at ROCm/amdsmi 0ceca28). AMD's device-metrics-exporter says so too ("amdsmi does not
+return per-partition activity data"; ROCm/device-metrics-exporter issue 139: the gfx activity
+"has been retired" on partitioning platforms in favour of the per-XCP busy fields). So:
+
+- the socket (``hw.parent``) carries the socket-wide activity and the device's VRAM use and
+  total;
+- a partition carries ``hw.gpu.utilization`` only where the part measures it per partition: the
+  per-XCP ``gfx_busy_inst`` of gpu_metrics v1.6 and later (one value per XCC of the partition;
+  amd-smi on a DPX MI300X, ROCm 7.0.2: four values and four N/A per XCP, ROCm/amdsmi issue 134),
+  read from XCP 0's table, which holds every partition's stats. On v1.5 and older there is none:
+  absent, never the socket's figure under the partition's name;
+- a partition's ``hw.gpu.memory.limit`` is its share of the device's VRAM (see
+  :func:`vram_totals`), so the partitions' limits never add up to more than the socket's.
+  Its VRAM use is not reported per partition by any library (its processes' use is).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpu_otel_agent.model.snapshot import Reading
+from gpu_otel_agent.plugins.amd.readings import (
+    MIB,
+    CallReading,
+    Read,
+    build_groups,
+    metrics_table,
+)
+from gpu_otel_agent.plugins.amd.sentinels import NA32
+from gpu_otel_agent.plugins.amd.smi import number
+
+# gpu_metrics v1.6 brought the per-XCP stats (and the throttle residencies): the kernel's
+# kgd_pp_interface.h, "Add new gpu_metrics_v1_6 to acquire accumulated throttler residencies".
+XCP_STATS_FROM = 6
+MAX_XCP = 8
+# amdsmi_get_lib_version from which a partition's VRAM total is its even share: 26.0 (ROCm 7.0;
+# 98296 MB on a DPX MI300X's second partition, ROCm/k8s-gpu-dra-driver issue 20). Older
+# libraries report the whole device on every partition (ROCm/ROCm issue 4750, ROCm 6.4).
+VRAM_SPLIT_FROM = (26, 0)
+
+
+def xcp_busy(table: Any, partition_id: int) -> float | None:
+    """The partition's busy fraction from a v1.6+ table: the mean over its XCCs."""
+    if int(table.common_header.content_revision) < XCP_STATS_FROM or not (
+            0 <= partition_id < MAX_XCP):
+        return None
+    values = [int(v) for v in table.xcp_stats[partition_id].gfx_busy_inst]
+    valid = [v for v in values if v != NA32 and v <= 100]
+    return sum(valid) / len(valid) / 100 if valid else None
+
+
+def xcp_reader(partition_id: int, primary: Any) -> Read:
+    """The partition's own activity, read from XCP 0's table (``primary``)."""
+
+    def read(smi: Any, _handle: Any) -> tuple[Reading, ...]:
+        busy = xcp_busy(metrics_table(smi, primary), partition_id)
+        if busy is None:
+            return ()
+        return (Reading("hw.gpu.utilization", busy, (("hw.gpu.task", "general"),)),)
+
+    return read
+
+
+def vram_totals(totals: Sequence[int], splits: bool) -> tuple[int, tuple[int, ...]]:
+    """(the device's VRAM total, each partition's share) from what each partition reports.
+
+    Partitions that disagree: the largest is the whole device (ROCm 7.0.1 reports it on XCP 0
+    and the share on the others). Partitions that agree: each reports the whole device on a
+    library that does not split (``splits`` False), its share on one that does. A partition
+    never gets more than the device divided among them."""
+    count = len(totals)
+    device = totals[0] * count if splits else totals[0]
+    if len(set(totals)) > 1:
+        device = max(totals)
+    return device, tuple(t if t * count <= device else device // count for t in totals)
+
+
+@dataclass
+class SocketVram:
+    """The VRAM of one partitioned GPU, read through all its partitions' handles."""
+
+    smi: Any
+    handles: tuple[Any, ...]  # by partition position, XCP 0 first
+    splits: bool
+    _totals: tuple[int, tuple[int, ...]] | None = None
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def totals(self) -> tuple[int, tuple[int, ...]]:
+        """Read once (the totals do not change while the partitions exist); raises like
+        amdsmi until every partition has answered."""
+        with self._lock:
+            if self._totals is None:
+                reported = []
+                for handle in self.handles:
+                    total = number(self.smi.amdsmi_get_gpu_vram_usage(handle)["vram_total"])
+                    if total is None:
+                        raise self.smi.AmdSmiLibraryException(self.smi.amdsmi_wrapper.
+                                                              AMDSMI_STATUS_NOT_SUPPORTED)
+                    reported.append(int(total))
+                self._totals = vram_totals(reported, self.splits)
+            return self._totals
+
+    def socket_read(self, smi: Any, _handle: Any) -> tuple[Reading, ...]:
+        used = number(smi.amdsmi_get_gpu_vram_usage(self.handles[0])["vram_used"])
+        out = [Reading("hw.gpu.memory.limit", self.totals()[0] * MIB)]
+        if used is not None:
+            out.append(Reading("hw.gpu.memory.usage", int(used) * MIB))  # the device's
+        return tuple(out)
+
+    def partition_reader(self, position: int) -> Read:
+        def read(_smi: Any, _handle: Any) -> tuple[Reading, ...]:
+            return (Reading("hw.gpu.memory.limit", self.totals()[1][position] * MIB),)
+
+        return read
+
+
+def library_splits(smi: Any) -> bool:
+    """Whether this library reports a partition's VRAM total as its share."""
+    try:
+        version = smi.amdsmi_get_lib_version()
+        return (int(version["major"]), int(version["minor"])) >= VRAM_SPLIT_FROM
+    except (smi.AmdSmiException, KeyError, TypeError, ValueError):
+        return True  # the libraries deployed today (ROCm 7) split
+
+
+def socket_groups(vram: SocketVram) -> dict[str, tuple[CallReading, ...]]:
+    """The socket's calls: the whole GPU's (read through XCP 0), its VRAM over all partitions."""
+    groups = build_groups()
+    return {name: tuple(CallReading(c.name, vram.socket_read, c.fallback)
+                        if c.name == "amdsmi_get_gpu_vram_usage" else c for c in calls)
+            for name, calls in groups.items()}
+
+
+def partition_groups(partition_id: int, position: int, primary: Any,
+                     vram: SocketVram) -> dict[str, tuple[CallReading, ...]]:
+    """A partition's calls: its own activity (v1.6+ tables) and its VRAM share."""
+    return {
+        "fast": (CallReading("amdsmi_get_gpu_metrics_info", xcp_reader(partition_id, primary)),),
+        "slow": (CallReading("amdsmi_get_gpu_vram_usage", vram.partition_reader(position)),),
+    }
