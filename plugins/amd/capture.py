@@ -1,0 +1,173 @@
+"""``amd-smi static/metric --json`` captures of real machines as simulated AMD GPUs.
+
+amd-smi prints one object per GPU: a JSON list up to ROCm 6.x, ``{"gpu_data": [...]}`` from ROCm
+7 (ROCm/amdsmi issue 134). A value is ``{"value": N, "unit": U}`` or a bare number; what the
+library could not read is ``"N/A"``, served as not available. :data:`FIELDS` is the one table
+from a capture's field to the scenario reading the simulated node serves and the metric the agent
+exports, used both to read a capture and to compare the agent's export with it.
+
+The reader plugs into the simulator's capture formats (``gpu_otel_agent.capture_formats``, the
+``CaptureFormat`` Protocol of ``plugins/simulator_core/captures.py``) as :data:`AMD_SMI_JSON`;
+:func:`scenario_devices` is the same reading without that module, for a scenario file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MIB = 1024 * 1024
+_UNIT_MIB = {"B": 1 / MIB, "KB": 1 / 1024, "MB": 1.0, "GB": 1024.0}
+
+
+UNNAMED = "AMD GPU (capture)"
+
+
+class AmdCaptureError(ValueError):
+    """The file is not amd-smi JSON this reader understands; the message says why."""
+
+
+@dataclass(frozen=True)
+class Field:
+    path: tuple[str, ...]  # keys into one GPU's object
+    reading: str  # the scenario reading the node serves it as
+    metric: str  # what the agent exports from it
+    attributes: tuple[tuple[str, str], ...] = ()
+    to_reading: Callable[[float, str], float] = lambda v, _unit: v
+    to_metric: Callable[[float], float] = lambda v: v
+
+
+def _mib(value: float, unit: str) -> float:
+    return value * _UNIT_MIB.get(unit.upper(), 1.0)
+
+
+FIELDS: tuple[Field, ...] = (
+    Field(("usage", "gfx_activity"), "utilization_gpu", "hw.gpu.utilization",
+          (("hw.gpu.task", "general"),), to_metric=lambda v: v / 100),
+    Field(("usage", "umc_activity"), "utilization_memory", "hw.gpu.memory.utilization",
+          to_metric=lambda v: v / 100),
+    Field(("usage", "mm_activity"), "utilization_mm", "hw.gpu.utilization",
+          (("hw.gpu.task", "decoder"),), to_metric=lambda v: v / 100),
+    Field(("power", "socket_power"), "power_w", "hw.power"),
+    Field(("temperature", "edge"), "temperature_c", "hw.temperature",
+          (("hw.sensor_location", "edge"),)),
+    Field(("temperature", "hotspot"), "hotspot_temperature_c", "hw.temperature",
+          (("hw.sensor_location", "gpu"),)),
+    Field(("temperature", "mem"), "memory_temperature_c", "hw.temperature",
+          (("hw.sensor_location", "memory"),)),
+    Field(("mem_usage", "total_vram"), "memory_total_mib", "hw.gpu.memory.limit",
+          to_reading=_mib, to_metric=lambda v: v * MIB),
+    Field(("mem_usage", "used_vram"), "memory_used_mib", "hw.gpu.memory.usage",
+          to_reading=_mib, to_metric=lambda v: v * MIB),
+    Field(("vram", "size"), "memory_total_mib", "hw.gpu.memory.limit",
+          to_reading=_mib, to_metric=lambda v: v * MIB),
+)
+# Identity: capture path -> scenario device key.
+IDENTITY: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("asic", "market_name"), "model"),
+    (("bus", "bdf"), "pci_bus_id"),
+    (("asic", "asic_serial"), "serial"),
+)
+
+
+def _get(gpu: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    node: Any = gpu
+    for key in path:
+        if not isinstance(node, Mapping) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def value_of(raw: Any) -> tuple[float, str] | None:
+    """(number, unit) of a printed value; None for ``"N/A"`` and anything not a number."""
+    unit = ""
+    if isinstance(raw, Mapping):
+        unit = str(raw.get("unit", ""))
+        raw = raw.get("value")
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        return None
+    return float(raw), unit
+
+
+def gpus(text: str, source: Path | str = "<capture>") -> list[Mapping[str, Any]]:
+    """The per-GPU objects of an amd-smi JSON output."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise AmdCaptureError(f"{source}: not JSON: {error}") from error
+    if isinstance(data, Mapping):
+        data = data.get("gpu_data")
+    if not isinstance(data, list) or not all(isinstance(g, Mapping) and "gpu" in g
+                                             for g in data):
+        raise AmdCaptureError(f"{source}: expected amd-smi --json output: a list of objects "
+                              "with a 'gpu' key (or {'gpu_data': [...]})")
+    return sorted(data, key=lambda g: int(g["gpu"]))
+
+
+def scenario_devices(text: str, source: Path | str = "<capture>") -> list[dict[str, object]]:
+    """Scenario ``devices`` entries serving what the capture printed: its values, and not
+    available (``null``) where it printed ``"N/A"``."""
+    out: list[dict[str, object]] = []
+    for gpu in gpus(text, source):
+        # A metric-only capture does not name the part: a generic AMD GPU serves it.
+        device: dict[str, object] = {"vendor": "amd", "model": UNNAMED}
+        for path, key in IDENTITY:
+            raw = _get(gpu, path)
+            if isinstance(raw, str) and raw and raw != "N/A":
+                device[key] = raw.removeprefix("0x") if key == "serial" else raw
+        for field in FIELDS:
+            raw = _get(gpu, field.path)
+            if raw is None:
+                continue  # not in this capture
+            got = value_of(raw)
+            device[field.reading] = None if got is None else field.to_reading(*got)
+        out.append(device)
+    return out
+
+
+def expected_metrics(text: str) -> list[list[tuple[Field, float | None]]]:
+    """Per GPU: each field the capture shows and the metric value the agent should export
+    (None: absent)."""
+    out = []
+    for gpu in gpus(text):
+        rows: list[tuple[Field, float | None]] = []
+        for field in FIELDS:
+            raw = _get(gpu, field.path)
+            if raw is None:
+                continue
+            got = value_of(raw)
+            rows.append((field, None if got is None else
+                         field.to_metric(field.to_reading(*got))))
+        out.append(rows)
+    return out
+
+
+@dataclass(frozen=True)
+class AmdSmiJson:
+    """The ``CaptureFormat`` of ``amd-smi static/metric --json``."""
+
+    name: str = "amd-smi-json"
+    vendor: str = "amd"
+
+    def sniff(self, head: str) -> bool:
+        start = head.lstrip()
+        return (start.startswith("[") or start.startswith("{")) and '"gpu"' in head and (
+            "nvidia" not in head.lower())
+
+    def read(self, text: str, source: Path) -> Any:
+        # The vendor-neutral capture module (engineer nv-capture's), imported when it is used.
+        captures = importlib.import_module("gpu_otel_agent.plugins.simulator_core.captures")
+        try:
+            devices = scenario_devices(text, source)
+        except AmdCaptureError as error:
+            raise captures.CaptureError(str(error)) from error
+        return captures.CaptureFragment(source=source, format=self.name, vendor=self.vendor,
+                                        devices=tuple(devices))
+
+
+AMD_SMI_JSON = AmdSmiJson()
