@@ -1,0 +1,61 @@
+"""The amdsmi audit table (plugins/amd/simulator/AMD_AUDIT.md) names every amdsmi function the
+simulated library implements and every one the agent calls.
+
+The simulator's functions are its ``AMD_FUNCS`` (read from the C source); the agent's calls are
+found by AST in ``plugins/amd`` (the simulator excluded): each attribute named ``amdsmi_*`` that
+is a function of the ``amdsmi`` package, and each string literal naming one (the call names the
+agent logs and classifies by)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from gpu_otel_agent.plugins.amd.simulator.scenario import function_names
+
+PLUGIN = Path(__file__).resolve().parents[3] / "plugins" / "amd"
+AUDIT = PLUGIN / "simulator" / "AMD_AUDIT.md"
+_NAME = re.compile(r"^amdsmi_(get|set|init|stop|shut|status|free)\w*$")
+
+
+def agent_calls() -> set[str]:
+    found: set[str] = set()
+    for path in PLUGIN.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and _NAME.match(node.attr):
+                found.add(node.attr)
+            elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and _NAME.match(node.value)):
+                found.add(node.value)
+    return found
+
+
+def audited() -> set[str]:
+    names: set[str] = set()
+    for line in AUDIT.read_text().splitlines():
+        if line.startswith("| `"):
+            names.update(re.findall(r"`(amdsmi_\w+)`", line.split("|")[1]))
+    return names
+
+
+def test_sources_yield_calls() -> None:
+    assert {"amdsmi_get_gpu_metrics_info", "amdsmi_get_gpu_vram_usage",
+            "amdsmi_get_gpu_ecc_enabled", "amdsmi_get_lib_version"} <= agent_calls()
+    assert "amdsmi_get_gpu_kfd_info" in function_names()
+
+
+def test_every_simulated_function_is_in_the_audit_table() -> None:
+    missing = sorted(set(function_names()) - audited())
+    assert not missing, f"add a line to {AUDIT.name} for: {', '.join(missing)}"
+
+
+def test_every_amdsmi_call_of_the_agent_is_in_the_audit_table() -> None:
+    missing = sorted(agent_calls() - audited())
+    assert not missing, f"add a line to {AUDIT.name} for: {', '.join(missing)}"
+
+
+def test_every_line_names_a_function_someone_uses() -> None:
+    stale = sorted(audited() - set(function_names()) - agent_calls()
+                   - {"amdsmi_get_gpu_partition_metrics_info"})
+    assert not stale, f"{AUDIT.name} has lines for functions nobody uses: {', '.join(stale)}"
