@@ -6,8 +6,9 @@ library could not read is ``"N/A"``, served as not available. :data:`FIELDS` is 
 from a capture's field to the scenario reading the simulated node serves and the metric the agent
 exports, used both to read a capture and to compare the agent's export with it.
 
-The reader plugs into the simulator's capture formats (``gpu_otel_agent.capture_formats``, the
-``CaptureFormat`` Protocol of ``plugins/simulator_core/captures.py``) as :data:`AMD_SMI_JSON`;
+:data:`AMD_SMI_JSON` satisfies the ``CaptureFormat`` Protocol of the simulator's capture
+replay (``plugins/simulator_core/captures.py``, engineer nv-capture's): it is registered with one
+line in that module's ``CAPTURE_FORMATS``, ``"gpu_otel_agent.plugins.amd.capture:AMD_SMI_JSON"``.
 :func:`scenario_devices` is the same reading without that module, for a scenario file.
 """
 
