@@ -256,6 +256,23 @@ def test_ras_off_answers_not_supported_and_exports_no_errors(node: SimulatedNode
     assert out["errors"] == []
 
 
+def test_mi200_throttle_reasons_from_the_status_bits_of_its_v13_table(
+    node: SimulatedNode
+) -> None:
+    """MI200's v1.3 table has no residency accumulators but aldebaran fills
+    indep_throttle_status: the agent reports throttling from what the table has."""
+    node.command({"op": "set", "device": MI210, "values": {"throttle_ppt": 1}})
+    out = run_backend(node, f"""
+        d = devs[{MI210}]
+        d.probe()
+        out = {{r: metric(rd(d, "slow"), "gpu.clock.throttle",
+                          **{{"gpu.clock.throttle.reason": r}})
+               for r in ("ppt_power", "socket_thermal", "hbm_thermal", "vr_thermal", "prochot")}}
+    """)
+    assert out == {"ppt_power": [1], "socket_thermal": [0], "hbm_thermal": [0],
+                   "vr_thermal": [0], "prochot": [0]}
+
+
 def test_hip_process_is_never_zero_percent_and_shows_cu_occupancy(node: SimulatedNode) -> None:
     hip = subprocess.Popen(["sleep", "600"])
     drm = subprocess.Popen(["sleep", "600"])

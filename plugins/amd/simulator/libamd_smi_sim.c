@@ -961,6 +961,13 @@ static void fill_metrics(amd_dev_t *d, amdsmi_gpu_metrics_t *m) {
     m->pcie_link_width = m16(d, R_pcie_link_width);
     m->pcie_link_speed = NA(pcie_link_speed_mts) ? 0xFFFF : (uint16_t)(RV(pcie_link_speed_mts) / 100); /* 0.1 GT/s */
     if (v13) {
+        /* aldebaran_ppt.c fills indep_throttle_status (SMU_THROTTLER_* bits, amdgpu_smu.h):
+         * PPT0 0, TEMP_GPU 32, TEMP_MEM 34, TEMP_VR_GFX 38, PROCHOT_GFX 47. */
+        m->indep_throttle_status = (RV(throttle_ppt) > 0 ? 1ull : 0) |
+            (RV(throttle_socket_thermal) > 0 ? 1ull << 32 : 0) |
+            (RV(throttle_hbm_thermal) > 0 ? 1ull << 34 : 0) |
+            (RV(throttle_vr_thermal) > 0 ? 1ull << 38 : 0) |
+            (RV(throttle_prochot) > 0 ? 1ull << 47 : 0);
         m->current_gfxclk = m16(d, R_gfx_clock_mhz);
         m->current_socclk = m16(d, R_soc_clock_mhz);
         m->current_vclk0 = m16(d, R_video_clock_mhz);
