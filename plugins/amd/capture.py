@@ -32,6 +32,9 @@ class AmdCaptureError(ValueError):
     """The file is not amd-smi JSON this reader understands; the message says why."""
 
 
+Source = Callable[[Any, Any], "float | None"]  # (amdsmi module, handle) -> the printed number
+
+
 @dataclass(frozen=True)
 class Field:
     path: tuple[str, ...]  # keys into one GPU's object
@@ -40,6 +43,43 @@ class Field:
     attributes: tuple[tuple[str, str], ...] = ()
     to_reading: Callable[[float, str], float] = lambda v, _unit: v
     to_metric: Callable[[float], float] = lambda v: v
+    unit: str = ""  # as amd-smi prints it
+    source: Source | None = None  # how `gpu-agent capture` reads it (None: not written)
+
+
+def _number(raw: Any) -> float | None:
+    return float(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else None
+
+
+def _activity(key: str) -> Source:
+    def read(smi: Any, h: Any) -> float | None:
+        value = _number(smi.amdsmi_get_gpu_activity(h)[key])
+        return None if value is None or value > 100 else value
+
+    return read
+
+
+def _temperature(sensor: str) -> Source:
+    def read(smi: Any, h: Any) -> float | None:
+        try:
+            return _number(smi.amdsmi_get_temp_metric(
+                h, smi.AmdSmiTemperatureType[sensor], smi.AmdSmiTemperatureMetric.CURRENT))
+        except smi.AmdSmiLibraryException:
+            return None
+
+    return read
+
+
+def _socket_power(smi: Any, h: Any) -> float | None:
+    value = _number(smi.amdsmi_get_power_info(h)["socket_power"])
+    return None if value is None or value >= 0xFFFF else value
+
+
+def _vram(key: str) -> Source:
+    def read(smi: Any, h: Any) -> float | None:
+        return _number(smi.amdsmi_get_gpu_vram_usage(h)[key])
+
+    return read
 
 
 def _mib(value: float, unit: str) -> float:
@@ -48,22 +88,24 @@ def _mib(value: float, unit: str) -> float:
 
 FIELDS: tuple[Field, ...] = (
     Field(("usage", "gfx_activity"), "utilization_gpu", "hw.gpu.utilization",
-          (("hw.gpu.task", "general"),), to_metric=lambda v: v / 100),
+          (("hw.gpu.task", "general"),), to_metric=lambda v: v / 100, unit="%",
+          source=_activity("gfx_activity")),
     Field(("usage", "umc_activity"), "utilization_memory", "hw.gpu.memory.utilization",
-          to_metric=lambda v: v / 100),
+          to_metric=lambda v: v / 100, unit="%", source=_activity("umc_activity")),
     Field(("usage", "mm_activity"), "utilization_mm", "hw.gpu.utilization",
-          (("hw.gpu.task", "decoder"),), to_metric=lambda v: v / 100),
-    Field(("power", "socket_power"), "power_w", "hw.power"),
+          (("hw.gpu.task", "decoder"),), to_metric=lambda v: v / 100, unit="%",
+          source=_activity("mm_activity")),
+    Field(("power", "socket_power"), "power_w", "hw.power", unit="W", source=_socket_power),
     Field(("temperature", "edge"), "temperature_c", "hw.temperature",
-          (("hw.sensor_location", "edge"),)),
+          (("hw.sensor_location", "edge"),), unit="C", source=_temperature("EDGE")),
     Field(("temperature", "hotspot"), "hotspot_temperature_c", "hw.temperature",
-          (("hw.sensor_location", "gpu"),)),
+          (("hw.sensor_location", "gpu"),), unit="C", source=_temperature("HOTSPOT")),
     Field(("temperature", "mem"), "memory_temperature_c", "hw.temperature",
-          (("hw.sensor_location", "memory"),)),
+          (("hw.sensor_location", "memory"),), unit="C", source=_temperature("VRAM")),
     Field(("mem_usage", "total_vram"), "memory_total_mib", "hw.gpu.memory.limit",
-          to_reading=_mib, to_metric=lambda v: v * MIB),
+          to_reading=_mib, to_metric=lambda v: v * MIB, unit="MB", source=_vram("vram_total")),
     Field(("mem_usage", "used_vram"), "memory_used_mib", "hw.gpu.memory.usage",
-          to_reading=_mib, to_metric=lambda v: v * MIB),
+          to_reading=_mib, to_metric=lambda v: v * MIB, unit="MB", source=_vram("vram_used")),
     Field(("vram", "size"), "memory_total_mib", "hw.gpu.memory.limit",
           to_reading=_mib, to_metric=lambda v: v * MIB),
 )
@@ -146,6 +188,35 @@ def expected_metrics(text: str) -> list[list[tuple[Field, float | None]]]:
                          field.to_metric(field.to_reading(*got))))
         out.append(rows)
     return out
+
+
+def capture_json(smi: Any, handles: list[Any]) -> str:
+    """What amdsmi shows of ``handles`` as ``amd-smi static/metric --json`` prints it (ROCm 7's
+    ``gpu_data`` form), through :data:`FIELDS`: one object per processor, as amd-smi lists them
+    (a partitioned GPU's partitions each on their own); what the library cannot read is
+    ``"N/A"``. What ``gpu-agent capture`` writes for AMD GPUs; read back by
+    :func:`scenario_devices`."""
+    out = []
+    for index, handle in enumerate(handles):
+        asic = smi.amdsmi_get_gpu_asic_info(handle)
+        gpu: dict[str, Any] = {
+            "gpu": index,
+            "asic": {"market_name": str(asic["market_name"]),
+                     "asic_serial": str(asic.get("asic_serial", "N/A"))},
+            "bus": {"bdf": str(smi.amdsmi_get_gpu_device_bdf(handle))},
+        }
+        for field in FIELDS:
+            if field.source is None:
+                continue
+            try:
+                value = field.source(smi, handle)
+            except smi.AmdSmiLibraryException:
+                value = None
+            section = gpu.setdefault(field.path[0], {})
+            section[field.path[1]] = "N/A" if value is None else {
+                "value": int(value) if float(value).is_integer() else value, "unit": field.unit}
+        out.append(gpu)
+    return json.dumps({"gpu_data": out}, indent=4) + "\n"
 
 
 @dataclass(frozen=True)

@@ -158,3 +158,35 @@ def test_socket_power_field_per_generation(tmp_path: Path) -> None:
     na = (0xFFFF, 0xFFFF_FFFF, "N/A")
     assert out[0]["current_socket_power"] in na and out[0]["average_socket_power"] == 94
     assert out[1]["current_socket_power"] == 717 and out[1]["average_socket_power"] in na
+
+
+def test_a_capture_of_the_node_replays_as_the_same_gpus(tmp_path: Path) -> None:
+    """Round trip: what the agent's capture writer reads of a node (amd-smi JSON through the
+    same FIELDS table) serves a second node on which the agent exports the same values."""
+    first = write_scenario(tmp_path, """
+        devices:
+          - {vendor: amd, model: AMD Instinct MI210, power_w: 211, utilization_gpu: 37,
+             memory_used_mib: 4096, temperature_c: 51, pci_bus_id: "0000:23:00.0"}
+          - {vendor: amd, model: AMD Instinct MI300X, power_w: 640, utilization_gpu: 88,
+             utilization_memory: 12, memory_used_mib: 70000, pci_bus_id: "0000:0c:00.0"}
+    """, name="first.yaml")
+    read = """
+        out = []
+        for d in devs:
+            d.probe()
+            out.append(sorted((m, sorted(a.items()), v) for m, a, v in rd(d, "fast") + rd(d, "slow")
+                              if m in METRICS))
+    """.replace("METRICS", repr(sorted({f.metric for f in capture.FIELDS})))
+    with SimulatedNode.start(first, state_dir=tmp_path / "a") as node:
+        text = run_backend(node, """
+            from gpu_otel_agent.plugins.amd import capture
+            out = capture.capture_json(backend._smi, backend._handles)
+        """)
+        before = run_backend(node, read)
+    devices = capture.scenario_devices(text)
+    assert [d["model"] for d in devices] == ["AMD Instinct MI210", "AMD Instinct MI300X"]
+    second = write_scenario(tmp_path, yaml.safe_dump({"devices": devices}), name="second.yaml")
+    with SimulatedNode.start(second, state_dir=tmp_path / "b") as node:
+        after = run_backend(node, read)
+    assert after == before
+    assert any(m == "hw.power" and v == 640 for m, _, v in before[1])
