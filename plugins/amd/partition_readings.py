@@ -23,7 +23,8 @@ return per-partition activity data"; ROCm/device-metrics-exporter issue 139: the
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,11 +59,39 @@ def xcp_busy(table: Any, partition_id: int) -> float | None:
     return sum(valid) / len(valid) / 100 if valid else None
 
 
-def xcp_reader(partition_id: int, primary: Any) -> Read:
-    """The partition's own activity, read from XCP 0's table (``primary``)."""
+# How long one read of XCP 0's table serves the partitions: they are sampled one after another
+# in the same round, and eight table reads (sysfs, ~1 ms each) would give the same figures.
+TABLE_MAX_AGE_S = 0.1
 
-    def read(smi: Any, _handle: Any) -> tuple[Reading, ...]:
-        busy = xcp_busy(metrics_table(smi, primary), partition_id)
+
+@dataclass
+class SharedTable:
+    """XCP 0's metrics table, read once for all partitions of a round."""
+
+    smi: Any
+    primary: Any
+    clock: Callable[[], float] = time.monotonic
+    max_age_s: float = TABLE_MAX_AGE_S
+    _table: Any = None
+    _at: float = 0.0
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def get(self) -> Any:
+        with self._lock:
+            now = self.clock()
+            if self._table is None or now - self._at > self.max_age_s:
+                self._table = metrics_table(self.smi, self.primary)
+                self._at = now
+            return self._table
+
+
+def xcp_reader(partition_id: int, table: SharedTable) -> Read:
+    """The partition's own activity, read from XCP 0's table."""
+
+    def read(_smi: Any, _handle: Any) -> tuple[Reading, ...]:
+        busy = xcp_busy(table.get(), partition_id)
         if busy is None:
             return ()
         return (Reading("hw.gpu.utilization", busy, (("hw.gpu.task", "general"),)),)
@@ -142,10 +171,10 @@ def socket_groups(vram: SocketVram) -> dict[str, tuple[CallReading, ...]]:
             for name, calls in groups.items()}
 
 
-def partition_groups(partition_id: int, position: int, primary: Any,
+def partition_groups(partition_id: int, position: int, table: SharedTable,
                      vram: SocketVram) -> dict[str, tuple[CallReading, ...]]:
     """A partition's calls: its own activity (v1.6+ tables) and its VRAM share."""
     return {
-        "fast": (CallReading("amdsmi_get_gpu_metrics_info", xcp_reader(partition_id, primary)),),
+        "fast": (CallReading("amdsmi_get_gpu_metrics_info", xcp_reader(partition_id, table)),),
         "slow": (CallReading("amdsmi_get_gpu_vram_usage", vram.partition_reader(position)),),
     }

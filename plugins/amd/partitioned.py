@@ -56,6 +56,7 @@ def build(smi: Any, socket: topology.Socket, index: int,
     names = topology.partition_ids(every, socket, parent)
     vram = partition_readings.SocketVram(smi, tuple(p.handle for p in socket.processors),
                                          partition_readings.library_splits(smi))
+    table = partition_readings.SharedTable(smi, primary.handle)
     socket_compute = next((p.compute_mode for p in socket.processors if p.compute_mode), None)
     socket_memory = next((p.memory_mode for p in socket.processors if p.memory_mode), None)
     partitions = []
@@ -76,5 +77,5 @@ def build(smi: Any, socket: topology.Socket, index: int,
             DeviceIdentity(uuid=name, index=index, vendor="amd", model=processor.model,
                            pci_bus_id=processor.bdf, partition=place),
             scope=Scope.PARTITION,
-            groups=partition_readings.partition_groups(number, position, primary.handle, vram)))
+            groups=partition_readings.partition_groups(number, position, table, vram)))
     return AmdPartitionedGpu(smi, socket, identity, partitions, vram)

@@ -405,3 +405,20 @@ def test_a_library_with_partition_uuids_keeps_every_name(tmp_path: Path) -> None
     assert old_parent == new_parent == old_lib["processors"][0]["uuid"]
     assert new_parts == old_parts == [f"{old_parent}/xcp0", f"{old_parent}/xcp1"]
     assert [alloc[-1] for alloc in new_alloc] == new_uuids
+
+
+def test_the_partitions_of_a_round_share_one_table_read(node: SimulatedNode) -> None:
+    """Eight partitions read XCP 0's table once per round, not eight times (a clock that does
+    not move: every read falls within one round)."""
+    out = run_backend(node, """
+        from gpu_otel_agent.plugins.amd import partition_readings
+        d = devs[0]
+        table = partition_readings.SharedTable(backend._smi, d.handle, clock=lambda: 0.0)
+        readers = [partition_readings.xcp_reader(n, table) for n in range(8)]
+        got = [r(backend._smi, None)[0].value for r in readers]
+        out = {"busy": got}
+    """)
+    assert out["busy"] == [pytest.approx(0.35)] * 8
+    calls = node.stats()["calls"]
+    assert isinstance(calls, dict)
+    assert calls.get("amdsmi_get_gpu_metrics_info") == 1  # nothing else read it (no probe)
