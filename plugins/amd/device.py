@@ -20,7 +20,11 @@ from gpu_otel_agent.backends.protocol import PROCESS_GROUP, DeviceLost
 from gpu_otel_agent.model.process import ProcessUsage
 from gpu_otel_agent.model.snapshot import Attributes, DeviceIdentity, Reading
 from gpu_otel_agent.plugins.amd import sentinels
-from gpu_otel_agent.plugins.amd.processes import LIST_CALL, ProcessSampler
+from gpu_otel_agent.plugins.amd.processes import (
+    LIST_CALL,
+    ProcessSampler,
+    occupancy_is_percent,
+)
 from gpu_otel_agent.plugins.amd.readings import CallReading, build_groups, reading_key
 from gpu_otel_agent.plugins.amd.smi import NotSupportedNow, Unavailable, classify
 
@@ -67,8 +71,10 @@ class AmdDevice:
         self._deferred: dict[str, list[_Deferred]] = {}
         self._current_call: str | None = None
         self._compute_units: int | None = None
+        self._percent: bool | None = None
         self._processes = ProcessSampler(self._list_processes,
-                                         compute_units=self._device_compute_units)
+                                         compute_units=self._device_compute_units,
+                                         percent=self._occupancy_in_percent)
 
     @property
     def identity(self) -> DeviceIdentity:
@@ -111,6 +117,11 @@ class AmdDevice:
             units = sentinels.value(info.get("num_compute_units"), 32)
             self._compute_units = int(units) if units else 0
         return self._compute_units or None
+
+    def _occupancy_in_percent(self) -> bool:
+        if self._percent is None:
+            self._percent = occupancy_is_percent(self._smi)
+        return self._percent
 
     def read_processes(self) -> tuple[ProcessUsage, ...]:
         return self._processes.read()

@@ -14,7 +14,13 @@ the GPU is: ``amd-smi process`` on a busy MI300X shows ``GFX: 0 ns`` next to
 not move over a window therefore says nothing, and no utilization is exported for it (never
 0 %). What HIP work does show is KFD's per-process ``cu_occupancy`` ("Num CUs utilized",
 ``amdsmi_proc_info_t`` in ``amdsmi.h``; the exporter's ``GPU_PROCESS_CU_OCCUPANCY``), which
-is exported as ``gpu.process.compute_unit.occupancy``: that count over the device's CUs.
+is exported as ``gpu.process.compute_unit.occupancy``: the fraction of the device's CUs.
+amdsmi has reported it two ways: rocm_smi turned KFD's count into a percentage of the node's
+CUs ("Adjust CU occupancy to percent", ``rocm_smi_kfd.cc`` at ROCm/amdsmi 0ceca28, and in
+rocm-smi-lib at rocm-systems 1b1610f, Aug 2025), and the rework for ROCm 7.12 (rocm-systems PR
+3589) reports the count as KFD has it (``rocm_smi_kfd.cc`` at rocm-systems 0c348d2). A figure
+above 100 can only be a count; otherwise the library's version decides
+(:func:`occupancy_is_percent`).
 
 Newer ROCm names a process by its executable's path (``NAME: /usr/bin/python3.12`` in the
 same ``amd-smi process`` output); only the base name is used.
@@ -58,10 +64,12 @@ class ProcessSampler:
 
     def __init__(self, list_processes: Callable[[], list[dict[str, Any]]],
                  clock_ns: Callable[[], int] = time.monotonic_ns,
-                 compute_units: Callable[[], int | None] = lambda: None) -> None:
+                 compute_units: Callable[[], int | None] = lambda: None,
+                 percent: Callable[[], bool] = lambda: False) -> None:
         self._list = list_processes
         self._clock_ns = clock_ns
         self._compute_units = compute_units
+        self._percent = percent
         self._tracks: dict[int, _Track] = {}
 
     def read(self) -> tuple[ProcessUsage, ...]:
@@ -89,11 +97,28 @@ class ProcessSampler:
         return tuple(sorted(out, key=lambda p: p.pid))
 
     def _occupancy(self, raw: Any) -> float | None:
-        cus = sentinels.value(raw, 32)  # the wrapper says "N/A" for UINT32 max
-        total = self._compute_units()
-        if cus is None or not total:
+        value = sentinels.value(raw, 32)  # the wrapper says "N/A" for UINT32 max
+        if value is None:
             return None
-        return min(cus / total, 1.0)
+        if value <= 100 and self._percent():
+            return min(value / 100, 1.0)
+        total = self._compute_units()
+        return min(value / total, 1.0) if total else None
+
+
+# amdsmi_get_lib_version from which cu_occupancy is KFD's count (ROCm 7.12: the simulator's
+# model of that release; the version number of the first count-reporting library is not in
+# any capture).
+OCCUPANCY_COUNT_FROM = (26, 12)
+
+
+def occupancy_is_percent(smi: Any) -> bool:
+    """Whether this library reports ``cu_occupancy`` as a percentage (see the module doc)."""
+    try:
+        version = smi.amdsmi_get_lib_version()
+        return (int(version["major"]), int(version["minor"])) < OCCUPANCY_COUNT_FROM
+    except (smi.AmdSmiException, KeyError, TypeError, ValueError):
+        return True  # the libraries deployed (ROCm 6 and 7.0-7.2) give a percentage
 
 
 def vram_bytes(reported: float | None) -> float | None:

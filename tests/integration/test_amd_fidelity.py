@@ -302,8 +302,38 @@ def test_hip_process_is_never_zero_percent_and_shows_cu_occupancy(node: Simulate
     hip_util, hip_cu = out["got"][str(hip.pid)]
     drm_util, _ = out["got"][str(drm.pid)]
     assert hip_util == {}  # absent, not 0 %
-    assert hip_cu == pytest.approx(round(0.8 * 304) / 304)
+    # rocm_smi's integer percentage of the CUs (ROCm 7.0, the node's default library)
+    assert hip_cu == pytest.approx(round(0.8 * 304) * 100 // 304 / 100)
     assert drm_util["general"] == pytest.approx(0.30, abs=0.1)
+
+
+@pytest.mark.parametrize(("rocm", "raw"), [("7.0", 49), ("7.12", 149)])
+def test_cu_occupancy_is_a_percentage_or_a_count_as_the_library_reports_it(
+    tmp_path: Path, rocm: str, raw: int
+) -> None:
+    """rocm_smi turned KFD's CU count into a percentage (rocm_smi_kfd.cc at 0ceca28, rocm-smi-lib
+    at 1b1610f); the ROCm 7.12 rework reports the count (rocm-systems 0c348d2). Either way the
+    agent exports the fraction of the device's CUs: 149 of 304 CUs is 49 %, not 149 / 304 of
+    a percentage, nor 49 / 304 (what the agent made of a percentage before)."""
+    hip = subprocess.Popen(["sleep", "600"])
+    text = (f"amd_rocm_version: '{rocm}'\n"
+            "devices:\n  - {vendor: amd, model: AMD Instinct MI300X}\n")
+    try:
+        with SimulatedNode.start(write_scenario(tmp_path, text), state_dir=tmp_path / "s") as n:
+            n.command({"op": "proc_add", "device": 0, "pid": hip.pid, "used_memory_mib": 64,
+                       "sm_util": 49})
+            out = run_backend(n, """
+                import amdsmi as A
+                d = devs[0]
+                d.probe()
+                out = {"raw": A.amdsmi_get_gpu_process_list(d.handle)[0]["cu_occupancy"],
+                       "got": [p.compute_unit_occupancy for p in d.read_processes()]}
+            """)
+    finally:
+        hip.kill()
+        hip.wait()
+    assert out["raw"] == raw
+    assert out["got"] == [pytest.approx(149 / 304, abs=0.01)]
 
 
 def test_cli_reset_takes_an_errno(node: SimulatedNode) -> None:

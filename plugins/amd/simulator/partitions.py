@@ -56,7 +56,8 @@ class Library:
     - ``modes_everywhere``: partitions other than XCP 0 answer the partition-mode queries (N/A
       on ROCm 6.4.1 and 7.0.1 in the captures above; modelled from ROCm 7.12, with the UUID
       change -- an assumption, no capture shows the change);
-    - ``uuid_per_partition``: ROCm 7.12 (rocm-systems PR 3977).
+    - ``uuid_per_partition``: ROCm 7.12 (rocm-systems PR 3977);
+    - ``cu_occupancy_percent``: see there.
     """
 
     rocm: tuple[int, int]
@@ -79,6 +80,15 @@ class Library:
     @property
     def uuid_per_partition(self) -> bool:
         return self.rocm >= (7, 12)
+
+    @property
+    def cu_occupancy_percent(self) -> bool:
+        """``cu_occupancy`` of the process list: KFD's CU count x 100 / the node's CUs
+        ("Adjust CU occupancy to percent", rocm_smi_kfd.cc at ROCm/amdsmi 0ceca28 and in
+        rocm-smi-lib at rocm-systems 1b1610f) before the rework that shipped with ROCm 7.12
+        (rocm-systems PR 3589), which reports KFD's count as it is (rocm_smi_kfd.cc at
+        rocm-systems 0c348d2)."""
+        return self.rocm < (7, 12)
 
 
 def parse_rocm(raw: object) -> Library:

@@ -605,6 +605,8 @@ class Node:
         assert self.amd is not None
         units = self.values[dev].get("compute_units")
         cus = round(sm / 100 * units) if isinstance(units, float | int) else 0
+        if self.scenario.amd_library.cu_occupancy_percent and isinstance(units, float | int):
+            cus = int(cus * 100 // units) if units else 0  # rocm_smi's integer percentage
         self.amd.proc_add(local, pid, mem, sm, cu_occupancy=cus, drm=kind == "graphics")
 
     def _op_reset(self, req: Mapping[str, object]) -> dict[str, object]:
