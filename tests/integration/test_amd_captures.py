@@ -190,3 +190,25 @@ def test_a_capture_of_the_node_replays_as_the_same_gpus(tmp_path: Path) -> None:
         after = run_backend(node, read)
     assert after == before
     assert any(m == "hw.power" and v == 640 for m, _, v in before[1])
+
+
+def test_partition_labels_match_what_amds_exporter_shows(tmp_path: Path) -> None:
+    """ROCm/device-metrics-exporter PR 316 (a CPX/NPS1 MI300X scrape): every partition is its
+    own series with its compute and memory partition type and partition id; the agent labels
+    each partition with the same facts (ROCm 7.0: the modes come from XCP 0)."""
+    text = _text("mi300x-cpx-nps1-exporter-scrape.fragment.txt")
+    labels = dict(re.findall(r'(gpu_compute_partition_type|gpu_memory_partition_type|'
+                             r'gpu_partition_id)="(\w+)"', text))
+    assert labels == {"gpu_compute_partition_type": "cpx",
+                      "gpu_memory_partition_type": "nps1", "gpu_partition_id": "6"}
+    scenario = write_scenario(tmp_path, """
+        devices:
+          - {vendor: amd, model: AMD Instinct MI300X, partition: {compute: CPX, memory: NPS1}}
+    """)
+    with SimulatedNode.start(scenario, state_dir=tmp_path / "s") as node:
+        out = run_backend(node, """
+            out = [dict(p.identity.attributes()) for p in devs[0].partitions()]
+        """)
+    six = next(a for a in out if a["amd.partition.id"] == int(labels["gpu_partition_id"]))
+    assert six["amd.partition.compute_mode"] == labels["gpu_compute_partition_type"].upper()
+    assert six["amd.partition.memory_mode"] == labels["gpu_memory_partition_type"].upper()
