@@ -168,13 +168,18 @@ def _state(store: Store, uuid: str, since: float = 0.0) -> str | None:
     return str(points[-1].attributes["hw.state"]) if points else None
 
 
+def _reprobing_agent(node: SimulatedNode, receiver: OtlpGrpcReceiver,
+                     tmp_path: Path) -> AgentProcess:
+    """An agent that probes a lost GPU again every half second."""
+    config = tmp_path / "agent.yaml"
+    config.write_text("lost_reprobe_interval: 0.5\n", encoding="utf-8")
+    return AgentProcess(tmp_path, receiver.endpoint, node.env, [*FAST, "--config", str(config)])
+
+
 def test_amd_gpu_reset_fails_it_and_it_comes_back(
     mixed_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path
 ) -> None:
-    config = tmp_path / "agent.yaml"
-    config.write_text("lost_reprobe_interval: 0.5\n", encoding="utf-8")
-    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, mixed_node.env,
-                         [*FAST, "--config", str(config)])
+    agent = _reprobing_agent(mixed_node, otlp_grpc_receiver, tmp_path)
     store = otlp_grpc_receiver.store
     try:
         store.wait_for(lambda s: _state(s, MI210_UUID) == "ok", timeout=20)
@@ -195,10 +200,7 @@ def test_an_amd_gpu_off_the_bus_is_lost_from_sampling(
     """Off the bus, amdsmi still knows the handle: no call answers NOT_FOUND. The VRAM-usage
     ioctl (which no reset refuses) answering DRM_ERROR is what tells the agent the GPU is
     gone; before, every call's NOT_SUPPORTED cost one cycle and the GPU was never lost."""
-    config = tmp_path / "agent.yaml"
-    config.write_text("lost_reprobe_interval: 0.5\n", encoding="utf-8")
-    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, mixed_node.env,
-                         [*FAST, "--config", str(config)])
+    agent = _reprobing_agent(mixed_node, otlp_grpc_receiver, tmp_path)
     store = otlp_grpc_receiver.store
     try:
         store.wait_for(lambda s: _state(s, MI210_UUID) == "ok", timeout=20)
