@@ -174,11 +174,15 @@ class HealthEngine:
                                      ("gpu.event.source", event.source)),
                                     time_ns=event.time_ns, storm_key=("thermal", "start"))
             elif event.kind == EVENT_VENDOR and event.name:
+                # Scoped to a partition (an AMD VM fault on the partition that faulted): the
+                # event names it and its workloads; storm control counts it per partition.
+                scope = self._partition(event.partition) if event.partition else None
                 self._emit_admitted(gpu, event.name, Severity.ERROR,
                                     f"{event.name} on GPU {gpu.identity.index}: "
                                     f"{event.detail or 'no message'}",
                                     (("gpu.event.source", event.source),),
-                                    time_ns=event.time_ns)
+                                    time_ns=event.time_ns, scope=scope,
+                                    storm_key=(event.partition,) if event.partition else ())
             else:
                 self.stats.ignored += 1
 
@@ -387,14 +391,14 @@ class HealthEngine:
     def _emit_admitted(
         self, gpu: _Gpu, name: str, severity: Severity, body: str,
         attributes: EventAttributes, *, time_ns: int, live_lookup: bool = True,
-        storm_key: tuple[object, ...] = (),
+        storm_key: tuple[object, ...] = (), scope: DeviceIdentity | None = None,
     ) -> None:
         """Through storm control, so a flapping GPU cannot flood the collector."""
         if not self._admit((gpu.identity.uuid, name, *storm_key), self._clock()):
             self.stats.suppressed += 1
             return
         self._emit(gpu, name, severity, body, attributes, time_ns=time_ns,
-                   live_lookup=live_lookup)
+                   live_lookup=live_lookup, scope=scope)
 
     def _partition(self, uuid: str) -> DeviceIdentity | None:
         """A partition's identity, as its parent's sampler last published it."""

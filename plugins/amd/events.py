@@ -63,9 +63,11 @@ class AmdEventReader:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._readers: dict[int, Any] = {}  # handle address -> amdsmi.AmdSmiEventReader
-        self._uuids = {self._address(d.handle): d.identity.uuid for d in self._devices}
-        self._physical = {self._address(d.handle): d.identity.parent_uuid or d.identity.uuid
-                          for d in self._devices}
+        # handle -> (the physical GPU, the partition or "" on an unpartitioned GPU)
+        self._owners = {self._address(d.handle): (d.identity.parent_uuid or d.identity.uuid,
+                                                  d.identity.uuid if d.identity.parent_uuid
+                                                  else "")
+                        for d in self._devices}
         self._resetting: set[str] = set()  # physical GPUs between reset start and end
 
     @property
@@ -141,16 +143,18 @@ class AmdEventReader:
         batch = []
         seen: set[tuple[str, str]] = set()
         for item in raw:
-            address = self._address(item["processor_handle"])
+            owner = self._owners.get(self._address(item["processor_handle"]))
             event = str(item["event"])
             kind = KINDS.get(event)
-            uuid = (self._physical if event in PHYSICAL else self._uuids).get(address)
-            if uuid is None or kind is None:
+            if owner is None or kind is None:
                 continue
+            uuid, partition = owner
             if event in PHYSICAL:
                 if (uuid, event) in seen or self._copy_of_reset(uuid, event):
                     continue  # the same event, announced by another partition
                 seen.add((uuid, event))
+                partition = ""
             batch.append(DeviceEvent(uuid, kind[0], now, source="amdsmi",
-                                     detail=str(item["message"]), name=kind[1]))
+                                     detail=str(item["message"]), name=kind[1],
+                                     partition=partition))
         return batch

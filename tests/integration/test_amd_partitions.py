@@ -258,11 +258,13 @@ def test_a_vm_fault_on_a_partition_reaches_the_agent_under_that_partition(
             time.sleep(0.1)
         time.sleep(0.5)
         source.stop()
-        out = {"events": [[e.uuid, e.kind] for e in got],
+        out = {"events": [[e.uuid, e.kind, e.partition] for e in got],
                "xcp5": devs[0].partitions()[5].identity.uuid, "gpu": devs[0].identity.uuid}
     """)
-    assert out["events"][0] == [out["xcp5"], "vendor"]
-    assert [e for e in out["events"] if e[1] != "vendor"] == [[out["gpu"], "gpu_reset_start"]]
+    # Keyed by the physical GPU (what the health engine tracks), scoped to the partition.
+    assert out["events"][0] == [out["gpu"], "vendor", out["xcp5"]]
+    assert [e for e in out["events"] if e[1] != "vendor"] == [
+        [out["gpu"], "gpu_reset_start", ""]]
 
 
 def test_partitions_sharing_a_uuid_are_distinct_devices(node: SimulatedNode) -> None:
@@ -422,3 +424,27 @@ def test_the_partitions_of_a_round_share_one_table_read(node: SimulatedNode) -> 
     calls = node.stats()["calls"]
     assert isinstance(calls, dict)
     assert calls.get("amdsmi_get_gpu_metrics_info") == 1  # nothing else read it (no probe)
+
+
+def test_a_vm_fault_on_partition_5_arrives_at_the_receiver(
+    node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path
+) -> None:
+    """End to end: the health event of a VM fault raised on partition 5 names that partition
+    (``hw.id`` and ``hw.parent``)."""
+    parent = library_view(node)["processors"][0]["uuid"]
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env, FAST)
+    try:
+        store = otlp_grpc_receiver.store
+        store.wait_for(lambda s: s.points("hw.gpu.memory.limit", {"hw.parent": parent}),
+                       timeout=30, what="the partitions")
+        store.wait_for(lambda s: s.points("hw.status", {"hw.id": parent}),
+                       timeout=30, what="the GPU's state")
+        node.command({"op": "event", "device": CPX, "partition": 5, "type": "vm_fault",
+                      "message": "VM fault at 0x7f0000002000"})
+        fault = store.wait_for(lambda s: s.logs("gpu.amd.vm_fault"), timeout=30,
+                               what="gpu.amd.vm_fault")[0]
+        assert fault.attributes["hw.id"] == f"{parent}/xcp5"
+        assert fault.attributes["hw.parent"] == parent
+        assert "0x7f0000002000" in fault.body
+    finally:
+        agent.close()
