@@ -699,12 +699,14 @@ SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_vram_usage(void *h, amdsmi_vram_usage_
     if (NA(memory_total_mib) || NA(memory_used_mib)) return AMDSMI_STATUS_NOT_SUPPORTED;
     memset(v, 0, sizeof *v);
     /* amdsmi reports MB (2^20 bytes).  Used: the device's one VRAM manager, on every
-     * partition.  Total: AMDGPU_INFO_VRAM_GTT's vram_size -- the whole device on older
-     * libraries/kernels (ROCm/ROCm issue 4750, ROCm 6.4: "always show the full GPU memory for
-     * each partition"), the partition's even share on newer ones (ROCm/rocm-systems PR 8419:
-     * "sysfs mem_info_vram_total splits whole-die memory evenly"). */
-    v->vram_total = u32(d->lib_flags & LIB_VRAM_SPLIT ? RV(memory_total_mib)
-                                                      : socket_sum(d, R_memory_total_mib));
+     * partition.  Total: AMDGPU_INFO_VRAM_GTT's vram_size -- the whole device on every
+     * partition on older libraries/kernels (ROCm/ROCm issue 4750, ROCm 6.4: "always show the
+     * full GPU memory for each partition"); on newer ones the partition's even share on the
+     * secondary partitions and still the whole device on XCP 0 (amd-smi on ROCm 7.0.1:
+     * 196592 MB on XCP 0, 98296 MB on XCP 1 of a DPX MI300X, ROCm/k8s-gpu-dra-driver issue 20;
+     * rocm-systems PR 8419, still open, would give every partition KFD's share). */
+    int share = (d->lib_flags & LIB_VRAM_SPLIT) && d->partition_id != 0;
+    v->vram_total = u32(share ? RV(memory_total_mib) : socket_sum(d, R_memory_total_mib));
     v->vram_used = u32(socket_sum(d, R_memory_used_mib));
     return AMDSMI_STATUS_SUCCESS;
 }

@@ -49,10 +49,11 @@ class Library:
     - ``lib_version``: what ``amdsmi_get_lib_version`` answers: 25.4.0 on ROCm 6.4.1
       (``amd-smi version`` in ROCm/ROCm issue 4759), 26.0.0 on ROCm 7.0.1 (ROCm/k8s-gpu-dra-driver
       issue 20); later 7.x releases are modelled as 26.x (not seen in a capture);
-    - ``vram_split``: a partition's VRAM total is its even share from ROCm 7.0 (ROCm 7.0.1 shows
-      98296 MB on a DPX MI300X's second partition, k8s-gpu-dra-driver issue 20; rocm-systems PR
-      8419: sysfs "splits whole-die memory evenly"), the whole device before (ROCm 6.4: "always
-      show the full GPU memory for each partition", ROCm/ROCm issue 4750);
+    - ``vram_split``: a secondary partition's VRAM total is its even share from ROCm 7.0, XCP 0
+      still shows the whole device (ROCm 7.0.1: 98296 MB on a DPX MI300X's second partition,
+      196592 MB on its first, k8s-gpu-dra-driver issue 20; rocm-systems PR 8419: sysfs "splits
+      whole-die memory evenly"); before, every partition shows the whole device (ROCm 6.4:
+      "always show the full GPU memory for each partition", ROCm/ROCm issue 4750);
     - ``modes_everywhere``: partitions other than XCP 0 answer the partition-mode queries (N/A
       on ROCm 6.4.1 and 7.0.1 in the captures above; modelled from ROCm 7.12, with the UUID
       change -- an assumption, no capture shows the change);
