@@ -6,6 +6,7 @@ Only function signatures live here; the shared-memory layout stays in C.
 from __future__ import annotations
 
 import ctypes
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpu_otel_agent.plugins.simulator_core.control import ControlLib
@@ -19,6 +20,22 @@ RECOVERY_ACTIONS = range(8)  # nvmlDeviceGpuRecoveryAction_t: NONE (0) .. SYSTEM
 EVENT_MIG_CONFIG_CHANGE = 0x100
 MIG_NONE = 0xFFFFFFFF  # NVML's "no instance" (process and event records)
 PROC_KINDS = {"compute": 1, "graphics": 2, "mps": 4}
+
+
+@dataclass(frozen=True)
+class MigDeviceSpec:
+    """The arguments of simnode_mig_create: one MIG device (a compute instance)."""
+
+    index: int | None  # MIG device index (None: the lowest free one)
+    gi: int  # GPU instance id
+    ci: int  # compute instance id within it
+    profile: str  # the MIG device's profile name ("3g.40gb", "1c.3g.40gb")
+    profile_id: int  # NVML_GPU_INSTANCE_PROFILE_* of its GPU instance
+    gi_slices: int
+    ci_slices: int
+    memory_mib: float  # its GPU instance's frame buffer
+    sm_count: float
+    uuid: str
 
 
 class NodeLib(ControlLib):
@@ -48,12 +65,12 @@ class NodeLib(ControlLib):
                 # MIG (nvml_sim_mig.c)
                 "mig_max": (c_int, []),
                 "mig_enable": (c_int, [c_int, c_int]),
-                "mig_create": (c_int, [c_int, c_uint, c_char_p, c_uint, c_uint, c_double,
-                                       c_double, c_char_p]),
+                "mig_create": (c_int, [c_int, c_int, c_uint, c_uint, c_char_p, c_uint, c_uint,
+                                       c_uint, c_double, c_double, c_char_p]),
                 "mig_destroy": (c_int, [c_int, c_int]),
                 "mig_set_reading": (c_int, [c_int, c_int, c_int, c_double]),
-                "proc_set_mig": (c_int, [c_int, c_uint, c_uint]),
-                "push_event_mig": (c_ll, [c_int, c_ull, c_ull, c_uint]),
+                "proc_set_mig": (c_int, [c_int, c_uint, c_uint, c_uint]),
+                "push_event_mig": (c_ll, [c_int, c_ull, c_ull, c_uint, c_uint]),
             },
         )
 
@@ -92,14 +109,13 @@ class NodeLib(ControlLib):
     def mig_enable(self, dev: int, on: bool) -> None:
         self._check(self._c["mig_enable"](dev, int(on)), "mig mode")
 
-    def mig_create(  # noqa: PLR0917 - mirrors the C signature
-        self, dev: int, gi_id: int, profile: str, profile_id: int, slices: int,
-        memory_mib: float, sm_count: float, uuid: str,
-    ) -> int:
-        """The slot of the new instance."""
-        return self._check(self._c["mig_create"](dev, gi_id, profile.encode(), profile_id,
-                                                 slices, memory_mib, sm_count, uuid.encode()),
-                           f"create MIG instance {profile}")
+    def mig_create(self, dev: int, device: MigDeviceSpec) -> int:
+        """The slot (MIG device index) of the new MIG device."""
+        d = device
+        return self._check(self._c["mig_create"](
+            dev, -1 if d.index is None else d.index, d.gi, d.ci, d.profile.encode(),
+            d.profile_id, d.gi_slices, d.ci_slices, d.memory_mib, d.sm_count, d.uuid.encode()),
+            f"create MIG device {d.profile} (GPU instance {d.gi}, compute instance {d.ci})")
 
     def mig_destroy(self, dev: int, slot: int) -> None:
         self._check(self._c["mig_destroy"](dev, slot), "destroy MIG instance")
@@ -108,12 +124,16 @@ class NodeLib(ControlLib):
         self._check(self._c["mig_set_reading"](dev, slot, self.readings[name], float(value)),
                     name)
 
-    def proc_set_mig(self, dev: int, pid: int, gi: int | None) -> None:
-        self._check(self._c["proc_set_mig"](dev, pid, MIG_NONE if gi is None else gi),
-                    "process placement")
+    def proc_set_mig(self, dev: int, pid: int, place: tuple[int, int] | None) -> None:
+        """Runs the process on (GPU instance, compute instance); None: the whole GPU."""
+        gi, ci = place if place is not None else (MIG_NONE, MIG_NONE)
+        self._check(self._c["proc_set_mig"](dev, pid, gi, ci), "process placement")
 
-    def push_event_mig(self, dev: int, event_type: int, data: int, gi: int) -> int:
-        return self._check(int(self._c["push_event_mig"](dev, event_type, data, gi)), "event")
+    def push_event_mig(self, dev: int, event_type: int, data: int, gi: int,
+                       ci: int | None = None) -> int:
+        """An event of GPU instance ``gi`` (and compute instance ``ci``, None: the GI's)."""
+        return self._check(int(self._c["push_event_mig"](
+            dev, event_type, data, gi, MIG_NONE if ci is None else ci)), "event")
 
     def call_counts(self) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
         """(total per function, per function per device), non-zero entries only."""

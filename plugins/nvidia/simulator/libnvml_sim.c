@@ -222,6 +222,7 @@ typedef struct {
     int32_t dev; /* -1: free slot */
     uint32_t kinds; /* bit0 compute, bit1 graphics, bit2 mps */
     uint32_t gi;    /* the GPU instance it runs on, SIM_MIG_NONE: the whole GPU */
+    uint32_t ci;    /* its compute instance in that GPU instance (SIM_MIG_NONE with gi) */
     uint64_t used_mem_bytes;
     double sm_util, mem_util, enc_util, dec_util;
     uint64_t sample_ts_us;
@@ -235,6 +236,7 @@ typedef struct {
     uint64_t seq;
     int32_t dev;
     uint32_t gi;    /* the GPU instance an XID is attributable to, SIM_MIG_NONE: none */
+    uint32_t ci;    /* and its compute instance (SIM_MIG_NONE: none, or the whole GPU instance) */
     uint64_t type;
     uint64_t data;
 } sim_event_t;
@@ -292,8 +294,12 @@ static int mig_handle(nvmlDevice_t device, int *parent, int *slot);
 static nvmlReturn_t mig_enter(int fn, int parent, int slot, sim_dev_t **out);
 static nvmlReturn_t mig_parent_rule(int fn, const sim_dev_t *d);
 static int dev_place(const sim_dev_t *d, unsigned *gi);
+static int dev_place_ci(const sim_dev_t *d, unsigned *gi, unsigned *ci);
 static nvmlReturn_t mig_by_uuid(const char *uuid, nvmlDevice_t *device);
 static void mig_attributes(const sim_dev_t *d, nvmlDeviceAttributes_t *a);
+static int mig_parent_on(const sim_dev_t *d);
+static int mig_index_of(const sim_dev_t *d, unsigned *index);
+static int mig_field_unsupported(const sim_dev_t *d, unsigned field);
 
 /* ------------------------------------------------------------------------ */
 /* Common prologue for NVML entry points                                    */
@@ -538,7 +544,9 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetBoardPartNumber(nvmlDevice_t device, char *
     DEV_ENTER(nvmlDeviceGetBoardPartNumber); return copy_str(v, length, d->board_part);
 }
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index) {
-    DEV_ENTER(nvmlDeviceGetIndex); NEED(index); *index = (unsigned)(d - g_st->dev); return NVML_SUCCESS;
+    DEV_ENTER(nvmlDeviceGetIndex); NEED(index);
+    if (mig_index_of(d, index)) return NVML_SUCCESS; /* a MIG handle: its MIG device index (nvml.h) */
+    *index = (unsigned)(d - g_st->dev); return NVML_SUCCESS;
 }
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *v) {
     DEV_ENTER(nvmlDeviceGetMinorNumber); NEED(v); SUP(minor_number); *v = u32(RV(minor_number)); return NVML_SUCCESS;
@@ -857,6 +865,8 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingTy
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t et, nvmlEccCounterType_t ct, unsigned long long *c) {
     DEV_ENTER(nvmlDeviceGetTotalEccErrors); NEED(c); SUP(ecc_mode);
     if (RV(ecc_mode) == 0) return NVML_ERROR_NOT_SUPPORTED;
+    /* nvml.h: "Querying volatile errors using device handles is currently not supported" on MIG. */
+    if (ct == NVML_VOLATILE_ECC && mig_parent_on(d)) return NVML_ERROR_NOT_SUPPORTED;
     int r;
     if (et == NVML_MEMORY_ERROR_TYPE_CORRECTED) r = ct == NVML_VOLATILE_ECC ? R_ecc_sbe_volatile : R_ecc_sbe_aggregate;
     else if (et == NVML_MEMORY_ERROR_TYPE_UNCORRECTED) r = ct == NVML_VOLATILE_ECC ? R_ecc_dbe_volatile : R_ecc_dbe_aggregate;
@@ -870,6 +880,15 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device, nvm
                                                         nvmlMemoryLocation_t loc, unsigned long long *c) {
     DEV_ENTER(nvmlDeviceGetMemoryErrorCounter); NEED(c); SUP(ecc_mode);
     if (RV(ecc_mode) == 0) return NVML_ERROR_NOT_SUPPORTED;
+    if (ct == NVML_VOLATILE_ECC && mig_parent_on(d)) return NVML_ERROR_NOT_SUPPORTED; /* see above */
+    unsigned mig_index;
+    if (mig_index_of(d, &mig_index)) { /* per instance: "only ... non-DRAM uncorrectable volatile errors" */
+        if (et != NVML_MEMORY_ERROR_TYPE_UNCORRECTED || ct != NVML_VOLATILE_ECC || loc == NVML_MEMORY_LOCATION_DRAM ||
+            loc == NVML_MEMORY_LOCATION_DEVICE_MEMORY)
+            return NVML_ERROR_NOT_SUPPORTED;
+        *c = loc == NVML_MEMORY_LOCATION_SRAM ? u64(RV(ecc_dbe_volatile)) : 0;
+        return NVML_SUCCESS;
+    }
     if (loc != NVML_MEMORY_LOCATION_DRAM && loc != NVML_MEMORY_LOCATION_DEVICE_MEMORY) { *c = 0; return NVML_SUCCESS; }
     int sbe = et == NVML_MEMORY_ERROR_TYPE_CORRECTED;
     int vol = ct == NVML_VOLATILE_ECC;
@@ -942,7 +961,9 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device, n
 /* nvml.h: seconds since the driver initialised the GPU; restarts on driver reload and GPU reset. */
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetGpuUptime_v1(nvmlDevice_t device, nvmlGpuUptime_v1_t *up) {
     DEV_ENTER(nvmlDeviceGetGpuUptime_v1); NEED(up);
-    uint64_t since = __atomic_load_n(&g_st->chaos.device_up_us[d - g_st->dev], __ATOMIC_ACQUIRE), now = now_us();
+    unsigned gi;
+    int idx = dev_place(d, &gi); /* "For MIG device handles, the parent GPU uptime is returned." */
+    uint64_t since = __atomic_load_n(&g_st->chaos.device_up_us[idx], __ATOMIC_ACQUIRE), now = now_us();
     up->uptime = now > since ? (unsigned int)((now - since) / 1000000ULL) : 0;
     return NVML_SUCCESS;
 }
@@ -992,6 +1013,7 @@ static void fill_field(sim_dev_t *d, nvmlFieldValue_t *v) {
      * node serve values the driver cached that long ago. */
     v->timestamp = (long long)now_us() - (long long)(RV(field_age_ms) * 1000.0);
     v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    if (mig_field_unsupported(d, v->fieldId)) return;
     v->value.ullVal = 0;
     switch (v->fieldId) {
     case NVML_FI_DEV_GPU_TEMP:
@@ -1076,13 +1098,14 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int n, nvm
 /* Processes                                                                */
 /* ------------------------------------------------------------------------ */
 typedef struct {
-    uint32_t pid, gi; uint64_t mem; double sm, memu, enc, dec; uint64_t ts;
+    uint32_t pid, gi, ci; uint64_t mem; double sm, memu, enc, dec; uint64_t ts;
     sim_sample_t older[SIM_PROC_OLDER];
 } proc_snap_t;
 
-/* Consistent snapshot of the processes on device idx with the given kind bit; on GPU instance
- * gi only, unless gi is SIM_MIG_NONE (the parent's handle lists every instance's processes). */
-static unsigned snapshot_procs(int idx, unsigned gi, uint32_t kind_bit, proc_snap_t *out, unsigned cap) {
+/* Consistent snapshot of the processes on device idx with the given kind bit; on compute
+ * instance (gi, ci) only, unless gi is SIM_MIG_NONE (the parent's handle lists every
+ * instance's processes): a MIG device handle "maps to a MIG compute instance" (nvml.h). */
+static unsigned snapshot_procs(int idx, unsigned gi, unsigned ci, uint32_t kind_bit, proc_snap_t *out, unsigned cap) {
     unsigned n;
     for (;;) {
         uint32_t g0 = __atomic_load_n(&g_st->proc_gen, __ATOMIC_ACQUIRE);
@@ -1091,9 +1114,9 @@ static unsigned snapshot_procs(int idx, unsigned gi, uint32_t kind_bit, proc_sna
         for (int i = 0; i < SIM_MAX_PROC; i++) {
             sim_proc_t *p = &g_st->proc[i];
             if (p->dev != idx || !(p->kinds & kind_bit)) continue;
-            if (gi != SIM_MIG_NONE && p->gi != gi) continue;
+            if (gi != SIM_MIG_NONE && (p->gi != gi || p->ci != ci)) continue;
             if (n < cap) {
-                out[n].pid = p->pid; out[n].gi = p->gi; out[n].mem = p->used_mem_bytes; out[n].sm = p->sm_util;
+                out[n].pid = p->pid; out[n].gi = p->gi; out[n].ci = p->ci; out[n].mem = p->used_mem_bytes; out[n].sm = p->sm_util;
                 out[n].memu = p->mem_util; out[n].enc = p->enc_util; out[n].dec = p->dec_util; out[n].ts = p->sample_ts_us;
                 memcpy(out[n].older, p->older, sizeof p->older);
             }
@@ -1108,11 +1131,11 @@ static proc_snap_t *alloc_snap(void) { return (proc_snap_t *)malloc(sizeof(proc_
 
 static nvmlReturn_t list_procs(sim_dev_t *d, uint32_t kind_bit, unsigned int *count, void *infos, int ver) {
     NEED(count);
-    unsigned gi;
-    int idx = dev_place(d, &gi);
+    unsigned gi, ci;
+    int idx = dev_place_ci(d, &gi, &ci);
     proc_snap_t *s = alloc_snap();
     if (!s) return NVML_ERROR_MEMORY;
-    unsigned n = snapshot_procs(idx, gi, kind_bit, s, SIM_MAX_PROC);
+    unsigned n = snapshot_procs(idx, gi, ci, kind_bit, s, SIM_MAX_PROC);
     if (n > SIM_MAX_PROC) n = SIM_MAX_PROC;
     if (*count < n || (n > 0 && !infos)) {
         *count = n;
@@ -1126,7 +1149,7 @@ static nvmlReturn_t list_procs(sim_dev_t *d, uint32_t kind_bit, unsigned int *co
         } else {
             nvmlProcessInfo_t *p = (nvmlProcessInfo_t *)infos + i;
             p->pid = s[i].pid; p->usedGpuMemory = s[i].mem; p->gpuInstanceId = s[i].gi;
-            p->computeInstanceId = s[i].gi == SIM_MIG_NONE ? SIM_MIG_NONE : 0;
+            p->computeInstanceId = s[i].ci;
         }
     }
     *count = n;
@@ -1154,9 +1177,9 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t devic
                  : pl->mode == NVML_PROCESS_MODE_MPS ? 4u : 7u;
     proc_snap_t *s = alloc_snap();
     if (!s) return NVML_ERROR_MEMORY;
-    unsigned gi;
-    int idx = dev_place(d, &gi);
-    unsigned n = snapshot_procs(idx, gi, bit, s, SIM_MAX_PROC);
+    unsigned gi, ci;
+    int idx = dev_place_ci(d, &gi, &ci);
+    unsigned n = snapshot_procs(idx, gi, ci, bit, s, SIM_MAX_PROC);
     if (n > SIM_MAX_PROC) n = SIM_MAX_PROC;
     if (pl->numProcArrayEntries < n || (n && !pl->procArray)) {
         pl->numProcArrayEntries = n; free(s);
@@ -1165,7 +1188,7 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t devic
     for (unsigned i = 0; i < n; i++) {
         nvmlProcessDetail_v1_t *p = &pl->procArray[i];
         p->pid = s[i].pid; p->usedGpuMemory = s[i].mem; p->gpuInstanceId = s[i].gi;
-        p->computeInstanceId = s[i].gi == SIM_MIG_NONE ? SIM_MIG_NONE : 0; p->usedGpuCcProtectedMemory = 0;
+        p->computeInstanceId = s[i].ci; p->usedGpuCcProtectedMemory = 0;
     }
     pl->numProcArrayEntries = n;
     free(s);
@@ -1189,7 +1212,7 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvm
     DEV_ENTER(nvmlDeviceGetProcessUtilization); NEED(count);
     proc_snap_t *s = alloc_snap();
     if (!s) return NVML_ERROR_MEMORY;
-    unsigned n = snapshot_procs((int)(d - g_st->dev), SIM_MIG_NONE, 7u, s, SIM_MAX_PROC);
+    unsigned n = snapshot_procs((int)(d - g_st->dev), SIM_MIG_NONE, SIM_MIG_NONE, 7u, s, SIM_MAX_PROC);
     if (n > SIM_MAX_PROC) n = SIM_MAX_PROC;
     nvmlProcessUtilizationSample_t *out =
         (nvmlProcessUtilizationSample_t *)malloc(sizeof(*out) * (SIM_PROC_OLDER + 1) * (n ? n : 1));
@@ -1256,10 +1279,16 @@ SIM_EXPORT nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t s) {
 SIM_EXPORT nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t s) {
     DEV_ENTER(nvmlGpmSampleGet); NEED(s);
     if (RV(gpm_supported) == 0) return NVML_ERROR_NOT_SUPPORTED;
-    s->dev = (int)(d - g_st->dev); s->gi = SIM_MIG_NONE; s->ts_us = now_us();
+    /* nvml.h: "This API supports the device handle and MIG device handle" -- a MIG device's
+     * sample is its compute instance's own activity (keyed apart from GPU-instance samples). */
+    unsigned gi, ci;
+    int idx = dev_place_ci(d, &gi, &ci);
+    int mig = gi != SIM_MIG_NONE;
+    s->dev = idx; s->gi = mig ? 0x80000000u | (gi << 8) | (ci & 0xFFu) : SIM_MIG_NONE; s->ts_us = now_us();
     s->sm = RV(sm_active); s->occ = RV(sm_occupancy); s->tensor = RV(tensor_active); s->dram = RV(dram_active);
-    s->fp16 = RV(fp16_active); s->fp32 = RV(fp32_active); s->fp64 = RV(fp64_active); s->gfx = RV(utilization_gpu);
-    s->pcie_tx = RV(pcie_tx_kb_s) / 1024.0; s->pcie_rx = RV(pcie_rx_kb_s) / 1024.0;
+    s->fp16 = RV(fp16_active); s->fp32 = RV(fp32_active); s->fp64 = RV(fp64_active);
+    s->gfx = mig ? RV(sm_active) : RV(utilization_gpu);
+    s->pcie_tx = mig ? 0 : RV(pcie_tx_kb_s) / 1024.0; s->pcie_rx = mig ? 0 : RV(pcie_rx_kb_s) / 1024.0;
     return NVML_SUCCESS;
 }
 SIM_EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *mg) {
@@ -1363,7 +1392,7 @@ static nvmlReturn_t event_wait(int fn, nvmlEventSet_t set, nvmlEventData_t *data
                 data->eventType = ty;
                 data->eventData = ty == nvmlEventTypeXidCriticalError ? dt : 0;
                 data->gpuInstanceId = e->gi;
-                data->computeInstanceId = e->gi == SIM_MIG_NONE ? SIM_MIG_NONE : 0;
+                data->computeInstanceId = e->ci;
                 return NVML_SUCCESS;
             }
         }
@@ -1441,7 +1470,7 @@ SIM_EXPORT long long simnode_push_event(int dev, unsigned long long type, unsign
     if (type == nvmlEventTypeDoubleBitEccError) { bump(d, R_ecc_dbe_volatile, 1); bump(d, R_ecc_dbe_aggregate, 1); }
     uint64_t s;
     sim_event_t *e = ring_claim(dev, &s);
-    e->type = type; e->data = data; e->gi = SIM_MIG_NONE;
+    e->type = type; e->data = data; e->gi = SIM_MIG_NONE; e->ci = SIM_MIG_NONE;
     return ring_publish(e, s);
 }
 
@@ -1464,7 +1493,7 @@ SIM_EXPORT int simnode_proc_add(int dev, unsigned int pid, unsigned int kinds, d
     int changed = !existing || p->sm_util != sm || p->mem_util != mem || p->enc_util != enc || p->dec_util != dec;
     if (!existing) memset(p->older, 0, sizeof p->older);
     else if (changed && p->sample_ts_us < now) proc_sample_push(p); /* the old figures stay buffered */
-    if (!existing) p->gi = SIM_MIG_NONE; /* simnode_proc_set_mig places it on an instance */
+    if (!existing) p->gi = p->ci = SIM_MIG_NONE; /* simnode_proc_set_mig places it on an instance */
     p->pid = pid; p->kinds = kinds ? kinds : 1u; p->used_mem_bytes = u64(used_mib * MIB);
     p->sm_util = sm; p->mem_util = mem; p->enc_util = enc; p->dec_util = dec;
     if (changed) p->sample_ts_us = now; /* unchanged: the periodic sample in simnode_tick stands */

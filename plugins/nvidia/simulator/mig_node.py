@@ -1,10 +1,15 @@
 """The node daemon's side of MIG: creating, reconfiguring and feeding GPU instances.
 
-The node holds, per MIG-enabled GPU, its instances in creation order (the scenario's ``mig``
-list, then what ``gpu-agent sim mig --set`` made of it). Reconfiguration keeps the instances
-whose profile is still wanted, destroys the others and creates the missing ones, as an
-administrator would with ``nvidia-smi mig -dci/-dgi/-cgi``; destroying an instance a process
-runs on is refused (NVML_ERROR_IN_USE from nvmlGpuInstanceDestroy), and nothing changes.
+The node holds, per MIG-enabled GPU, its GPU instances in creation order (the scenario's ``mig``
+list, then what ``gpu-agent sim mig --set`` made of it), each with its compute instances; a
+compute instance is one MIG device (one slot of the library: its MIG device index, its handle,
+its MIG- UUID). Memory belongs to the GPU instance: its readings are written into every compute
+instance of it, and the GPU's used memory is the sum over GPU instances (not over MIG devices).
+
+Reconfiguration keeps the GPU instances whose profile is still wanted, destroys the others and
+creates the missing ones (with one compute instance spanning each), as an administrator would
+with ``nvidia-smi mig -dci/-dgi/-cgi -C``; destroying an instance a process runs on is refused
+(NVML_ERROR_IN_USE from nvmlGpuInstanceDestroy), and nothing changes.
 """
 
 from __future__ import annotations
@@ -16,23 +21,46 @@ from dataclasses import dataclass, field
 
 from gpu_otel_agent.plugins.nvidia.simulator import _lib
 from gpu_otel_agent.plugins.nvidia.simulator.mig_profiles import (
+    ComputeProfile,
     MigProfile,
     check,
+    compute_profile,
     memory_mib,
-    sm_count,
+    mig_model,
 )
-from gpu_otel_agent.plugins.nvidia.simulator.scenario import MigSpec, Value
+from gpu_otel_agent.plugins.nvidia.simulator.scenario import (
+    MIG_INDEX_LIMIT,
+    ComputeInstanceSpec,
+    MigSpec,
+    Value,
+)
 
 Evaluate = Callable[[Value, float, random.Random], float | None]
+_GI_ONLY = frozenset({"memory_used_mib"})  # the GPU instance's, shared by its compute instances
+
+
+@dataclass
+class ComputeInstance:
+    slot: int  # its MIG device index
+    ci: int
+    profile: ComputeProfile
+    uuid: str
+    readings: dict[str, Value] = field(default_factory=dict)
 
 
 @dataclass
 class Instance:
-    slot: int
+    """One GPU instance."""
+
     gi: int
     profile: MigProfile
-    uuid: str
+    computes: list[ComputeInstance]
     readings: dict[str, Value] = field(default_factory=dict)
+
+    @property
+    def uuid(self) -> str:
+        """Its first compute instance's (the one MIG device of a GPU instance with one)."""
+        return self.computes[0].uuid
 
 
 @dataclass
@@ -43,6 +71,10 @@ class _Gpu:
     memory_mib: float
     instances: list[Instance] = field(default_factory=list)
 
+    def free_indices(self, reserved: set[int]) -> list[int]:
+        used = {c.slot for i in self.instances for c in i.computes} | reserved
+        return [n for n in range(MIG_INDEX_LIMIT) if n not in used]
+
 
 class MigNode:
     """All MIG-enabled GPUs of one node (call with the node's lock held)."""
@@ -50,7 +82,7 @@ class MigNode:
     def __init__(self, lib: _lib.NodeLib) -> None:
         self._lib = lib
         self._gpus: dict[int, _Gpu] = {}  # scenario device index -> its MIG state
-        self._created = 0  # instances made so far: a new instance gets a new UUID
+        self._created = 0  # MIG devices made so far: a new one gets a new UUID
 
     def enable(self, dev: int, local: int, model: str, *, parent_uuid: str,
                memory_mib_total: float, specs: Sequence[MigSpec]) -> None:
@@ -58,8 +90,16 @@ class MigNode:
         self._lib.mig_enable(local, True)
         gpu = _Gpu(local, model, parent_uuid, memory_mib_total)
         self._gpus[dev] = gpu
-        for profile, spec in zip(check(model, [s.profile for s in specs]), specs, strict=True):
-            self._create(gpu, profile, dict(spec.readings))
+        profiles = check(model, [s.profile for s in specs])
+        # Explicit ids and indices first, so a default never takes one named later.
+        taken_gi = {s.gpu_instance_id for s in specs if s.gpu_instance_id is not None}
+        reserved = {c.mig_index for s in specs for c in s.compute_instances
+                    if c.mig_index is not None}
+        for profile, spec in zip(profiles, specs, strict=True):
+            gi = spec.gpu_instance_id
+            if gi is None:
+                gi = self._free_gi(gpu, taken_gi)
+            self._create(gpu, profile, gi, spec, reserved)
 
     def enabled(self, dev: int) -> bool:
         return dev in self._gpus
@@ -70,28 +110,61 @@ class MigNode:
 
     def gi_of(self, dev: int, position: int) -> int:
         """The GPU instance id of the ``position``-th instance of ``dev`` (ValueError if none)."""
+        return self.place_of(dev, position, None)[0]
+
+    def place_of(self, dev: int, position: int, ci_position: int | None) -> tuple[int, int]:
+        """(GPU instance id, compute instance id) of the ``ci_position``-th compute instance
+        (None: the first) of the ``position``-th GPU instance of ``dev`` (ValueError if none)."""
         found = self.instances(dev)
         if not self.enabled(dev):
             raise ValueError(f"device {dev} is not in MIG mode")
         if not 0 <= position < len(found):
             raise ValueError(f"device {dev} has {len(found)} MIG instance(s), no {position}")
-        return found[position].gi
+        instance = found[position]
+        n = 0 if ci_position is None else ci_position
+        if not 0 <= n < len(instance.computes):
+            raise ValueError(f"GPU instance {instance.gi} has {len(instance.computes)} compute "
+                             f"instance(s), no {n}")
+        return instance.gi, instance.computes[n].ci
 
-    def _create(self, gpu: _Gpu, profile: MigProfile, readings: dict[str, Value]) -> None:
-        used = {i.gi for i in gpu.instances}
-        gi = next(n for n in range(1, 64) if n not in used)  # the lowest free id, as NVML does
-        self._created += 1
-        name = f"{gpu.parent_uuid}/{gi}/{self._created}"
-        mig_uuid = f"MIG-{uuidlib.uuid5(uuidlib.NAMESPACE_OID, name)}"
-        slot = self._lib.mig_create(gpu.local, gi, profile.name, profile.profile_id,
-                                    profile.slices, memory_mib(profile, gpu.memory_mib),
-                                    sm_count(profile, gpu.model), mig_uuid)
-        gpu.instances.append(Instance(slot, gi, profile, mig_uuid, readings))
+    @staticmethod
+    def _free_gi(gpu: _Gpu, taken: set[int]) -> int:
+        used = {i.gi for i in gpu.instances} | taken
+        return next(n for n in range(1, 64) if n not in used)  # the lowest free id
+
+    def _create(self, gpu: _Gpu, profile: MigProfile, gi: int, spec: MigSpec | None,
+                reserved: set[int]) -> None:
+        computes_spec = spec.compute_instances if spec is not None else (ComputeInstanceSpec(),)
+        total = spec.memory_total_mib if spec is not None else None
+        if total is None:
+            total = memory_mib(profile, gpu.memory_mib, gpu.model)
+        sms = mig_model(gpu.model).sms_per_slice
+        instance = Instance(gi, profile, [], dict(spec.readings) if spec is not None else {})
+        gpu.instances.append(instance)
+        for n, c in enumerate(computes_spec):
+            ci_profile = compute_profile(profile, c.profile)
+            ci = c.compute_instance_id if c.compute_instance_id is not None else n
+            index = c.mig_index
+            if index is None:
+                free = gpu.free_indices(reserved)
+                if not free:
+                    raise ValueError(f"no free MIG device index on GPU {gpu.local}")
+                index = free[0]
+            self._created += 1
+            name = f"{gpu.parent_uuid}/{gi}/{ci}/{self._created}"
+            mig_uuid = c.uuid or f"MIG-{uuidlib.uuid5(uuidlib.NAMESPACE_OID, name)}"
+            slot = self._lib.mig_create(gpu.local, _lib.MigDeviceSpec(
+                index=index, gi=gi, ci=ci, profile=ci_profile.name,
+                profile_id=profile.profile_id, gi_slices=profile.slices,
+                ci_slices=ci_profile.slices, memory_mib=total,
+                sm_count=float(ci_profile.slices * sms), uuid=mig_uuid))
+            instance.computes.append(ComputeInstance(slot, ci, ci_profile, mig_uuid,
+                                                     dict(c.readings)))
 
     def reconfigure(self, dev: int, names: Sequence[str], busy: Mapping[int, int]) -> list[str]:
         """Make ``dev``'s instances ``names``; ``busy`` maps a GI id to a PID running on it.
 
-        Returns the UUIDs of the instances now. Raises ValueError (nothing changed) if the
+        Returns the UUIDs of the MIG devices now. Raises ValueError (nothing changed) if the
         configuration does not fit or would destroy an instance in use.
         """
         gpu = self._gpus.get(dev)
@@ -109,25 +182,34 @@ class MigNode:
                 raise ValueError(f"GPU instance {instance.gi} ({instance.profile.name}) is in "
                                  f"use by pid {busy[instance.gi]}: NVML_ERROR_IN_USE")
         for instance in doomed:
-            self._lib.mig_destroy(gpu.local, instance.slot)
+            for compute in instance.computes:
+                self._lib.mig_destroy(gpu.local, compute.slot)
         gpu.instances = keep
         for profile in wanted:
-            self._create(gpu, profile, {})
+            self._create(gpu, profile, self._free_gi(gpu, set()), None, set())
         self._lib.push_event(gpu.local, _lib.EVENT_MIG_CONFIG_CHANGE, 0)
-        return [i.uuid for i in gpu.instances]
+        return [c.uuid for i in gpu.instances for c in i.computes]
 
     def apply(self, t: float, rng: random.Random, evaluate: Evaluate) -> dict[int, float]:
-        """Write every instance's readings; returns each GPU's used memory (their sum)."""
+        """Write every instance's readings; returns each GPU's used memory (the sum over its
+        GPU instances: compute instances share theirs)."""
         used: dict[int, float] = {}
         for dev, gpu in self._gpus.items():
             total = 0.0
             for instance in gpu.instances:
+                shared: dict[str, float] = {}
                 for name, value in instance.readings.items():
                     number = evaluate(value, t, rng)
-                    if number is None:
-                        continue
-                    self._lib.mig_set_reading(gpu.local, instance.slot, name, number)
-                    if name == "memory_used_mib":
-                        total += number
+                    if number is not None:
+                        shared[name] = number
+                total += shared.get("memory_used_mib", 0.0)
+                for compute in instance.computes:
+                    own = dict(shared)
+                    for name, value in compute.readings.items():
+                        number = evaluate(value, t, rng)
+                        if number is not None and name not in _GI_ONLY:
+                            own[name] = number
+                    for name, number in own.items():
+                        self._lib.mig_set_reading(gpu.local, compute.slot, name, number)
             used[dev] = total
         return used

@@ -6,11 +6,21 @@ profile names, the fraction of SMs (compute slices of 7) and of memory (memory s
 and the number of instances of each profile a GPU can hold, for A100-SXM4-40GB,
 A100-SXM4-80GB, H100 80GB (SXM5 and PCIe) and H200 (141 GB).
 
-An instance's memory is its fraction of the model's frame buffer (the ``memory_total_mib`` of
-the model table); real instances report a few hundred MiB less (driver reservations). Its SM
-count is ``slices`` times the SMs of one compute slice of the model (A100: 14, H100/H200: 16),
-as ``nvidia-smi mig -lgip`` lists them. Placement is checked by totals (compute slices <= 7,
-memory slices <= 8, instances per profile), not by the guide's slot-by-slot placement table.
+An instance's memory is what real GPUs report, below its fraction of the frame buffer (the
+driver reserves some): ``REPORTED_GIB`` holds the figures ``nvidia-smi mig -lgip`` printed on
+real machines (its "Memory GiB" column; NVML's nvmlDeviceGetMemoryInfo on a MIG device reports
+the same amount in MiB: nvitop#8's A100-SXM4-80GB shows 2g.20gb MIG devices of 19968 MiB =
+19.50 GiB). The figure depends on the memory slices only (3g.71gb and 4g.71gb both print
+69.50). A model or slice count no capture shows is derived from the captured ones (see
+:func:`memory_mib`). Its SM count is ``slices`` times the SMs of one compute slice of the model
+(A100: 14, H100/H200: 16), as ``nvidia-smi mig -lgip`` lists them.
+
+A GPU instance holds one or several compute instances (``nvidia-smi mig -cci``); one spanning
+it is named like it ("3g.40gb"), a smaller one "<n>c.<GPU instance profile>" ("1c.3g.40gb",
+NVML's MIG device name "... MIG 1c.3g.40gb"); they share the GPU instance's memory.
+
+Placement is checked by totals (compute slices <= 7, memory slices <= 8, instances per
+profile), not by the guide's slot-by-slot placement table.
 """
 
 from __future__ import annotations
@@ -114,9 +124,65 @@ def _check_totals(model: str, profiles: Iterable[MigProfile]) -> None:
             raise MigConfigError(f"{model}: at most {limit} instance(s) of {name}, got {count}")
 
 
-def memory_mib(profile: MigProfile, model_memory_mib: float) -> float:
-    """The instance's frame buffer: its memory slices' share of the GPU's."""
-    return float(int(model_memory_mib * profile.memory_slices / MEMORY_SLICES))
+# GiB per memory-slice count as real GPUs report it (nvidia-smi mig -lgip, "Memory GiB"):
+#  - A100-SXM4-80GB: https://github.com/NVIDIA/mig-parted/issues/97 (1g.10gb 9.50, 1g.10gb+me
+#    9.50, 2g.20gb 19.50, 3g.40gb 39.25); https://github.com/XuehaiPan/nvitop/pull/8 (nvidia-smi
+#    MIG devices table, 2g.20gb: 19968MiB).
+#  - H200: https://github.com/NVIDIA/mig-parted/issues/120 (1g.18gb 16.00, 1g.35gb and 2g.35gb
+#    32.25, 3g.71gb and 4g.71gb 69.50, 7g.141gb 139.75).
+REPORTED_GIB: Mapping[str, Mapping[int, float]] = MappingProxyType({
+    "NVIDIA A100-SXM4-80GB": MappingProxyType({1: 9.50, 2: 19.50, 4: 39.25}),
+    "NVIDIA H200": MappingProxyType({1: 16.00, 2: 32.25, 4: 69.50, 8: 139.75}),
+})
+# Where no capture shows a model's figure: the captured share of the slices' nominal memory
+# (A100-SXM4-80GB of 81920 MiB for 1, 2, 4 slices; H200 of 143771 MiB for 8). Reading-derived.
+_REPORTED_SHARE = MappingProxyType({1: 9728 / 10240, 2: 19968 / 20480, 4: 40192 / 40960,
+                                    8: 143104 / 143771})
+
+
+def memory_mib(profile: MigProfile, model_memory_mib: float, model: str = "") -> float:
+    """The GPU instance's frame buffer as NVML reports it (MiB)."""
+    known = REPORTED_GIB.get(model, {}).get(profile.memory_slices)
+    if known is not None:
+        return known * 1024
+    nominal = model_memory_mib * profile.memory_slices / MEMORY_SLICES
+    # -lgip prints quarter GiB: the driver hands out memory in 256 MiB steps.
+    return float(int(nominal * _REPORTED_SHARE[profile.memory_slices] / 256) * 256)
+
+
+# Compute instance sizes (compute slices) NVML has profiles for: NVML_COMPUTE_INSTANCE_PROFILE_*.
+COMPUTE_INSTANCE_SLICES = (1, 2, 3, 4, 7)
+
+
+@dataclass(frozen=True)
+class ComputeProfile:
+    name: str  # the MIG device's profile name: "3g.40gb" (spanning) or "1c.3g.40gb"
+    slices: int  # compute slices
+
+
+def compute_profile(gpu_instance: MigProfile, name: str | None) -> ComputeProfile:
+    """A compute instance of ``gpu_instance``: ``name`` "<n>c.<profile>" or the GPU
+    instance's own name (None: spanning it)."""
+    if name is None or name == gpu_instance.name:
+        return ComputeProfile(gpu_instance.name, gpu_instance.slices)
+    count, sep, rest = name.partition("c.")
+    if not sep or rest != gpu_instance.name or not count.isdigit():
+        raise MigConfigError(f"compute instance profile {name!r}: expected "
+                             f"'<n>c.{gpu_instance.name}' or '{gpu_instance.name}'")
+    slices = int(count)
+    if slices not in COMPUTE_INSTANCE_SLICES or slices > gpu_instance.slices:
+        sizes = ", ".join(str(n) for n in COMPUTE_INSTANCE_SLICES if n <= gpu_instance.slices)
+        raise MigConfigError(f"compute instance profile {name!r}: a {gpu_instance.name} GPU "
+                             f"instance holds compute instances of {sizes} slice(s)")
+    return ComputeProfile(name if slices < gpu_instance.slices else gpu_instance.name, slices)
+
+
+def check_compute(gpu_instance: MigProfile, profiles: Sequence[ComputeProfile]) -> None:
+    """The compute instances fit in their GPU instance's compute slices."""
+    used = sum(p.slices for p in profiles)
+    if used > gpu_instance.slices:
+        raise MigConfigError(f"compute instances need {used} compute slices, the "
+                             f"{gpu_instance.name} GPU instance has {gpu_instance.slices}")
 
 
 def sm_count(profile: MigProfile, model: str) -> int:

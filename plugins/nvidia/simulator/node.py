@@ -184,7 +184,8 @@ class Node:
         self.server: socketserver.ThreadingUnixStreamServer | None = None
         self.known_functions = frozenset(function_names())
         self.mig = MigNode(self.lib)
-        self.proc_gi: dict[tuple[int, int], int] = {}  # (device, pid) -> its GPU instance
+        # (device, pid) -> the (GPU instance, compute instance) it runs on
+        self.proc_gi: dict[tuple[int, int], tuple[int, int]] = {}
         self.proc_part: dict[tuple[int, int], int] = {}  # (AMD device, pid) -> its partition
         # Readings set on one AMD partition (``set`` with ``partition``): AMD local -> values.
         self.amd_overrides: dict[int, dict[str, float | None]] = {}
@@ -244,12 +245,12 @@ class Node:
                 p.device, pid, p.kind, p.used_memory_mib, p.sm_util, p.mem_util
             )
             if p.mig is not None:
-                self.proc_gi[(p.device, pid)] = self.mig.gi_of(p.device, p.mig)
+                self.proc_gi[(p.device, pid)] = self.mig.place_of(p.device, p.mig, p.ci)
             if p.partition is not None:
                 self.proc_part[(p.device, pid)] = p.partition
         self._apply_procs(0.0)
-        for (dev, pid), gi in self.proc_gi.items():
-            self.lib.proc_set_mig(self._slot(dev)[1], pid, gi)
+        for (dev, pid), place in self.proc_gi.items():
+            self.lib.proc_set_mig(self._slot(dev)[1], pid, place)
 
     def _setup_amd(self, d: DeviceSpec) -> None:
         assert self.amd is not None
@@ -458,9 +459,11 @@ class Node:
                         f"device {dev} is an AMD GPU: AMD reports no XIDs; use the 'event' op"
                     )
                 if req.get("mig") is not None:
-                    gi = self._gi(dev, req["mig"])
-                    seq = self.lib.push_event_mig(self._slot(dev)[1], _lib.EVENT_XID, code, gi)
-                    return {"ok": True, "seq": seq, "gpu_instance_id": gi}
+                    gi, ci = self._place(dev, req["mig"], req.get("ci"))
+                    seq = self.lib.push_event_mig(self._slot(dev)[1], _lib.EVENT_XID, code, gi,
+                                                  ci if req.get("ci") is not None else None)
+                    return {"ok": True, "seq": seq, "gpu_instance_id": gi,
+                            "compute_instance_id": ci}
                 seq = self.lib.push_event(self._slot(dev)[1], _lib.EVENT_XID, code)
                 return {"ok": True, "seq": seq}
             if op == "recovery":
@@ -740,7 +743,8 @@ class Node:
         counter: _lib.NodeLib | amd_lib.AmdNodeLib = amd[0] if amd else self.lib
         if (dev, pid) not in self.procs and counter.proc_count() >= 4096:
             raise CommandError("process table full")
-        gi = self._gi(dev, req["mig"]) if req.get("mig") is not None else None
+        place = self._place(dev, req["mig"], req.get("ci")) if req.get("mig") is not None \
+            else None
         self.procs[(dev, pid)] = _Proc(dev, pid, str(kind), mem, sm, mu)
         if amd is not None:
             if req.get("partition") is not None:
@@ -751,19 +755,23 @@ class Node:
             self._amd_proc_add(dev, self._amd_part_local(dev, pid), pid, mem, sm, kind=str(kind))
         else:
             self.lib.proc_add(local, pid, str(kind), mem, sm, mu)
-            self.lib.proc_set_mig(local, pid, gi)
-        if gi is not None:
-            self.proc_gi[(dev, pid)] = gi
+            self.lib.proc_set_mig(local, pid, place)
+        if place is not None:
+            self.proc_gi[(dev, pid)] = place
         else:
             self.proc_gi.pop((dev, pid), None)
         return {"ok": True}
 
-    def _gi(self, dev: int, position: object) -> int:
-        """The GPU instance id of the ``position``-th MIG instance of ``dev``."""
+    def _place(self, dev: int, position: object, ci: object = None) -> tuple[int, int]:
+        """(GPU instance id, compute instance id) of the ``position``-th MIG instance of
+        ``dev`` and its ``ci``-th compute instance (None: the first)."""
         if isinstance(position, bool) or not isinstance(position, int):
             raise CommandError("'mig' must be an integer (position in the device's MIG list)")
+        if ci is not None and (isinstance(ci, bool) or not isinstance(ci, int)):
+            raise CommandError("'ci' must be an integer (position in the GPU instance's "
+                               "compute instances)")
         try:
-            return self.mig.gi_of(dev, position)
+            return self.mig.place_of(dev, position, ci)
         except ValueError as error:
             raise CommandError(str(error)) from error
 
@@ -775,15 +783,16 @@ class Node:
             wanted = [p.strip() for p in wanted.split(",") if p.strip()]
         if not isinstance(wanted, list) or not all(isinstance(p, str) for p in wanted):
             raise CommandError("'set' must be a list of MIG profile names or 'a,b,c'")
-        busy = {gi: pid for (d, pid), gi in self.proc_gi.items() if d == dev}
+        busy = {gi: pid for (d, pid), (gi, _) in self.proc_gi.items() if d == dev}
         try:
             uuids = self.mig.reconfigure(dev, [str(p) for p in wanted], busy)
         except ValueError as error:
             raise CommandError(str(error)) from error
         self._apply_values(time.monotonic() - self.t0)
         return {"ok": True, "instances": [
-            {"uuid": i.uuid, "profile": i.profile.name, "gpu_instance_id": i.gi,
-             "compute_instance_id": 0} for i in self.mig.instances(dev) if i.uuid in uuids]}
+            {"uuid": c.uuid, "profile": c.profile.name, "gpu_instance_id": i.gi,
+             "compute_instance_id": c.ci, "mig_index": c.slot}
+            for i in self.mig.instances(dev) for c in i.computes if c.uuid in uuids]}
 
     def handle_line(self, line: bytes) -> dict[str, object]:
         try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
@@ -19,7 +19,12 @@ import yaml
 from gpu_otel_agent.plugins.amd.simulator import partitions as amd_partitions
 from gpu_otel_agent.plugins.amd.simulator import scenario as amd_scenario
 from gpu_otel_agent.plugins.nvidia.simulator.faults import FaultSpecError, parse_chaos, parse_fail
-from gpu_otel_agent.plugins.nvidia.simulator.mig_profiles import MigConfigError, check
+from gpu_otel_agent.plugins.nvidia.simulator.mig_profiles import (
+    MigConfigError,
+    check,
+    check_compute,
+    compute_profile,
+)
 from gpu_otel_agent.plugins.nvidia.simulator.nvlinks import LinkError, scenario_readings
 from gpu_otel_agent.plugins.simulator_core.tables import macro_names
 
@@ -80,12 +85,31 @@ MIG_READINGS = ("memory_used_mib", "sm_active", "sm_occupancy", "tensor_active",
                 "fp16_active", "fp32_active", "fp64_active")
 
 
+# Readings of one compute instance (its own activity; memory is its GPU instance's).
+CI_READINGS = tuple(r for r in MIG_READINGS if r != "memory_used_mib")
+MIG_INDEX_LIMIT = 7  # nvmlDeviceGetMaxMigDeviceCount on A100 / H100 / H200
+
+
+@dataclass(frozen=True)
+class ComputeInstanceSpec:
+    """One compute instance of a GPU instance: one MIG device (its own handle and UUID)."""
+
+    profile: str | None = None  # "1c.3g.40gb"; None: spanning the GPU instance
+    compute_instance_id: int | None = None  # None: its position in the list
+    mig_index: int | None = None  # its MIG device index; None: the lowest free one
+    uuid: str | None = None  # "MIG-..."; None: generated
+    readings: Mapping[str, Value] = field(default_factory=lambda: MappingProxyType({}))
+
+
 @dataclass(frozen=True)
 class MigSpec:
-    """One GPU instance (with one compute instance spanning it) of a MIG-enabled GPU."""
+    """One GPU instance of a MIG-enabled GPU and its compute instances."""
 
     profile: str
-    readings: Mapping[str, Value]
+    readings: Mapping[str, Value]  # memory_used_mib is the GPU instance's; activity its CIs'
+    gpu_instance_id: int | None = None  # None: the lowest free id
+    compute_instances: tuple[ComputeInstanceSpec, ...] = (ComputeInstanceSpec(),)
+    memory_total_mib: float | None = None  # None: what the model's profile reports
 
 
 @dataclass(frozen=True)
@@ -116,6 +140,7 @@ class ProcessSpec:
     kind: str  # compute | graphics | mps
     mig: int | None = None  # position in the device's ``mig`` list: runs on that instance
     partition: int | None = None  # AMD: the compute partition (XCP) it runs on
+    ci: int | None = None  # position in that GPU instance's compute instances (None: the first)
 
 
 @dataclass(frozen=True)
@@ -370,18 +395,83 @@ def _mig(ctx: _Ctx, raw: object, key: str, model: str) -> tuple[MigSpec, ...]:
         raise ctx.fail(key, "expected a list of GPU instances ({profile: 3g.40gb, ...})")
     out = []
     for j, entry in enumerate(raw):
-        sub = f"{key}[{j}]"
-        m = _mapping(ctx, entry, sub, ("profile", *MIG_READINGS))
-        if "profile" not in m:
-            raise ctx.fail(sub, "missing key 'profile'")
-        profile = _str(ctx, m["profile"], f"{sub}.profile")
-        readings = {k: parse_value(ctx, v, f"{sub}.{k}") for k, v in m.items() if k != "profile"}
-        out.append(MigSpec(profile, MappingProxyType(readings)))
+        out.append(_gpu_instance(ctx, entry, f"{key}[{j}]"))
     try:
-        check(model, [spec.profile for spec in out])
+        profiles = check(model, [spec.profile for spec in out])
     except MigConfigError as error:
         raise ctx.fail(key, str(error)) from error
+    for j, (spec, profile) in enumerate(zip(out, profiles, strict=True)):
+        sub = f"{key}[{j}].compute_instances"
+        try:
+            check_compute(profile, [compute_profile(profile, ci.profile)
+                                    for ci in spec.compute_instances])
+        except MigConfigError as error:
+            raise ctx.fail(sub, str(error)) from error
+    _unique(ctx, key, "gpu_instance_id", [s.gpu_instance_id for s in out])
+    _unique(ctx, key, "mig_index", [c.mig_index for s in out for c in s.compute_instances])
     return tuple(out)
+
+
+_GI_KEYS = ("profile", "gpu_instance_id", "compute_instances", "mig_index", "uuid",
+            "memory_total_mib", *MIG_READINGS)
+_CI_KEYS = ("profile", "compute_instance_id", "mig_index", "uuid", *CI_READINGS)
+
+
+def _gpu_instance(ctx: _Ctx, entry: object, sub: str) -> MigSpec:
+    m = _mapping(ctx, entry, sub, _GI_KEYS)
+    if "profile" not in m:
+        raise ctx.fail(sub, "missing key 'profile'")
+    profile = _str(ctx, m["profile"], f"{sub}.profile")
+    readings = {k: parse_value(ctx, v, f"{sub}.{k}") for k, v in m.items() if k in MIG_READINGS}
+    gi = _int(ctx, m["gpu_instance_id"], f"{sub}.gpu_instance_id") \
+        if m.get("gpu_instance_id") is not None else None
+    total = _num(ctx, m["memory_total_mib"], f"{sub}.memory_total_mib", minimum=1) \
+        if m.get("memory_total_mib") is not None else None
+    raw_cis = m.get("compute_instances")
+    if raw_cis is None:  # one compute instance spanning it; its index and UUID may be given here
+        cis: tuple[ComputeInstanceSpec, ...] = (_compute_instance(
+            ctx, {k: m[k] for k in ("mig_index", "uuid") if k in m}, sub),)
+    else:
+        for k in ("mig_index", "uuid"):
+            if k in m:
+                raise ctx.fail(f"{sub}.{k}", f"with 'compute_instances', give '{k}' per "
+                               "compute instance")
+        if not isinstance(raw_cis, list) or not raw_cis:
+            raise ctx.fail(f"{sub}.compute_instances",
+                           "expected a non-empty list ({profile: 1c.3g.40gb}, ...)")
+        cis = tuple(_compute_instance(ctx, c, f"{sub}.compute_instances[{n}]")
+                    for n, c in enumerate(raw_cis))
+        ids = [c.compute_instance_id if c.compute_instance_id is not None else n
+               for n, c in enumerate(cis)]
+        _unique(ctx, f"{sub}.compute_instances", "compute_instance_id", ids)
+    return MigSpec(profile, MappingProxyType(readings), gi, cis, total)
+
+
+def _compute_instance(ctx: _Ctx, entry: object, sub: str) -> ComputeInstanceSpec:
+    c = _mapping(ctx, entry, sub, _CI_KEYS)
+    ci_id = _int(ctx, c["compute_instance_id"], f"{sub}.compute_instance_id") \
+        if c.get("compute_instance_id") is not None else None
+    index = None
+    if c.get("mig_index") is not None:
+        index = _int(ctx, c["mig_index"], f"{sub}.mig_index")
+        if index >= MIG_INDEX_LIMIT:
+            raise ctx.fail(f"{sub}.mig_index", f"must be < {MIG_INDEX_LIMIT} (the GPU's "
+                           "maximum MIG device count)")
+    uuid = None
+    if c.get("uuid") is not None:
+        uuid = _str(ctx, c["uuid"], f"{sub}.uuid")
+        if not uuid.startswith("MIG-"):
+            raise ctx.fail(f"{sub}.uuid", f"a MIG device UUID starts with 'MIG-', got {uuid!r}")
+    profile = _str(ctx, c["profile"], f"{sub}.profile") if c.get("profile") is not None else None
+    readings = {k: parse_value(ctx, v, f"{sub}.{k}") for k, v in c.items() if k in CI_READINGS}
+    return ComputeInstanceSpec(profile, ci_id, index, uuid, MappingProxyType(readings))
+
+
+def _unique(ctx: _Ctx, key: str, name: str, values: Sequence[int | None]) -> None:
+    seen = [v for v in values if v is not None]
+    for v in seen:
+        if seen.count(v) > 1:
+            raise ctx.fail(key, f"{name} {v} is given twice")
 
 
 _KINDS = ("compute", "graphics", "mps")
@@ -393,7 +483,7 @@ def _process(ctx: _Ctx, raw: object, i: int, devices: Sequence[DeviceSpec]) -> P
     p = _mapping(
         ctx, raw, key,
         ("device", "pid", "spawn", "used_memory_mib", "sm_util", "mem_util", "type", "mig",
-         "partition"),
+         "partition", "ci"),
     )
     if "device" not in p:
         raise ctx.fail(key, "missing key 'device'")
@@ -419,6 +509,7 @@ def _process(ctx: _Ctx, raw: object, i: int, devices: Sequence[DeviceSpec]) -> P
     mig = None
     if p.get("mig") is not None:
         mig = _mig_position(ctx, p["mig"], f"{key}.mig", devices[dev])
+    ci = _ci_position(ctx, p, key, devices[dev], mig)
     partition = None
     if p.get("partition") is not None:
         partition = _int(ctx, p["partition"], f"{key}.partition")
@@ -437,7 +528,24 @@ def _process(ctx: _Ctx, raw: object, i: int, devices: Sequence[DeviceSpec]) -> P
         str(kind),
         mig,
         partition,
+        ci,
     )
+
+
+def _ci_position(ctx: _Ctx, entry: Mapping[str, object], key: str, device: DeviceSpec,
+                 mig: int | None) -> int | None:
+    """``ci``: a position in the compute instances of the GPU instance ``mig`` names."""
+    if entry.get("ci") is None:
+        return None
+    if mig is None:
+        raise ctx.fail(f"{key}.ci", "'ci' needs 'mig' (the GPU instance it is in)")
+    position = _int(ctx, entry["ci"], f"{key}.ci")
+    assert device.mig is not None
+    count = len(device.mig[mig].compute_instances)
+    if position >= count:
+        raise ctx.fail(f"{key}.ci", f"GPU instance {mig} of device {device.index} has {count} "
+                       f"compute instance(s)")
+    return position
 
 
 def _mig_position(ctx: _Ctx, v: object, key: str, device: DeviceSpec) -> int:
@@ -461,7 +569,7 @@ def _timeline(ctx: _Ctx, raw: object, i: int, devices: Sequence[DeviceSpec]) -> 
     vendors = [d.vendor for d in devices]
     n_dev = len(vendors)
     key = f"timeline[{i}]"
-    e = _mapping(ctx, raw, key, ("at", "device", "mig", *_ACTIONS))
+    e = _mapping(ctx, raw, key, ("at", "device", "mig", "ci", *_ACTIONS))
     if "at" not in e:
         raise ctx.fail(key, "missing key 'at'")
     at = parse_duration(ctx, e["at"], f"{key}.at")
@@ -484,12 +592,18 @@ def _timeline(ctx: _Ctx, raw: object, i: int, devices: Sequence[DeviceSpec]) -> 
     sub = f"{key}.{action}"
     v = e[action]
     args: dict[str, object]
-    if "mig" in e and action != "xid":
-        raise ctx.fail(f"{key}.mig", "'mig' scopes an XID to a GPU instance; only with 'xid'")
+    if ("mig" in e or "ci" in e) and action != "xid":
+        where = "mig" if "mig" in e else "ci"
+        raise ctx.fail(f"{key}.{where}", "'mig'/'ci' scope an XID to a MIG instance; only with "
+                       "'xid'")
     if action == "xid":
         args = {"code": _int(ctx, v, sub)}
         if "mig" in e and dev is not None:
             args["mig"] = _mig_position(ctx, e["mig"], f"{key}.mig", devices[dev])
+        if dev is not None:
+            ci = _ci_position(ctx, e, key, devices[dev], args.get("mig"))  # type: ignore[arg-type]
+            if ci is not None:
+                args["ci"] = ci
     elif action == "recovery":
         if vendor == "amd":
             raise ctx.fail(sub, "recovery actions are NVML's (nvmlEventTypeGpuRecoveryAction)")
