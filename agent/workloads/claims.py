@@ -59,8 +59,14 @@ class ClaimIndex:
 
     def device_attributes(self, gpu: GpuDevice) -> Attributes:
         """The DRA device the listed claims hold ``gpu`` as (driver, pool, device name): one
-        value for all of them, or none (no claim, or claims that disagree)."""
-        found = {(d.driver, d.pool, d.device) for d in self.holders(gpu)}
+        value for all of them, or none (no claim, or claims that disagree).
+
+        Only a claim of ``gpu`` itself counts: a claimed MIG device's ``MIG-GPU-<uuid>/gi/ci``
+        id also matches its parent GPU (as a slice of it), and the whole GPU is not that
+        claimed device -- its series would carry the instance's name whenever exactly one of
+        its instances is claimed."""
+        found = {(d.driver, d.pool, d.device) for d in self.holders(gpu)
+                 if any(gpu.is_whole(i) for i in d.device_ids)}
         if len(found) != 1:
             return ()
         driver, pool, name = found.pop()

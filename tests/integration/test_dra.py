@@ -259,6 +259,19 @@ def test_claimed_gpus_are_attributed_and_follow_claims_and_the_kubelet(
             (named_late,) = select(points, "gpu.process.memory.usage", process__pid=pid["late"])
             assert named_late.attributes["k8s.pod.name"] == "late"
             assert _dra(points, "hw.power", UUIDS[0]) == (DRIVER, POOL, f"gpu-{minor[0]}")
+
+            # One MIG instance of the A100 claimed, alone (issue 28): the claimed instance
+            # carries its DRA name, its parent GPU none (it is not that device).
+            groups.kill(pid["big"])
+            assert node.command({"op": "proc_rm", "pid": pid["big"]})["ok"]
+            kubelet.set_pods([pod for pod in pods[1:] if pod.name != "big"]
+                             + [_pod(late, late_claim)])
+            points = wait_export(store, lambda pts: _dra(
+                pts, "hw.gpu.memory.usage", big_uuid) == (None, None, None),
+                "the released MIG instance without DRA attributes")
+            assert _dra(points, "hw.gpu.memory.usage", small_uuid)[2] == small_claim.devices[
+                0].device
+            assert _dra(points, "hw.power", A100) == (None, None, None)
             assert "no DRA claims" not in agent.log()  # the kubelet always listed some
         finally:
             agent.close()

@@ -112,3 +112,44 @@ def test_the_memory_limit_of_a_claim_is_the_device_unless_shared(tmp_path: Path)
     facts = resolver.process(10)
     assert facts is not None and resolver.workload(facts, mig).pod_name == "small"
     assert resolver.memory_limit(facts, mig) == mig.memory_total  # the MIG device's memory
+
+
+def _claimed_mig(gi: int, device: str) -> tuple[GpuDevice, ClaimDevice]:
+    """MIG device ``gi`` of GPU-2 (its MIG- UUID and older id) and a claim of it by name."""
+    child = GpuDevice(f"MIG-{gi}", "", None, (f"MIG-GPU-2/{gi}/0",))
+    return child, ClaimDevice("gpu.nvidia.com", "node-a", device, None, (), (f"MIG-GPU-2/{gi}/0",))
+
+
+def _claims(tmp_path: Path, *devices: ClaimDevice) -> WorkloadResolver:
+    return _resolver(tmp_path, *(PodAllocation("ml", f"p{n}", (ContainerAllocation("main", (), (
+        ClaimAllocation(f"c{n}", "ml", (d,)),)),)) for n, d in enumerate(devices)))
+
+
+def test_only_the_claimed_mig_device_carries_its_dra_name_never_its_parent(
+        tmp_path: Path) -> None:
+    """Issue 28: one claimed MIG instance of a GPU labelled the whole GPU as that instance
+    (its MIG-GPU-<parent>/gi/ci id matches the parent as a slice). With two claimed instances
+    the parent's candidates disagreed and vanished, which hid it."""
+    parent = GpuDevice("GPU-2", "00000000:1A:00.0")
+    first, one = _claimed_mig(3, "gpu-2-mig-1g10gb-19-3")
+    second, other = _claimed_mig(5, "gpu-2-mig-1g10gb-19-5")
+    name = ("gpu.dra.device", "gpu-2-mig-1g10gb-19-3")
+    # The lonely case: one claimed child.
+    lonely = _claims(tmp_path, one)
+    assert lonely.device_attributes(parent) == ()
+    assert name in lonely.device_attributes(first)
+    assert lonely.device_attributes(second) == ()
+    # Two claims that agree (two pods share one claimed instance).
+    agree = _claims(tmp_path, one, one)
+    assert agree.device_attributes(parent) == ()
+    assert name in agree.device_attributes(first)
+    # Two that disagree (two instances claimed): each its own, the parent none.
+    both = _claims(tmp_path, one, other)
+    assert both.device_attributes(parent) == ()
+    assert name in both.device_attributes(first)
+    assert ("gpu.dra.device", "gpu-2-mig-1g10gb-19-5") in both.device_attributes(second)
+    # None claimed.
+    assert _claims(tmp_path).device_attributes(parent) == ()
+    # A claim of the whole GPU still names it.
+    whole = ClaimDevice("gpu.nvidia.com", "node-a", "gpu-2", None, (), ("GPU-2",))
+    assert ("gpu.dra.device", "gpu-2") in _claims(tmp_path, whole).device_attributes(parent)
