@@ -80,7 +80,7 @@ class NvidiaBackend:
             handle = self._handles.get(device.identity.uuid)
             if handle is not None:
                 partition_of = (device.partition_of if isinstance(device, NvidiaDevice)
-                                else lambda gpu_instance: "")
+                                else lambda gi, ci: "")
                 errors = device.errors if isinstance(device, NvidiaDevice) else None
                 sources.append(NvmlEventWatcher(handle, device.identity.uuid,
                                                 device.identity.index, partition_of,

@@ -34,7 +34,7 @@ from gpu_otel_agent.plugins.nvidia.nvml import (
     classify,
     field_value,
 )
-from gpu_otel_agent.plugins.nvidia.processes import ProcessSampler
+from gpu_otel_agent.plugins.nvidia.processes import NO_INSTANCE, ProcessSampler
 from gpu_otel_agent.plugins.nvidia.readings import GROUPS, CallReading, FieldReading
 from gpu_otel_agent.plugins.nvidia.session import NvmlSession
 
@@ -43,6 +43,17 @@ log = logging.getLogger(__name__)
 
 def _text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _mig_handle(parent: Any, index: int) -> Any:
+    """The MIG device at ``index``, or None for an empty index: NOT_FOUND is that call's
+    ordinary answer there (error_policy.NORMAL_ANSWERS), not an error to count."""
+    try:
+        return pynvml.nvmlDeviceGetMigDeviceHandleByIndex(parent, index)
+    except pynvml.NVMLError as error:
+        if error.value == pynvml.NVML_ERROR_NOT_FOUND:
+            return None
+        raise
 
 
 @dataclass(frozen=True)
@@ -83,6 +94,7 @@ class NvidiaDevice:
         self._gpm_capable = False
         # UUID -> instance; replaced whole, so the event thread reads it without a lock.
         self._mig: dict[str, NvidiaMigDevice] = {}
+        self._mig_at: dict[int, str] = {}  # MIG device index -> UUID, at the last scan
         # NVML function -> (calls, seconds), for self-telemetry; replaced whole, never mutated,
         # so the export thread can copy it while the device thread records.
         self._call_times: dict[str, tuple[int, float]] = {}
@@ -163,6 +175,7 @@ class NvidiaDevice:
         self._processes.rebind(handle)
         self._gpm = None  # its samples belong to the old handle; probed again on the next read
         self._mig = {}  # instances are enumerated again under the new handle
+        self._mig_at = {}
         self._generation = generation
         log.info("%s: handle found again by UUID after NVML re-initialisation",
                  self._identity.uuid)
@@ -290,28 +303,42 @@ class NvidiaDevice:
         )
 
     def read_processes(self) -> tuple[ProcessUsage, ...]:
-        """The GPU's own processes; on a MIG-enabled GPU, each instance's go to the instance
-        (its read, next in the same job, takes them from here: no calls of its own)."""
+        """The GPU's own processes; on a MIG-enabled GPU, each MIG device's go to it (its read,
+        next in the same job, takes them from here: no calls of its own).
+
+        A MIG device is a compute instance, and a GPU instance may hold several: a process
+        belongs to the one its (gpuInstanceId, computeInstanceId) names. Split by GPU instance
+        alone, each process of a shared GPU instance went to every one of its MIG devices
+        (its memory counted once per compute instance, its pod on all of them)."""
         processes = self._processes.read()
         if not self._mig:
             return processes
         placed = self._processes.instances
-        by_gi: dict[int, list[ProcessUsage]] = {}
+        by_place: dict[tuple[int, int], list[ProcessUsage]] = {}
         own = []
         for usage in processes:
-            gi = placed.get(usage.pid)
-            if gi is None:
+            place = placed.get(usage.pid)
+            if place is None:
                 own.append(usage)
             else:
-                by_gi.setdefault(gi, []).append(usage)
+                by_place.setdefault(place, []).append(usage)
         for instance in self._mig.values():
-            instance.give_processes(tuple(by_gi.get(instance.gpu_instance, ())))
+            instance.give_processes(tuple(by_place.get(instance.place, ())))
         return tuple(own)
 
     # -- MIG (Partitioned) ------------------------------------------------------------------
 
     def partitions(self) -> tuple[Device, ...]:
-        """The MIG devices now: 2 + 2 calls per instance (handle, UUID), + 2 per new one."""
+        """The MIG devices now: 2 + one call per MIG device index up to the GPU's maximum
+        count (a handle, or NOT_FOUND for an empty index), + 1 per instance (UUID), + 3 per
+        new one (name, GPU and compute instance ids).
+
+        Every index is asked, as go-nvlib's ``VisitMigDevices`` does: indices are the MIG
+        devices' own and may leave holes (nvml.h: NOT_FOUND "if no valid MIG device was found
+        at index"), so stopping at the first NOT_FOUND left every instance after a hole
+        unmonitored. An index that fails otherwise (a transient error) keeps the instance it
+        held at the last scan: one failed call must not drop its series and pod attribution
+        until the next scan brings it back."""
         if not self._mig_capable:
             return ()
         try:
@@ -327,26 +354,37 @@ class NvidiaDevice:
         except pynvml.NVMLError:
             return tuple(self._mig.values())  # unknown this time: keep what we know
         found: dict[str, NvidiaMigDevice] = {}
+        at: dict[int, str] = {}
         for index in range(count):
             try:
-                handle = self._invoke("nvmlDeviceGetMigDeviceHandleByIndex",
-                                      pynvml.nvmlDeviceGetMigDeviceHandleByIndex,
+                handle = self._invoke("nvmlDeviceGetMigDeviceHandleByIndex", _mig_handle,
                                       self._handle, index)
+                if handle is None:
+                    continue  # an empty index (a hole, or past the last): the next may hold one
                 uuid = _text(self._invoke("nvmlDeviceGetUUID", pynvml.nvmlDeviceGetUUID, handle))
                 known = self._mig.get(uuid)
                 if known is not None:
                     known.rebind(handle)
-                    found[uuid] = known
-                    continue
-                found[uuid] = self._new_instance(handle, uuid)
+                else:
+                    known = self._new_instance(handle, uuid)
+                found[uuid] = known
+                at[index] = uuid
             except pynvml.NVMLError as error:
-                if error.value == pynvml.NVML_ERROR_NOT_FOUND:
-                    break  # past the last instance (indices count existing ones)
                 log.debug("%s: MIG device %d: %s", self._identity.uuid, index, error)
+                self._keep(index, found, at)  # unknown this time: keep what it held
             except Unavailable as reason:
                 log.debug("%s: MIG device %d: %s", self._identity.uuid, index, reason)
         self._mig = found
+        self._mig_at = at
         return tuple(found.values())
+
+    def _keep(self, index: int, found: dict[str, NvidiaMigDevice], at: dict[int, str]) -> None:
+        """The instance MIG device ``index`` held at the last scan stays, as it was."""
+        uuid = self._mig_at.get(index)
+        known = self._mig.get(uuid) if uuid is not None else None
+        if uuid is not None and known is not None and uuid not in found:
+            found[uuid] = known
+            at[index] = uuid
 
     def _new_instance(self, handle: Any, uuid: str) -> NvidiaMigDevice:
         name = _text(self._invoke("nvmlDeviceGetName", pynvml.nvmlDeviceGetName, handle))
@@ -357,13 +395,15 @@ class NvidiaDevice:
         place = MigPlace(self._identity, uuid, profile_of(name), gi, ci)
         return NvidiaMigDevice(handle, place, self._handle, self._invoke, self._gpm_capable)
 
-    def partition_of(self, gpu_instance: int) -> str:
-        """The UUID of the MIG device on GPU instance ``gpu_instance`` (empty if unknown).
-        Any thread: reads the dict the worker replaces whole."""
-        for uuid, instance in self._mig.items():
-            if instance.gpu_instance == gpu_instance:
-                return uuid
-        return ""
+    def partition_of(self, gpu_instance: int, compute_instance: int = NO_INSTANCE) -> str:
+        """The UUID of the MIG device of (``gpu_instance``, ``compute_instance``); for an event
+        of a GPU instance as a whole (no compute instance), its one MIG device if it has one.
+        Empty when unknown or ambiguous (a GPU instance of several compute instances is not
+        one of them). Any thread: reads the dict the worker replaces whole."""
+        on_gi = [(uuid, i) for uuid, i in self._mig.items() if i.gpu_instance == gpu_instance]
+        if compute_instance == NO_INSTANCE:
+            return on_gi[0][0] if len(on_gi) == 1 else ""
+        return next((uuid for uuid, i in on_gi if i.compute_instance == compute_instance), "")
 
     def read(self, group: str) -> tuple[Reading, ...]:
         if group == "gpm":

@@ -125,7 +125,7 @@ NORMAL_ANSWERS: Mapping[str, frozenset[str]] = {
     "nvmlDeviceGetProcessUtilization": frozenset({"NVML_ERROR_NOT_FOUND"}),
     # "NVML_ERROR_TIMEOUT if no event arrived in specified timeout"
     "nvmlEventSetWait_v2": frozenset({"NVML_ERROR_TIMEOUT"}),
-    # past the last MIG device index
+    # an empty MIG device index: a hole below the max count, or past the last instance
     "nvmlDeviceGetMigDeviceHandleByIndex": frozenset({"NVML_ERROR_NOT_FOUND"}),
     # the size handshake's first answer
     "nvmlDeviceGetComputeRunningProcesses_v3": frozenset({"NVML_ERROR_INSUFFICIENT_SIZE"}),

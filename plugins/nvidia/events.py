@@ -78,9 +78,10 @@ class NvmlEventWatcher:
     """The event set and waiting thread of one GPU."""
 
     def __init__(self, handle: Any, uuid: str, index: int,
-                 partition_of: Callable[[int], str] = lambda gpu_instance: "", *,
+                 partition_of: Callable[[int, int], str] = lambda gi, ci: "", *,
                  session: NvmlSession | None = None, errors: ErrorCounts | None = None) -> None:
-        """``partition_of`` names the MIG device of a GPU instance id (empty: unknown);
+        """``partition_of`` names the MIG device of a (GPU instance, compute instance) id pair
+        (compute instance 0xFFFFFFFF: the GPU instance as a whole; empty: unknown);
         ``session`` is the NVML initialisation shared with the devices (re-initialised after a
         driver reload); ``errors`` counts this GPU's NVML errors (the device's counts)."""
         self._handle = handle
@@ -241,7 +242,8 @@ class NvmlEventWatcher:
         storm = int(data.eventType) == _SBE_STORM
         partition = ""
         if kind == EVENT_XID and int(data.gpuInstanceId) != NO_INSTANCE:
-            partition = self._partition_of(int(data.gpuInstanceId))
+            # The compute instance too: a GPU instance may hold several MIG devices.
+            partition = self._partition_of(int(data.gpuInstanceId), int(data.computeInstanceId))
         return DeviceEvent(self._uuid, kind, time.time_ns(), code=code, source="nvml",
                            detail="single-bit ECC error storm" if storm else "",
                            partition=partition)

@@ -1,11 +1,15 @@
 """MIG instances as devices of their own (partitions of their physical GPU).
 
-A MIG device (one GPU instance with its compute instance) is read through its MIG handle for
-what NVML serves per instance: memory (one ``nvmlDeviceGetMemoryInfo_v2``), GPM activity
-(``nvmlGpmMigSampleGet`` on the parent plus ``nvmlGpmMetricsGet``, where the GPU has GPM) and
-its processes, which come for free from the parent's process lists read just before in the
-same job (they carry each process's ``gpuInstanceId``); only when that split is missing are
-the instance's own lists read. Everything physical stays with the parent.
+A MIG device is one compute instance of a GPU instance ("A MIG device handle ... maps to a MIG
+compute instance", nvml.h); a GPU instance may hold several. It is read through its MIG handle
+for what NVML serves per instance: memory (one ``nvmlDeviceGetMemoryInfo_v2``: its GPU
+instance's, which its compute instances share), GPM activity (``nvmlGpmSampleGet`` on the MIG
+handle plus ``nvmlGpmMetricsGet``, where the GPU has GPM: the compute instance's own, as DCGM
+samples a GPU-CI entity -- ``nvmlGpmMigSampleGet`` is its GPU instance's aggregate, the same
+figure for each of several compute instances) and its processes, which come for free from the
+parent's process lists read just before in the same job (they carry each process's
+``gpuInstanceId`` and ``computeInstanceId``); only when that split is missing are the
+instance's own lists read. Everything physical stays with the parent.
 
 NVML reuses MIG handles ("their properties can change"), so instances are told apart by UUID
 at each enumeration; a call on a destroyed instance answers INVALID_ARGUMENT or NOT_FOUND,
@@ -74,8 +78,8 @@ class NvidiaMigDevice:
         self._parent_handle = parent_handle
         self._invoke_parent = invoke  # the parent's wrapper: names the call, counts it
         self._memory: tuple[str, Callable[[Any], tuple[Reading, ...]]] | None = None
-        self._gpm_possible = gpm
-        self._gpm: GpmReader | None = None
+        self._gpm_possible = gpm  # until GPM answers that it cannot work here
+        self._gpm: GpmReader | None = None  # started (a baseline sample taken)
         self._own_lists = ProcessSampler(handle, self._invoke)
         self._given: tuple[ProcessUsage, ...] | None = None  # the parent's split, this cycle
         self._own_probed: bool | None = None  # the instance's own lists work (probed lazily)
@@ -92,8 +96,18 @@ class NvidiaMigDevice:
     def gpu_instance(self) -> int:
         return self._place.gpu_instance
 
+    @property
+    def compute_instance(self) -> int:
+        return self._place.compute_instance
+
+    @property
+    def place(self) -> tuple[int, int]:
+        """(GPU instance id, compute instance id): what process records and events name."""
+        return self._place.gpu_instance, self._place.compute_instance
+
     def rebind(self, handle: Any) -> None:
-        """The same instance under the handle NVML gave out this time."""
+        """The same instance under the handle NVML gave out this time (GPM samples follow it:
+        the reader asks ``self._handle`` at each sample)."""
         self._handle = handle
         self._own_lists = ProcessSampler(handle, self._invoke)
         self._own_probed = None
@@ -126,17 +140,28 @@ class NvidiaMigDevice:
             groups.add("fast")
             break
         if self._gpm_possible:
-            gi = self._place.gpu_instance
-            reader = GpmReader(self._parent_handle, lambda buffer: pynvml.nvmlGpmMigSampleGet(
-                self._parent_handle, gi, buffer))
-            try:
-                self._invoke("nvmlGpmMigSampleGet", reader.start)
-                self._gpm = reader
+            self._start_gpm()
+            if self._gpm_possible:  # started, or failed this time only: the next read retries
                 groups.add("gpm")
-            except (Unavailable, pynvml.NVMLError) as error:
-                log.debug("%s: no GPM per instance: %s", self._identity.uuid, error)
         groups.add(PROCESS_GROUP)
         return frozenset(groups)
+
+    def _start_gpm(self) -> None:
+        """Take the first GPM sample. Unavailable (GPM cannot work on this instance) ends GPM
+        for it; a transient error leaves it to the next read: one failed call must not turn
+        GPM off for the instance's lifetime."""
+        reader = GpmReader(self._handle, lambda buffer: pynvml.nvmlGpmSampleGet(
+            self._handle, buffer))
+        try:
+            self._invoke("nvmlGpmSampleGet", reader.start)
+        except Unavailable as error:
+            log.debug("%s: no GPM per instance: %s", self._identity.uuid, error)
+            self._gpm_possible = False
+            return
+        except pynvml.NVMLError as error:
+            log.debug("%s: GPM not started this time: %s", self._identity.uuid, error)
+            return
+        self._gpm = reader
 
     def read(self, group: str) -> tuple[Reading, ...]:
         if group == "fast" and self._memory is not None:
@@ -146,6 +171,9 @@ class NvidiaMigDevice:
             except (Unavailable, pynvml.NVMLError) as error:
                 log.debug("%s: %s failed this cycle: %s", self._identity.uuid, name, error)
                 return ()
+        if group == "gpm" and self._gpm is None and self._gpm_possible:
+            self._start_gpm()  # its probe failed transiently: a baseline now, values next read
+            return ()
         if group == "gpm" and self._gpm is not None:
             try:
                 return tuple(self._invoke("nvmlGpmMetricsGet", self._gpm.read))

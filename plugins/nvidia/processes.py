@@ -34,7 +34,7 @@ LIST_CALLS = ("nvmlDeviceGetComputeRunningProcesses_v3",
               "nvmlDeviceGetMPSComputeRunningProcesses_v3")
 UTIL_CALL = "nvmlDeviceGetProcessUtilization"
 _NOT_AVAILABLE = 0xFFFFFFFFFFFFFFFF  # usedGpuMemory when the driver cannot tell (WDDM)
-NO_INSTANCE = 0xFFFFFFFF  # gpuInstanceId of a process on a GPU without MIG
+NO_INSTANCE = 0xFFFFFFFF  # gpuInstanceId / computeInstanceId of a process on a GPU without MIG
 
 
 # These raise pynvml's own errors: the device's call wrapper (``invoke``) counts and classifies
@@ -78,9 +78,10 @@ class ProcessSampler:
         self._lists: tuple[str, ...] = ()
         self._utilization = False
         self._util = util or ProcessUtilization()
-        # pid -> the MIG GPU instance it runs on, from the last read (a MIG-enabled parent's
-        # lists carry every instance's processes, each with its gpuInstanceId).
-        self.instances: dict[int, int] = {}
+        # pid -> the MIG (GPU instance, compute instance) it runs on, from the last read (a
+        # MIG-enabled parent's lists carry every instance's processes, each with its
+        # gpuInstanceId and computeInstanceId).
+        self.instances: dict[int, tuple[int, int]] = {}
 
     def rebind(self, handle: Any) -> None:
         """The device's handle after NVML was initialised again (a driver reload)."""
@@ -111,11 +112,11 @@ class ProcessSampler:
 
     def read(self) -> tuple[ProcessUsage, ...]:
         memory: dict[int, int | None] = {}
-        instances: dict[int, int] = {}
+        instances: dict[int, tuple[int, int]] = {}
         for name in self._lists:
             for info in self._invoke(name, read_running, self._handle, name):
                 if info.gpuInstanceId != NO_INSTANCE:
-                    instances[info.pid] = int(info.gpuInstanceId)
+                    instances[info.pid] = (int(info.gpuInstanceId), int(info.computeInstanceId))
                 used = None if info.usedGpuMemory == _NOT_AVAILABLE else int(info.usedGpuMemory)
                 before = memory.get(info.pid)
                 memory[info.pid] = used if before is None else max(before, used or 0)

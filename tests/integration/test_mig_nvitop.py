@@ -37,9 +37,10 @@ def test_nvitop_lists_the_instances_and_their_processes(tmp_path: Path) -> None:
     # One row per instance under its GPU: index parent:instance, profile, GI/CI ids, memory.
     rows = re.findall(r"│ (\d+):(\d+)\s+(\S+) @ GI/CI:\s*(\d+)/(\d+)\s*│\s*(.+?) / (.+?) │", out)
     assert [(r[0], r[1], r[2], r[5].strip(), r[6].strip()) for r in rows] == [
-        ("0", "0", "3g.40gb", "20000MiB", "40.00GiB"),
-        ("0", "1", "1g.10gb", "5000MiB", "10240MiB"),
-        ("0", "2", "1g.10gb", "0B", "10240MiB"),
+        # Totals as real A100 80GB instances report them (mig_profiles.REPORTED_GIB).
+        ("0", "0", "3g.40gb", "20000MiB", "39.25GiB"),
+        ("0", "1", "1g.10gb", "5000MiB", "9728MiB"),
+        ("0", "2", "1g.10gb", "0B", "9728MiB"),
     ], out
     assert len({r[3] for r in rows}) == 3  # distinct GPU instance ids
     assert re.search(r"Enabled", out) and re.search(r"Disabled", out), out  # MIG M. column
@@ -49,7 +50,8 @@ def test_nvitop_lists_the_instances_and_their_processes(tmp_path: Path) -> None:
 
 def test_gpm_activity_per_instance_on_hopper(tmp_path: Path,
                                              otlp_grpc_receiver: OtlpGrpcReceiver) -> None:
-    """SM/tensor/DRAM activity per instance from nvmlGpmMigSampleGet, as the node serves it."""
+    """SM/tensor/DRAM activity per MIG device (nvmlGpmSampleGet on its handle), as the node
+    serves it."""
     h100_mig = {"model": "NVIDIA H100 80GB HBM3", "uuid": UUIDS[0],
                 "mig": [{"profile": "3g.40gb", "sm_active": 40, "tensor_active": 20,
                          "dram_active": 10},

@@ -19,8 +19,10 @@
  *    other call is NOT_SUPPORTED (physical readings stay with the parent; events cannot be
  *    registered on a MIG handle).
  *  - On a MIG-enabled parent, device utilization, encoder/decoder/JPEG/OFA utilization,
- *    process utilization, the core count, samples, remapped rows, the compute mode and volatile
- *    ECC counters (calls and fields) are NOT_SUPPORTED (nvml.h's "On MIG-enabled GPUs" notes);
+ *    process utilization, the core count, samples, remapped rows and volatile ECC counters
+ *    (calls and fields) are NOT_SUPPORTED (nvml.h's "On MIG-enabled GPUs" notes; nvidia-smi
+ *    prints "On" in the volatile-ECC column of a MIG-enabled GPU where others print a count:
+ *    mig-parted#31, A100-SXM4-80GB; bigstack-oss/cubecos#312, RTX PRO 6000);
  *    the parent's process lists aggregate every instance's processes, each with its
  *    gpuInstanceId / computeInstanceId.  Per instance, nvmlDeviceGetMemoryErrorCounter serves
  *    "non-DRAM uncorrectable volatile errors" on the MIG handle.
@@ -62,7 +64,9 @@ static const int g_mig_parent_unsupported[] = {
     FN_nvmlDeviceGetOfaUtilization, FN_nvmlDeviceGetProcessUtilization,
     FN_nvmlDeviceGetNumGpuCores, FN_nvmlDeviceGetSamples,
     FN_nvmlDeviceGetRemappedRows,  /* "NOT_SUPPORTED If MIG is enabled" */
-    FN_nvmlDeviceGetComputeMode,   /* "If MIG is enabled on a GPU, device must be MIG device handle" */
+    /* Not the compute mode: nvml.h says "If MIG is enabled on a GPU, device must be MIG device
+     * handle", but nvidia-smi on a MIG-enabled A100-SXM4-80GB (driver 545.23.08) prints
+     * "Default" for the parent (github.com/NVIDIA/mig-parted/issues/31): a capture beats it. */
 };
 
 /* Fields a MIG-enabled parent does not serve: the volatile ECC counters ("Querying volatile
