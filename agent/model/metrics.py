@@ -134,7 +134,10 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("hw.errors", C, "{error}", "ECC errors since the driver was loaded.",
           ("error.type",), "slow",
           vendor_notes=(("amd", "also `error.type=deferred` (uncorrectable, deferred to the "
-                                "consumer)"),)),
+                                "consumer)"),
+                        ("nvidia", "a MIG device: its non-DRAM (SRAM) uncorrected errors only, "
+                                   "the one count NVML keeps per instance; a MIG-enabled GPU "
+                                   "reports none (docs/mig.md)"))),
     MetricSpec("gpu.memory.remapped_rows", U, "{row}",
           "Memory rows remapped, by the error that caused the remap. Not a monotonic count: "
           "nvml.h counts remaps that became inactive apart (nvmlRemappedRowsInfo_v2_t, "

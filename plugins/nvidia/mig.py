@@ -9,7 +9,11 @@ samples a GPU-CI entity -- ``nvmlGpmMigSampleGet`` is its GPU instance's aggrega
 figure for each of several compute instances) and its processes, which come for free from the
 parent's process lists read just before in the same job (they carry each process's
 ``gpuInstanceId`` and ``computeInstanceId``); only when that split is missing are the
-instance's own lists read. Everything physical stays with the parent.
+instance's own lists read. Its ECC count is the one nvml.h keeps per instance: "Per instance
+information is currently only supported for non-DRAM uncorrectable volatile errors"
+(``nvmlDeviceGetMemoryErrorCounter`` on the MIG handle, location SRAM); a MIG-enabled GPU
+serves no volatile ECC count and no remapped rows at all. Everything physical stays with the
+parent.
 
 NVML reuses MIG handles ("their properties can change"), so instances are told apart by UUID
 at each enumeration; a call on a destroyed instance answers INVALID_ARGUMENT or NOT_FOUND,
@@ -63,6 +67,15 @@ class MigPlace:
                 (f"MIG-{parent.uuid}/{self.gpu_instance}/{self.compute_instance}",)))
 
 
+def _sram_errors(handle: Any) -> Reading:
+    """The instance's uncorrectable volatile ECC errors: NVML counts them per MIG device for
+    non-DRAM memory only (SRAM, "Turing+")."""
+    count = pynvml.nvmlDeviceGetMemoryErrorCounter(
+        handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC,
+        pynvml.NVML_MEMORY_LOCATION_SRAM)
+    return Reading("hw.errors", int(count), (("error.type", "uncorrected"),))
+
+
 def profile_of(name: str) -> str:
     """NVML names a MIG device "<GPU name> MIG <profile>" ("... MIG 3g.40gb")."""
     _, sep, profile = name.rpartition(" MIG ")
@@ -78,6 +91,7 @@ class NvidiaMigDevice:
         self._parent_handle = parent_handle
         self._invoke_parent = invoke  # the parent's wrapper: names the call, counts it
         self._memory: tuple[str, Callable[[Any], tuple[Reading, ...]]] | None = None
+        self._ecc = False  # the instance's SRAM uncorrectable volatile count is served
         self._gpm_possible = gpm  # until GPM answers that it cannot work here
         self._gpm: GpmReader | None = None  # started (a baseline sample taken)
         self._own_lists = ProcessSampler(handle, self._invoke)
@@ -139,6 +153,15 @@ class NvidiaMigDevice:
             self._memory = (name, read)
             groups.add("fast")
             break
+        try:
+            self._invoke("nvmlDeviceGetMemoryErrorCounter", _sram_errors, self._handle)
+            self._ecc = True
+        except Unavailable:
+            pass
+        except pynvml.NVMLError:
+            self._ecc = True  # transient: kept, absent when it fails
+        if self._ecc:
+            groups.add("slow")
         if self._gpm_possible:
             self._start_gpm()
             if self._gpm_possible:  # started, or failed this time only: the next read retries
@@ -170,6 +193,15 @@ class NvidiaMigDevice:
                 return tuple(self._invoke(name, read, self._handle))
             except (Unavailable, pynvml.NVMLError) as error:
                 log.debug("%s: %s failed this cycle: %s", self._identity.uuid, name, error)
+                return ()
+        if group == "slow" and self._ecc:
+            try:
+                return (self._invoke("nvmlDeviceGetMemoryErrorCounter", _sram_errors,
+                                     self._handle),)
+            except Unavailable:
+                self._ecc = False
+                return ()
+            except pynvml.NVMLError:
                 return ()
         if group == "gpm" and self._gpm is None and self._gpm_possible:
             self._start_gpm()  # its probe failed transiently: a baseline now, values next read

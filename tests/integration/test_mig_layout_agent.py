@@ -245,3 +245,24 @@ def test_a_transient_error_in_a_mig_scan_keeps_the_instances(layout: Layout) -> 
 def _injected(layout: Layout, function: str) -> int:
     injected = layout.node.command({"op": "stats"})["chaos"]["injected"]  # type: ignore[index]
     return int(injected.get(function, {}).get("NVML_ERROR_UNKNOWN", 0))
+
+
+def test_ecc_is_read_where_nvml_keeps_it_on_a_mig_gpu(layout: Layout) -> None:
+    """On a MIG-enabled GPU, NVML serves no volatile ECC count and no remapped rows on the
+    parent (nvml.h; nvidia-smi prints "On" in its volatile-ECC column there, mig-parted#31);
+    per instance it keeps "non-DRAM uncorrectable volatile errors" on the MIG handle."""
+    store = layout.receiver.store
+    wait_export(store, lambda pts: len(_on(pts, "hw.errors", A100)) == 3,
+                "an ECC count on each A100 MIG device")
+    answer = layout.node.command({"op": "ecc", "device": 0, "type": "double_bit", "mig": 0,
+                                  "ci": 1})
+    assert answer["ok"] and answer["compute_instance_id"] == 1
+    points = wait_export(store, lambda pts: _on(pts, "hw.errors", A100).get(
+        layout.migs[2].uuid) is not None and _on(pts, "hw.errors", A100)[
+        layout.migs[2].uuid].value == 1, "the SRAM error on compute instance 1")
+    errors = _on(points, "hw.errors", A100)
+    assert errors[layout.migs[2].uuid].attributes["error.type"] == "uncorrected"
+    assert errors[layout.migs[1].uuid].value == 0  # the other compute instance's own count
+    assert not select(points, "hw.errors", hw__id=A100)
+    assert not select(points, "gpu.memory.remapped_rows", hw__id=A100)
+    assert not select(points, "gpu.memory.row_remap.pending", hw__id=A100)

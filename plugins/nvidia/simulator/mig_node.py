@@ -46,6 +46,7 @@ class ComputeInstance:
     profile: ComputeProfile
     uuid: str
     readings: dict[str, Value] = field(default_factory=dict)
+    sram_errors: int = 0  # its uncorrectable volatile SRAM ECC errors (served per instance)
 
 
 @dataclass
@@ -126,6 +127,17 @@ class MigNode:
             raise ValueError(f"GPU instance {instance.gi} has {len(instance.computes)} compute "
                              f"instance(s), no {n}")
         return instance.gi, instance.computes[n].ci
+
+    def sram_error(self, dev: int, position: int, ci_position: int | None) -> tuple[int, int]:
+        """One more uncorrectable SRAM ECC error on a compute instance (the count NVML keeps
+        per MIG device); its (GPU instance id, compute instance id)."""
+        gi, ci = self.place_of(dev, position, ci_position)
+        gpu = self._gpus[dev]
+        compute = next(c for i in gpu.instances if i.gi == gi for c in i.computes if c.ci == ci)
+        compute.sram_errors += 1
+        self._lib.mig_set_reading(gpu.local, compute.slot, "ecc_dbe_volatile",
+                                  float(compute.sram_errors))
+        return gi, ci
 
     @staticmethod
     def _free_gi(gpu: _Gpu, taken: set[int]) -> int:

@@ -480,6 +480,8 @@ class Node:
                     counter = "ecc_correctable" if kind == "single_bit" else "ecc_uncorrectable"
                     amd[0].bump(amd[1], counter, 1)
                     return {"ok": True}
+                if req.get("mig") is not None:
+                    return self._mig_ecc(dev, req, str(kind))
                 bit = (
                     _lib.EVENT_SINGLE_BIT_ECC if kind == "single_bit" else _lib.EVENT_DOUBLE_BIT_ECC
                 )
@@ -774,6 +776,22 @@ class Node:
             return self.mig.place_of(dev, position, ci)
         except ValueError as error:
             raise CommandError(str(error)) from error
+
+    def _mig_ecc(self, dev: int, req: Mapping[str, object], kind: str) -> dict[str, object]:
+        """An uncorrectable error in a MIG instance's SRAM: the one ECC count NVML keeps per
+        instance ("non-DRAM uncorrectable volatile errors") goes up, and a double-bit ECC event
+        of the GPU reports it (nvml.h gives event data an instance for XIDs only; the parent's
+        aggregate counter counts it)."""
+        if kind != "double_bit":
+            raise CommandError("a MIG instance counts uncorrectable (double_bit) errors only")
+        try:
+            gi, ci = self.mig.sram_error(dev, self._int_arg(req, "mig"),
+                                         self._int_arg(req, "ci") if req.get("ci") is not None
+                                         else None)
+        except (ValueError, StopIteration) as error:
+            raise CommandError(str(error)) from error
+        seq = self.lib.push_event(self._slot(dev)[1], _lib.EVENT_DOUBLE_BIT_ECC, 0)
+        return {"ok": True, "seq": seq, "gpu_instance_id": gi, "compute_instance_id": ci}
 
     def _op_mig(self, req: Mapping[str, object]) -> dict[str, object]:
         """Reconfigure a MIG-enabled GPU: ``set`` is the profiles ("3g.40gb,1g.10gb" or a list)."""
