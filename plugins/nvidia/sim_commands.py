@@ -55,6 +55,8 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
     xid.add_argument("--code", type=int, required=True, help="XID code")
     xid.add_argument("--mig", type=int, default=None,
                      help="scope it to this MIG instance (position in the device's list)")
+    xid.add_argument("--ci", type=int, default=None,
+                     help="and to this compute instance of it (position in its list)")
     mig = _sock(sub.add_parser("mig", help="reconfigure a MIG-enabled GPU's instances"))
     mig.add_argument("--set", required=True, metavar="PROFILES",
                      help="the GPU instances it should have, e.g. 3g.40gb,1g.10gb,1g.10gb "
@@ -68,6 +70,11 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
     ecc = _sock(sub.add_parser("ecc", help="ECC error event + counter increment"))
     ecc.add_argument("--type", choices=("single_bit", "double_bit"), default="single_bit",
                      help="single_bit (corrected) or double_bit (uncorrected)")
+    ecc.add_argument("--mig", type=int, default=None,
+                     help="an SRAM error of this MIG instance (double_bit; position in the "
+                          "device's list)")
+    ecc.add_argument("--ci", type=int, default=None,
+                     help="on this compute instance of it (position in its list)")
     _sock(sub.add_parser("lost", help="the GPU falls off the bus (GPU_IS_LOST)"))
     _sock(sub.add_parser("recover", help="the GPU is back"))
     _sock(sub.add_parser("hang", help="calls on the device block")).add_argument(
@@ -90,6 +97,8 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
                       help="NVML process list the process is in")
     padd.add_argument("--mig", type=int, default=None,
                       help="run it on this MIG instance (position in the device's list)")
+    padd.add_argument("--ci", type=int, default=None,
+                      help="on this compute instance of it (position in its list)")
     prm = _sock(psub.add_parser("rm", help="remove a GPU process"))
     prm.add_argument("--pid", type=int, required=True, help="process id to remove")
     ev = _sock(sub.add_parser("event", help="queue an amdsmi event notification (AMD GPU)"))

@@ -9,12 +9,20 @@ processes and XIDs carry their compute instance id.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
 
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
-from tests.unit.simulator.simhelpers import read_json_line, run_client, start_client, write_scenario
+from tests.unit.simulator.simhelpers import (
+    client_env,
+    read_json_line,
+    run_client,
+    start_client,
+    write_scenario,
+)
 
 pytestmark = pytest.mark.integration
 MIB = 1024 * 1024
@@ -116,7 +124,7 @@ def test_xid_carries_its_compute_instance(node: SimulatedNode) -> None:
         s = N.nvmlEventSetCreate()
         N.nvmlDeviceRegisterEvents(h[0], N.nvmlEventTypeXidCriticalError, s)
         print(json.dumps({"ready": True}), flush=True)
-        for _ in range(2):
+        for _ in range(3):
             e = N.nvmlEventSetWait_v2(s, 10000)
             print(json.dumps([e.eventData, e.gpuInstanceId, e.computeInstanceId]), flush=True)
     """)
@@ -128,6 +136,13 @@ def test_xid_carries_its_compute_instance(node: SimulatedNode) -> None:
         # Scoped to the GPU instance only: no compute instance (NVML's 0xFFFFFFFF).
         node.command({"op": "xid", "device": 0, "code": 31, "mig": 1})
         assert read_json_line(client) == [31, 13, 0xFFFFFFFF]
+        # The command line names the compute instance too.
+        done = subprocess.run([sys.executable, "-m", "gpu_otel_agent.cli", "sim", "xid",
+                               "--device", "0", "--code", "45", "--mig", "0", "--ci", "1"],
+                              env=client_env(node), capture_output=True, text=True,
+                              timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        assert read_json_line(client) == [45, 2, 1]
     finally:
         client.kill()
         client.wait()

@@ -30,19 +30,22 @@ def _value(text: str) -> object:
         return text
 
 
+def _mig_scope(args: argparse.Namespace) -> dict[str, object]:
+    """``--mig`` / ``--ci``: the MIG instance (and compute instance) a request names."""
+    return {key: getattr(args, key) for key in ("mig", "ci")
+            if getattr(args, key, None) is not None}
+
+
 def _request(args: argparse.Namespace) -> dict[str, object]:
     cmd = args.sim_cmd
     if cmd == "xid":
-        xid: dict[str, object] = {"op": "xid", "device": args.device, "code": args.code}
-        if getattr(args, "mig", None) is not None:
-            xid["mig"] = args.mig
-        return xid
+        return {"op": "xid", "device": args.device, "code": args.code, **_mig_scope(args)}
     if cmd == "mig":
         return {"op": "mig", "device": args.device, "set": args.set}
     if cmd == "recovery":
         return {"op": "recovery", "device": args.device, "action": args.action}
     if cmd == "ecc":
-        return {"op": "ecc", "device": args.device, "type": args.type}
+        return {"op": "ecc", "device": args.device, "type": args.type, **_mig_scope(args)}
     if cmd in ("lost", "recover"):
         return {"op": cmd, "device": args.device}
     if cmd == "hang":
@@ -68,7 +71,7 @@ def _request(args: argparse.Namespace) -> dict[str, object]:
             "sm_util": args.sm_util,
             "mem_util": args.mem_util,
             "type": args.type,
-            **({"mig": args.mig} if getattr(args, "mig", None) is not None else {}),
+            **_mig_scope(args),
         }
     if cmd == "proc" and args.proc_cmd == "rm":
         req: dict[str, object] = {"op": "proc_rm", "pid": args.pid}
