@@ -61,7 +61,7 @@ for i in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(parent)):
     try:
         m = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(parent, i)
     except pynvml.NVMLError_NotFound:
-        break
+        continue  # an empty index: the next may hold one (go-nvlib VisitMigDevices)
     migs[pynvml.nvmlDeviceGetName(m).rsplit(" MIG ", 1)[1]] = (
         pynvml.nvmlDeviceGetUUID(m), pynvml.nvmlDeviceGetGpuInstanceId(m),
         pynvml.nvmlDeviceGetComputeInstanceId(m), pynvml.nvmlDeviceGetMemoryInfo(m).total)

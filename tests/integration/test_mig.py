@@ -72,7 +72,7 @@ def _nvml_instances(index: int) -> list[Instance]:
         try:
             handle = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(parent, i)
         except pynvml.NVMLError_NotFound:
-            break
+            continue  # an empty index: the next may hold one (go-nvlib VisitMigDevices)
         name = pynvml.nvmlDeviceGetName(handle)
         memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
         found.append(Instance(pynvml.nvmlDeviceGetUUID(handle), name.rsplit(" MIG ", 1)[1],
