@@ -4,6 +4,7 @@ agent reads GPM activity per instance on a Hopper GPU."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -46,6 +47,27 @@ def test_nvitop_lists_the_instances_and_their_processes(tmp_path: Path) -> None:
     assert re.search(r"Enabled", out) and re.search(r"Disabled", out), out  # MIG M. column
     # The process on instance 1 is listed as on GPU 0:1.
     assert re.search(r"│ 0:1\s+4242 C", out), out
+
+
+def test_nvitop_api_reads_a_mig_devices_compute_mode(tmp_path: Path) -> None:
+    """nvml.h: "If MIG is enabled on a GPU, device must be MIG device handle" for the compute
+    mode: a MIG handle answers it (the simulated node said NOT_SUPPORTED, nvitop showed N/A)."""
+    a100 = {"model": "NVIDIA A100-SXM4-80GB", "uuid": UUIDS[0],
+            "mig": [{"profile": "3g.40gb"}, {"profile": "1g.10gb"}]}
+    scenario = write_scenario(tmp_path, {"devices": [a100]})
+    script = (
+        "import json\n"
+        "from nvitop import Device, MigDevice\n"
+        "migs = Device(0).mig_devices()\n"
+        "found = MigDevice(uuid=migs[1].uuid())\n"
+        "print(json.dumps({'modes': [m.compute_mode() for m in migs],\n"
+        "                  'index': list(found.index)}))\n")
+    with SimulatedNode.start(scenario, state_dir=tmp_path / "node") as node:
+        done = subprocess.run([sys.executable, "-c", script], env={**os.environ, **node.env},
+                              capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out == {"modes": ["Default", "Default"], "index": [0, 1]}
 
 
 def test_gpm_activity_per_instance_on_hopper(tmp_path: Path,
