@@ -81,9 +81,11 @@ NOTES = (
     "agent-8gpu-mig7-1s is agent-8gpu-1s with MIG on: each H100 split into seven 1g.10gb "
     "instances (56 MIG devices, bench-8gpu-mig7-64proc.yaml), the same 64 processes spread over "
     "them. Calls per GPU include the instances' (MIG handles count under their GPU): per "
-    "instance, memory (1 call) and GPM (nvmlGpmMigSampleGet + nvmlGpmMetricsGet) per cycle; "
-    "processes come from the GPU's own lists, split by gpuInstanceId (no call per instance); "
-    "the partition scan (mode, count, handle and UUID per instance) runs on the slow cadence.",
+    "instance, memory (1 call) and GPM (nvmlGpmSampleGet on its handle + nvmlGpmMetricsGet) "
+    "per cycle, its SRAM ECC count (1 call) per slow cycle; processes come from the GPU's own "
+    "lists, split by gpuInstanceId and computeInstanceId (no call per instance); the partition "
+    "scan (mode, count, a handle per MIG device index up to the maximum count, UUID per "
+    "instance) runs on the slow cadence.",
     "agent-8amd-1s is agent-8gpu-1s with eight AMD MI300X (bench-8mi300x-64proc.yaml) read "
     "through the real amdsmi package from the simulated libamd_smi.so: amdsmi calls instead of "
     "NVML calls (the firmware metrics table, VRAM usage and the energy counter in the fast "
