@@ -393,7 +393,7 @@ class NvidiaDevice:
         ci = int(self._invoke("nvmlDeviceGetComputeInstanceId",
                               pynvml.nvmlDeviceGetComputeInstanceId, handle))
         place = MigPlace(self._identity, uuid, profile_of(name), gi, ci)
-        return NvidiaMigDevice(handle, place, self._handle, self._invoke, self._gpm_capable)
+        return NvidiaMigDevice(handle, place, self._invoke, self._gpm_capable)
 
     def partition_of(self, gpu_instance: int, compute_instance: int = NO_INSTANCE) -> str:
         """The UUID of the MIG device of (``gpu_instance``, ``compute_instance``); for an event

@@ -83,17 +83,19 @@ def profile_of(name: str) -> str:
 
 
 class NvidiaMigDevice:
-    def __init__(self, handle: Any, place: MigPlace, parent_handle: Any, invoke: Invoke,
-                 gpm: bool) -> None:
+    def __init__(self, handle: Any, place: MigPlace, invoke: Invoke, gpm: bool) -> None:
         self._handle = handle
         self._place = place
         self._identity = place.identity()
-        self._parent_handle = parent_handle
         self._invoke_parent = invoke  # the parent's wrapper: names the call, counts it
         self._memory: tuple[str, Callable[[Any], tuple[Reading, ...]]] | None = None
         self._ecc = False  # the instance's SRAM uncorrectable volatile count is served
         self._gpm_possible = gpm  # until GPM answers that it cannot work here
         self._gpm: GpmReader | None = None  # started (a baseline sample taken)
+        # One reader for the instance's lifetime: a start that failed keeps its two buffers
+        # for the next try (nvmlGpmSampleAlloc'd samples are never freed).
+        self._gpm_reader = GpmReader(handle, lambda buffer: pynvml.nvmlGpmSampleGet(
+            self._handle, buffer))
         self._own_lists = ProcessSampler(handle, self._invoke)
         self._given: tuple[ProcessUsage, ...] | None = None  # the parent's split, this cycle
         self._own_probed: bool | None = None  # the instance's own lists work (probed lazily)
@@ -173,8 +175,7 @@ class NvidiaMigDevice:
         """Take the first GPM sample. Unavailable (GPM cannot work on this instance) ends GPM
         for it; a transient error leaves it to the next read: one failed call must not turn
         GPM off for the instance's lifetime."""
-        reader = GpmReader(self._handle, lambda buffer: pynvml.nvmlGpmSampleGet(
-            self._handle, buffer))
+        reader = self._gpm_reader
         try:
             self._invoke("nvmlGpmSampleGet", reader.start)
         except Unavailable as error:

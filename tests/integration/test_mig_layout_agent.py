@@ -13,11 +13,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import pynvml
 import pytest
 import yaml
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, attach_in_process
+from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 from tests.integration.cgroups import cgroups, v1_root, v2_root
 from tests.integration.conftest import UUIDS
@@ -26,6 +25,7 @@ from tests.integration.harness import AgentProcess, write_scenario
 from tests.receivers.kubelet import FakeKubelet
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.receivers.records import Point
+from tests.unit.simulator.simhelpers import run_client
 
 pytestmark = pytest.mark.integration
 MIB = 1024 * 1024
@@ -44,21 +44,22 @@ class MigDevice:
     used: int
 
 
-def _nvml_mig_devices(parent_index: int) -> dict[int, MigDevice]:
-    """The MIG devices of a GPU, read as go-nvlib's VisitMigDevices does (every index)."""
-    parent = pynvml.nvmlDeviceGetHandleByIndex(parent_index)
-    found = {}
-    for i in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(parent)):
-        try:
-            handle = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(parent, i)
-        except pynvml.NVMLError_NotFound:
-            continue
-        memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
-        found[i] = MigDevice(i, pynvml.nvmlDeviceGetUUID(handle),
-                             pynvml.nvmlDeviceGetGpuInstanceId(handle),
-                             pynvml.nvmlDeviceGetComputeInstanceId(handle),
-                             int(memory.total), int(memory.used))
-    return found
+def _nvml_mig_devices(node: SimulatedNode, parent_index: int) -> dict[int, MigDevice]:
+    """The MIG devices of a GPU, read through pynvml in a client process (this one may be
+    attached to another node) as go-nvlib's VisitMigDevices does: every index."""
+    rows = run_client(node, f"""
+parent = h[{parent_index}]
+out = []
+for i in range(N.nvmlDeviceGetMaxMigDeviceCount(parent)):
+    try:
+        m = N.nvmlDeviceGetMigDeviceHandleByIndex(parent, i)
+    except N.NVMLError_NotFound:
+        continue
+    memory = N.nvmlDeviceGetMemoryInfo(m)
+    out.append([i, N.nvmlDeviceGetUUID(m), N.nvmlDeviceGetGpuInstanceId(m),
+                N.nvmlDeviceGetComputeInstanceId(m), memory.total, memory.used])
+""")
+    return {int(row[0]): MigDevice(*row) for row in rows}
 
 
 @dataclass
@@ -88,9 +89,7 @@ def layout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Layout]:
     with SimulatedNode.start(scenario, state_dir=workdir / "node") as node, \
             OtlpGrpcReceiver() as receiver, cgroups() as groups, \
             FakeKubelet(workdir / "kubelet" / "kubelet.sock") as kubelet:
-        attach_in_process(node)
-        pynvml.nvmlInit()
-        migs, h100_migs = _nvml_mig_devices(0), _nvml_mig_devices(1)
+        migs, h100_migs = _nvml_mig_devices(node, 0), _nvml_mig_devices(node, 1)
         base = v2_root() or v1_root("pids")
         assert base is not None, "no cgroup hierarchy"
         pods = {name: groups.pod(base, name) for name in ("narrow", "wide", "small")}
@@ -128,7 +127,6 @@ def layout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Layout]:
             yield Layout(node, receiver, agent, migs, h100_migs, pids)
         finally:
             agent.close()
-            pynvml.nvmlShutdown()
 
 
 def _on(points: list[Point], metric: str, parent: str) -> dict[str, Point]:
