@@ -34,6 +34,7 @@ default :data:`CURRENT`), since dashboards key on them and releases moved them:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -197,6 +198,25 @@ _WORKLOAD_CUSTOM = {"k8s.namespace.name": "NamespaceName", "k8s.pod.name": "PodN
                     "k8s.container.name": "ContainerName", "process.pid": "ProcessId"}
 
 
+# A compute instance smaller than its GPU instance: NVML names its MIG device "<n>c.<GPU
+# instance profile>" ("1c.3g.40gb"); a GPU instance may hold several such (even alike).
+_COMPUTE_PROFILE = re.compile(r"^\d+c\.(?P<gpu_instance>.+)$")
+
+
+def _mig_labels(attrs: Mapping[str, object]) -> Labels:
+    """dcgm-exporter's instance labels: the GPU instance's profile and id. A compute
+    instance smaller than its GPU instance adds ``GPU_CI_ID`` (dcgm-exporter has no label for
+    it): without it, alike compute instances of one GPU instance share every label, and all
+    but one of their series would be dropped from the scrape as repeats."""
+    profile = str(attrs["gpu.mig.profile"])
+    labels = [("GPU_I_ID", str(attrs.get("gpu.mig.gpu_instance.id", "")))]
+    found = _COMPUTE_PROFILE.match(profile)
+    if found is None:
+        return (("GPU_I_PROFILE", profile), *labels)
+    return (("GPU_I_PROFILE", found["gpu_instance"]), *labels,
+            ("GPU_CI_ID", str(attrs.get("gpu.mig.compute_instance.id", ""))))
+
+
 def release(tag: str) -> tuple[int, ...]:
     """A release tag ("<DCGM version>-<exporter version>") as a comparable exporter version."""
     _, sep, exporter = tag.partition("-")
@@ -276,8 +296,7 @@ class DcgmTranslator:
                        ("modelName", str(attrs.get("hw.model", ""))),
                        ("pci_bus_id", str(attrs.get("gpu.pci.bus_id", "")))]
             if "gpu.mig.profile" in attrs:
-                labels += [("GPU_I_PROFILE", str(attrs["gpu.mig.profile"])),
-                           ("GPU_I_ID", str(attrs.get("gpu.mig.gpu_instance.id", "")))]
+                labels += _mig_labels(attrs)
             elif "amd.partition.id" in attrs:
                 # An AMD compute partition, labelled the same way: its mode and XCP index.
                 labels += [("GPU_I_PROFILE", str(attrs.get("amd.partition.compute_mode", ""))),

@@ -155,6 +155,31 @@ def test_a_mig_instance_carries_dcgm_exporters_instance_labels_and_its_gpus_uuid
                gpu_mig_profile="3g.40gb", gpu_mig_gpu_instance_id="2") == 1000 * 1024 * 1024
 
 
+def test_alike_compute_instances_of_one_gpu_instance_keep_their_own_dcgm_series() -> None:
+    """Two 1c.3g.40gb compute instances of GPU instance 2: dcgm-exporter's labels (the GPU
+    instance's profile and id) are the same for both, so one series was dropped as a repeat."""
+    parent = UUIDS[0]
+    now = 5_000_000_000
+
+    def compute(ci: int, used_mib: int) -> DeviceSnapshot:
+        identity = DeviceIdentity(
+            f"MIG-11111111-2222-5333-8444-55555555555{ci}", 0, "nvidia", "NVIDIA H100 80GB HBM3",
+            "00000000:18:00.0",
+            DevicePartition(parent, "mig", "1c.3g.40gb",
+                            (("gpu.mig.profile", "1c.3g.40gb"), ("gpu.mig.gpu_instance.id", 2),
+                             ("gpu.mig.compute_instance.id", ci))))
+        return DeviceSnapshot(identity, HealthState.OK, 0).with_sample(GroupSample("fast", (
+            Reading("gpu.sm.utilization", used_mib / 1000),), now))
+
+    snapshot = node(now)
+    snapshot = NodeSnapshot((*snapshot.devices, compute(0, 200), compute(1, 700)), now,
+                            snapshot.agent, snapshot.overlays)
+    dcgm = parsed(DcgmTranslator(RESOURCE).families(series(snapshot)))
+    found = {lab["GPU_CI_ID"]: (lab["GPU_I_PROFILE"], lab["GPU_I_ID"], value)
+             for lab, value in dcgm["DCGM_FI_PROF_SM_ACTIVE"] if "GPU_CI_ID" in lab}
+    assert found == {"0": ("3g.40gb", "2", 0.2), "1": ("3g.40gb", "2", 0.7)}
+
+
 def test_amd_partitions_sharing_a_uuid_get_dcgm_instance_labels() -> None:
     parent = "d3ff74a1-0000-1000-80a5-1c2b17f0e6a9"
     now = 5_000_000_000
