@@ -116,3 +116,89 @@ def test_instance_memory_is_what_real_gpus_report(model: str, profile: str, mib:
     (chosen,) = check(model, [profile])
     assert memory_mib(chosen, total, model) == mib
     assert mib < total * chosen.memory_slices / 8  # below the slice fraction
+
+
+LAYOUT = """
+devices:
+  - model: NVIDIA A100-SXM4-80GB
+    mig:
+{instances}
+processes:
+  - {{device: 0, mig: 0, pid: 4242{process}}}
+timeline:
+  - {{at: 1s, device: 0, xid: 43, mig: 0{xid}}}
+"""
+
+
+def _layout(tmp_path: Path, instances: str, process: str = "", xid: str = "") -> Path:
+    return write_scenario(tmp_path, LAYOUT.format(instances=instances, process=process, xid=xid))
+
+
+def test_real_layouts_ids_compute_instances_indices_and_ci_positions(tmp_path: Path) -> None:
+    sc = load_scenario(_layout(
+        tmp_path,
+        "      - profile: 3g.40gb\n"
+        "        gpu_instance_id: 2\n"
+        "        memory_used_mib: 20000\n"
+        "        compute_instances:\n"
+        "          - {profile: 1c.3g.40gb, mig_index: 1, sm_active: 30}\n"
+        "          - {profile: 2c.3g.40gb, compute_instance_id: 4,"
+        " uuid: MIG-00000000-0000-5000-8000-000000000001}\n"
+        "      - {profile: 1g.10gb, gpu_instance_id: 13, mig_index: 5, memory_total_mib: 9800}\n",
+        process=", ci: 1", xid=", ci: 1"))
+    (device,) = sc.devices
+    assert device.mig is not None
+    big, small = device.mig
+    assert (big.gpu_instance_id, small.gpu_instance_id) == (2, 13)
+    assert [(c.profile, c.compute_instance_id, c.mig_index) for c in big.compute_instances] == [
+        ("1c.3g.40gb", None, 1), ("2c.3g.40gb", 4, None)]
+    assert big.compute_instances[0].readings == {"sm_active": 30.0}
+    assert big.readings == {"memory_used_mib": 20000.0}
+    assert small.compute_instances[0].mig_index == 5 and small.memory_total_mib == 9800
+    assert sc.processes[0].ci == 1 and sc.timeline[0].args["ci"] == 1
+
+
+@pytest.mark.parametrize(("instances", "message"), [
+    ("      - {profile: 3g.40gb, compute_instances: [{profile: 2c.3g.40gb},"
+     " {profile: 2c.3g.40gb}]}\n", "need 4 compute slices, the 3g.40gb GPU instance has 3"),
+    ("      - {profile: 3g.40gb, compute_instances: [{profile: 4c.3g.40gb}]}\n",
+     "holds compute instances of 1, 2, 3 slice(s)"),
+    ("      - {profile: 3g.40gb, compute_instances: [{profile: 1c.4g.40gb}]}\n",
+     "expected '<n>c.3g.40gb' or '3g.40gb'"),
+    ("      - {profile: 3g.40gb, compute_instances: []}\n", "expected a non-empty list"),
+    ("      - {profile: 3g.40gb, compute_instances: [{compute_instance_id: 1},"
+     " {compute_instance_id: 1}]}\n", "compute_instance_id 1 is given twice"),
+    ("      - {profile: 3g.40gb, mig_index: 1, compute_instances: [{}]}\n",
+     "give 'mig_index' per compute instance"),
+    ("      - {profile: 3g.40gb, gpu_instance_id: 2}\n"
+     "      - {profile: 1g.10gb, gpu_instance_id: 2}\n", "gpu_instance_id 2 is given twice"),
+    ("      - {profile: 3g.40gb, mig_index: 1}\n      - {profile: 1g.10gb, mig_index: 1}\n",
+     "mig_index 1 is given twice"),
+    ("      - {profile: 3g.40gb, mig_index: 7}\n", "must be < 7"),
+    ("      - {profile: 3g.40gb, uuid: GPU-1}\n", "starts with 'MIG-'"),
+    ("      - {profile: 3g.40gb, compute_instances: [{memory_used_mib: 5}]}\n",
+     "unknown key 'memory_used_mib'"),  # memory is the GPU instance's
+])
+def test_layouts_the_gpu_cannot_have_are_refused(tmp_path: Path, instances: str,
+                                                 message: str) -> None:
+    with pytest.raises(ScenarioError, match=r"devices\[0\]\.mig") as error:
+        load_scenario(_layout(tmp_path, instances))
+    assert message in str(error.value)
+
+
+def test_a_ci_position_needs_its_gpu_instance_and_must_exist(tmp_path: Path) -> None:
+    one = "      - {profile: 3g.40gb}\n"
+    with pytest.raises(ScenarioError, match=r"processes\[0\]\.ci: GPU instance 0 of device 0 "
+                                            r"has 1 compute instance"):
+        load_scenario(_layout(tmp_path, one, process=", ci: 1"))
+    with pytest.raises(ScenarioError, match=r"timeline\[0\]\.ci: GPU instance 0"):
+        load_scenario(_layout(tmp_path, one, xid=", ci: 2"))
+    no_mig = write_scenario(tmp_path, """
+devices:
+  - model: NVIDIA A100-SXM4-80GB
+    mig: [{profile: 3g.40gb}]
+processes:
+  - {device: 0, pid: 4242, ci: 0}
+""", "no-mig.yaml")
+    with pytest.raises(ScenarioError, match=r"processes\[0\]\.ci: 'ci' needs 'mig'"):
+        load_scenario(no_mig)
