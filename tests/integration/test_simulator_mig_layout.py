@@ -9,13 +9,14 @@ processes and XIDs carry their compute instance id.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.plugins.nvidia.simulator import SimCommandError, SimulatedNode
 from tests.unit.simulator.simhelpers import (
     client_env,
     read_json_line,
@@ -206,3 +207,18 @@ out = {"remap": err(N.nvmlDeviceGetRemappedRows, p),
     # "For MIG device handles, the parent GPU uptime is returned."
     (ret_parent, parent), (ret_mig, mig) = out["uptime"]
     assert ret_parent == ret_mig == 0 and abs(parent - mig) <= 1
+
+
+def test_bad_mig_requests_are_refused_and_change_nothing(node: SimulatedNode) -> None:
+    for request, message in (
+            ({"op": "xid", "device": 0, "code": 43, "ci": 1}, "'ci' needs 'mig'"),
+            ({"op": "proc_add", "device": 0, "pid": 99, "ci": 0}, "'ci' needs 'mig'"),
+            ({"op": "xid", "device": 0, "code": 43, "mig": 0, "ci": 2},
+             "GPU instance 2 has 2 compute instance(s), no 2"),
+            ({"op": "ecc", "device": 0, "mig": 0, "type": "single_bit"},
+             "uncorrectable (double_bit) errors only"),
+            ({"op": "proc_add", "device": 0, "pid": 99, "mig": 0, "ci": "x"},
+             "'ci' must be an integer")):
+        with pytest.raises(SimCommandError, match=re.escape(message)):
+            node.command(request)
+    assert node.command({"op": "stats"})["processes"] == 3

@@ -451,6 +451,9 @@ class Node:
     def handle(self, req: Mapping[str, object], parsed: bool = False) -> dict[str, object]:
         op = req.get("op")
         with self.lock:
+            if op in ("xid", "ecc", "proc_add") and req.get("ci") is not None \
+                    and req.get("mig") is None:
+                raise CommandError("'ci' needs 'mig' (the GPU instance it is in)")
             if op == "xid":
                 dev = self._device(req)
                 code = self._int_arg(req, "code")
@@ -460,10 +463,12 @@ class Node:
                     )
                 if req.get("mig") is not None:
                     gi, ci = self._place(dev, req["mig"], req.get("ci"))
+                    # Without 'ci' the XID is the GPU instance's as a whole (no compute instance).
+                    named = ci if req.get("ci") is not None else None
                     seq = self.lib.push_event_mig(self._slot(dev)[1], _lib.EVENT_XID, code, gi,
-                                                  ci if req.get("ci") is not None else None)
+                                                  named)
                     return {"ok": True, "seq": seq, "gpu_instance_id": gi,
-                            "compute_instance_id": ci}
+                            "compute_instance_id": named}
                 seq = self.lib.push_event(self._slot(dev)[1], _lib.EVENT_XID, code)
                 return {"ok": True, "seq": seq}
             if op == "recovery":
