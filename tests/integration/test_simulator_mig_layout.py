@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -222,3 +223,28 @@ def test_bad_mig_requests_are_refused_and_change_nothing(node: SimulatedNode) ->
         with pytest.raises(SimCommandError, match=re.escape(message)):
             node.command(request)
     assert node.command({"op": "stats"})["processes"] == 3
+
+
+def test_default_ids_follow_placement_as_on_a_real_a100(tmp_path: Path) -> None:
+    """Without gpu_instance_id, an instance gets the id its placement has on real GPUs. DCGM
+    issue #138 (`nvidia-smi mig -lgi`, A100 80GB): 2g.20gb at 0:2 is 3, 1g.10gb at 2:1 and 3:1
+    are 9 and 10, 3g.40gb at 4:4 is 2 -- the node gives the same ids to the same profiles."""
+    scenario = write_scenario(tmp_path, """
+devices:
+  - model: NVIDIA A100-SXM4-80GB
+    mig: [{profile: 2g.20gb}, {profile: 1g.10gb}, {profile: 1g.10gb}, {profile: 3g.40gb}]
+""")
+    with SimulatedNode.start(scenario, state_dir=tmp_path / "state") as fresh:
+        out = run_client(fresh, VISIT + """
+out = sorted((v["name"].rsplit(" MIG ", 1)[1], v["gi"]) for v in visit(h[0]).values() if v)
+""")
+        fewer = fresh.command({"op": "mig", "device": 0, "set": "2g.20gb,1g.10gb,3g.40gb"})
+        again = fresh.command({"op": "mig", "device": 0,
+                               "set": "2g.20gb,1g.10gb,3g.40gb,1g.10gb"})
+    assert out == [["1g.10gb", 9], ["1g.10gb", 10], ["2g.20gb", 3], ["3g.40gb", 2]]
+    assert sorted(i["gpu_instance_id"] for i in fewer["instances"]) == [2, 3, 9]
+    # Created at run time, a GPU instance takes its first free placement's id: 3:1 is free
+    # again, so the new 1g.10gb is 10 again (a new MIG device: a new UUID).
+    created = [i for i in again["instances"] if i["uuid"] not in
+               {f["uuid"] for f in fewer["instances"]}]
+    assert [(i["profile"], i["gpu_instance_id"]) for i in created] == [("1g.10gb", 10)]

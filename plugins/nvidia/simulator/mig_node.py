@@ -6,8 +6,10 @@ compute instance is one MIG device (one slot of the library: its MIG device inde
 its MIG- UUID). Memory belongs to the GPU instance: its readings are written into every compute
 instance of it, and the GPU's used memory is the sum over GPU instances (not over MIG devices).
 
-Reconfiguration keeps the GPU instances whose profile is still wanted, destroys the others and
-creates the missing ones (with one compute instance spanning each), as an administrator would
+A GPU instance without an id in the scenario gets the one a real GPU gives: its first free
+memory placement's (``mig_profiles.placement_id``). Reconfiguration keeps the GPU instances
+whose profile is still wanted, destroys the others and creates the missing ones (with one
+compute instance spanning each, ids by placement again), as an administrator would
 with ``nvidia-smi mig -dci/-dgi/-cgi -C``; destroying an instance a process runs on is refused
 (NVML_ERROR_IN_USE from nvmlGpuInstanceDestroy), and nothing changes.
 """
@@ -25,8 +27,11 @@ from gpu_otel_agent.plugins.nvidia.simulator.mig_profiles import (
     MigProfile,
     check,
     compute_profile,
+    first_placement,
     memory_mib,
     mig_model,
+    placement_id,
+    placement_of,
 )
 from gpu_otel_agent.plugins.nvidia.simulator.scenario import (
     MIG_INDEX_LIMIT,
@@ -57,6 +62,13 @@ class Instance:
     profile: MigProfile
     computes: list[ComputeInstance]
     readings: dict[str, Value] = field(default_factory=dict)
+    placement: int | None = None  # its first memory slice (None: an id of no placement)
+
+    @property
+    def slices_held(self) -> set[int]:
+        size = self.profile.memory_slices
+        return set() if self.placement is None else set(range(self.placement,
+                                                              self.placement + size))
 
     @property
     def uuid(self) -> str:
@@ -94,12 +106,14 @@ class MigNode:
         profiles = check(model, [s.profile for s in specs])
         # Explicit ids and indices first, so a default never takes one named later.
         taken_gi = {s.gpu_instance_id for s in specs if s.gpu_instance_id is not None}
+        held = {n for p, s in zip(profiles, specs, strict=True) if s.gpu_instance_id is not None
+                for n in _slices(p, placement_of(p, s.gpu_instance_id))}
         reserved = {c.mig_index for s in specs for c in s.compute_instances
                     if c.mig_index is not None}
         for profile, spec in zip(profiles, specs, strict=True):
             gi = spec.gpu_instance_id
             if gi is None:
-                gi = self._free_gi(gpu, taken_gi)
+                gi = self._default_gi(gpu, profile, taken_gi, held)
             self._create(gpu, profile, gi, spec, reserved)
 
     def enabled(self, dev: int) -> bool:
@@ -140,9 +154,15 @@ class MigNode:
         return gi, ci
 
     @staticmethod
-    def _free_gi(gpu: _Gpu, taken: set[int]) -> int:
-        used = {i.gi for i in gpu.instances} | taken
-        return next(n for n in range(1, 64) if n not in used)  # the lowest free id
+    def _default_gi(gpu: _Gpu, profile: MigProfile, taken: set[int], held: set[int]) -> int:
+        """The id a real GPU gives: that of the profile's first free memory placement (see
+        mig_profiles.placement_id); the lowest free id where no placement is left."""
+        used_ids = {i.gi for i in gpu.instances} | taken
+        used_slices = held.union(*(i.slices_held for i in gpu.instances))
+        start = first_placement(profile, used_slices)
+        if start is not None and placement_id(profile, start) not in used_ids:
+            return placement_id(profile, start)
+        return next(n for n in range(64) if n not in used_ids)
 
     def _create(self, gpu: _Gpu, profile: MigProfile, gi: int, spec: MigSpec | None,
                 reserved: set[int]) -> None:
@@ -151,7 +171,8 @@ class MigNode:
         if total is None:
             total = memory_mib(profile, gpu.memory_mib, gpu.model)
         sms = mig_model(gpu.model).sms_per_slice
-        instance = Instance(gi, profile, [], dict(spec.readings) if spec is not None else {})
+        instance = Instance(gi, profile, [], dict(spec.readings) if spec is not None else {},
+                            placement_of(profile, gi))
         gpu.instances.append(instance)
         for n, c in enumerate(computes_spec):
             ci_profile = compute_profile(profile, c.profile)
@@ -198,7 +219,7 @@ class MigNode:
                 self._lib.mig_destroy(gpu.local, compute.slot)
         gpu.instances = keep
         for profile in wanted:
-            self._create(gpu, profile, self._free_gi(gpu, set()), None, set())
+            self._create(gpu, profile, self._default_gi(gpu, profile, set(), set()), None, set())
         self._lib.push_event(gpu.local, _lib.EVENT_MIG_CONFIG_CHANGE, 0)
         return [c.uuid for i in gpu.instances for c in i.computes]
 
@@ -225,3 +246,7 @@ class MigNode:
                         self._lib.mig_set_reading(gpu.local, compute.slot, name, number)
             used[dev] = total
         return used
+
+
+def _slices(profile: MigProfile, start: int | None) -> set[int]:
+    return set() if start is None else set(range(start, start + profile.memory_slices))

@@ -150,6 +150,33 @@ def memory_mib(profile: MigProfile, model_memory_mib: float, model: str = "") ->
     return float(int(nominal * _REPORTED_SHARE[profile.memory_slices] / 256) * 256)
 
 
+# A GPU instance's id follows its memory placement: the whole GPU is 0, halves 1-2, quarters
+# 3-6, eighths 7-14 (id = first id of its size + start / size). Real A100 80GB ids fit it:
+# NVIDIA/DCGM#138 lists 1g.10gb at placements 2:1 and 3:1 as ids 9 and 10, a 2g.20gb at 0:2 as 3
+# and a 3g.40gb at 4:4 as 2; a GPU of 1g.10gb ids 13, 14, a 2g.20gb 5 and a 3g.40gb 1.
+_FIRST_ID = MappingProxyType({8: 0, 4: 1, 2: 3, 1: 7})
+
+
+def placement_id(profile: MigProfile, start: int) -> int:
+    """The GPU instance id of ``profile`` placed at memory slice ``start``."""
+    return _FIRST_ID[profile.memory_slices] + start // profile.memory_slices
+
+
+def placement_of(profile: MigProfile, gpu_instance_id: int) -> int | None:
+    """The memory placement (first slice) an id means for ``profile``; None if none."""
+    size = profile.memory_slices
+    offset = gpu_instance_id - _FIRST_ID[size]
+    return offset * size if 0 <= offset < MEMORY_SLICES // size else None
+
+
+def first_placement(profile: MigProfile, used: Iterable[int]) -> int | None:
+    """The first free placement of ``profile`` (starts aligned to its size), or None."""
+    taken = set(used)
+    size = profile.memory_slices
+    return next((start for start in range(0, MEMORY_SLICES, size)
+                 if not taken & set(range(start, start + size))), None)
+
+
 # Compute instance sizes (compute slices) NVML has profiles for: NVML_COMPUTE_INSTANCE_PROFILE_*.
 COMPUTE_INSTANCE_SLICES = (1, 2, 3, 4, 7)
 

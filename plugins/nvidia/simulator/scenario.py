@@ -107,7 +107,7 @@ class MigSpec:
 
     profile: str
     readings: Mapping[str, Value]  # memory_used_mib is the GPU instance's; activity its CIs'
-    gpu_instance_id: int | None = None  # None: the lowest free id
+    gpu_instance_id: int | None = None  # None: its first free placement's, as a real GPU's
     compute_instances: tuple[ComputeInstanceSpec, ...] = (ComputeInstanceSpec(),)
     memory_total_mib: float | None = None  # None: what the model's profile reports
 
