@@ -226,9 +226,10 @@ def test_bad_mig_requests_are_refused_and_change_nothing(node: SimulatedNode) ->
 
 
 def test_default_ids_follow_placement_as_on_a_real_a100(tmp_path: Path) -> None:
-    """Without gpu_instance_id, an instance gets the id its placement has on real GPUs. DCGM
-    issue #138 (`nvidia-smi mig -lgi`, A100 80GB): 2g.20gb at 0:2 is 3, 1g.10gb at 2:1 and 3:1
-    are 9 and 10, 3g.40gb at 4:4 is 2 -- the node gives the same ids to the same profiles."""
+    """Without gpu_instance_id, an instance gets an id from the range real GPUs give its size
+    (never 1..n). DCGM issue #138 (`nvidia-smi mig -lgi`, A100 80GB): 2g.20gb at 0:2 is 3,
+    1g.10gb at 2:1 and 3:1 are 9 and 10, 3g.40gb at 4:4 is 2 on one GPU (the node gives the
+    same), 5, 13, 14, 1 on the next (which id of its range the driver picks varies)."""
     scenario = write_scenario(tmp_path, """
 devices:
   - model: NVIDIA A100-SXM4-80GB

@@ -6,12 +6,13 @@ compute instance is one MIG device (one slot of the library: its MIG device inde
 its MIG- UUID). Memory belongs to the GPU instance: its readings are written into every compute
 instance of it, and the GPU's used memory is the sum over GPU instances (not over MIG devices).
 
-A GPU instance without an id in the scenario gets the one a real GPU gives: its first free
-memory placement's (``mig_profiles.placement_id``). Reconfiguration keeps the GPU instances
-whose profile is still wanted, destroys the others and creates the missing ones (with one
-compute instance spanning each, ids by placement again), as an administrator would
-with ``nvidia-smi mig -dci/-dgi/-cgi -C``; destroying an instance a process runs on is refused
-(NVML_ERROR_IN_USE from nvmlGpuInstanceDestroy), and nothing changes.
+A GPU instance without an id in the scenario gets one from the range real GPUs give its size
+(``mig_profiles.placement_id``: that of its first free memory placement).
+
+Reconfiguration keeps the GPU instances whose profile is still wanted, destroys the others and
+creates the missing ones (with one compute instance spanning each, ids as above), as an
+administrator would with ``nvidia-smi mig -dci/-dgi/-cgi -C``; destroying an instance a process
+runs on is refused (NVML_ERROR_IN_USE from nvmlGpuInstanceDestroy), and nothing changes.
 """
 
 from __future__ import annotations
@@ -155,8 +156,8 @@ class MigNode:
 
     @staticmethod
     def _default_gi(gpu: _Gpu, profile: MigProfile, taken: set[int], held: set[int]) -> int:
-        """The id a real GPU gives: that of the profile's first free memory placement (see
-        mig_profiles.placement_id); the lowest free id where no placement is left."""
+        """An id from the range a real GPU gives the profile's size: that of its first free
+        memory placement (mig_profiles.placement_id); the lowest free id where none is left."""
         used_ids = {i.gi for i in gpu.instances} | taken
         used_slices = held.union(*(i.slices_held for i in gpu.instances))
         start = first_placement(profile, used_slices)

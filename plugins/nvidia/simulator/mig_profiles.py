@@ -150,10 +150,14 @@ def memory_mib(profile: MigProfile, model_memory_mib: float, model: str = "") ->
     return float(int(nominal * _REPORTED_SHARE[profile.memory_slices] / 256) * 256)
 
 
-# A GPU instance's id follows its memory placement: the whole GPU is 0, halves 1-2, quarters
-# 3-6, eighths 7-14 (id = first id of its size + start / size). Real A100 80GB ids fit it:
-# NVIDIA/DCGM#138 lists 1g.10gb at placements 2:1 and 3:1 as ids 9 and 10, a 2g.20gb at 0:2 as 3
-# and a 3g.40gb at 4:4 as 2; a GPU of 1g.10gb ids 13, 14, a 2g.20gb 5 and a 3g.40gb 1.
+# A GPU instance's id comes from the range of its memory size: the whole GPU 0, halves 1-2,
+# quarters 3-6, eighths 7-14. Every real A100 capture keeps to it: NVIDIA/DCGM#138 (`nvidia-smi
+# mig -lgi`, A100 80GB) lists 1g.10gb at placements 2:1 and 3:1 as 9 and 10, a 2g.20gb at 0:2 as
+# 3 and a 3g.40gb at 4:4 as 2 on one GPU, and the same layout as 13, 14, 5 and 1 on the next;
+# rapidsai/dask-cuda#583 (A100 40GB) got 9, 7, 8, 11, 12, 13, 14 for seven 1g.5gb in creation
+# order. Which id of its range the driver picks is not predictable from these (the placement
+# alone does not fix it); the node takes the one at the placement's position in the range
+# (first id of its size + start / size), which is what the first GPU of DCGM#138 shows.
 _FIRST_ID = MappingProxyType({8: 0, 4: 1, 2: 3, 1: 7})
 
 
