@@ -128,10 +128,21 @@ def _check_totals(model: str, profiles: Iterable[MigProfile]) -> None:
 #  - A100-SXM4-80GB: https://github.com/NVIDIA/mig-parted/issues/97 (1g.10gb 9.50, 1g.10gb+me
 #    9.50, 2g.20gb 19.50, 3g.40gb 39.25); https://github.com/XuehaiPan/nvitop/pull/8 (nvidia-smi
 #    MIG devices table, 2g.20gb: 19968MiB).
+#  - A100-SXM4-40GB: https://github.com/seansiddens/mps-test (README, driver 450.80.02): two
+#    3g.20gb MIG devices of 20224 and 20096 MiB (the same profile, two totals); 20096 = 19.625.
+#  - H100 PCIe: a public README of a Scaleway H100 PCIe (driver 570.169, 2025-08-17; the search
+#    index does not name its repository: "Partition a H100 from Scaleway using MIG") prints
+#    -lgip 1g.10gb 9.75, 1g.20gb and 2g.20gb 19.62, 3g.40gb and 4g.40gb 39.50, 7g.80gb 79.25 and
+#    1g.10gb MIG devices of 9984 MiB (9.75 GiB); another of an H100 with 132 SMs (the SXM part)
+#    prints the same figures, so both H100 80GB models take them.
 #  - H200: https://github.com/NVIDIA/mig-parted/issues/120 (1g.18gb 16.00, 1g.35gb and 2g.35gb
 #    32.25, 3g.71gb and 4g.71gb 69.50, 7g.141gb 139.75).
+_H100_80 = MappingProxyType({1: 9.75, 2: 19.625, 4: 39.50, 8: 79.25})
 REPORTED_GIB: Mapping[str, Mapping[int, float]] = MappingProxyType({
     "NVIDIA A100-SXM4-80GB": MappingProxyType({1: 9.50, 2: 19.50, 4: 39.25}),
+    "NVIDIA A100-SXM4-40GB": MappingProxyType({4: 19.625}),
+    "NVIDIA H100 80GB HBM3": _H100_80,
+    "NVIDIA H100 PCIe": _H100_80,
     "NVIDIA H200": MappingProxyType({1: 16.00, 2: 32.25, 4: 69.50, 8: 139.75}),
 })
 # Where no capture shows a model's figure: the captured share of the slices' nominal memory

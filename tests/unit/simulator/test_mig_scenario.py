@@ -106,6 +106,9 @@ def test_profile_names_follow_each_models_memory() -> None:
     ("NVIDIA A100-SXM4-80GB", "2g.20gb", 19968),  # nvitop#8: NVML's MIG device total
     ("NVIDIA A100-SXM4-80GB", "3g.40gb", 39.25 * 1024),
     ("NVIDIA A100-SXM4-80GB", "4g.40gb", 39.25 * 1024),  # the same four memory slices
+    ("NVIDIA A100-SXM4-40GB", "3g.20gb", 20096),  # seansiddens/mps-test
+    ("NVIDIA H100 PCIe", "1g.10gb", 9984),  # a Scaleway H100 PCIe's MIG devices
+    ("NVIDIA H100 80GB HBM3", "7g.80gb", 79.25 * 1024),
     ("NVIDIA H200", "1g.18gb", 16.00 * 1024),
     ("NVIDIA H200", "3g.71gb", 69.50 * 1024),
     ("NVIDIA H200", "7g.141gb", 139.75 * 1024),
