@@ -137,12 +137,12 @@ def _check_totals(model: str, profiles: Iterable[MigProfile]) -> None:
 #    prints the same figures, so both H100 80GB models take them.
 #  - H200: https://github.com/NVIDIA/mig-parted/issues/120 (1g.18gb 16.00, 1g.35gb and 2g.35gb
 #    32.25, 3g.71gb and 4g.71gb 69.50, 7g.141gb 139.75).
-_H100_80 = MappingProxyType({1: 9.75, 2: 19.625, 4: 39.50, 8: 79.25})
+_H100_80_GIB = MappingProxyType({1: 9.75, 2: 19.625, 4: 39.50, 8: 79.25})
 REPORTED_GIB: Mapping[str, Mapping[int, float]] = MappingProxyType({
     "NVIDIA A100-SXM4-80GB": MappingProxyType({1: 9.50, 2: 19.50, 4: 39.25}),
     "NVIDIA A100-SXM4-40GB": MappingProxyType({4: 19.625}),
-    "NVIDIA H100 80GB HBM3": _H100_80,
-    "NVIDIA H100 PCIe": _H100_80,
+    "NVIDIA H100 80GB HBM3": _H100_80_GIB,
+    "NVIDIA H100 PCIe": _H100_80_GIB,
     "NVIDIA H200": MappingProxyType({1: 16.00, 2: 32.25, 4: 69.50, 8: 139.75}),
 })
 # Where no capture shows a model's figure: the captured share of the slices' nominal memory
