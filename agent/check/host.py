@@ -19,7 +19,7 @@ from gpu_otel_agent.backends.discovery import installed_backends
 from gpu_otel_agent.backends.protocol import Backend, BackendUnavailable, Device
 from gpu_otel_agent.check.result import Result, failed, passed, warned
 from gpu_otel_agent.config.schema import AgentConfig
-from gpu_otel_agent.local.client import LocalClientError, get
+from gpu_otel_agent.local.client import LocalClientDenied, LocalClientError, get
 
 # The initial PID namespace's inode (PROC_PID_INIT_INO, include/linux/proc_ns.h): every host
 # process is in it; a container without hostPID is not.
@@ -256,6 +256,9 @@ def running_agent(config: AgentConfig) -> list[Result]:
         return [passed(name, "local endpoint off (local_endpoint.enabled)")]
     try:
         document = get(Path(settings.socket), "/v1/snapshot", timeout=2.0)
+    except LocalClientDenied as error:
+        return [warned(name, str(error), "run the check as root or as a member of "
+                       "local_endpoint.group to see the running agent")]
     except LocalClientError as error:
         return [warned(name, str(error), "start the agent (gpu-agent run); this is expected "
                        "before its first start")]

@@ -15,6 +15,10 @@ class LocalClientError(Exception):
     """The agent could not be asked; the message says why in a person's words."""
 
 
+class LocalClientDenied(LocalClientError):
+    """An agent's socket is there, but this user may not open it."""
+
+
 def get(path: Path, target: str, timeout: float = 3.0) -> Json:
     """``GET target`` on the agent's socket at ``path``; the JSON document it answers."""
     client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -26,8 +30,8 @@ def get(path: Path, target: str, timeout: float = 3.0) -> Json:
             raise LocalClientError(f"no agent serves {path} (is it running? is "
                                    f"local_endpoint.socket set to another path?)") from None
         except PermissionError:
-            raise LocalClientError(f"not allowed to open {path}: run as root or as a member of "
-                                   f"the socket's group (local_endpoint.group)") from None
+            raise LocalClientDenied(f"permission denied opening {path}: run as root or as "
+                                    f"a member of its group (local_endpoint.group)") from None
         except OSError as error:
             if error.errno == errno.ECONNREFUSED:
                 raise LocalClientError(f"nothing listens on {path} (the agent that made it has "

@@ -96,6 +96,9 @@ def _clear_stale(path: Path) -> None:
         info = path.lstat()
     except FileNotFoundError:
         return
+    except PermissionError:
+        raise LocalEndpointError(f"permission denied looking into {path.parent} (another "
+                                 f"user's agent owns it)") from None
     if not stat.S_ISSOCK(info.st_mode):
         raise LocalEndpointError(f"{path} exists and is not a socket; remove it or choose "
                                  f"another local_endpoint.socket")
@@ -103,12 +106,30 @@ def _clear_stale(path: Path) -> None:
     probe.settimeout(1.0)
     try:
         probe.connect(str(path))
-    except OSError:
-        path.unlink(missing_ok=True)  # nobody listens: a stale socket
-        return
+    except OSError as error:
+        # Only a refused connection proves nobody listens. Permission denied says nothing
+        # about that: the socket is another user's (a root agent's, seen from a user's run),
+        # and deleting it would cut that agent off from `gpu-agent top`.
+        if error.errno == errno.ECONNREFUSED:
+            _unlink_stale(path)
+            return
+        if error.errno in (errno.EACCES, errno.EPERM):
+            raise LocalEndpointError(
+                f"{path} belongs to another agent (permission denied connecting to it); "
+                f"left as it is") from None
+        raise LocalEndpointError(f"cannot tell whether {path} is in use: "
+                                 f"{error.strerror}; left as it is") from None
     finally:
         probe.close()
     raise LocalEndpointError(f"{path} is served by another process (another agent?)")
+
+
+def _unlink_stale(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as error:
+        raise LocalEndpointError(f"{path} is a stale socket (nothing listens) that cannot be "
+                                 f"removed: {error.strerror}") from None
 
 
 def _response(status: int, document: Json) -> bytes:
