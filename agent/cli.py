@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
@@ -18,7 +19,13 @@ import yaml
 
 from gpu_otel_agent.check.command import add_check
 from gpu_otel_agent.config.kinds import Choice, Invalid, Seconds
-from gpu_otel_agent.config.load import ConfigError, Overrides, load, to_tree
+from gpu_otel_agent.config.load import (
+    ConfigError,
+    Overrides,
+    exporter_overrides,
+    load,
+    to_tree,
+)
 from gpu_otel_agent.config.table import FLAGS, Key, flag_dest
 from gpu_otel_agent.docs import cli_markdown, events_markdown, metrics_markdown
 from gpu_otel_agent.export.exporters import ExporterConfigError
@@ -76,8 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     config = commands.add_parser("config", help="configuration")
     config_commands = config.add_subparsers(dest="config_command", required=True)
-    show = config_commands.add_parser("show", help="print the effective configuration")
+    show = config_commands.add_parser(
+        "show", help="print the effective configuration (file, environment and flags; the "
+        "OTEL_EXPORTER_OTLP_* variables over the otlp section, as the agent reads them)")
     _add_config_flags(show)
+    validate = config_commands.add_parser(
+        "validate", help="check a configuration file (and the environment) as the agent would "
+        "read it; exit status 0 when valid, 1 when not")
+    validate.add_argument("file", type=Path, metavar="FILE", help="YAML configuration file")
 
     docs = commands.add_parser("docs", help="generate reference documentation")
     docs_commands = docs.add_subparsers(dest="docs_command", required=True)
@@ -128,6 +141,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return _run_loop(agent.run())
 
 
+def _cmd_validate(path: Path) -> int:
+    """``gpu-agent config validate FILE`` (as ``otelcol validate``): every key, its value and
+    the exporter settings the environment adds, without starting anything."""
+    from gpu_otel_agent.export.otlp_target import resolve_target
+
+    try:
+        config = load(path)
+        for signal in ("METRICS", "LOGS"):
+            resolve_target(config, os.environ, signal)
+    except (ConfigError, ExporterConfigError) as error:
+        print(f"gpu-agent: {path} is not valid: {error}", file=sys.stderr)
+        return 1
+    print(f"{path}: valid")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -135,8 +164,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "run":
             return _cmd_run(args)
         if args.command == "config":
+            if args.config_command == "validate":
+                return _cmd_validate(args.file)
             config = load(args.config, _overrides(args))
-            yaml.safe_dump(to_tree(config), sys.stdout, sort_keys=False)
+            for key, (variable, _) in exporter_overrides(os.environ).items():
+                print(f"# {key}: from {variable}")
+            yaml.safe_dump(to_tree(config, os.environ), sys.stdout, sort_keys=False)
             return 0
         if args.command == "docs":
             if args.docs_command == "config":

@@ -209,18 +209,59 @@ class AbsolutePath(Kind):
 
 @dataclass(frozen=True)
 class Directory(Kind):
-    """A directory path; null turns the feature that writes there off."""
+    """An absolute directory path; null turns the feature that writes there off. A relative
+    path is refused, not resolved: against the working directory it would name another place
+    for every way the agent is started (systemd, a shell, a container)."""
 
     def _check(self, value: Any) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise Invalid(f"expected a directory path, or null for no spool, got {value!r}")
+        if not isinstance(value, str) or not value.startswith("/"):
+            raise Invalid(f"expected an absolute directory path, or null for no spool, got "
+                          f"{value!r} (a relative path would depend on the directory the agent "
+                          f"is started in)")
         return value
 
     def describe(self) -> str:
-        return "directory" + (" or null" if self.nullable else "")
+        return "absolute directory path" + (" or null" if self.nullable else "")
 
     def json_schema(self) -> dict[str, Any]:
-        return {"type": "string", "minLength": 1}
+        return {"type": "string", "pattern": "^/"}
+
+
+OTLP_SCHEMES = ("http", "https")
+
+
+def endpoint_problem(text: str) -> str | None:
+    """What is wrong with an OTLP endpoint, or None. A URL takes http (plain) or https (TLS);
+    without a scheme, ``host:port`` is what the SDK's gRPC exporter accepts too."""
+    scheme, sep, rest = text.strip().partition("://")
+    if not sep:
+        return None if text.strip() and " " not in text.strip() else \
+            f"expected a URL such as http://collector:4317, got {text!r}"
+    if scheme.lower() not in OTLP_SCHEMES:
+        return (f"scheme {scheme!r} of {text!r} is not one OTLP is sent over: use http:// "
+                f"(plain) or https:// (TLS)")
+    if not rest.split("/", 1)[0]:
+        return f"{text!r} names no host"
+    return None
+
+
+@dataclass(frozen=True)
+class OtlpEndpoint(Kind):
+    """A collector's URL (``http://`` or ``https://``), or ``host:port``."""
+
+    def _check(self, value: Any) -> str:
+        if not isinstance(value, str):
+            raise Invalid(f"expected a URL such as http://collector:4317, got {value!r}")
+        problem = endpoint_problem(value)
+        if problem is not None:
+            raise Invalid(problem)
+        return value
+
+    def describe(self) -> str:
+        return "URL" + (" or null" if self.nullable else "")
+
+    def json_schema(self) -> dict[str, Any]:
+        return {"type": "string", "pattern": "^(https?://.+|[^:/ ]+:[0-9]+)$"}
 
 
 @dataclass(frozen=True)

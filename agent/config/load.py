@@ -9,6 +9,8 @@ somewhere later.
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import logging
 import os
 import typing
 from collections.abc import Iterator, Mapping
@@ -19,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from gpu_otel_agent.config.kinds import Invalid
+from gpu_otel_agent.config.kinds import Invalid, StringMap
 from gpu_otel_agent.config.schema import AgentConfig, GroupConfig
 from gpu_otel_agent.config.table import (
     ANY_GROUP,
@@ -33,6 +35,8 @@ from gpu_otel_agent.config.table import (
     lookup,
     pattern,
 )
+
+log = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
@@ -74,6 +78,8 @@ def _walk_file(data: Any, section: str, layers: _Layers, origin: str) -> None:
     for name, value in data.items():
         dotted = f"{section}.{name}" if section else str(name)
         placeholder = name == ANY_GROUP  # the table's stand-in for plugin groups, not a name
+        if section == "groups" and not placeholder:
+            _check_group_name(str(name), origin)
         if not placeholder and lookup(dotted) is not None:
             layers.set(dotted, value, origin)
         elif not placeholder and children(dotted):
@@ -81,6 +87,20 @@ def _walk_file(data: Any, section: str, layers: _Layers, origin: str) -> None:
         else:
             known = ", ".join(sorted(children(section)))
             raise ConfigError(f"{dotted} in {origin}: unknown key (known: {known})")
+
+
+def _check_group_name(name: str, origin: str) -> None:
+    """A name under ``groups`` that is not the core's is a plugin's group, or a typo: one
+    close to a core group is refused (``fastt``), any other is named once in the log."""
+    if name in GROUPS:
+        return
+    close = difflib.get_close_matches(name, GROUPS, n=1, cutoff=0.75)
+    core = ", ".join(GROUPS)
+    if close:
+        raise ConfigError(f"groups.{name} in {origin}: unknown group; did you mean "
+                          f"{close[0]!r}? (the core's groups: {core})")
+    log.warning("groups.%s in %s: not one of the core's groups (%s); it applies only to a "
+                "plugin that reads a group of that name", name, origin, core)
 
 
 def read_file(path: Path, layers: _Layers) -> None:
@@ -92,10 +112,20 @@ def read_file(path: Path, layers: _Layers) -> None:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        raise ConfigError(yaml_error(path, exc)) from exc
     if data is None:
         return
     _walk_file(data, "", layers, origin)
+
+
+def yaml_error(path: Path, error: yaml.YAMLError) -> str:
+    """``FILE:LINE:COLUMN: not valid YAML: problem``: PyYAML's own text names the string it
+    parsed (``"<unicode string>"``), not the file."""
+    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    problem = getattr(error, "problem", None) or str(error)
+    context = getattr(error, "context", None)
+    return f"{where}: not valid YAML: {problem}" + (f" ({context})" if context else "")
 
 
 def _set_from_env(layers: _Layers, row: Key, env: Env, environ: Mapping[str, str]) -> None:
@@ -217,10 +247,34 @@ REDACTED = "<redacted>"
 _SECRET_MAPS = frozenset({"otlp.headers"})  # values are credentials; show names only
 
 
-def to_tree(config: AgentConfig) -> dict[str, Any]:
-    """The effective configuration as plain data, for ``gpu-agent config show``."""
+def exporter_overrides(environ: Mapping[str, str]) -> dict[str, tuple[str, Any]]:
+    """Keys whose value the standard ``OTEL_EXPORTER_OTLP_*`` variable sets over the file:
+    dotted key -> (variable, value as the file would hold it)."""
+    found: dict[str, tuple[str, Any]] = {}
+    for row in TABLE:
+        text = environ.get(row.exporter_env or "", "").strip()
+        if not row.exporter_env or not text:
+            continue
+        value: Any
+        if isinstance(row.kind, StringMap):  # headers: k=v,k2=v2; only the names are shown
+            value = {pair.split("=", 1)[0].strip(): "" for pair in text.split(",") if pair}
+        else:
+            try:
+                value = row.kind.check(row.kind.from_env(text))
+            except Invalid:
+                value = text  # the exporter refuses it at start, naming the variable
+        found[row.key] = (row.exporter_env, value)
+    return found
+
+
+def to_tree(config: AgentConfig, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The effective configuration as plain data, for ``gpu-agent config show``; with
+    ``environ``, the exporter's own variables win over the file as they do in the agent."""
     tree: dict[str, Any] = {}
-    for dotted, effective in flatten(config).items():
+    effective_values = flatten(config)
+    for dotted, (_, value) in exporter_overrides(environ or {}).items():
+        effective_values[dotted] = value
+    for dotted, effective in effective_values.items():
         value = {name: REDACTED for name in effective} if dotted in _SECRET_MAPS else effective
         *sections, leaf = dotted.split(".")
         node = tree
@@ -230,5 +284,5 @@ def to_tree(config: AgentConfig) -> dict[str, Any]:
     return tree
 
 
-__all__ = ["ANY_GROUP", "ConfigError", "Overrides", "flatten", "load", "restart_needed",
-           "to_tree"]
+__all__ = ["ANY_GROUP", "ConfigError", "Overrides", "exporter_overrides", "flatten", "load",
+           "restart_needed", "to_tree", "yaml_error"]

@@ -20,6 +20,7 @@ from urllib.parse import urlparse
 
 from opentelemetry.util.re import parse_env_headers
 
+from gpu_otel_agent.config.kinds import endpoint_problem
 from gpu_otel_agent.config.schema import AgentConfig
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -140,6 +141,11 @@ def resolve_target(
     path = f"/v1/{signal.lower()}"
     own = environ.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT", "").strip()
     generic = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+    for variable, value in ((f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT", own),
+                            ("OTEL_EXPORTER_OTLP_ENDPOINT", generic)):
+        problem = endpoint_problem(value) if value else None
+        if problem is not None:  # refused now, not reported later as a TLS or DNS failure
+            raise ExporterConfigError(f"environment variable {variable}: {problem}")
     default = DEFAULT_GRPC_ENDPOINT if protocol == "grpc" else DEFAULT_HTTP_ENDPOINT
     base = generic or otlp.endpoint or default
     tls = False

@@ -18,6 +18,7 @@ from gpu_otel_agent.config.kinds import (
     Invalid,
     ListenAddress,
     Number,
+    OtlpEndpoint,
     Seconds,
     SizeMap,
     StringMap,
@@ -60,6 +61,8 @@ def two_values(row: Key) -> tuple[Any, Any]:
         return ("/first/place", "/second/place")
     if isinstance(kind, ListenAddress):
         return ("127.0.0.1:9500", "[::]:9600")
+    if isinstance(kind, OtlpEndpoint):
+        return ("http://first:4317", "https://second:4318")
     if isinstance(kind, StringMap):
         return ({"a": "1"}, {"b": "2"})
     if isinstance(kind, SizeMap):

@@ -81,7 +81,8 @@ def test_health_keys_defaults_file_and_environment(tmp_path: Path) -> None:
     ("health: {kmsg: 'yes'}", r"health\.kmsg in .*agent\.yaml: expected true or false"),
     ("health: {storm_window: 0}", r"health\.storm_window in .*: must be a positive number"),
     ("health: {spool_max_mib: -3}", r"health\.spool_max_mib in .*: must be between"),
-    ("health: {spool_path: ''}", r"health\.spool_path in .*: expected a directory path"),
+    ("health: {spool_path: ''}", r"health\.spool_path in .*: expected an absolute directory "
+     r"path"),
     ("health: {spool: 1}",
      r"health\.spool in .*: unknown key \(known: clear_after, dedup_window, degrade_after, "
      r"enabled"),
