@@ -125,20 +125,27 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Execute a parsed ``sim`` command; prints one JSON line; returns the exit code."""
+    """Execute a parsed ``sim`` command: the node's JSON answer on stdout, or one error line
+    on stderr; returns the exit code."""
     if args.sim_cmd == "up":
         return _up(args)
+    socket_path = args.socket or default_socket_path()
     try:
         req = _request(args)
-        reply = send(args.socket or default_socket_path(), req)
+        reply = send(socket_path, req)
+    except (FileNotFoundError, ConnectionRefusedError):
+        # Once, on stderr: an error is for a person; stdout carries the node's JSON answers.
+        print(f"gpu-agent sim: no simulated node at {socket_path}: start one with "
+              f"gpu-agent sim up SCENARIO (it prints the GPU_SIM_SOCKET to use), or name its "
+              f"socket with --socket", file=sys.stderr)
+        return 1
     except (OSError, ValueError) as exc:
-        print(json.dumps({"ok": False, "error": str(exc)}))
         print(f"gpu-agent sim: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps(reply))
     if not reply.get("ok"):
         print(f"gpu-agent sim: {reply.get('error')}", file=sys.stderr)
         return 1
+    print(json.dumps(reply))
     return 0
 
 

@@ -16,8 +16,11 @@ from types import MappingProxyType
 
 import yaml
 
+from gpu_otel_agent.config.load import yaml_error
+from gpu_otel_agent.plugins.amd.simulator import models as amd_models
 from gpu_otel_agent.plugins.amd.simulator import partitions as amd_partitions
 from gpu_otel_agent.plugins.amd.simulator import scenario as amd_scenario
+from gpu_otel_agent.plugins.nvidia.simulator import models
 from gpu_otel_agent.plugins.nvidia.simulator.faults import FaultSpecError, parse_chaos, parse_fail
 from gpu_otel_agent.plugins.nvidia.simulator.mig_profiles import (
     MigConfigError,
@@ -184,7 +187,8 @@ class _Ctx:
             key = re.sub(r"(\.[^.\[\]]+|\[\d+\])$", "", key) if re.search(r"[.\[]", key) else ""
             line = self.lines.get(key)
         where = f"{self.path}:{line}" if line is not None else str(self.path)
-        return ScenarioError(f"{where}: {key or '<top>'}: {msg}")
+        # The file's top level has no key path; "<top>" read like the command's name.
+        return ScenarioError(f"{where}: {key}: {msg}" if key else f"{where}: {msg}")
 
     def to_python(self, node: yaml.Node, key: str) -> object:
         self.lines.setdefault(key, node.start_mark.line + 1)
@@ -387,6 +391,17 @@ def _device(ctx: _Ctx, raw: object, i: int) -> DeviceSpec:
         i, model, uuid, pci, serial, MappingProxyType(readings), tuple(unsupported), str(vendor),
         mig, partition, per_partition,
     )
+
+
+def _known_model(ctx: _Ctx, key: str, model: str, vendor: str,
+                 entry: Mapping[str, object]) -> None:
+    """A model the simulator has no data for would be served with generic limits (16 GiB of
+    memory, 300 W): refused, naming the known ones, unless the entry gives its own memory."""
+    known = tuple(amd_models.MODELS) if vendor == "amd" else tuple(models.MODELS)
+    if model in known or "memory_total_mib" in entry:
+        return
+    raise ctx.fail(key, f"unknown {vendor} model {model!r}; known: {', '.join(known)} "
+                        f"(or give memory_total_mib and the limits of a model not listed)")
 
 
 def _mig(ctx: _Ctx, raw: object, key: str, model: str) -> tuple[MigSpec, ...]:
@@ -720,9 +735,7 @@ def parse_scenario(text: str, path: Path) -> Scenario:
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise ScenarioError(f"{path}{line}: invalid YAML: {exc}") from exc
+        raise ScenarioError(yaml_error(path, exc)) from exc
     if node is None:
         raise ScenarioError(f"{path}: empty scenario")
     top = _mapping(ctx, ctx.to_python(node, ""), "", _TOP)
@@ -768,6 +781,9 @@ def parse_scenario(text: str, path: Path) -> Scenario:
             chaos = parse_chaos(raw_chaos, function_names(), len(devices)).as_request()
         except FaultSpecError as exc:
             raise ctx.fail("chaos", str(exc)) from exc
+    # Last, so a scenario's other mistakes are named first (they say more than the model).
+    for i, (raw, device) in enumerate(zip(raw_devices, devices, strict=True)):
+        _known_model(ctx, f"devices[{i}].model", device.model, device.vendor, raw)
     return Scenario(
         path=path.resolve(),
         vendor=str(vendor),

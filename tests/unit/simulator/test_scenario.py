@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -104,7 +106,7 @@ def test_full_format(tmp_path: Path) -> None:
         ),
         ("devices: [{model: X}]\nfrobnicate: 1\n", ":2: frobnicate: unknown key"),
         ("devices: [{model: X}]\nvendor: amd\n", ":2: vendor:"),
-        ("devices: [{model: X}\n", "invalid YAML"),
+        ("devices: [{model: X}\n", "not valid YAML"),
     ],
 )
 def test_errors_name_file_key_line(tmp_path: Path, body: str, expected: str) -> None:
@@ -122,3 +124,46 @@ def test_tables_are_consistent() -> None:
         assert set(table) <= readings
     assert "nvmlDeviceGetFieldValues" in function_names()
     assert "nvmlEventSetWait_v2" in function_names()
+
+
+def test_an_unknown_model_is_refused_with_the_known_ones(tmp_path: Path) -> None:
+    path = write_scenario(tmp_path, "devices:\n  - model: NVIDIA H100\n", "bad.yaml")
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    msg = str(info.value)
+    assert f"{path}:2: devices[0].model: unknown nvidia model 'NVIDIA H100'; known: " in msg
+    assert all(name in msg for name in MODELS)
+    amd = write_scenario(tmp_path, "devices:\n  - {vendor: amd, model: MI300X}\n", "amd.yaml")
+    with pytest.raises(ScenarioError, match="unknown amd model 'MI300X'; known: AMD Instinct"):
+        load_scenario(amd)
+    # A model the simulator has no data for, described by the scenario itself, is served.
+    own = write_scenario(tmp_path, "devices:\n  - {model: NVIDIA B200, memory_total_mib: "
+                         "183359}\n", "own.yaml")
+    assert load_scenario(own).devices[0].model == "NVIDIA B200"
+
+
+def test_top_level_errors_name_the_file_not_a_pseudo_key(tmp_path: Path) -> None:
+    for body in ("- just\n- a list\n", "devices: []\n"):
+        path = write_scenario(tmp_path, body, "bad.yaml")
+        with pytest.raises(ScenarioError) as info:
+            load_scenario(path)
+        assert "<top>" not in str(info.value)
+        assert str(info.value).startswith(str(path))
+    path = write_scenario(tmp_path, "devices: [{model: X}\n", "bad.yaml")
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert str(info.value).startswith(f"{path}:2:1: not valid YAML: ")
+    assert "<unicode string>" not in str(info.value)
+
+
+def test_a_sim_command_without_a_node_says_so_once(tmp_path: Path) -> None:
+    socket = tmp_path / "no-node.sock"
+    done = subprocess.run([sys.executable, "-m", "gpu_otel_agent.cli", "sim", "xid", "--socket",
+                           str(socket), "--device", "0", "--code", "79"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1
+    assert done.stdout == ""  # once: not also as JSON on stdout
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert f"no simulated node at {socket}" in done.stderr
+    assert "gpu-agent sim up SCENARIO" in done.stderr
+    assert "Errno" not in done.stderr
