@@ -12,7 +12,6 @@ from __future__ import annotations
 import http.client
 import os
 import socket
-import ssl
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -23,6 +22,12 @@ from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.check.result import Result, failed, passed
 from gpu_otel_agent.config.schema import AgentConfig
+from gpu_otel_agent.export.failure_words import (
+    Problem,
+    grpc_words,
+    http_error_words,
+    http_status_words,
+)
 from gpu_otel_agent.export.otlp_target import ExporterConfigError, OtlpTarget, resolve_target
 from gpu_otel_agent.gpu_health.events import CHECK, HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
@@ -30,7 +35,7 @@ from gpu_otel_agent.model.snapshot import AgentSample, NodeSnapshot, Reading
 from gpu_otel_agent.version import VERSION
 
 if TYPE_CHECKING:
-    from gpu_otel_agent.export.grpc_status import GrpcError
+    pass
 
 DEFAULT_TIMEOUT_S = 5.0
 
@@ -77,35 +82,6 @@ def collector(config: AgentConfig, environ: Mapping[str, str] | None = None,
     return results
 
 
-Problem = tuple[str, str] | None  # what happened, what to do
-
-
-def _tls_words(target: OtlpTarget, text: str) -> Problem:
-    lowered = text.lower()
-    if "hostname" in lowered and "match" in lowered:
-        return ("TLS: the collector's certificate is for another name",
-                "use the host name on the certificate in the endpoint, or reissue it")
-    if "certificate_verify_failed" in lowered or "certificate verify failed" in lowered \
-            or "unable to get local issuer" in lowered or "self-signed" in lowered \
-            or "self signed" in lowered:
-        ca = target.certificate or "the system's CA bundle"
-        return ("TLS: the collector's certificate is not signed by a CA we trust "
-                f"({ca})", "set otlp.certificate / OTEL_EXPORTER_OTLP_CERTIFICATE to the CA "
-                "that signed the collector's certificate")
-    if "wrong version number" in lowered or ("ssl" in lowered and "handshake" in lowered):
-        return ("TLS handshake failed (does the collector speak TLS on this port?)",
-                "match TLS on both sides: otlp.insecure / an http:// or https:// endpoint")
-    return None
-
-
-def _ssl_words(target: OtlpTarget, error: ssl.SSLError) -> Problem:
-    # A failed verification names its reason in ``verify_message`` (a host name mismatch
-    # or an unknown issuer); its str() says "certificate verify failed" either way.
-    if isinstance(error, ssl.SSLCertVerificationError) and error.verify_message:
-        return _tls_words(target, f"certificate verify failed: {error.verify_message}")
-    return _tls_words(target, str(error)) or (f"TLS: {error}", "check the certificates")
-
-
 def _grpc(target: OtlpTarget, request: Message, timeout_s: float) -> Problem:
     """The agent's own gRPC client (``grpc_wire``), as the running agent sends."""
     from gpu_otel_agent.export.grpc_status import GrpcError
@@ -121,40 +97,10 @@ def _grpc(target: OtlpTarget, request: Message, timeout_s: float) -> Problem:
         client.unary(export_method(target.signal), request.SerializeToString(), timeout_s,
                      target.headers)
     except GrpcError as error:
-        return _grpc_words(target, error, timeout_s)
+        return grpc_words(target, error, timeout_s)
     finally:
         client.close()
     return None
-
-
-def _grpc_words(target: OtlpTarget, error: GrpcError, timeout_s: float) -> Problem:
-    from gpu_otel_agent.export.grpc_status import StatusCode
-
-    code, details, cause = error.code, error.details, error.__cause__
-    if isinstance(cause, ssl.SSLError):
-        return _ssl_words(target, cause)
-    if isinstance(cause, ConnectionRefusedError):
-        return ("nothing listens there (connection refused)",
-                "start the collector or fix the endpoint (OTLP/gRPC is usually port 4317)")
-    if isinstance(cause, socket.gaierror):
-        return (f"cannot resolve the host ({cause})", "check the endpoint's host name")
-    if isinstance(cause, TimeoutError) or code is StatusCode.DEADLINE_EXCEEDED:
-        return (f"no answer within {timeout_s:g}s", "check the network path (firewall, "
-                "network policy) and the collector's load")
-    if code is StatusCode.UNAVAILABLE:
-        if target.tls:
-            return (f"unavailable over TLS ({details})", "if the collector speaks plain "
-                    "gRPC, set otlp.insecure: true / OTEL_EXPORTER_OTLP_INSECURE=true")
-        return (f"unavailable ({details})", "if the collector speaks TLS, drop otlp.insecure "
-                "and set otlp.certificate")
-    if code in (StatusCode.UNAUTHENTICATED, StatusCode.PERMISSION_DENIED):
-        return (f"the collector refused the credentials ({code.name}: {details})",
-                "set otlp.headers / OTEL_EXPORTER_OTLP_HEADERS (chart: otlp.existingSecret)")
-    if code is StatusCode.UNIMPLEMENTED:
-        return (f"no OTLP {target.signal.lower()} service there",
-                "is this the collector's OTLP/gRPC port (4317), with a "
-                f"{target.signal.lower()} pipeline? For OTLP/HTTP set otlp.protocol")
-    return (f"{code.name}: {details}", "see the collector's log")
 
 
 def _http(target: OtlpTarget, request: Message, timeout_s: float) -> Problem:
@@ -175,25 +121,6 @@ def _http(target: OtlpTarget, request: Message, timeout_s: float) -> Problem:
         connection.request("POST", url.path or "/", body=body, headers=headers)
         status = connection.getresponse().status
         connection.close()
-    except ssl.SSLError as error:
-        return _ssl_words(target, error)
-    except ConnectionRefusedError:
-        return ("nothing listens there (connection refused)",
-                "start the collector or fix the endpoint (OTLP/HTTP is usually port 4318)")
-    except TimeoutError:
-        return (f"no answer within {timeout_s:g}s", "check the network path and the "
-                "collector's load")
-    except OSError as error:
-        return (f"{error.strerror or error}", "check the endpoint's host and port")
-    except http.client.HTTPException as error:
-        return (f"not an HTTP answer ({type(error).__name__})",
-                "is this the collector's OTLP/HTTP port (4318)?")
-    if 200 <= status < 300:
-        return None
-    if status in (401, 403):
-        return (f"HTTP {status}: the collector refused the credentials",
-                "set otlp.headers / OTEL_EXPORTER_OTLP_HEADERS (chart: otlp.existingSecret)")
-    if status == 404:
-        return (f"HTTP 404 for {url.path}", "the endpoint is the collector's base URL; the "
-                "agent appends /v1/metrics and /v1/logs")
-    return (f"HTTP {status}", "see the collector's log")
+    except (OSError, http.client.HTTPException) as error:  # ssl.SSLError is an OSError
+        return http_error_words(target, error, timeout_s)
+    return http_status_words(target, status)

@@ -19,6 +19,8 @@ import threading
 from google.protobuf.message import DecodeError, Message
 from google.rpc.error_details_pb2 import RetryInfo
 
+from gpu_otel_agent.export.failure_log import FailureLog
+from gpu_otel_agent.export.failure_words import grpc_words
 from gpu_otel_agent.export.grpc_connection import tls_context
 from gpu_otel_agent.export.grpc_status import GrpcError, Metadata, StatusCode
 from gpu_otel_agent.export.grpc_wire import GrpcClient
@@ -71,6 +73,8 @@ class GrpcTransport:
         self._method = method
         self._stop = threading.Event()
         self._client = grpc_client(target)
+        self._failures = FailureLog(f"OTLP/gRPC {target.signal.lower()} export",
+                                    target.endpoint)
 
     @property
     def target(self) -> OtlpTarget:
@@ -96,11 +100,12 @@ class GrpcTransport:
                       "will retry" if retryable else "final")
             if error.code is StatusCode.UNAVAILABLE:
                 self._client.disconnect()
-            if not retryable:
-                log.warning("OTLP/gRPC export to %s refused: %s %s", self._target.endpoint,
-                            error.code.name, error.details)
+            words = grpc_words(self._target, error, remaining_s)
+            if words is not None:
+                self._failures.failed(*words)
             return Attempt(ok=False, retryable=retryable,
                            delay_s=_retry_delay(error.trailing_metadata))
+        self._failures.succeeded()
         return Attempt(ok=True)
 
     def shutdown(self) -> None:

@@ -27,6 +27,8 @@ from urllib.parse import urlsplit
 
 from google.protobuf.message import Message
 
+from gpu_otel_agent.export.failure_log import FailureLog
+from gpu_otel_agent.export.failure_words import http_error_words, http_status_words
 from gpu_otel_agent.export.otlp_target import ExporterConfigError, OtlpTarget
 from gpu_otel_agent.export.retry import Attempt, with_retries
 from gpu_otel_agent.version import USER_AGENT
@@ -63,6 +65,8 @@ class HttpTransport:
             raise ExporterConfigError(
                 f"OTLP/HTTP endpoint {target.endpoint!r} is not an http:// or https:// URL")
         self._target = target
+        self._failures = FailureLog(f"OTLP/HTTP {target.signal.lower()} export",
+                                    target.endpoint)
         self._https = url.scheme == "https"
         self._host = url.hostname
         self._port = url.port
@@ -152,21 +156,21 @@ class HttpTransport:
                     raise
                 # A kept-alive connection the collector had closed: once more, at once.
                 status, retry_after = self._post(body, left)
-        except TimeoutError:
-            log.debug("OTLP/HTTP export to %s timed out", self._target.endpoint)
-            return Attempt(ok=False, retryable=False)
-        except ssl.SSLError as error:  # a certificate problem does not go away by retrying
-            log.warning("OTLP/HTTP export to %s: TLS failed: %s", self._target.endpoint, error)
-            return Attempt(ok=False, retryable=False)
         except (OSError, http.client.HTTPException) as error:
             log.debug("OTLP/HTTP export to %s: %s", self._target.endpoint, error)
-            return Attempt(ok=False, retryable=True)
+            words = http_error_words(self._target, error, remaining_s)
+            if words is not None:
+                self._failures.failed(*words)
+            # A timeout ends this export (the next interval has fresher values); a certificate
+            # problem does not go away by retrying.
+            return Attempt(ok=False, retryable=not isinstance(error, TimeoutError | ssl.SSLError))
         if 200 <= status < 300:
+            self._failures.succeeded()
             return Attempt(ok=True)
         retryable = status in RETRYABLE
-        if not retryable:
-            log.warning("OTLP/HTTP export to %s refused: HTTP %d", self._target.endpoint,
-                        status)
+        words = http_status_words(self._target, status)
+        if words is not None:
+            self._failures.failed(*words)
         return Attempt(ok=False, retryable=retryable, delay_s=_retry_after(retry_after))
 
     def _close(self) -> None:

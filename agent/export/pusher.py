@@ -118,8 +118,8 @@ class MetricPusher:
             self._failing = False
             return
         self.stats.failures += 1
-        if not self._failing:
-            log.warning("metric export failed; will retry with fresh values every interval")
+        if not self._failing:  # the transport has logged why, with the endpoint
+            log.info("metric export failed; will retry with fresh values every interval")
         self._failing = True
 
     async def close(self, timeout: float) -> None:
