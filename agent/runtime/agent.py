@@ -146,8 +146,8 @@ class Agent:
         if not opened:
             log.error(
                 "no GPU backend could start on this node; nothing to monitor "
-                "(without a GPU, try: gpu-agent run --simulate "
-                "examples/scenarios/h100-8gpu.yaml)"
+                "(without a GPU, try: gpu-agent run --simulate h100-8gpu, a simulated "
+                "node shipped with the agent)"
             )
             return 1
         resource = build_resource(self._initial, opened)

@@ -19,26 +19,38 @@ from pathlib import Path
 from gpu_otel_agent.local.arguments import add_endpoint_arguments, endpoint_path
 from gpu_otel_agent.local.client import LocalClientError
 from gpu_otel_agent.top.render import Options, plain, render
-from gpu_otel_agent.top.source import Source, SourceError, attached, standalone
+from gpu_otel_agent.top.source import (
+    SIMULATE_HINT,
+    NoAgent,
+    Source,
+    SourceError,
+    attached,
+    standalone,
+)
 from gpu_otel_agent.top.view import SORTS, Filter, Model
 
 
 def add_top(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     top = commands.add_parser(
         "top", help="live view of the GPUs, their processes and pods, and health events",
-        description="Attached to the agent running on this machine (its local endpoint), or "
-        "standalone on a simulated node with --simulate. Keys: s sort, / filter (pod:NAME "
-        "ns:NAME gpu:N), Esc clear filter, p pause, q quit.")
+        description="Attached to the agent running on this machine (its local endpoint, "
+        "read-only). Where none answers, standalone: an agent of its own samples this node's "
+        "GPUs (or the simulated node whose GPU_SIM_* environment is set), exporting and "
+        "writing nothing; with --simulate, a simulated node of its own. The title says which. "
+        "Keys: s sort, / filter (pod:NAME ns:NAME gpu:N), Esc clear filter, p pause, q quit.")
     top.add_argument("--simulate", type=Path, metavar="SCENARIO",
-                     help="run an agent of its own on the simulated node of SCENARIO")
+                     help="run an agent of its own on the simulated node of SCENARIO (a file, "
+                     "or a scenario shipped with the agent by name: h100-8gpu)")
     add_endpoint_arguments(top)
     top.add_argument("--once", action="store_true",
                      help="print one plain-text snapshot and exit (the default without a "
                      "terminal)")
     top.add_argument("--json", action="store_true",
                      help="print the agent's snapshot and recent events as JSON and exit")
-    top.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
-                     help="seconds between refreshes (default 1)")
+    # Not --interval: in `run` that is the fast group's sampling interval; the screen's
+    # refresh is another thing (an attached top cannot change the agent's sampling).
+    top.add_argument("--refresh", type=float, default=1.0, metavar="SECONDS",
+                     help="seconds between screen refreshes (default: 1)")
     top.add_argument("--sort", choices=SORTS, default="memory", help="process order")
     top.add_argument("--filter", default="", metavar="FILTER",
                      help="show only these: pod:NAME ns:NAME gpu:N or words")
@@ -52,7 +64,20 @@ def _source(args: argparse.Namespace) -> Iterator[Source]:
             yield source
         return
     path = endpoint_path(args)
-    yield attached(path)
+    try:
+        source = attached(path)
+    except NoAgent as error:
+        if args.socket is not None:  # a socket named on purpose: no quiet substitute
+            raise
+        with standalone(None, why=_why(str(error))) as source:
+            yield source
+        return
+    yield source
+
+
+def _why(error: str) -> str:
+    """Short: the title has 80 columns for the clock, the node, the pid and this."""
+    return "agent not readable" if "permission denied" in error else "no agent"
 
 
 def _settled(source: Source, model: Model, interval: float) -> None:
@@ -77,8 +102,8 @@ def run_top(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"gpu-agent top: {error}", file=sys.stderr)
         return 2
-    if args.interval <= 0:
-        print("gpu-agent top: --interval must be more than 0 seconds", file=sys.stderr)
+    if args.refresh <= 0:
+        print("gpu-agent top: --refresh must be more than 0 seconds", file=sys.stderr)
         return 2
     # A closed terminal or a kill ends top through its finally blocks, so a standalone
     # agent of its own (in a session of its own) is stopped with it.
@@ -95,15 +120,16 @@ def run_top(args: argparse.Namespace) -> int:
                 return 0
             live = not args.once and sys.stdin.isatty() and sys.stdout.isatty()
             if not live:
-                if args.simulate is not None:
-                    _settled(source, model, args.interval)
+                if source.label.startswith("standalone"):
+                    _settled(source, model, args.refresh)
                 frame = model.update(source.snapshot(), source.events(model.last_seq))
                 width = shutil.get_terminal_size().columns
                 sys.stdout.write(plain(render(frame, options, width)))
                 return 0
             from gpu_otel_agent.top import screen
 
-            return screen.run(source, model, options, args.interval)
+            return screen.run(source, model, options, args.refresh)
     except (SourceError, LocalClientError) as error:
-        print(f"gpu-agent top: {error}", file=sys.stderr)
+        hint = f"\n{SIMULATE_HINT}" if args.simulate is None else ""
+        print(f"gpu-agent top: {error}{hint}", file=sys.stderr)
         return 2

@@ -1,9 +1,12 @@
 """Where ``gpu-agent top`` reads from: the agent running on the node (its local endpoint), or
-an agent of its own on a simulated node (``--simulate``), read through the same endpoint.
+an agent of its own, read through the same endpoint: on a simulated node (``--simulate``), or,
+when no agent answers, on this node itself (its real GPUs, or the simulated node of a
+``gpu-agent sim up`` whose environment is set), as nvitop would.
 
-Standalone mode starts ``gpu-agent run --simulate SCENARIO --exporter none`` as a child with a
-private socket: the same sampling, attribution and health pipeline as on a node, exporting
-nothing, its log kept in a file so it never writes over the screen.
+Standalone mode starts ``gpu-agent run [--simulate SCENARIO] --exporter none`` as a child
+with a private socket and no event spool: the same sampling, attribution and health pipeline
+as on a node, exporting nothing and writing nothing but its private directory (removed at
+exit), its log kept there so it never writes over the screen.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from gpu_otel_agent.local.client import Json, LocalClientError, get
@@ -44,46 +47,64 @@ class Source:
         return get(self.socket_path, f"/v1/events?after={after}", self._timeout)
 
 
+SIMULATE_HINT = "without a GPU, try: gpu-agent top --simulate h100-8gpu (a simulated node " \
+    "shipped with the agent)"
+
+
+class NoAgent(SourceError):
+    """No agent answers at the socket (or this user may not open it)."""
+
+
 def attached(socket_path: Path) -> Source:
-    """The agent serving ``socket_path``; SourceError when none answers."""
+    """The agent serving ``socket_path``; NoAgent when none answers."""
     try:
         agent = get(socket_path, "/v1/snapshot")["agent"]
     except LocalClientError as error:
-        raise SourceError(
-            f"{error}\nwithout an agent on this machine, try: "
-            f"gpu-agent top --simulate examples/scenarios/h100-8gpu.yaml") from None
+        raise NoAgent(str(error)) from None
     node = f" on node {agent['node']}" if agent.get("node") else ""
     return Source(socket_path, f"attached to agent {agent.get('version', '?')} "
                                f"(pid {agent.get('pid', '?')}{node}) at {socket_path}")
 
 
+def _what(scenario: Path | None, environ: Mapping[str, str]) -> str:
+    if scenario is not None:
+        return f"simulated node {scenario.name}"
+    if environ.get("GPU_SIM_NODE"):  # the attach environment `gpu-agent sim up` printed
+        return "sim up node"
+    return "this node"
+
+
 @contextlib.contextmanager
-def standalone(scenario: Path, interval: float = STANDALONE_INTERVAL_S) -> Iterator[Source]:
-    """An agent of our own on the simulated node of ``scenario``, stopped at exit."""
-    if not scenario.is_file():
-        raise SourceError(f"scenario {scenario}: no such file")
+def standalone(scenario: Path | None, interval: float = STANDALONE_INTERVAL_S,
+               why: str = "") -> Iterator[Source]:
+    """An agent of our own on the simulated node of ``scenario`` (None: on this node's own
+    GPUs, or the simulated node the environment attaches to), stopped at exit. ``why``: the
+    reason it is not attached to an agent, said in the title."""
+    what = _what(scenario, os.environ)
     directory = Path(tempfile.mkdtemp(prefix="gpu-agent-top-"))
     socket_path = directory / "agent.sock"
     env = {**os.environ,
            "GPU_AGENT_LOCAL_ENDPOINT_ENABLED": "true",
            "GPU_AGENT_LOCAL_SOCKET": str(socket_path),
-           "GPU_AGENT_EVENT_SPOOL": str(directory / "spool"),
            "PYTHONUNBUFFERED": "1"}
+    env.pop("GPU_AGENT_EVENT_SPOOL", None)  # no spool (the file's null): top writes nothing
     config = directory / "agent.yaml"
     # Faster than a node's defaults: a person is watching (the processes group lists PIDs).
     config.write_text(f"groups:\n  fast: {{interval: {interval:g}}}\n"
-                      f"  processes: {{interval: {interval:g}}}\n", encoding="utf-8")
+                      f"  processes: {{interval: {interval:g}}}\n"
+                      f"health:\n  spool_path: null\n", encoding="utf-8")
     log_path = directory / "agent.log"
+    simulate = ["--simulate", str(scenario)] if scenario is not None else []
     with log_path.open("wb") as log:
         child = subprocess.Popen(
-            [sys.executable, "-m", "gpu_otel_agent.cli", "run", "--simulate", str(scenario),
+            [sys.executable, "-m", "gpu_otel_agent.cli", "run", *simulate,
              "--exporter", "none", "--config", str(config)],
             env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True)  # a Ctrl-C in top's terminal is top's to handle
     try:
-        _wait_serving(child, socket_path, log_path)
-        yield Source(socket_path, f"standalone: simulated node {scenario.name} "
-                                  f"(pid {child.pid})")
+        _wait_serving(child, socket_path, log_path, what)
+        reason = f"; {why}" if why else ""
+        yield Source(socket_path, f"standalone: {what} (pid {child.pid}{reason})")
     finally:
         if child.poll() is None:
             child.send_signal(signal.SIGTERM)
@@ -95,15 +116,17 @@ def standalone(scenario: Path, interval: float = STANDALONE_INTERVAL_S) -> Itera
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _wait_serving(child: subprocess.Popen[bytes], socket_path: Path, log_path: Path) -> None:
+def _wait_serving(child: subprocess.Popen[bytes], socket_path: Path, log_path: Path,
+                  what: str) -> None:
     deadline = time.monotonic() + STANDALONE_START_S
     while time.monotonic() < deadline:
         if child.poll() is not None:
             tail = log_path.read_text(encoding="utf-8", errors="replace")[-2000:]
-            raise SourceError(f"the simulated node's agent exited ({child.returncode}):\n{tail}")
+            raise SourceError(f"sampling {what} failed: its agent exited ({child.returncode}):"
+                              f"\n{tail.rstrip()}")
         with contextlib.suppress(LocalClientError):
             if get(socket_path, "/v1/snapshot")["devices"]:
                 return
         time.sleep(0.2)
-    raise SourceError(f"the simulated node's agent did not serve {socket_path} within "
+    raise SourceError(f"sampling {what}: its agent did not serve {socket_path} within "
                       f"{STANDALONE_START_S:g}s (log: {log_path})")

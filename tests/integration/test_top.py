@@ -21,7 +21,7 @@ from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 from tests.integration.cgroups import Cgroups
 from tests.integration.conftest import UUIDS
-from tests.integration.harness import REPO, SCENARIOS, AgentProcess, h100, write_scenario
+from tests.integration.harness import SCENARIOS, AgentProcess, h100, write_scenario
 from tests.integration.terminal import Terminal
 from tests.receivers.kubelet import FakeKubelet
 
@@ -76,7 +76,7 @@ def test_top_shows_the_node_its_pods_and_an_xid_as_it_arrives(
                              ).answering()
         try:
             env = {**os.environ, "NO_COLOR": "1"}
-            terminal = Terminal([*TOP, "--socket", str(agent.socket_path), "--interval", "0.3"],
+            terminal = Terminal([*TOP, "--socket", str(agent.socket_path), "--refresh", "0.3"],
                                 env)
             try:
                 screen = terminal.wait_for(lambda s: "trainer-7" in s and "vision" in s,
@@ -139,13 +139,14 @@ def test_top_shows_the_node_its_pods_and_an_xid_as_it_arrives(
 
 
 def test_top_standalone_on_a_simulated_node_and_without_an_agent(tmp_path: Path) -> None:
-    once = subprocess.run([*TOP, "--simulate", str(SCENARIOS / "h100-8gpu.yaml"), "--once"],
-                          capture_output=True, text=True, timeout=120, cwd=REPO,
+    # By name: the scenario ships in the wheel, so this works wherever the agent is installed.
+    once = subprocess.run([*TOP, "--simulate", "h100-8gpu", "--once"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
                           env={**os.environ, "COLUMNS": "80"}, check=False)
     assert once.returncode == 0, once.stderr
     first = once.stdout.splitlines()[0]
     assert re.match(r"gpu-agent top \d\d:\d\d:\d\d · standalone: simulated node "
-                    r"h100-8gpu.yaml ", first)
+                    r"h100-8gpu \(pid \d+\)$", first), first
     assert len([line for line in once.stdout.splitlines()
                 if re.match(r"\s+\d H100 80GB HBM3 ", line)]) == 8
     # Live: killed with SIGTERM (a closed window), top stops the agent it started.
@@ -165,8 +166,45 @@ def test_top_standalone_on_a_simulated_node_and_without_an_agent(tmp_path: Path)
         assert not child.exists(), "the standalone agent outlived top"
     finally:
         terminal.close()
+    # A socket named on purpose: no agent there is an error, not a quiet substitute.
     missing = subprocess.run([*TOP, "--socket", str(tmp_path / "none.sock"), "--once"],
                              capture_output=True, text=True, timeout=60, check=False)
     assert missing.returncode == 2
     assert "no agent serves" in missing.stderr
-    assert "gpu-agent top --simulate examples/scenarios/h100-8gpu.yaml" in missing.stderr
+    assert "gpu-agent top --simulate h100-8gpu" in missing.stderr
+
+
+def _no_agent_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("GPU_SIM_") and k != "LD_LIBRARY_PATH"}
+    return {**env, "COLUMNS": "80", "GPU_AGENT_LOCAL_SOCKET": str(tmp_path / "agent.sock"),
+            "GPU_AGENT_EVENT_SPOOL": str(tmp_path / "spool"), **extra}
+
+
+def test_top_without_an_agent_samples_the_node_itself_and_writes_nothing(
+        node: SimulatedNode, tmp_path: Path) -> None:
+    """No agent at the configured socket: top samples the node it is attached to (here the
+    simulated node of a `gpu-agent sim up`, by its environment), says so, and writes no
+    spool, no socket, nothing it leaves behind."""
+    work = tmp_path / "top"
+    work.mkdir()
+    before = set(Path("/tmp").glob("gpu-agent-top-*"))
+    once = subprocess.run([*TOP, "--once"], capture_output=True, text=True, timeout=120,
+                          cwd=work, env=_no_agent_env(work, **node.env), check=False)
+    assert once.returncode == 0, once.stderr
+    first = once.stdout.splitlines()[0]
+    assert re.match(r"gpu-agent top \d\d:\d\d:\d\d · standalone: sim up node \(pid \d+; "
+                    r"no agent\)$", first), first
+    assert len([line for line in once.stdout.splitlines()
+                if re.match(r"\s+\d H100 80GB HBM3 ", line)]) == 2
+    assert list(work.iterdir()) == []  # no spool, no socket
+    assert set(Path("/tmp").glob("gpu-agent-top-*")) == before
+
+
+def test_top_without_an_agent_or_a_gpu_says_so_and_what_to_try(tmp_path: Path) -> None:
+    once = subprocess.run([*TOP, "--once"], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env=_no_agent_env(tmp_path), check=False)
+    assert once.returncode == 2
+    assert "sampling this node failed" in once.stderr
+    assert "no GPU backend could start" in once.stderr
+    assert "gpu-agent top --simulate h100-8gpu" in once.stderr

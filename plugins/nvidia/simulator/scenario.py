@@ -720,13 +720,33 @@ def _rocm(ctx: _Ctx, raw: object) -> amd_partitions.Library:
         raise ctx.fail("amd_rocm_version", str(error)) from error
 
 
-def load_scenario(path: Path | str) -> Scenario:
-    """Parse and validate a scenario file; raises ScenarioError."""
+# Scenarios shipped in the wheel, so `--simulate h100-8gpu` works wherever the agent is
+# installed (examples/scenarios/ links to them in a clone).
+SHIPPED = Path(__file__).resolve().parent / "scenarios"
+
+
+def shipped_scenarios() -> tuple[str, ...]:
+    return tuple(sorted(p.stem for p in SHIPPED.glob("*.yaml")))
+
+
+def resolve_scenario(path: Path | str) -> Path:
+    """A scenario file, or the name of one shipped with the agent (``h100-8gpu``)."""
     path = Path(path)
+    if path.exists() or path.parent != Path("."):
+        return path
+    shipped = SHIPPED / (path.name if path.suffix == ".yaml" else f"{path.name}.yaml")
+    return shipped if shipped.is_file() else path
+
+
+def load_scenario(path: Path | str) -> Scenario:
+    """Parse and validate a scenario file (or a shipped one, by name); raises ScenarioError."""
+    path = resolve_scenario(path)
     try:
         text = path.read_text()
     except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from exc
+        shipped = ", ".join(shipped_scenarios())
+        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror} (scenarios shipped "
+                            f"with the agent, by name: {shipped})") from exc
     return parse_scenario(text, path)
 
 

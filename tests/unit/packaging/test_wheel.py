@@ -52,7 +52,9 @@ def test_every_source_package_and_its_data_is_in_the_wheel(wheel: Path) -> None:
                  "gpu_otel_agent/plugins/nvidia/simulator/libnvml_sim.c",
                  "gpu_otel_agent/plugins/amd/simulator/libamd_smi_sim.c",
                  "gpu_otel_agent/plugins/simulator_core/simcore.h",
-                 "gpu_otel_agent/plugins/ebpf/bpf/cuda_activity.bpf.c"):
+                 "gpu_otel_agent/plugins/ebpf/bpf/cuda_activity.bpf.c",
+                 # `--simulate h100-8gpu` and top's hint work wherever the wheel is installed
+                 "gpu_otel_agent/plugins/nvidia/simulator/scenarios/h100-8gpu.yaml"):
         assert data in names, data
 
 
