@@ -52,6 +52,8 @@ class SimulatedNode:
         self.library_path = Path(str(info["library"]))
         self.state_path = Path(str(info["state"]))
         self.socket_path = Path(str(info["socket"]))
+        missing = info.get("pods_missing")
+        self.pods_missing: str | None = str(missing) if missing else None
         # Present when the scenario has AMD GPUs (served by the simulated libamd_smi.so).
         amd_lib, amd_state = info.get("amd_library"), info.get("amd_state")
         self.amd_library_path = Path(str(amd_lib)) if amd_lib else None

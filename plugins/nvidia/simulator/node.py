@@ -37,6 +37,7 @@ from gpu_otel_agent.plugins.amd.simulator import scenario as amd_scenario
 from gpu_otel_agent.plugins.amd.simulator.build import build_library as build_amd_library
 from gpu_otel_agent.plugins.nvidia.simulator import _lib, nvlinks, statedir
 from gpu_otel_agent.plugins.nvidia.simulator.build import build_library
+from gpu_otel_agent.plugins.nvidia.simulator.cgroups import Placement
 from gpu_otel_agent.plugins.nvidia.simulator.faults import (
     ChaosSpec,
     FailSpec,
@@ -64,7 +65,6 @@ from gpu_otel_agent.plugins.nvidia.simulator.scenario import (
 log = logging.getLogger("gpu_sim.node")
 
 TICK_S = 0.1
-CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 # Readings computed from others unless the scenario (or a `set`) gives them.
 _DERIVED: Mapping[str, Callable[[Mapping[str, float | None]], float]] = {
@@ -178,7 +178,8 @@ class Node:
         self.values: list[dict[str, Value]] = []
         self.procs: dict[tuple[int, int], _Proc] = {}
         self.children: list[subprocess.Popen[bytes]] = []
-        self.cgroups: list[Path] = []
+        self.cgroups = Placement()
+        self.outside_cgroups = 0
         self.stop_event = threading.Event()
         self.timeline_pos = 0
         self.server: socketserver.ThreadingUnixStreamServer | None = None
@@ -316,22 +317,18 @@ class Node:
             preexec_fn=_die_with_parent,  # noqa: PLW1509
         )
         self.children.append(child)
-        if cgroup:
-            target = CGROUP_ROOT / cgroup
-            try:
-                missing = [p for p in (target, *target.parents) if not p.exists()]
-                target.mkdir(parents=True, exist_ok=True)
-                self.cgroups.extend(reversed(missing))  # outermost first; removed in reverse
-                (target / "cgroup.procs").write_text(f"{child.pid}\n")
-            except OSError as exc:
-                log.warning(
-                    "cannot place pid %d in cgroup %s (%s); it runs in the node's "
-                    "cgroup, so container attribution will not show",
-                    child.pid,
-                    target,
-                    exc.strerror or exc,
-                )
+        if cgroup and not self.cgroups.place(child.pid, cgroup):
+            self.outside_cgroups += 1
         return child.pid
+
+    def pods_missing(self) -> str | None:
+        """Why some scenario processes show no container or pod (None: all were placed)."""
+        if not self.outside_cgroups:
+            return None
+        reasons = "; ".join(dict.fromkeys(self.cgroups.problems))
+        return (f"{self.outside_cgroups} scenario process(es) run outside their cgroups, so "
+                f"they show no container or pod: {reasons} (see docs/simulator.md, "
+                f"'Pods in simulation')")
 
     # ------------------------------------------------------------------ evaluation
     def _apply_values(
@@ -857,6 +854,7 @@ class Node:
             "amd_state": str(self.amd_state_path) if self.amd_library else None,
             "devices": len(self.values),
             "env": self.env(),
+            "pods_missing": self.pods_missing(),
         }
 
     def serve(self) -> None:
@@ -892,9 +890,7 @@ class Node:
         for child in self.children:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(2)
-        for cg in reversed(self.cgroups):
-            with contextlib.suppress(OSError):
-                cg.rmdir()
+        self.cgroups.remove()
 
 
 def default_socket_in(state_dir: Path) -> Path:
@@ -933,6 +929,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu-agent sim up: {exc}", file=sys.stderr)
         return 2
     node.setup()
+    if (missing := node.pods_missing()) is not None:
+        log.warning("%s", missing)
     node.serve()
     lock.describe(scenario=str(scenario.path), socket=str(node.socket_path))
     done = threading.Event()
@@ -950,6 +948,7 @@ def main(argv: list[str] | None = None) -> int:
             json.dumps({"ready": True, **node.describe()}),
             f"# simulated node: {len(scenario.devices)} GPU(s), control socket "
             f"{node.socket_path}",
+            *([f"# {missing}"] if (missing := node.pods_missing()) else []),
             "export " + " ".join(f"{k}={v}" for k, v in env.items()),
         )
     )

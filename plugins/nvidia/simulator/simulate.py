@@ -31,6 +31,8 @@ def simulated_node(scenario: Path) -> Iterator[SimulatedNode]:
     with node, _well_known(node.socket_path):
         attach_in_process(node)
         log.info("simulated node up: control socket %s", node.socket_path)
+        if node.pods_missing is not None:
+            log.warning("simulated node: %s", node.pods_missing)
         yield node
 
 

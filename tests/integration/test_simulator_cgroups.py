@@ -1,0 +1,59 @@
+"""The simulated node puts a scenario's placeholder processes in real cgroups or in none
+(issue 31): on a cgroup-v1 host ``/sys/fs/cgroup`` is a tmpfs, where the node used to make
+plain directories and a look-alike ``cgroup.procs`` file nothing reads and nobody could remove.
+Now the path goes under a real hierarchy where the node may create cgroups, the process is
+really in it (its /proc/PID/cgroup says so), it is gone after the node stops, and where it
+cannot be placed the node says why."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.plugins.nvidia.simulator.cgroups import ROOT, hierarchy
+from tests.integration.harness import h100, write_scenario
+
+pytestmark = pytest.mark.integration
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(p) for p in (task / "children").read_text().split()]
+    return found
+
+
+def _placeholders(node: SimulatedNode) -> list[int]:
+    return [pid for pid in _children(node.pid)
+            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\0")]
+
+
+def test_placeholder_processes_go_in_real_cgroups_or_none(tmp_path: Path) -> None:
+    relative = f"gpu-sim-test/kubepods/burstable/pod{uuid.uuid4()}/{uuid.uuid4().hex}"
+    scenario = write_scenario(tmp_path, {
+        "devices": [h100(0)],
+        "processes": [{"device": 0, "spawn": {"cgroup": relative}, "used_memory_mib": 100}]})
+    base = hierarchy()
+    with SimulatedNode.start(scenario, state_dir=tmp_path / "node") as node:
+        (pid,) = _placeholders(node)
+        membership = Path(f"/proc/{pid}/cgroup").read_text()
+        placed = f"/{relative}\n" in membership
+        if base is not None and os.geteuid() == 0:
+            assert placed, membership  # root on a host with a cgroup fs: a real cgroup
+        if placed:
+            assert base is not None
+            assert (base / relative / "cgroup.procs").read_text().split() == [str(pid)]
+            assert node.pods_missing is None
+        else:
+            assert node.pods_missing is not None
+            assert "show no container or pod" in node.pods_missing
+        # Never a directory of look-alike files outside a cgroup filesystem.
+        if base != ROOT:
+            assert not (ROOT / relative).exists()
+    if base is not None:
+        assert not (base / relative).exists()  # removed with the node
+        assert not (base / relative.split("/", maxsplit=1)[0]).exists()
