@@ -35,6 +35,7 @@ from gpu_otel_agent.extensions.simulation import SimulatedNodeError, simulated_n
 from gpu_otel_agent.logs import setup_logging
 from gpu_otel_agent.remediation.command import add_npd
 from gpu_otel_agent.top.command import add_top
+from gpu_otel_agent.version import VERSION
 
 log = logging.getLogger(__name__)
 
@@ -58,18 +59,53 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
     for flag, row in FLAGS.items():
         choices = row.kind.choices if isinstance(row.kind, Choice) else None
         metavar = "SECONDS" if isinstance(row.kind, Seconds) else None
+        envs = [e.name + (" in ms" if e.scale == 0.001 else "")
+                for e in (row.env, row.generic_env) if e is not None]
+        env = f"; env {', '.join(envs)}" if envs else ""
         parser.add_argument(flag, dest=flag_dest(flag), type=_flag_type(row), choices=choices,
-                            metavar=metavar, help=f"{row.description} (key `{row.key}`)")
+                            metavar=metavar, help=f"{row.description.removesuffix('.')} "
+                            f"(key `{row.key}`{env}; default: {row.default})")
 
 
 def _overrides(args: argparse.Namespace) -> Overrides:
     return Overrides(**{flag_dest(flag): getattr(args, flag_dest(flag)) for flag in FLAGS})
 
 
+class TerminalHelp(argparse.HelpFormatter):
+    """``--help`` in a terminal: help texts are written for docs/cli.md too, so the Markdown
+    backticks go, each flag's text starts in lower case without a closing full stop (the
+    configuration table's sentences and the commands' phrases read alike), and a flag with a
+    default says it."""
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(text.replace("`", ""))
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = (action.help or "").replace("`", "")
+        if text[:1].isupper() and not text[1:2].isupper():  # "Seconds", not "NVML"
+            text = text[0].lower() + text[1:]
+        text = text.removesuffix(".")
+        has_default = action.default not in (None, False, "", argparse.SUPPRESS, [])
+        if action.option_strings and action.nargs != 0 and has_default \
+                and "default" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+def _terminal_help(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = TerminalHelp
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _terminal_help(child)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpu-agent", description="GPU telemetry node agent (OpenTelemetry)."
     )
+    parser.add_argument("--version", action="version", version=f"gpu-agent {VERSION}",
+                        help="print the version and exit")
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="sample the GPUs and export")
@@ -118,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
         except Exception as error:  # e.g. a name already taken; the other commands still work
             log.error("command group %s could not be added, left out: %s: %s",
                       group.name, type(error).__name__, error)
+    _terminal_help(parser)
     return parser
 
 

@@ -75,10 +75,15 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
                           "device's list)")
     ecc.add_argument("--ci", type=int, default=None,
                      help="on this compute instance of it (position in its list)")
-    _sock(sub.add_parser("lost", help="the GPU falls off the bus (GPU_IS_LOST)"))
-    _sock(sub.add_parser("recover", help="the GPU is back"))
-    _sock(sub.add_parser("hang", help="calls on the device block")).add_argument(
-        "--ms", type=int, required=True, help="how long each call blocks (ms)"
+    _sock(sub.add_parser("lost", help="the GPU falls off the bus (GPU_IS_LOST) until sim "
+                                      "recover"))
+    _sock(sub.add_parser("recover", help="the GPU is back; the agent finds out at its next "
+                                         "re-probe of the lost GPU, up to lost_reprobe_interval "
+                                         "(30 s by default) later"))
+    _sock(sub.add_parser("hang", help="every call on the device blocks --ms from now on, "
+                                      "until sim hang --ms 0")).add_argument(
+        "--ms", type=int, required=True,
+        help="how long each call blocks (ms); 0 ends the hang"
     )
     st = _sock(
         sub.add_parser("set", help="change readings: NAME=VALUE ... (VALUE null = unsupported)")
