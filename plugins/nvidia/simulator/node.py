@@ -179,6 +179,7 @@ class Node:
         self.procs: dict[tuple[int, int], _Proc] = {}
         self.children: list[subprocess.Popen[bytes]] = []
         self.cgroups = Placement()
+        self.util_set: set[int] = set()  # devices whose utilization a `set` changed
         self.outside_cgroups = 0
         self.stop_event = threading.Event()
         self.timeline_pos = 0
@@ -381,6 +382,13 @@ class Node:
                     local = self._amd_part_local(p.device, p.pid)
                     self._amd_proc_add(p.device, local, p.pid, p.used_memory_mib, sm, kind=p.kind)
                 else:
+                    # A GPU's utilization set at run time (`sim set utilization_gpu=10`, a
+                    # timeline `set`) bounds its processes' too: none keeps more of the SMs
+                    # busy than the GPU is. The scenario's own figures stand as written.
+                    busy = (self.lib.get_reading(local, "utilization_gpu")
+                            if p.device in self.util_set else None)
+                    if busy is not None:
+                        sm = min(sm, busy)
                     self.lib.proc_add(local, p.pid, p.kind, p.used_memory_mib, sm, mem)
 
     def _run_timeline(self, t: float) -> None:
@@ -714,7 +722,10 @@ class Node:
         if req.get("partition") is not None:
             return self._set_partition(dev, self._int_arg(req, "partition"), new)
         self.values[dev].update(new)
+        if "utilization_gpu" in new and self._slot(dev)[0] == "nvidia":
+            self.util_set.add(dev)
         self._apply_values(time.monotonic() - self.t0, frozenset(new), dev)
+        self._apply_procs(time.monotonic() - self.t0)
         return {"ok": True}
 
     def _set_partition(self, dev: int, part: int, new: Mapping[str, Value]) -> dict[str, object]:
