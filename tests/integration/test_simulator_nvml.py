@@ -292,9 +292,11 @@ def test_events_arrive_promptly_and_time_out(node: SimulatedNode) -> None:
         assert first["cpu"] < 0.05  # the wait sleeps in the kernel (futex), it does not spin
         time.sleep(0.2)
         t0 = time.time()
-        node.command({"op": "xid", "device": 1, "code": 79})
+        # 13, not 79: after 79 the GPU is lost (test_xid_79_loses_the_gpu), and the client
+        # reads the event's device.
+        node.command({"op": "xid", "device": 1, "code": 13})
         xid = read_json_line(client)
-        assert xid["type"] == 8 and xid["data"] == 79 and xid["dev"] == 1
+        assert xid["type"] == 8 and xid["data"] == 13 and xid["dev"] == 1
         assert xid["t"] >= t0  # woke on the event (a 10 s wait would have raised Timeout)
         node.command({"op": "ecc", "device": 0, "type": "double_bit"})
         ecc = read_json_line(client)
@@ -499,3 +501,27 @@ def test_a_utilization_set_at_run_time_bounds_the_gpus_processes(tmp_path: Path)
         assert run_client(node, read) == {"gpu": 97, "sm": 97}
         node.command({"op": "set", "device": 0, "values": {"utilization_gpu": 10}})
         assert run_client(node, read) == {"gpu": 10, "sm": 10}
+
+
+def test_xid_79_loses_the_gpu(tmp_path: Path) -> None:
+    """XID 79, fallen off the bus: the event is delivered, then the GPU answers GPU_IS_LOST to
+    every call (no utilization, no power) until recovered, as a real one does (issue 31: it
+    went on reporting 97 % and 661 W)."""
+    path = write_scenario(tmp_path, """
+        devices:
+          - {model: NVIDIA H100 80GB HBM3, utilization_gpu: 97, power_w: 661}
+          - {model: NVIDIA H100 80GB HBM3, utilization_gpu: 50}
+    """)
+    read = """
+        out = [err(f, d) for d in h for f in (N.nvmlDeviceGetUtilizationRates,
+                                              N.nvmlDeviceGetPowerUsage)]
+    """
+    with SimulatedNode.start(path) as node:
+        node.command({"op": "xid", "device": 0, "code": 79})
+        assert node.stats()["event_seq"] == 1
+        lost, _, other, _ = run_client(node, read)
+        assert lost == "NVMLError_GpuIsLost" and other != "NVMLError_GpuIsLost"
+        node.command({"op": "xid", "device": 1, "code": 13})  # any other XID: still served
+        assert run_client(node, read)[2] != "NVMLError_GpuIsLost"
+        node.command({"op": "recover", "device": 0})
+        assert run_client(node, read)[0] != "NVMLError_GpuIsLost"

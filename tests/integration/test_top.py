@@ -103,7 +103,8 @@ def test_top_shows_the_node_its_pods_and_an_xid_as_it_arrives(
                 screen = terminal.wait_for(
                     lambda s: "filter:pod:trainer" in s and f" {on_host} " not in s,
                     "the pod filter applied")
-                assert f" {in_pod} " in screen
+                # The pod's process was on GPU 1, lost since XID 79: the filter keeps the event.
+                assert "hit: vision/trainer-7" in screen
                 terminal.type(b"s")
                 terminal.wait_for(lambda s: "sort:utilization" in s, "the next sort order")
 
@@ -126,11 +127,10 @@ def test_top_shows_the_node_its_pods_and_an_xid_as_it_arrives(
             data = json.loads(subprocess.run(
                 [*TOP, "--socket", str(agent.socket_path), "--json"], capture_output=True,
                 text=True, timeout=60, check=True).stdout)
-            (process,) = [p for d in data["snapshot"]["devices"] for p in d["processes"]
-                          if p["pid"] == in_pod]
-            assert (process["pod"], process["namespace"], process["pod_uid"]) == (
-                pod.name, pod.namespace, pod.uid)
-            assert process["memory_bytes"] == 3000 * 1024 * 1024
+            # GPU 1 fell off the bus (XID 79): it is lost, its processes are no longer read;
+            # the XID event keeps whom it hit.
+            assert not [p for d in data["snapshot"]["devices"] for p in d["processes"]
+                        if p["pid"] == in_pod]
             xids = [e for e in data["events"]["events"] if e["name"] == "gpu.xid"]
             assert xids and xids[0]["attributes"]["k8s.pod.name"] == [pod.name]
             agent.shutdown()  # a clean exit with its run summary

@@ -66,6 +66,10 @@ log = logging.getLogger("gpu_sim.node")
 
 TICK_S = 0.1
 
+# XIDs after which the driver has lost the GPU (NVIDIA's XID catalog: 79 "GPU has fallen off
+# the bus"): NVML answers NVML_ERROR_GPU_IS_LOST from then on, for every call on it.
+FALLEN_OFF_THE_BUS = frozenset({79})
+
 # Readings computed from others unless the scenario (or a `set`) gives them.
 _DERIVED: Mapping[str, Callable[[Mapping[str, float | None]], float]] = {
     # The 1 s power average (NVML_FI_DEV_POWER_AVERAGE; nvmlDeviceGetPowerUsage on Ampere
@@ -475,6 +479,10 @@ class Node:
                     return {"ok": True, "seq": seq, "gpu_instance_id": gi,
                             "compute_instance_id": named}
                 seq = self.lib.push_event(self._slot(dev)[1], _lib.EVENT_XID, code)
+                if code in FALLEN_OFF_THE_BUS:
+                    # The driver lost the GPU: from now on every call answers GPU_IS_LOST, as
+                    # on a real node (no more utilization or power), until `sim recover`.
+                    self.lib.set_lost(self._slot(dev)[1], True)
                 return {"ok": True, "seq": seq}
             if op == "recovery":
                 return self._op_recovery(req)
