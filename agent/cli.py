@@ -174,6 +174,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     config = load(args.config, overrides)
     setup_logging(config.log_level)
     with simulated_node(args.simulate):
+        if args.simulate is not None:  # the node's attach environment counts (its kubelet)
+            config = load(args.config, overrides)
         agent = Agent(config, args.config, overrides)
         return _run_loop(agent.run())
 

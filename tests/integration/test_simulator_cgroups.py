@@ -7,7 +7,10 @@ cannot be placed the node says why."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -57,3 +60,27 @@ def test_placeholder_processes_go_in_real_cgroups_or_none(tmp_path: Path) -> Non
     if base is not None:
         assert not (base / relative).exists()  # removed with the node
         assert not (base / relative.split("/", maxsplit=1)[0]).exists()
+
+
+def test_a_scenario_pod_is_named_by_the_nodes_own_kubelet(tmp_path: Path) -> None:
+    """`pod: {name, namespace}` on a scenario process: the node puts it in a kubepods cgroup
+    and serves the pod on a kubelet pod-resources socket of its own, which `--simulate` hands
+    to the agent, so pods show by name off Kubernetes."""
+    scenario = write_scenario(tmp_path, {
+        "devices": [h100(0), h100(1)],
+        "processes": [{"device": 0, "pod": {"name": "trainer-0", "namespace": "ml"},
+                       "used_memory_mib": 2000, "sm_util": 20},
+                      {"device": 1, "used_memory_mib": 100}]})
+    done = subprocess.run([sys.executable, "-m", "gpu_otel_agent.cli", "top", "--simulate",
+                           str(scenario), "--json"], capture_output=True, text=True,
+                          timeout=120, check=False, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    processes = {p["pid"]: p for d in json.loads(done.stdout)["snapshot"]["devices"]
+                 for p in d["processes"]}
+    named = [p for p in processes.values() if p.get("pod") == "trainer-0"]
+    if hierarchy() is not None and os.geteuid() == 0:
+        (pod,) = named
+        assert pod["namespace"] == "ml"
+        assert len(processes) == 2  # the other process is in no pod
+    else:  # no cgroup to put it in: no pod, and the node said why (its own test above)
+        assert named == []

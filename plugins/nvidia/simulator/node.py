@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from gpu_otel_agent.plugins.amd.simulator import _lib as amd_lib
 from gpu_otel_agent.plugins.amd.simulator import models as amd_models
@@ -61,6 +62,9 @@ from gpu_otel_agent.plugins.nvidia.simulator.scenario import (
     parse_value,
     vendor_readings,
 )
+
+if TYPE_CHECKING:  # imported when a scenario names pods (it loads grpcio)
+    from gpu_otel_agent.plugins.nvidia.simulator.kubelet import PodResourcesServer
 
 log = logging.getLogger("gpu_sim.node")
 
@@ -184,6 +188,7 @@ class Node:
         self.children: list[subprocess.Popen[bytes]] = []
         self.cgroups = Placement()
         self.util_set: set[int] = set()  # devices whose utilization a `set` changed
+        self.kubelet: PodResourcesServer | None = None  # serving the scenario's pods
         self.outside_cgroups = 0
         self.stop_event = threading.Event()
         self.timeline_pos = 0
@@ -245,8 +250,13 @@ class Node:
             self._apply_values(0.0)
         if sc.chaos is not None:
             self.handle({"op": "chaos", **sc.chaos}, parsed=True)
+        pods: dict[tuple[str, str], set[str]] = {}
         for p in sc.processes:
-            pid = p.pid if p.pid is not None else self._spawn_placeholder(p.cgroup)
+            pid = p.pid if p.pid is not None else self._spawn_placeholder(
+                p.cgroup, p.pod[1] if p.pod else None)
+            if p.pod is not None and sc.devices[p.device].vendor == "nvidia":
+                pods.setdefault(p.pod, set()).add(
+                    sc.devices[p.device].uuid or _deterministic_uuid(sc, p.device))
             self.procs[(p.device, pid)] = _Proc(
                 p.device, pid, p.kind, p.used_memory_mib, p.sm_util, p.mem_util
             )
@@ -257,6 +267,8 @@ class Node:
         self._apply_procs(0.0)
         for (dev, pid), place in self.proc_gi.items():
             self.lib.proc_set_mig(self._slot(dev)[1], pid, place)
+        if pods:
+            self._serve_pods(pods)
 
     def _setup_amd(self, d: DeviceSpec) -> None:
         assert self.amd is not None
@@ -307,8 +319,9 @@ class Node:
             for fn in d.unsupported:
                 self.amd.set_function_unsupported(part, fn)
 
-    def _spawn_placeholder(self, cgroup: str | None) -> int:
-        """A sleeping child standing in for a GPU process, moved into ``cgroup`` if possible."""
+    def _spawn_placeholder(self, cgroup: str | None, hostname: str | None = None) -> int:
+        """A sleeping child standing in for a GPU process, moved into ``cgroup`` if possible;
+        a pod's has its ``HOSTNAME``, as a container's process has (attribution matches it)."""
 
         def _die_with_parent() -> None:  # pragma: no cover - runs in the child
             with contextlib.suppress(Exception):
@@ -316,6 +329,7 @@ class Node:
 
         child = subprocess.Popen(
             ["sleep", "infinity"],
+            env={**os.environ, "HOSTNAME": hostname} if hostname else None,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -325,6 +339,23 @@ class Node:
         if cgroup and not self.cgroups.place(child.pid, cgroup):
             self.outside_cgroups += 1
         return child.pid
+
+    def _serve_pods(self, pods: Mapping[tuple[str, str], set[str]]) -> None:
+        """A kubelet pod-resources socket naming the scenario's pods, each allocated the GPUs
+        its processes run on, so the agent shows pod names off Kubernetes."""
+        from gpu_otel_agent.plugins.nvidia.simulator.kubelet import PodResourcesServer
+        from gpu_otel_agent.workloads.pods import (
+            ContainerAllocation,
+            ContainerDevices,
+            PodAllocation,
+        )
+
+        self.kubelet = PodResourcesServer(self.state_dir / "kubelet.sock")
+        self.kubelet.set_pods([
+            PodAllocation(namespace, name, (ContainerAllocation("main", (ContainerDevices(
+                "nvidia.com/gpu", tuple(sorted(uuids))),)),))
+            for (namespace, name), uuids in pods.items()])
+        self.kubelet.start()
 
     def pods_missing(self) -> str | None:
         """Why some scenario processes show no container or pod (None: all were placed)."""
@@ -860,6 +891,8 @@ class Node:
             "GPU_SIM_SOCKET": str(self.socket_path),
             "LD_LIBRARY_PATH": f"{libdir}:{old}" if old else libdir,
         }
+        if self.kubelet is not None:  # the agent reads pod names from the node's kubelet
+            env["GPU_AGENT_KUBELET_SOCKET"] = str(self.kubelet.socket_path)
         if self.amd_library is not None:
             env["GPU_SIM_AMD_NODE"] = str(self.amd_state_path)
         return env
@@ -910,6 +943,8 @@ class Node:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(2)
         self.cgroups.remove()
+        if self.kubelet is not None:
+            self.kubelet.stop()
 
 
 def default_socket_in(state_dir: Path) -> Path:

@@ -9,6 +9,7 @@ that defines them.
 from __future__ import annotations
 
 import re
+import uuid as uuidlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,6 +145,7 @@ class ProcessSpec:
     mig: int | None = None  # position in the device's ``mig`` list: runs on that instance
     partition: int | None = None  # AMD: the compute partition (XCP) it runs on
     ci: int | None = None  # position in that GPU instance's compute instances (None: the first)
+    pod: tuple[str, str] | None = None  # (namespace, name): served by the node's kubelet
 
 
 @dataclass(frozen=True)
@@ -498,7 +500,7 @@ def _process(ctx: _Ctx, raw: object, i: int, devices: Sequence[DeviceSpec]) -> P
     p = _mapping(
         ctx, raw, key,
         ("device", "pid", "spawn", "used_memory_mib", "sm_util", "mem_util", "type", "mig",
-         "partition", "ci"),
+         "partition", "ci", "pod"),
     )
     if "device" not in p:
         raise ctx.fail(key, "missing key 'device'")
@@ -533,6 +535,11 @@ def _process(ctx: _Ctx, raw: object, i: int, devices: Sequence[DeviceSpec]) -> P
         if partition >= count:
             raise ctx.fail(f"{key}.partition", f"device {dev} has {count} compute "
                            f"partition(s), no partition {partition}")
+    pod = _pod(ctx, p["pod"], f"{key}.pod") if p.get("pod") is not None else None
+    if pod is not None:
+        if pid is not None:
+            raise ctx.fail(f"{key}.pod", "a pod's process is one the node spawns: drop 'pid'")
+        cgroup = cgroup or pod_cgroup(*pod)
     return ProcessSpec(
         dev,
         pid,
@@ -544,6 +551,7 @@ def _process(ctx: _Ctx, raw: object, i: int, devices: Sequence[DeviceSpec]) -> P
         mig,
         partition,
         ci,
+        pod,
     )
 
 
@@ -561,6 +569,22 @@ def _ci_position(ctx: _Ctx, entry: Mapping[str, object], key: str, device: Devic
         raise ctx.fail(f"{key}.ci", f"GPU instance {mig} of device {device.index} has {count} "
                        f"compute instance(s)")
     return position
+
+
+def _pod(ctx: _Ctx, raw: object, key: str) -> tuple[str, str]:
+    m = _mapping(ctx, raw, key, ("name", "namespace"))
+    if "name" not in m:
+        raise ctx.fail(key, "missing key 'name'")
+    return _str(ctx, m.get("namespace", "default"), f"{key}.namespace"), \
+        _str(ctx, m["name"], f"{key}.name")
+
+
+def pod_cgroup(namespace: str, name: str) -> str:
+    """The cgroup a kubelet (cgroupfs driver) would give the pod's one container, with a UID
+    and container id derived from the pod's name: the same on every run."""
+    uid = uuidlib.uuid5(uuidlib.NAMESPACE_URL, f"gpu-sim/{namespace}/{name}")
+    container = uuidlib.uuid5(uid, "main").hex * 2
+    return f"gpu-sim/kubepods/besteffort/pod{uid}/{container}"
 
 
 def _mig_position(ctx: _Ctx, v: object, key: str, device: DeviceSpec) -> int:

@@ -33,7 +33,30 @@ def simulated_node(scenario: Path) -> Iterator[SimulatedNode]:
         log.info("simulated node up: control socket %s", node.socket_path)
         if node.pods_missing is not None:
             log.warning("simulated node: %s", node.pods_missing)
-        yield node
+        with _kubelet_env(node.env.get(KUBELET_ENV)):
+            yield node
+
+
+KUBELET_ENV = "GPU_AGENT_KUBELET_SOCKET"
+
+
+@contextlib.contextmanager
+def _kubelet_env(socket: str | None) -> Iterator[None]:
+    """The node's kubelet (its scenario names pods) for this process's configuration, which
+    ``run --simulate`` loads again once the node is up."""
+    if socket is None:
+        yield
+        return
+    before = os.environ.get(KUBELET_ENV)
+    os.environ[KUBELET_ENV] = socket
+    log.info("simulated node: pod names from its kubelet at %s", socket)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(KUBELET_ENV, None)
+        else:
+            os.environ[KUBELET_ENV] = before
 
 
 @contextlib.contextmanager
