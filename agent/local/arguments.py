@@ -12,7 +12,8 @@ from gpu_otel_agent.config.load import Overrides, load
 def add_endpoint_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--socket", type=Path, metavar="PATH",
                         help="the agent's local endpoint (default: local_endpoint.socket of "
-                        "--config and the environment)")
+                        "--config and the environment, GPU_AGENT_LOCAL_SOCKET; else "
+                        "/run/gpu-otel-agent/agent.sock)")
     parser.add_argument("--config", type=Path, metavar="FILE",
                         help="the agent's YAML configuration (for its socket path)")
 

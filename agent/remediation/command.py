@@ -22,15 +22,15 @@ def add_npd(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "degraded (or failed, with --at-least failed), 2 when the agent cannot tell; one line "
         "on stdout for the node condition's message.")
     npd.add_argument("--subsystem", action="append", choices=SUBSYSTEMS, metavar="NAME",
-                     help=f"judge only this subsystem (repeatable; default all: "
+                     help=f"judge only this subsystem (repeatable; default: all of "
                      f"{', '.join(SUBSYSTEMS)})")
     npd.add_argument("--at-least", choices=("degraded", "failed"), default="degraded",
-                     help="the state that makes the answer NonOK (default degraded)")
+                     help="the state that makes the answer NonOK (default: degraded)")
     npd.add_argument("--max-length", type=int, default=NPD_MAX_OUTPUT, metavar="BYTES",
-                     help="longest message (NPD's max_output_length; default 80)")
+                     help="longest message (NPD's max_output_length; default: 80)")
     add_endpoint_arguments(npd)
     npd.add_argument("--timeout", type=float, default=3.0, metavar="SECONDS",
-                     help="how long to wait for the agent (default 3, under NPD's 5 s)")
+                     help="how long to wait for the agent (default: 3, under NPD's 5 s)")
     npd.set_defaults(handler=run_npd)
 
 

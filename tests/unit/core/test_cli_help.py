@@ -49,6 +49,8 @@ def test_no_backticks_and_one_style_in_any_help() -> None:
                 continue
             shown = formatter._get_help_string(action)  # type: ignore[attr-defined]
             assert not shown.endswith("."), (parser.prog, shown)
+            assert not re.search(r"\bdefault (?!:)", shown.replace("the default", "")), (
+                parser.prog, shown)  # "default: X", one way
             assert not re.match(r"[A-Z][a-z]", shown), (parser.prog, shown)
 
 
