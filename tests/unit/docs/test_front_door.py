@@ -163,3 +163,15 @@ def test_the_readme_headline_costs_are_the_benchmark_pages_figures() -> None:
                      r" [\d.]+ \| ([\d.]+) \| [\d.]+ \| ([\d.]+) \|", bench, re.MULTILINE)
     assert peer is not None
     assert rows[1][1:] == peer.groups()
+
+
+def test_every_extra_the_readme_installs_exists() -> None:
+    """`pip install '.[sim]'`: an extra pip does not know is only a warning, then --simulate
+    fails for want of nvml.h."""
+    import tomllib
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"]
+    named = re.findall(r"pip install (?:-e )?'\.\[([a-z,]+)\]'", README.read_text(encoding="utf-8"))
+    assert "sim" in named
+    assert {e for group in named for e in group.split(",")} <= set(extras)
