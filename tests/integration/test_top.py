@@ -140,15 +140,10 @@ def test_top_shows_the_node_its_pods_and_an_xid_as_it_arrives(
 
 def test_top_standalone_on_a_simulated_node_and_without_an_agent(tmp_path: Path) -> None:
     # By name: the scenario ships in the wheel, so this works wherever the agent is installed.
-    once = subprocess.run([*TOP, "--simulate", "h100-8gpu", "--once"],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                          env={**os.environ, "COLUMNS": "80"}, check=False)
-    assert once.returncode == 0, once.stderr
-    first = once.stdout.splitlines()[0]
+    first, gpus = _once(["--simulate", "h100-8gpu"], tmp_path, {**os.environ, "COLUMNS": "80"})
     assert re.match(r"gpu-agent top \d\d:\d\d:\d\d · standalone: simulated node "
                     r"h100-8gpu \(pid \d+\)$", first), first
-    assert len([line for line in once.stdout.splitlines()
-                if re.match(r"\s+\d H100 80GB HBM3 ", line)]) == 8
+    assert gpus == 8
     # Live: killed with SIGTERM (a closed window), top stops the agent it started.
     terminal = Terminal([*TOP, "--simulate", str(SCENARIOS / "h100-8gpu.yaml")],
                         dict(os.environ))
@@ -174,6 +169,15 @@ def test_top_standalone_on_a_simulated_node_and_without_an_agent(tmp_path: Path)
     assert "gpu-agent top --simulate h100-8gpu" in missing.stderr
 
 
+def _once(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[str, int]:
+    """``top --once``: its title and how many GPU rows it printed."""
+    once = subprocess.run([*TOP, *args, "--once"], capture_output=True, text=True, timeout=120,
+                          cwd=cwd, env=env, check=False)
+    assert once.returncode == 0, once.stderr
+    lines = once.stdout.splitlines()
+    return lines[0], len([line for line in lines if re.match(r"\s+\d H100 80GB HBM3 ", line)])
+
+
 def _no_agent_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("GPU_SIM_") and k != "LD_LIBRARY_PATH"}
@@ -189,14 +193,10 @@ def test_top_without_an_agent_samples_the_node_itself_and_writes_nothing(
     work = tmp_path / "top"
     work.mkdir()
     before = set(Path("/tmp").glob("gpu-agent-top-*"))
-    once = subprocess.run([*TOP, "--once"], capture_output=True, text=True, timeout=120,
-                          cwd=work, env=_no_agent_env(work, **node.env), check=False)
-    assert once.returncode == 0, once.stderr
-    first = once.stdout.splitlines()[0]
+    first, gpus = _once([], work, _no_agent_env(work, **node.env))
     assert re.match(r"gpu-agent top \d\d:\d\d:\d\d · standalone: sim up node \(pid \d+; "
                     r"no agent\)$", first), first
-    assert len([line for line in once.stdout.splitlines()
-                if re.match(r"\s+\d H100 80GB HBM3 ", line)]) == 2
+    assert gpus == 2
     assert list(work.iterdir()) == []  # no spool, no socket
     assert set(Path("/tmp").glob("gpu-agent-top-*")) == before
 
