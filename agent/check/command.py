@@ -103,6 +103,8 @@ def run_check(args: argparse.Namespace) -> int:
     try:
         config = load(args.config, Overrides())
         with simulated_node(args.simulate):
+            if args.simulate is not None:  # the node's attach environment counts (its kubelet)
+                config = load(args.config, Overrides())
             results = run(config)
     except ConfigError as error:
         print(f"gpu-agent check: configuration error: {error}", file=sys.stderr)

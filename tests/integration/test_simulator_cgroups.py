@@ -84,3 +84,18 @@ def test_a_scenario_pod_is_named_by_the_nodes_own_kubelet(tmp_path: Path) -> Non
         assert len(processes) == 2  # the other process is in no pod
     else:  # no cgroup to put it in: no pod, and the node said why (its own test above)
         assert named == []
+
+
+def test_check_on_a_scenario_with_pods_finds_the_nodes_kubelet(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, {
+        "devices": [h100(0)],
+        "processes": [{"device": 0, "pod": {"name": "trainer-0"}, "used_memory_mib": 100}]})
+    done = subprocess.run([sys.executable, "-m", "gpu_otel_agent.cli", "check", "--simulate",
+                           str(scenario), "--json"], capture_output=True, text=True,
+                          timeout=120, check=False, cwd=tmp_path,
+                          env={**os.environ, "GPU_AGENT_EVENT_SPOOL": str(tmp_path / "spool"),
+                               "GPU_AGENT_LOCAL_SOCKET": str(tmp_path / "agent.sock")})
+    checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+    kubelet = checks["kubelet pod-resources"]
+    assert kubelet["status"] == "pass", kubelet
+    assert "1 pod(s)" in kubelet["detail"]
