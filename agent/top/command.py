@@ -111,6 +111,8 @@ def run_top(args: argparse.Namespace) -> int:
         signal.signal(signum, _exit_on)
     try:
         with _source(args) as source:
+            for note in source.notes:  # on stderr: the screen and stdout stay the snapshot's
+                print(f"gpu-agent top: note: {note}", file=sys.stderr)
             model = Model(source.label)
             if args.json:
                 document = {"source": source.label, "snapshot": source.snapshot(),

@@ -35,10 +35,14 @@ class SourceError(Exception):
 class Source:
     """An agent's local endpoint, and how to name it on screen."""
 
-    def __init__(self, socket_path: Path, label: str, timeout: float = 3.0) -> None:
+    def __init__(self, socket_path: Path, label: str, timeout: float = 3.0,
+                 notes: tuple[str, ...] = ()) -> None:
         self.socket_path = socket_path
         self.label = label
         self._timeout = timeout
+        # What a standalone agent warned about while starting (why pods are missing, what
+        # it cannot see): its log is hidden from the screen, so top repeats these.
+        self.notes = notes
 
     def snapshot(self) -> Json:
         return get(self.socket_path, "/v1/snapshot", self._timeout)
@@ -104,7 +108,8 @@ def standalone(scenario: Path | None, interval: float = STANDALONE_INTERVAL_S,
     try:
         _wait_serving(child, socket_path, log_path, what)
         reason = f"; {why}" if why else ""
-        yield Source(socket_path, f"standalone: {what} (pid {child.pid}{reason})")
+        yield Source(socket_path, f"standalone: {what} (pid {child.pid}{reason})",
+                     notes=_warnings(log_path))
     finally:
         if child.poll() is None:
             child.send_signal(signal.SIGTERM)
@@ -114,6 +119,19 @@ def standalone(scenario: Path | None, interval: float = STANDALONE_INTERVAL_S,
                 child.kill()
                 child.wait()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _warnings(log_path: Path) -> tuple[str, ...]:
+    """The messages of the WARNING lines of the agent's log so far (agent/logs.py's format:
+    ``date time LEVEL logger: message``), but the event spool's: top turned it off."""
+    notes = []
+    for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines():
+        head, sep, message = line.partition(": ")
+        fields = head.split()
+        if sep and len(fields) == 4 and fields[2] == "WARNING" \
+                and not fields[3].startswith("gpu_otel_agent.export.events"):
+            notes.append(message)
+    return tuple(notes)
 
 
 def _wait_serving(child: subprocess.Popen[bytes], socket_path: Path, log_path: Path,

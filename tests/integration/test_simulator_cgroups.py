@@ -99,3 +99,20 @@ def test_check_on_a_scenario_with_pods_finds_the_nodes_kubelet(tmp_path: Path) -
     kubelet = checks["kubelet pod-resources"]
     assert kubelet["status"] == "pass", kubelet
     assert "1 pod(s)" in kubelet["detail"]
+
+
+def test_top_repeats_why_a_process_shows_no_pod(tmp_path: Path) -> None:
+    """top's own agent logs into a file the screen hides: what it warned about while starting
+    (here, a process the node could not place in its cgroup) is repeated on stderr."""
+    scenario = write_scenario(tmp_path, {
+        "devices": [h100(0)],
+        # cgroup.procs is a file in every cgroup: no cgroup can be made below it.
+        "processes": [{"device": 0, "spawn": {"cgroup": "cgroup.procs/impossible"},
+                       "used_memory_mib": 100}]})
+    done = subprocess.run([sys.executable, "-m", "gpu_otel_agent.cli", "top", "--simulate",
+                           str(scenario), "--once"], capture_output=True, text=True,
+                          timeout=120, check=False, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "gpu-agent top: note: simulated node: 1 scenario process(es) run outside their " \
+           "cgroups, so they show no container or pod: " in done.stderr
+    assert "event spool" not in done.stderr  # top's own choice, not news
