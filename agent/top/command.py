@@ -114,16 +114,17 @@ def run_top(args: argparse.Namespace) -> int:
             for note in source.notes:  # on stderr: the screen and stdout stay the snapshot's
                 print(f"gpu-agent top: note: {note}", file=sys.stderr)
             model = Model(source.label)
+            live = not args.once and not args.json and sys.stdin.isatty() and sys.stdout.isatty()
+            if not live and source.label.startswith("standalone"):
+                # A fresh agent of our own: its first snapshot lacks processes and pod names.
+                _settled(source, model, args.refresh)
             if args.json:
                 document = {"source": source.label, "snapshot": source.snapshot(),
                             "events": source.events(0)}
                 json.dump(document, sys.stdout, indent=1)
                 sys.stdout.write("\n")
                 return 0
-            live = not args.once and sys.stdin.isatty() and sys.stdout.isatty()
             if not live:
-                if source.label.startswith("standalone"):
-                    _settled(source, model, args.refresh)
                 frame = model.update(source.snapshot(), source.events(model.last_seq))
                 width = shutil.get_terminal_size().columns
                 sys.stdout.write(plain(render(frame, options, width)))

@@ -7,10 +7,13 @@ cannot be placed the node says why."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -31,8 +34,18 @@ def _children(pid: int) -> list[int]:
 
 
 def _placeholders(node: SimulatedNode) -> list[int]:
-    return [pid for pid in _children(node.pid)
-            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\0")]
+    """The node's sleeping placeholder processes (bounded wait: /proc's children lists are
+    read while the node may still be starting them)."""
+    deadline = time.monotonic() + 30
+    while True:
+        found = []
+        for pid in _children(node.pid):
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\0"):
+                    found.append(pid)
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
 
 
 def test_placeholder_processes_go_in_real_cgroups_or_none(tmp_path: Path) -> None:
@@ -116,3 +129,20 @@ def test_top_repeats_why_a_process_shows_no_pod(tmp_path: Path) -> None:
     assert "gpu-agent top: note: simulated node: 1 scenario process(es) run outside their " \
            "cgroups, so they show no container or pod: " in done.stderr
     assert "event spool" not in done.stderr  # top's own choice, not news
+
+
+def test_top_says_which_socket_reaches_its_node_when_the_default_is_taken(
+        tmp_path: Path) -> None:
+    """`gpu-agent sim xid` from a second shell finds a --simulate node by a link at a default
+    path; where that path is taken (another node's), top says which socket reaches its own."""
+    runtime = tmp_path / "runtime"
+    (runtime / "gpu-otel-agent-sim").mkdir(parents=True)
+    (runtime / "gpu-otel-agent-sim" / "control.sock").write_text("taken")
+    scenario = write_scenario(tmp_path, {"devices": [h100(0)]})
+    done = subprocess.run([sys.executable, "-m", "gpu_otel_agent.cli", "top", "--simulate",
+                           str(scenario), "--once"], capture_output=True, text=True,
+                          timeout=120, check=False, cwd=tmp_path,
+                          env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)})
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"note: control socket not linked at .*: reach this node with "
+                     r"GPU_SIM_SOCKET=\S+ gpu-agent sim", done.stderr), done.stderr

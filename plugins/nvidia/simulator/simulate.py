@@ -73,8 +73,11 @@ def _well_known(socket_path: Path) -> Iterator[None]:
         os.symlink(socket_path, link)  # atomic: fails if anything is there
         made = True
     except OSError as error:
-        log.info("control socket not linked at %s (%s); use GPU_SIM_SOCKET=%s", link,
-                 error.strerror, socket_path)
+        # A warning: `gpu-agent sim ...` without GPU_SIM_SOCKET now reaches another node (or
+        # none), and top repeats it where a person sees it.
+        log.warning("control socket not linked at %s (%s, another simulated node's?): reach "
+                    "this node with GPU_SIM_SOCKET=%s gpu-agent sim ...", link,
+                    error.strerror, socket_path)
     try:
         yield
     finally:
