@@ -14,6 +14,7 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from gpu_otel_agent.local.arguments import add_endpoint_arguments, endpoint_path
@@ -131,6 +132,8 @@ def run_top(args: argparse.Namespace) -> int:
                 return 0
             from gpu_otel_agent.top import screen
 
+            if source.notes:  # stderr is under the screen: the last line says it until a key
+                options = replace(options, status=" / ".join(source.notes))
             return screen.run(source, model, options, args.refresh)
     except (SourceError, LocalClientError) as error:
         hint = f"\n{SIMULATE_HINT}" if args.simulate is None else ""

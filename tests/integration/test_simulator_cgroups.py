@@ -22,6 +22,7 @@ import pytest
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 from gpu_otel_agent.plugins.nvidia.simulator.cgroups import ROOT, hierarchy
 from tests.integration.harness import h100, write_scenario
+from tests.integration.terminal import Terminal
 
 pytestmark = pytest.mark.integration
 
@@ -129,6 +130,19 @@ def test_top_repeats_why_a_process_shows_no_pod(tmp_path: Path) -> None:
     assert "gpu-agent top: note: simulated node: 1 scenario process(es) run outside their " \
            "cgroups, so they show no container or pod: " in done.stderr
     assert "event spool" not in done.stderr  # top's own choice, not news
+    # Live, stderr is under the screen: the last line says it.
+    runtime = tmp_path / "runtime"  # a default control-socket path of its own: one note
+    runtime.mkdir()
+    terminal = Terminal([sys.executable, "-m", "gpu_otel_agent.cli", "top", "--simulate",
+                         str(scenario)], {**os.environ, "XDG_RUNTIME_DIR": str(runtime)})
+    try:
+        terminal.resize(30, 200)  # the whole note fits the last line
+        terminal.wait_for(lambda s: "run outside their cgroups" in s.splitlines()[-1],
+                          "the note on the last line")
+        terminal.type(b"q")
+        assert terminal.wait_exit() == 0
+    finally:
+        terminal.close()
 
 
 def test_top_says_which_socket_reaches_its_node_when_the_default_is_taken(
