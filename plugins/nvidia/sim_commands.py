@@ -48,7 +48,12 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
         return p
 
     up = sub.add_parser("up", help="run a simulated node in the foreground")
-    up.add_argument("scenario", type=Path, help="scenario YAML file (examples/scenarios/)")
+    up.add_argument("scenario", type=Path, nargs="?", default=None,
+                    help="scenario YAML file (examples/scenarios/); optional with --capture")
+    up.add_argument("--capture", type=Path, action="append", default=[], metavar="FILE",
+                    help="serve the GPUs a real machine printed (nvidia-smi -q -x or "
+                         "nvidia-smi -q; examples/captures/), before the scenario's own; "
+                         "repeatable")
     up.add_argument("--dir", type=Path, default=None, help="state directory")
     _sock(up)
     xid = _sock(sub.add_parser("xid", help="queue an XID critical-error event"))

@@ -113,7 +113,13 @@ def _up(args: argparse.Namespace) -> int:
     from gpu_otel_agent.plugins.nvidia.simulator import node
 
     state_dir = args.dir or default_state_dir()
-    argv = [str(args.scenario), "--dir", str(state_dir)]
+    if args.scenario is None and not args.capture:
+        print("gpu-agent sim up: give a scenario file, --capture FILE, or both", file=sys.stderr)
+        return 2
+    argv = [str(args.scenario)] if args.scenario is not None else []
+    argv += ["--dir", str(state_dir)]
+    for capture in args.capture:
+        argv += ["--capture", str(capture.resolve())]
     if args.dir is None:  # the default directory may belong to a running node: pick a free one
         argv.append("--pick-free")
     sock = args.socket or (

@@ -233,8 +233,8 @@ class Node:
             if len(bus.split(":")[0]) == 4:
                 bus = "0000" + bus
             self.lib.set_string(local, "pci_bus_id", bus.upper())
-            self.lib.set_string(local, "vbios", info.vbios)
-            self.lib.set_string(local, "board_part", info.board_part)
+            self.lib.set_string(local, "vbios", d.vbios or info.vbios)
+            self.lib.set_string(local, "board_part", d.board_part or info.board_part)
             for fn in d.unsupported:
                 self.lib.set_function_unsupported(local, fn)
             if d.mig is not None:
@@ -958,7 +958,10 @@ def default_socket_in(state_dir: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gpu_otel_agent.plugins.nvidia.simulator.node")
-    ap.add_argument("scenario", type=Path)
+    ap.add_argument("scenario", type=Path, nargs="?", default=None)
+    ap.add_argument("--capture", type=Path, action="append", default=[],
+                    help="serve the GPUs of this capture (nvidia-smi -q -x, nvidia-smi -q); "
+                         "repeatable")
     ap.add_argument("--dir", type=Path, required=True, help="state directory")
     ap.add_argument("--socket", type=Path, default=None, help="control socket path")
     ap.add_argument("--pick-free", action="store_true",
@@ -970,7 +973,7 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        scenario = load_scenario(args.scenario)
+        scenario = load_scenario(args.scenario, args.capture)
     except ScenarioError as exc:
         print(json.dumps({"ready": False, "error": str(exc)}), flush=True)
         return 2

@@ -8,6 +8,7 @@ that defines them.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import uuid as uuidlib
 from collections.abc import Mapping, Sequence
@@ -30,6 +31,12 @@ from gpu_otel_agent.plugins.nvidia.simulator.mig_profiles import (
     compute_profile,
 )
 from gpu_otel_agent.plugins.nvidia.simulator.nvlinks import LinkError, scenario_readings
+from gpu_otel_agent.plugins.simulator_core.captures import (
+    CaptureError,
+    CaptureFragment,
+    NotServed,
+    read_capture,
+)
 from gpu_otel_agent.plugins.simulator_core.tables import macro_names
 
 SOURCE = Path(__file__).with_name("libnvml_sim.c")
@@ -131,6 +138,8 @@ class DeviceSpec:
     partition: amd_partitions.PartitionSpec | None = None
     # AMD: each partition's own readings (``partitions:``), in partition order
     partition_readings: tuple[Mapping[str, float | None], ...] = ()
+    vbios: str | None = None  # nvmlDeviceGetVbiosVersion (None: the model's)
+    board_part: str | None = None  # nvmlDeviceGetBoardPartNumber (None: the model's)
 
 
 @dataclass(frozen=True)
@@ -171,6 +180,9 @@ class Scenario:
     # The ROCm release whose amdsmi the AMD devices answer as (partition behaviour)
     amd_library: amd_partitions.Library = amd_partitions.DEFAULT_LIBRARY
     chaos: Mapping[str, object] | None = None  # a validated `chaos` request (faults.py)
+    # Captures of real machines whose GPUs lead ``devices`` (in order), with what each cannot
+    # serve as printed.
+    captures: tuple[CaptureFragment, ...] = ()
 
 
 # --------------------------------------------------------------------------- parsing
@@ -327,7 +339,7 @@ def _readings(
 
 
 _DEVICE_KEYS = ("model", "uuid", "pci_bus_id", "serial", "unsupported", "vendor", "mig",
-                "partition", "partitions", "nvlink")
+                "partition", "partitions", "nvlink", "vbios", "board_part")
 VENDORS = ("nvidia", "amd")
 _PCI = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 
@@ -348,6 +360,9 @@ def _device(ctx: _Ctx, raw: object, i: int) -> DeviceSpec:
         if not _PCI.match(pci):
             raise ctx.fail(f"{key}.pci_bus_id", f"expected 'DDDDDDDD:BB:DD.F', got {pci!r}")
     serial = str(d["serial"]) if d.get("serial") is not None else None
+    vbios = _str(ctx, d["vbios"], f"{key}.vbios") if d.get("vbios") is not None else None
+    board_part = (_str(ctx, d["board_part"], f"{key}.board_part")
+                  if d.get("board_part") is not None else None)
     unsupported: list[str] = []
     raw_uns = d.get("unsupported", [])
     if not isinstance(raw_uns, list):
@@ -391,7 +406,7 @@ def _device(ctx: _Ctx, raw: object, i: int) -> DeviceSpec:
             raise ctx.fail(f"{key}.partitions", str(error)) from error
     return DeviceSpec(
         i, model, uuid, pci, serial, MappingProxyType(readings), tuple(unsupported), str(vendor),
-        mig, partition, per_partition,
+        mig, partition, per_partition, vbios, board_part,
     )
 
 
@@ -734,6 +749,7 @@ _TOP = (
     "amd_driver_version",
     "amd_rocm_version",
     "chaos",
+    "capture",
 )
 
 
@@ -762,8 +778,13 @@ def resolve_scenario(path: Path | str) -> Path:
     return shipped if shipped.is_file() else path
 
 
-def load_scenario(path: Path | str) -> Scenario:
-    """Parse and validate a scenario file (or a shipped one, by name); raises ScenarioError."""
+def load_scenario(path: Path | str | None, captures: Sequence[Path | str] = ()) -> Scenario:
+    """Parse and validate a scenario file (or a shipped one, by name), and/or captures (`sim up
+    --capture`); raises ScenarioError. Without a file, the captures alone make the node."""
+    if path is None:
+        if not captures:
+            raise ScenarioError("a scenario file or at least one capture is needed")
+        return parse_scenario("{}", Path(captures[0]), captures)
     path = resolve_scenario(path)
     try:
         text = path.read_text()
@@ -771,10 +792,76 @@ def load_scenario(path: Path | str) -> Scenario:
         shipped = ", ".join(shipped_scenarios())
         raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror} (scenarios shipped "
                             f"with the agent, by name: {shipped})") from exc
-    return parse_scenario(text, path)
+    return parse_scenario(text, path, captures)
 
 
-def parse_scenario(text: str, path: Path) -> Scenario:
+# What the scenario parser takes from a capture's MIG and process entries; a capture converter
+# may emit more (the MIG layout keys of the 2026-11-25 contract) than this simulator serves yet:
+# those are dropped and listed as not served.
+def _mig_entry_keys() -> frozenset[str]:
+    return frozenset(_MIG_ENTRY_KEYS)
+
+
+_MIG_ENTRY_KEYS = ("profile", *MIG_READINGS)
+_PROCESS_KEYS = ("device", "pid", "spawn", "used_memory_mib", "sm_util", "mem_util", "type",
+                 "mig", "partition")
+
+
+def _load_captures(ctx: _Ctx, raw: object, base: Path,
+                   extra: Sequence[Path | str]) -> tuple[CaptureFragment, ...]:
+    listed: list[object] = [] if raw is None else (raw if isinstance(raw, list) else [raw])
+    paths: list[Path] = []
+    for j, entry in enumerate(listed):
+        name = _str(ctx, entry, f"capture[{j}]" if isinstance(raw, list) else "capture")
+        paths.append(base / name)
+    paths.extend(Path(e) for e in extra)
+    out = []
+    for capture_path in paths:
+        try:
+            fragment = read_capture(capture_path)
+        except CaptureError as exc:
+            raise ScenarioError(str(exc)) from exc
+        out.append(_servable(fragment))
+    return tuple(out)
+
+
+def _servable(fragment: CaptureFragment) -> CaptureFragment:
+    """The fragment without the keys this simulator does not take (listed as not served)."""
+    mig_keys = _mig_entry_keys()
+    dropped: list[NotServed] = []
+    devices = []
+    for i, device in enumerate(fragment.devices):
+        mig = device.get("mig")
+        if isinstance(mig, list):
+            kept = []
+            for entry in mig:
+                assert isinstance(entry, Mapping)
+                for k, v in entry.items():
+                    if k not in mig_keys:
+                        dropped.append(NotServed(i, f"mig[gpu_instance_id="
+                                                    f"{entry.get('gpu_instance_id')}].{k}",
+                                                 str(v), "this simulator's MIG model does not "
+                                                 "take it (one compute instance per GPU "
+                                                 "instance, ids 1..n, memory from the profile)"))
+                kept.append({k: v for k, v in entry.items() if k in mig_keys})
+        devices.append(MappingProxyType({**device, "mig": kept} if isinstance(mig, list)
+                                        else dict(device)))
+    processes = []
+    for proc in fragment.processes:
+        for k, v in proc.items():
+            if k not in _PROCESS_KEYS:
+                dropped.append(NotServed(int(str(proc.get("device", 0))),
+                                         f"processes[pid={proc.get('pid')}].{k}", str(v),
+                                         "not a process key of this simulator"))
+        processes.append(MappingProxyType({k: v for k, v in proc.items()
+                                           if k in _PROCESS_KEYS}))
+    if not dropped:
+        return fragment
+    return dataclasses.replace(fragment, devices=tuple(devices), processes=tuple(processes),
+                               not_served=(*fragment.not_served, *dropped))
+
+
+def parse_scenario(text: str, path: Path, captures: Sequence[Path | str] = ()) -> Scenario:
     ctx = _Ctx(path)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -783,6 +870,9 @@ def parse_scenario(text: str, path: Path) -> Scenario:
     if node is None:
         raise ScenarioError(f"{path}: empty scenario")
     top = _mapping(ctx, ctx.to_python(node, ""), "", _TOP)
+    fragments = _load_captures(ctx, top.get("capture"), path.parent, captures)
+    if fragments:
+        top = _with_captures(ctx, top, fragments)
     vendor = top.get("vendor", "nvidia")
     if vendor != "nvidia":
         raise ctx.fail(
@@ -841,4 +931,37 @@ def parse_scenario(text: str, path: Path) -> Scenario:
         amd_driver_version=str(top.get("amd_driver_version", "6.10.5")),
         amd_library=_rocm(ctx, top.get("amd_rocm_version", amd_partitions.DEFAULT_ROCM)),
         chaos=MappingProxyType(chaos) if chaos is not None else None,
+        captures=fragments,
     )
+
+
+def _with_captures(ctx: _Ctx, top: dict[str, object],
+                   fragments: Sequence[CaptureFragment]) -> dict[str, object]:
+    """The scenario with the captures' GPUs first (in capture order), then its own devices.
+    Node-wide values (driver version) are the scenario's own, else the first capture's."""
+    own_devices = top.get("devices") or []
+    own_processes = top.get("processes") or []
+    if not isinstance(own_devices, list):
+        raise ctx.fail("devices", "expected a list of devices")
+    if not isinstance(own_processes, list):
+        raise ctx.fail("processes", "expected a list")
+    devices: list[object] = []
+    processes: list[object] = []
+    merged = dict(top)
+    for fragment in fragments:
+        if fragment.vendor != "nvidia":
+            devices.extend({**d, "vendor": fragment.vendor} for d in fragment.devices)
+        else:
+            devices.extend(dict(d) for d in fragment.devices)
+        offset = len(devices) - len(fragment.devices)
+        processes.extend({**p, "device": int(str(p["device"])) + offset}
+                         for p in fragment.processes)
+        for key, value in fragment.system.items():
+            merged.setdefault(key, value)
+    # The file's own processes and timeline name devices of the combined list (the captures'
+    # GPUs first): `{device: 0, xid: 79}` faults the first captured GPU.
+    processes.extend(own_processes)
+    devices.extend(own_devices)
+    merged["devices"] = devices
+    merged["processes"] = processes
+    return merged
