@@ -7,24 +7,27 @@ A *capture* is what a vendor tool printed on a real machine (``nvidia-smi -q -x`
 the scenario parser's validation like any hand-written scenario, and a scenario can add a
 timeline and faults on top of it.
 
-Formats come in through the ``gpu_otel_agent.capture_formats`` entry-point group (one object per
-entry point, satisfying :class:`CaptureFormat`); :func:`read_capture` picks the one that claims
-the file. The NVIDIA formats live in ``gpu_otel_agent.plugins.nvidia.capture``; an AMD reader
-declares itself the same way in ``pyproject.toml``::
-
-    [project.entry-points."gpu_otel_agent.capture_formats"]
-    amd-smi-json = "gpu_otel_agent.plugins.amd.capture:AMD_SMI_JSON"
+Formats are registered in :data:`CAPTURE_FORMATS` (``"module:attribute"`` of an object satisfying
+:class:`CaptureFormat`; only the simulators of this distribution read captures, so a registry here
+is enough and the core's entry-point groups stay the core's); :func:`read_capture` picks the one
+that claims the file. The NVIDIA formats live in ``gpu_otel_agent.plugins.nvidia.capture``; an AMD
+reader adds one line, e.g. ``"gpu_otel_agent.plugins.amd.capture:AMD_SMI_JSON"``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+from importlib import import_module
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-CAPTURE_FORMATS = "gpu_otel_agent.capture_formats"
+# Every capture format, as "module:attribute"; detection tries them all (exactly one must claim a
+# file), so the order does not matter.
+CAPTURE_FORMATS: tuple[str, ...] = (
+    "gpu_otel_agent.plugins.nvidia.capture.formats:NVIDIA_SMI_XML",
+    "gpu_otel_agent.plugins.nvidia.capture.formats:NVIDIA_SMI_TEXT",
+)
 SNIFF_BYTES = 4096  # what a format sees of a file to decide whether it is its own
 
 
@@ -63,7 +66,7 @@ class CaptureFragment:
 
 @runtime_checkable
 class CaptureFormat(Protocol):
-    """One tool's output format (the object an entry point of ``capture_formats`` names)."""
+    """One tool's output format (the object a :data:`CAPTURE_FORMATS` entry names)."""
 
     @property
     def name(self) -> str:
@@ -81,13 +84,13 @@ class CaptureFormat(Protocol):
 
 
 def capture_formats() -> tuple[CaptureFormat, ...]:
-    """Every installed format, in entry-point name order (deterministic detection)."""
+    """Every registered format."""
     found: list[CaptureFormat] = []
-    for entry in sorted(entry_points(group=CAPTURE_FORMATS), key=lambda e: e.name):
-        value = entry.load()
+    for entry in CAPTURE_FORMATS:
+        module, _, attribute = entry.partition(":")
+        value = getattr(import_module(module), attribute)
         if not isinstance(value, CaptureFormat):
-            raise TypeError(f"entry point {entry.name!r} of {CAPTURE_FORMATS} is not a "
-                            f"CaptureFormat: {value!r}")
+            raise TypeError(f"{entry} is not a CaptureFormat: {value!r}")
         found.append(value)
     return tuple(found)
 

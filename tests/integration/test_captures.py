@@ -9,9 +9,13 @@ longer differs fails too, so the list stays true. All captures share one node an
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fnmatch
 import math
+import os
+import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +30,7 @@ from gpu_otel_agent.plugins.nvidia.capture.model import GpuCapture
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 from gpu_otel_agent.plugins.nvidia.simulator.scenario import Scenario, load_scenario
 from gpu_otel_agent.plugins.simulator_core.captures import CaptureError, read_capture
-from tests.integration.harness import REPO, AgentProcess
+from tests.integration.harness import REPO, AgentProcess, h100, write_scenario
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.receivers.records import Point
 from tests.receivers.store import Store
@@ -165,12 +169,13 @@ def _gpus(path: Path) -> tuple[GpuCapture, ...]:
     return reader.read(root, "xml" if xml else "text", path).gpus
 
 
-@pytest.fixture(scope="module")
-def replayed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Scenario, Store]]:
-    tmp = tmp_path_factory.mktemp("captures")
+@contextlib.contextmanager
+def _served(tmp: Path, captures: list[Path]) -> Iterator[tuple[Scenario, SimulatedNode, Store]]:
+    """One node serving ``captures``, one agent sampling it, one receiver; once every GPU's
+    slow group has reported."""
     scenario_path = tmp / "captures.yaml"
-    scenario_path.write_text(yaml.safe_dump(
-        {"capture": [str(p) for p in replayable()]}), encoding="utf-8")
+    scenario_path.write_text(yaml.safe_dump({"capture": [str(p) for p in captures]}),
+                             encoding="utf-8")
     scenario = load_scenario(scenario_path)
     config = tmp / "agent.yaml"
     config.write_text("groups: {slow: {interval: 0.3}, processes: {interval: 0.3}}\n",
@@ -180,9 +185,21 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Scenari
         agent = AgentProcess(tmp, receiver.endpoint, node.env, [*FAST, "--config", str(config)])
         try:
             _wait_for_all(receiver.store, scenario)
-            yield scenario, receiver.store
+            yield scenario, node, receiver.store
         finally:
             agent.close()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[tuple[Scenario, SimulatedNode, Store]]:
+    with _served(tmp_path_factory.mktemp("captures"), replayable()) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def replayed(served: tuple[Scenario, SimulatedNode, Store]) -> tuple[Scenario, Received]:
+    return served[0], Received(served[2])
 
 
 def _wait_for_all(store: Store, scenario: Scenario) -> None:
@@ -200,7 +217,25 @@ def _wait_for_all(store: Store, scenario: Scenario) -> None:
     store.wait_for(ready, timeout=90, what=f"slow-group readings from all {n} GPUs")
 
 
-def _points(store: Store, row: Row) -> list[Point]:
+class Received:
+    """What a receiver holds at one moment, grouped by metric (comparing hundreds of rows
+    against a store the agent keeps filling would rescan it for each row)."""
+
+    def __init__(self, store: Store) -> None:
+        self._by_metric: dict[str, list[Point]] = {}
+        for point in store.points():
+            self._by_metric.setdefault(point.metric, []).append(point)
+
+    def points(self, metric: str, wanted: Mapping[str, object] | None = None) -> list[Point]:
+        return [p for p in self._by_metric.get(metric, [])
+                if all(p.attributes.get(k) == v for k, v in (wanted or {}).items())]
+
+    def latest(self, metric: str, wanted: Mapping[str, object] | None = None) -> Point | None:
+        found = self.points(metric, wanted)
+        return max(found, key=lambda p: p.time_unix_nano) if found else None
+
+
+def _points(store: Received, row: Row) -> list[Point]:
     if row.instance is None:
         wanted = {"gpu.index": row.index, **row.point}
         return [p for p in store.points(row.metric, wanted) if "hw.parent" not in p.attributes]
@@ -214,7 +249,7 @@ def _points(store: Store, row: Row) -> list[Point]:
     return [p for p in instances if p.attributes.get("gpu.mig.gpu_instance.id") == row.instance]
 
 
-def compare(store: Store, row: Row) -> tuple[bool, object]:
+def compare(store: Received, row: Row) -> tuple[bool, object]:
     points = _points(store, row)
     if row.attribute is not None:
         actual: object = points[-1].attributes.get(row.attribute) if points else None
@@ -227,14 +262,14 @@ def compare(store: Store, row: Row) -> tuple[bool, object]:
     return ok, actual
 
 
-def test_every_replayable_capture_is_served(replayed: tuple[Scenario, Store]) -> None:
+def test_every_replayable_capture_is_served(replayed: tuple[Scenario, Received]) -> None:
     scenario, _ = replayed
     files = {f.source.name for f in scenario.captures}
     assert files == {p.name for p in replayable()}
     assert len(files) >= 6
 
 
-def test_capture_fields_arrive_as_printed(replayed: tuple[Scenario, Store]) -> None:
+def test_capture_fields_arrive_as_printed(replayed: tuple[Scenario, Received]) -> None:
     """The table, row by row: a difference fails unless listed; a listed one must differ."""
     scenario, store = replayed
     failures: list[str] = []
@@ -259,7 +294,7 @@ def test_capture_fields_arrive_as_printed(replayed: tuple[Scenario, Store]) -> N
     assert not unused, f"listed divergences that match no capture field: {unused}"
 
 
-def test_the_comparison_can_fail(replayed: tuple[Scenario, Store]) -> None:
+def test_the_comparison_can_fail(replayed: tuple[Scenario, Received]) -> None:
     """Every row that matches would not match a different value: no row passes vacuously."""
     scenario, store = replayed
     for row in expected_rows(scenario):
@@ -276,7 +311,7 @@ def test_the_comparison_can_fail(replayed: tuple[Scenario, Store]) -> None:
 
 
 def test_driver_version_of_the_first_capture_is_the_node_s(
-        replayed: tuple[Scenario, Store]) -> None:
+        replayed: tuple[Scenario, Received]) -> None:
     """One driver per node: the first capture's (the others' are compared in unit tests)."""
     scenario, store = replayed
     first = next(f for f in scenario.captures if "driver_version" in f.system)
@@ -289,3 +324,47 @@ def test_the_metric_table_names_catalog_metrics() -> None:
     for f in fields.FIELDS:
         if f.metric is not None and not f.metric.startswith("attr:"):
             assert spec_for(f.metric).name == f.metric
+
+
+def _capture(env: Mapping[str, str], out: Path, *extra: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "gpu_otel_agent.cli", "capture", "--out",
+                           str(out), *extra], env={**os.environ, **env}, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return out.read_text(encoding="utf-8")
+
+
+def test_capture_of_the_node_replays_to_the_same_export(
+        served: tuple[Scenario, SimulatedNode, Store], tmp_path: Path) -> None:
+    """gpu-agent capture of the captures' node -> a node from that capture -> the agent exports
+    on both what the written capture says, row by row through the same table."""
+    scenario, node, live_a = served
+    written = tmp_path / "node.xml"
+    _capture(node.env, written)
+    store_a = Received(live_a)
+    with _served(tmp_path, [written]) as (scenario_b, _node_b, live_b):
+        store_b = Received(live_b)
+        assert len(scenario_b.devices) == len(scenario.devices)
+        rows = expected_rows(scenario_b)
+        assert len(rows) > 300
+        failures = []
+        for row in rows:
+            for name, store in (("original node", store_a), ("replayed capture", store_b)):
+                ok, actual = compare(store, row)
+                if not ok:
+                    failures.append(f"{name}: GPU {row.index} {row.field} {row.metric}"
+                                    f"{dict(row.point)}: written {row.printed!r}, exported "
+                                    f"{actual!r}")
+        assert not failures, "\n".join(failures)
+
+
+def test_capture_scrubs_process_names_unless_asked(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, {"devices": [h100(0)], "processes": [
+        {"device": 0, "spawn": None, "used_memory_mib": 512}]})
+    with SimulatedNode.start(scenario, state_dir=tmp_path / "node") as node:
+        scrubbed = _capture(node.env, tmp_path / "scrubbed.xml")
+        kept = _capture(node.env, tmp_path / "kept.xml", "--keep-names")
+    assert "<process_name>[scrubbed]</process_name>" in scrubbed
+    assert "<process_name>sleep</process_name>" not in scrubbed
+    assert "<process_name>sleep</process_name>" in kept
+    assert "<used_memory>512 MiB</used_memory>" in scrubbed
