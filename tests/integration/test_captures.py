@@ -2,9 +2,9 @@
 simulated node, one agent samples it, and what reaches a real OTLP receiver is compared with the
 capture field by field through the one table of ``plugins/nvidia/capture/fields.py``.
 
-A difference fails unless :data:`DIVERGENCES` lists it with its reason; a listed divergence that no
-longer differs fails too, so the list stays true. All captures share one node and one agent run
-(the suite's cost is one start-up, not one per capture).
+A difference fails unless ``limits.DIVERGENCES`` lists it with its reason; a listed divergence
+that no longer differs fails too, so the list stays true. All captures share one node and one
+agent run (the suite's cost is one start-up, not one per capture).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import yaml
 from gpu_otel_agent.model.metrics import spec_for
 from gpu_otel_agent.plugins.nvidia.capture import fields, reader, tree
 from gpu_otel_agent.plugins.nvidia.capture.convert import not_available, number
+from gpu_otel_agent.plugins.nvidia.capture.limits import DIVERGENCES, Divergence
 from gpu_otel_agent.plugins.nvidia.capture.model import GpuCapture
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 from gpu_otel_agent.plugins.nvidia.simulator.scenario import Scenario, load_scenario
@@ -52,30 +53,6 @@ def replayable() -> list[Path]:
             continue
         out.append(path)
     return out
-
-
-@dataclass(frozen=True)
-class Divergence:
-    capture: str  # file name pattern
-    field: str  # fields.FIELDS key, "mig.<what>", "driver_version" or "process"
-    reason: str
-    device: int | None = None  # position in the capture; None: every device
-
-
-# Where the agent's export differs from what the real machine printed, and why. Each entry must
-# still differ (a fixed divergence fails until it is removed from here).
-DIVERGENCES: tuple[Divergence, ...] = (
-    Divergence("a100-sxm4-80gb-mig-*.xml", "mig.gpu_instance_id",
-               "the simulator numbers GPU instances 1..n in creation order; the capture's ids "
-               "(3,4,5,6) need the MIG layout keys of the 2026-11-25 contract (gpu_instance_id, "
-               "mig_index), which this branch's simulator does not take yet"),
-    Divergence("a100-sxm4-80gb-mig-*.xml", "mig.memory_total",
-               "the simulator sizes an instance as its profile's share of the GPU (20480 MiB "
-               "for 1g.20gb); the A100 printed 19968 MiB (the driver keeps some back)"),
-    Divergence("a100-sxm4-80gb-mig-*.xml", "memory_used_mib",
-               "on a MIG-enabled GPU the simulator serves the parent's used memory as the sum "
-               "of its instances' (4 x 12 MiB), the A100 printed 50 MiB"),
-)
 
 
 def _divergence(capture: Path, field: str, device: int | None) -> Divergence | None:

@@ -1,0 +1,53 @@
+"""What a replayed capture cannot be, as data: the comparison tests read it (a difference
+between a capture and the agent's export fails unless listed here) and ``docs/captures.md``
+prints it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """A capture field whose export differs from what the real machine printed."""
+
+    capture: str  # file name pattern in examples/captures/nvidia/
+    field: str  # fields.FIELDS key, or "mig.gpu_instance_id", "mig.memory_total"
+    reason: str
+    device: int | None = None  # position in the capture; None: every device
+
+
+DIVERGENCES: tuple[Divergence, ...] = (
+    Divergence("a100-sxm4-80gb-mig-*.xml", "mig.gpu_instance_id",
+               "the simulator numbers GPU instances 1..n in creation order; the capture's ids "
+               "(3,4,5,6) need the MIG layout keys of the 2026-11-25 contract (gpu_instance_id, "
+               "mig_index), which this simulator does not take yet"),
+    Divergence("a100-sxm4-80gb-mig-*.xml", "mig.memory_total",
+               "the simulator sizes an instance as its profile's share of the GPU (20480 MiB "
+               "for 1g.20gb); the A100 printed 19968 MiB (the driver keeps some back)"),
+    Divergence("a100-sxm4-80gb-mig-*.xml", "memory_used_mib",
+               "on a MIG-enabled GPU the simulator serves the parent's used memory as the sum "
+               "of its instances' (4 x 12 MiB = 48 MiB); the A100 printed 50 MiB"),
+)
+
+# Whatever the capture, these are not served as printed (the reader lists each occurrence in
+# the capture's ``not_served``).
+RULES: tuple[tuple[str, str], ...] = (
+    ("process names", "the node answers nvmlSystemGetProcessName from /proc/<pid>/comm of a "
+                      "live process; a captured PID is not alive here (its memory and type are "
+                      "served)"),
+    ("process type C+G", "a scenario process has one kind: served as compute"),
+    ("driver and CUDA version", "node-wide: the scenario's own, else the first capture's; the "
+                                "other captures' versions are not served"),
+    ("identity strings printed N/A (serial, VBIOS, board part)",
+     "NVML answers them with a string; the node serves a generated one"),
+    ("[Unknown Error] and other errors", "served as NVML_ERROR_NOT_SUPPORTED (the agent drops "
+                                         "the reading either way)"),
+    ("architecture, CUDA capability, PCI device id", "not in nvidia-smi -q: from the "
+                                                     "simulator's model table (generic for "
+                                                     "models it does not know)"),
+    ("clocks event reason counters, voltage, inforom, GSP firmware, bank remap histogram, "
+     "module power readings", "no scenario key: not served"),
+    ("MIG on models without a profile table (A30, H20, GH200 ...)",
+     "the instances are listed as not served; the GPU is served whole"),
+)
