@@ -27,6 +27,7 @@ from typing import Protocol, runtime_checkable
 CAPTURE_FORMATS: tuple[str, ...] = (
     "gpu_otel_agent.plugins.nvidia.capture.formats:NVIDIA_SMI_XML",
     "gpu_otel_agent.plugins.nvidia.capture.formats:NVIDIA_SMI_TEXT",
+    "gpu_otel_agent.plugins.nvidia.capture.formats:NVIDIA_SMI_TABLE",
 )
 SNIFF_BYTES = 4096  # what a format sees of a file to decide whether it is its own
 

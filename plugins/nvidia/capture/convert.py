@@ -98,12 +98,17 @@ def _device(i: int, gpu: GpuCapture, not_served: list[NotServed]
                                         "node serves a generated one"))
             continue
         value = printed.strip()
+        if f.key == "model" and value.endswith("..."):
+            not_served.append(NotServed(i, f.key, printed, "cut short by nvidia-smi: not a "
+                                        "model name; a generic model is served"))
+            continue
         if f.key == "pci_bus_id" and re.match(r"^[0-9a-fA-F]{4}:", value):
             value = "0000" + value
         device[f.key] = value
     if "model" not in device:
         device["model"] = "NVIDIA GPU"
-        not_served.append(NotServed(i, "product_name", "", "not printed: a generic model"))
+        if not any(n.device == i and n.field == "model" for n in not_served):
+            not_served.append(NotServed(i, "model", "", "not printed: a generic model"))
     for f in fields.READINGS:
         printed = gpu.values.get(f.key)
         if printed is None:

@@ -44,7 +44,8 @@ def test_the_writer_reads_every_field_it_writes() -> None:
 
 def test_formats_are_registered_and_claim_only_their_own() -> None:
     formats = capture_formats()
-    assert {f.name for f in formats} == {"nvidia-smi-xml", "nvidia-smi-text"}
+    assert {f.name for f in formats} == {"nvidia-smi-xml", "nvidia-smi-text",
+                                         "nvidia-smi-table"}
     assert all(isinstance(f, CaptureFormat) for f in formats)
     assert NVIDIA_SMI_XML.sniff(A100_MIG.read_text()[:4096])
     assert not NVIDIA_SMI_TEXT.sniff(A100_MIG.read_text()[:4096])
