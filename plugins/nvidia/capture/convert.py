@@ -190,22 +190,32 @@ def _mig(i: int, model: str, entries: tuple[MigDeviceCapture, ...], device: dict
                                         "has that memory and SM count"))
             continue
         entry_out: dict[str, object] = {"profile": profile.name, "gpu_instance_id": gi}
-        if cis[0].index is not None:
-            entry_out["mig_index"] = cis[0].index
         used = number(cis[0].memory_used) if cis[0].memory_used else None
         if used is not None:
-            entry_out["memory_used_mib"] = used
+            entry_out["memory_used_mib"] = used  # the GPU instance's, shared by its CIs
         if memory is not None:
             entry_out["memory_total_mib"] = memory
-        if len(cis) > 1 or cis[0].compute_instance_id != 0:
-            entry_out["compute_instances"] = [
-                {"profile": (f"{(c.sm_count or 0) // table.sms_per_slice}c.{profile.name}"
-                             if c.sm_count and c.sm_count != gi_sms else profile.name),
-                 "compute_instance_id": c.compute_instance_id}
-                for c in cis]
+        if len(cis) == 1 and cis[0].compute_instance_id == 0:
+            if cis[0].index is not None:  # one compute instance spanning the GPU instance
+                entry_out["mig_index"] = cis[0].index
+        else:
+            entry_out["compute_instances"] = [_compute_instance(c, profile, gi_sms, table)
+                                              for c in cis]
         positions[gi] = (len(out), {c.compute_instance_id: k for k, c in enumerate(cis)})
         out.append(entry_out)
     return out, positions
+
+
+def _compute_instance(ci: MigDeviceCapture, gi_profile: mig_profiles.MigProfile,
+                      gi_sms: int | None, table: mig_profiles.MigModel) -> dict[str, object]:
+    """A compute instance: ``<n>c.<GPU instance profile>`` by its share of the SMs, no profile
+    when it spans the GPU instance."""
+    out: dict[str, object] = {"compute_instance_id": ci.compute_instance_id}
+    if ci.sm_count and ci.sm_count != gi_sms and table.sms_per_slice:
+        out["profile"] = f"{ci.sm_count // table.sms_per_slice}c.{gi_profile.name}"
+    if ci.index is not None:
+        out["mig_index"] = ci.index
+    return out
 
 
 _KINDS = {"c": "compute", "g": "graphics", "c+g": "compute", "m": "mps", "m+c": "mps"}

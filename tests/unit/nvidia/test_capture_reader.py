@@ -179,3 +179,29 @@ def test_mig_layout_keys_the_simulator_cannot_take_are_listed(tmp_path: Path) ->
 
     if "gpu_instance_id" not in scenario_module._mig_entry_keys():
         assert "mig[gpu_instance_id=3].gpu_instance_id" in fields_listed
+
+
+def test_several_compute_instances_of_one_gpu_instance(tmp_path: Path) -> None:
+    """No public capture shows two compute instances in one GPU instance; this one is the real
+    A100 capture with a second MIG device added to its first GPU instance, as nvidia-smi prints
+    a 2g.20gb instance (28 SMs, 19968 MiB) holding two 1c compute instances of 14 SMs each: the
+    same gpu_instance_id, compute instances 0 and 1."""
+    text = A100_MIG.read_text(encoding="utf-8")
+    first = text.index("<mig_device>")
+    end = text.index("</mig_device>", first) + len("</mig_device>")
+    device = text[first:end]
+    half = device
+    second = half.replace("<compute_instance_id>0<", "<compute_instance_id>1<").replace(
+        "<index>0</index>", "<index>4</index>")
+    split = tmp_path / "split.xml"
+    split.write_text(text[:first] + half + second + text[end:], encoding="utf-8")
+    mig = read_capture(split).devices[0]["mig"]
+    assert isinstance(mig, list)
+    assert mig[0]["gpu_instance_id"] == 3
+    assert mig[0]["compute_instances"] == [
+        {"compute_instance_id": 0, "profile": "1c.2g.20gb", "mig_index": 0},
+        {"compute_instance_id": 1, "profile": "1c.2g.20gb", "mig_index": 4}]
+    assert mig[0]["profile"] == "2g.20gb"
+    assert "mig_index" not in mig[0]  # given per compute instance
+    assert mig[1] == {"profile": "1g.20gb", "gpu_instance_id": 4, "memory_used_mib": 12.0,
+                      "memory_total_mib": 19968.0, "mig_index": 1}
