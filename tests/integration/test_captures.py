@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fnmatch
+import json
 import math
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -345,3 +347,52 @@ def test_capture_scrubs_process_names_unless_asked(tmp_path: Path) -> None:
     assert "<process_name>sleep</process_name>" not in scrubbed
     assert "<process_name>sleep</process_name>" in kept
     assert "<used_memory>512 MiB</used_memory>" in scrubbed
+
+
+_CLIENT = """
+import json, pynvml as N
+N.nvmlInit()
+out = []
+for i in range(N.nvmlDeviceGetCount()):
+    h = N.nvmlDeviceGetHandleByIndex(i)
+    try:
+        fan = N.nvmlDeviceGetFanSpeed(h)
+    except N.NVMLError as e:
+        fan = type(e).__name__
+    out.append({"uuid": N.nvmlDeviceGetUUID(h), "serial": N.nvmlDeviceGetSerial(h),
+                "vbios": N.nvmlDeviceGetVbiosVersion(h), "fan": fan,
+                "minor": N.nvmlDeviceGetMinorNumber(h)})
+print(json.dumps({"driver": N.nvmlSystemGetDriverVersion(), "gpus": out}))
+"""
+
+
+def test_sim_up_serves_captures_to_any_nvml_client(tmp_path: Path) -> None:
+    """``gpu-agent sim up --capture A --capture B``: a plain pynvml client sees both machines'
+    GPUs in order, ids as printed, and N/A as NVML_ERROR_NOT_SUPPORTED."""
+    t4, h100 = CAPTURES / "tesla-t4-processes.q.xml", CAPTURES / "h100-sxm-x8-535.161.08.q.txt"
+    env = {k: v for k, v in os.environ.items() if k != "GPU_SIM_SOCKET"}
+    env["XDG_RUNTIME_DIR"] = str(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpu_otel_agent.cli", "sim", "up", "--capture", str(t4),
+         "--capture", str(h100), "--dir", str(tmp_path / "node")],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        ready = json.loads(proc.stdout.readline() or "{}")
+        assert ready.get("ready"), proc.stderr.read() if proc.stderr else ready
+        done = subprocess.run([sys.executable, "-c", _CLIENT], env={**env, **ready["env"]},
+                              capture_output=True, text=True, timeout=60, check=True)
+        seen = json.loads(done.stdout)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    assert seen["driver"] == "515.105.01"  # the first capture's
+    gpus = seen["gpus"]
+    assert len(gpus) == 9
+    assert gpus[0] == {"uuid": "GPU-d37e67a5-91dd-3774-a5cb-99096249601a",
+                       "serial": "0000000000000", "vbios": "90.04.84.00.06",
+                       "fan": "NVMLError_NotSupported", "minor": 0}
+    assert gpus[2]["uuid"] == "GPU-47daa2ad-a218-6286-252b-af45f0dfaf00"
+    assert gpus[2]["serial"] == "1650124008135" and gpus[2]["minor"] == 1
+    assert all(g["fan"] == "NVMLError_NotSupported" for g in gpus)  # "Fan Speed : N/A"
