@@ -15,6 +15,7 @@ import fnmatch
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -242,10 +243,16 @@ def compare(store: Received, row: Row) -> tuple[bool, object]:
 
 
 def test_every_replayable_capture_is_served(replayed: tuple[Scenario, Received]) -> None:
+    """The node serves exactly the corpus files INDEX.md marks as replayed."""
     scenario, _ = replayed
     files = {f.source.name for f in scenario.captures}
     assert files == {p.name for p in replayable()}
-    assert len(files) >= 6
+    index = (CAPTURES.parent / "INDEX.md").read_text(encoding="utf-8")
+    marked = {name for name, replayed_col in re.findall(
+        r"^\| `nvidia/([^`]+)` \|.*\| (?:full|fragment), (yes|no)\b[^|]*\|$", index, re.M)
+        if replayed_col == "yes"}
+    assert files == marked
+    assert len(files) >= 8
 
 
 def test_capture_fields_arrive_as_printed(replayed: tuple[Scenario, Received]) -> None:

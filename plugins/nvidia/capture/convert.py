@@ -106,9 +106,10 @@ def _device(i: int, gpu: GpuCapture, not_served: list[NotServed]
             value = "0000" + value
         device[f.key] = value
     if "model" not in device:
-        device["model"] = "NVIDIA GPU"
-        if not any(n.device == i and n.field == "model" for n in not_served):
-            not_served.append(NotServed(i, "model", "", "not printed: a generic model"))
+        if "model" not in gpu.values:  # nvidia-smi -q -d ...: which GPU is it?
+            raise ConvertError(f"GPU {i} prints no product name: not a GPU the simulator "
+                               "can serve (capture it without -d)")
+        device["model"] = "NVIDIA GPU"  # printed cut short (listed above)
     for f in fields.READINGS:
         printed = gpu.values.get(f.key)
         if printed is None:
