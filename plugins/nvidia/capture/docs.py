@@ -115,10 +115,10 @@ def render() -> str:
                "`tests/integration/test_captures.py` fails on any other difference, and on a "
                "listed one that no longer differs):")
     out.append("")
-    out.append("| capture | field | reason |")
-    out.append("| --- | --- | --- |")
+    out.append("| capture | field | printed | reason |")
+    out.append("| --- | --- | --- | --- |")
     for d in limits.DIVERGENCES:
-        out.append(f"| `{d.capture}` | `{d.field}` | {_cell(d.reason)} |")
+        out.append(f"| `{d.capture}` | `{d.field}` | `{d.printed}` | {_cell(d.reason)} |")
     out.append("")
     return "\n".join(out)
 
