@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
 from pathlib import Path
+from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
 # Every capture format, as "module:attribute"; detection tries them all (exactly one must claim a
@@ -30,6 +31,12 @@ CAPTURE_FORMATS: tuple[str, ...] = (
     "gpu_otel_agent.plugins.nvidia.capture.formats:NVIDIA_SMI_TABLE",
 )
 SNIFF_BYTES = 4096  # what a format sees of a file to decide whether it is its own
+
+
+# `gpu-agent capture --vendor V`: "module:function" of a CaptureWriter per vendor.
+CAPTURE_WRITERS: Mapping[str, str] = MappingProxyType({
+    "nvidia": "gpu_otel_agent.plugins.nvidia.capture.command:run",
+})
 
 
 class CaptureError(ValueError):
@@ -82,6 +89,23 @@ class CaptureFormat(Protocol):
 
     def read(self, text: str, source: Path) -> CaptureFragment:
         """The whole file as a fragment; raises :class:`CaptureError` on malformed input."""
+
+
+class CaptureWriter(Protocol):
+    """Writes the vendor's GPUs this node shows as its tool's capture; returns the exit code."""
+
+    def __call__(self, out: Path | None, *, keep_names: bool) -> int: ...
+
+
+def capture_writer(vendor: str) -> CaptureWriter:
+    """The registered writer of ``vendor``; CaptureError if there is none."""
+    entry = CAPTURE_WRITERS.get(vendor)
+    if entry is None:
+        raise CaptureError(f"no capture writer for {vendor!r} (have: "
+                           f"{', '.join(CAPTURE_WRITERS)})")
+    module, _, attribute = entry.partition(":")
+    writer: CaptureWriter = getattr(import_module(module), attribute)
+    return writer
 
 
 def capture_formats() -> tuple[CaptureFormat, ...]:

@@ -1,4 +1,4 @@
-"""Runs ``gpu-agent capture`` (arguments: ``plugins/nvidia/capture_commands.py``)."""
+"""Runs ``gpu-agent capture --vendor nvidia`` (``CAPTURE_WRITERS`` of simulator_core.captures)."""
 
 from __future__ import annotations
 
