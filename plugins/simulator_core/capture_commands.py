@@ -5,6 +5,7 @@ point of ``gpu_otel_agent.commands``). Only the arguments live here; the vendor'
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from gpu_otel_agent.extensions.commands import Commands
@@ -38,6 +39,6 @@ def _run(args: argparse.Namespace) -> int:
     try:
         write = capture_writer(args.vendor)
     except CaptureError as error:
-        print(f"gpu-agent capture: {error}")
+        print(f"gpu-agent capture: {error}", file=sys.stderr)
         return 2
     return write(args.out, keep_names=args.keep_names)
