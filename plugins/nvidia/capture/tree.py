@@ -92,13 +92,12 @@ def parse_xml(text: str) -> Node:
 
 
 def _from_element(element: ET.Element) -> Node:
+    """A leaf keeps its text (a section printed as one value, ``<remapped_rows>N/A</...>``,
+    is a leaf too); a section keeps its children."""
     children = [_from_element(c) for c in element]
-    text = (element.text or "").strip()
-    value = text if not children else (text or None)
-    if not children and not text:
-        value = ""
-    # A section printed as a value (<remapped_rows>N/A</remapped_rows>) has text, no children.
-    return Node(element.tag, value if not children else None, children, dict(element.attrib))
+    if children:
+        return Node(element.tag, None, children, dict(element.attrib))
+    return Node(element.tag, (element.text or "").strip(), [], dict(element.attrib))
 
 
 _LINE = re.compile(r"^(?P<indent> *)(?P<label>[^:]*?\S)\s+:(?: (?P<value>.*))?$")
