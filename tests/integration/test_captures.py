@@ -404,3 +404,16 @@ def test_sim_up_serves_captures_to_any_nvml_client(tmp_path: Path) -> None:
     assert gpus[2]["uuid"] == "GPU-47daa2ad-a218-6286-252b-af45f0dfaf00"
     assert gpus[2]["serial"] == "1650124008135" and gpus[2]["minor"] == 1
     assert all(g["fan"] == "NVMLError_NotSupported" for g in gpus)  # "Fan Speed : N/A"
+
+
+def test_capture_without_a_driver_says_so_and_writes_nothing(
+        served: tuple[Scenario, SimulatedNode, Store], tmp_path: Path) -> None:
+    _scenario, node, _store = served
+    out = tmp_path / "never.xml"
+    done = subprocess.run([sys.executable, "-m", "gpu_otel_agent.cli", "capture", "--out",
+                           str(out)], env={**os.environ, **node.env,
+                                           "GPU_SIM_NODE": str(tmp_path / "no-node")},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1
+    assert "cannot open NVML" in done.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == []
