@@ -42,6 +42,7 @@ from tests.receivers.store import Store
 pytestmark = pytest.mark.integration
 
 CAPTURES = REPO / "examples" / "captures" / "nvidia"
+SCENARIO_EXAMPLES = REPO / "examples" / "scenarios"
 FAST = ["--interval", "0.2", "--export-interval", "0.3"]
 MIB = 1024 * 1024
 
@@ -417,3 +418,25 @@ def test_capture_without_a_driver_says_so_and_writes_nothing(
     assert done.returncode == 1
     assert "cannot open NVML" in done.stderr
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_scenario_adds_a_timeline_on_top_of_a_capture(tmp_path: Path) -> None:
+    """examples/scenarios/captured-h100-xid79.yaml: the fourth captured H100 (its UUID as
+    printed) gets the timeline's XID 79; the job the scenario adds runs on the first."""
+    example = SCENARIO_EXAMPLES / "captured-h100-xid79.yaml"
+    scenario = load_scenario(example)
+    fourth = scenario.devices[3].uuid
+    assert fourth == "GPU-afe9f2ed-9dd0-572c-3cd8-b42b58b3bc99"
+    with SimulatedNode.start(example, state_dir=tmp_path / "node") as node, \
+            OtlpGrpcReceiver() as receiver:
+        agent = AgentProcess(tmp_path, receiver.endpoint, node.env, FAST)
+        try:
+            store = receiver.store
+            xid = store.wait_for(lambda s: s.latest("gpu.xid.errors", {
+                "hw.id": fourth, "gpu.xid.code": 79}), timeout=60, what="XID 79 on GPU 3")
+            assert xid.value >= 1
+            assert store.wait_for(lambda s: s.points("gpu.process.memory.usage", {
+                "gpu.index": 0}), timeout=30, what="the job on GPU 0")[-1].value == 70000 * MIB
+            assert not store.points("gpu.xid.errors", {"gpu.index": 0})
+        finally:
+            agent.close()
