@@ -11,7 +11,7 @@ Formats are registered in :data:`CAPTURE_FORMATS` (``"module:attribute"`` of an 
 :class:`CaptureFormat`; only the simulators of this distribution read captures, so a registry here
 is enough and the core's entry-point groups stay the core's); :func:`read_capture` picks the one
 that claims the file. The NVIDIA formats live in ``gpu_otel_agent.plugins.nvidia.capture``; an AMD
-reader adds one line, e.g. ``"gpu_otel_agent.plugins.amd.capture:AMD_SMI_JSON"``.
+reader is one line (``gpu_otel_agent.plugins.amd.capture:AMD_SMI_JSON``, ``amd-smi`` JSON).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ CAPTURE_FORMATS: tuple[str, ...] = (
     "gpu_otel_agent.plugins.nvidia.capture.formats:NVIDIA_SMI_XML",
     "gpu_otel_agent.plugins.nvidia.capture.formats:NVIDIA_SMI_TEXT",
     "gpu_otel_agent.plugins.nvidia.capture.formats:NVIDIA_SMI_TABLE",
+    "gpu_otel_agent.plugins.amd.capture:AMD_SMI_JSON",
 )
 SNIFF_BYTES = 4096  # what a format sees of a file to decide whether it is its own
 

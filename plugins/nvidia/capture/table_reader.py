@@ -69,8 +69,10 @@ def read(text: str, source: Path) -> SmiCapture:
             values["display_active"] = bus[1]
         values["ecc_dbe_volatile"] = cells[2].strip()
         fan, temp, perf, power, cap = second.groups()
+        # Pwr:Usage is nvmlDeviceGetPowerUsage (the 1 s average where the GPU averages): served
+        # as instant and average alike, as the -q readers do for a single "Power Draw".
         values.update(fan_percent=fan, temperature_c=temp, pstate=perf, power_w=power,
-                      power_limit_w=cap)
+                      power_average_w=power, power_limit_w=cap)
         memory = _MEMORY.match(nxt[1])
         if memory is not None:
             values["memory_used_mib"], values["memory_total_mib"] = memory.groups()

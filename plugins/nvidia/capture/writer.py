@@ -86,7 +86,9 @@ def _temperature(h: Handle) -> int:
     """nvmlDeviceGetTemperatureV where the library has it (the older call is deprecated)."""
     try:
         return int(pynvml.nvmlDeviceGetTemperatureV(h, pynvml.NVML_TEMPERATURE_GPU))
-    except pynvml.NVMLError_FunctionNotFound:
+    except pynvml.NVMLError as error:
+        if error.value != pynvml.NVML_ERROR_FUNCTION_NOT_FOUND:
+            raise
         return int(pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU))
 
 
@@ -98,11 +100,14 @@ _VALUE_MEMBERS = {
 }
 
 
-def _field_value(h: Handle, field_id: int, unit: str) -> str:
+def _field_value(h: Handle, field_id: int, unit: str, watts: float | None = None) -> str:
+    """One field's value printed as nvidia-smi does (``watts``: mW scale, printed as W)."""
     value = pynvml.nvmlDeviceGetFieldValues(h, [field_id])[0]
     if value.nvmlReturn != pynvml.NVML_SUCCESS:
         raise pynvml.NVMLError(value.nvmlReturn)
     number = getattr(value.value, _VALUE_MEMBERS.get(value.valueType, "ullVal"))
+    if watts is not None:
+        return f"{number * watts:.2f} W"
     return f"{int(number)}{unit}"
 
 
@@ -136,7 +141,8 @@ READERS: Mapping[str, Callable[[Handle], str]] = MappingProxyType({
     "temperature_c": lambda h: f"{_temperature(h)} C",
     "memory_temperature_c": lambda h: _field_value(h, pynvml.NVML_FI_DEV_MEMORY_TEMP, " C"),
     "temperature_slowdown_c": lambda h: f"{pynvml.nvmlDeviceGetTemperatureThreshold(h, 1)} C",
-    "power_w": _watts(pynvml.nvmlDeviceGetPowerUsage),
+    "power_w": lambda h: _field_value(h, pynvml.NVML_FI_DEV_POWER_INSTANT, "", 1e-3),
+    "power_average_w": _watts(pynvml.nvmlDeviceGetPowerUsage),
     "power_limit_w": _watts(pynvml.nvmlDeviceGetEnforcedPowerLimit),
     "power_default_limit_w": _watts(pynvml.nvmlDeviceGetPowerManagementDefaultLimit),
     "power_min_limit_w": _watts(lambda h: _constraints(h)[0]),
@@ -194,10 +200,10 @@ _ECC_PATHS = {
 def _printed(read: Callable[[Handle], object], handle: Handle) -> str:
     try:
         value = read(handle)
-    except pynvml.NVMLError_NotSupported:
-        return "[N/A]"
     except pynvml.NVMLError as error:
-        return f"[{error}]"
+        # The error classes pynvml makes at import (NVMLError_NotSupported) are not names of
+        # its source: compare the code (tests/unit/nvidia/test_pynvml_symbols.py).
+        return "[N/A]" if error.value == pynvml.NVML_ERROR_NOT_SUPPORTED else f"[{error}]"
     return value.decode() if isinstance(value, bytes) else str(value)
 
 

@@ -45,11 +45,14 @@ def test_the_writer_reads_every_field_it_writes() -> None:
 def test_formats_are_registered_and_claim_only_their_own() -> None:
     formats = capture_formats()
     assert {f.name for f in formats} == {"nvidia-smi-xml", "nvidia-smi-text",
-                                         "nvidia-smi-table"}
+                                         "nvidia-smi-table", "amd-smi-json"}
     assert all(isinstance(f, CaptureFormat) for f in formats)
     assert NVIDIA_SMI_XML.sniff(A100_MIG.read_text()[:4096])
     assert not NVIDIA_SMI_TEXT.sniff(A100_MIG.read_text()[:4096])
     assert NVIDIA_SMI_TEXT.sniff(H100_TEXT.read_text()[:4096])
+    for path in (*CORPUS.iterdir(), *(CORPUS.parent / "amd").glob("*.json")):
+        head = path.read_text(encoding="utf-8")[:4096]
+        assert sum(f.sniff(head) for f in formats) <= 1, path  # never claimed twice
 
 
 def test_the_index_lists_every_corpus_file_with_its_source() -> None:
