@@ -19,13 +19,15 @@ class Divergence:
 
 
 DIVERGENCES: tuple[Divergence, ...] = (
-    Divergence("a100-sxm4-80gb-mig-*.xml", "mig.gpu_instance_id",
-               "the simulator numbers GPU instances 1..n in creation order; the capture's ids "
-               "(3,4,5,6) need the MIG layout keys of the 2026-11-25 contract (gpu_instance_id, "
-               "mig_index), which this simulator does not take yet"),
-    Divergence("a100-sxm4-80gb-mig-*.xml", "mig.memory_total",
-               "the simulator sizes an instance as its profile's share of the GPU (20480 MiB "
-               "for 1g.20gb); the A100 printed 19968 MiB (the driver keeps some back)"),
+    Divergence("a100-sxm4-80gb-mig-*.xml", "ecc_sbe_volatile",
+               "this MIG-enabled A100 (driver 535.54.03) printed volatile ECC counts (SRAM and "
+               "DRAM correctable 0) on its parent; the simulator answers NOT_SUPPORTED there, as "
+               "nvml.h documents for a MIG-enabled GPU (docs/mig.md), so the agent exports none: "
+               "which one the driver's NVML does on the parent, no capture settles (the "
+               "nvidia-smi table prints 'On' in that column instead of a count)"),
+    Divergence("a100-sxm4-80gb-mig-*.xml", "ecc_dbe_volatile",
+               "as for ecc_sbe_volatile: uncorrectable (SRAM + DRAM) 0 printed on the MIG-enabled "
+               "parent, NOT_SUPPORTED served"),
     Divergence("a100-sxm4-80gb-mig-*.xml", "memory_used_mib",
                "on a MIG-enabled GPU the simulator serves the parent's used memory as the sum "
                "of its instances' (4 x 12 MiB = 48 MiB); the A100 printed 50 MiB"),

@@ -795,16 +795,14 @@ def load_scenario(path: Path | str | None, captures: Sequence[Path | str] = ()) 
     return parse_scenario(text, path, captures)
 
 
-# What the scenario parser takes from a capture's MIG and process entries; a capture converter
-# may emit more (the MIG layout keys of the 2026-11-25 contract) than this simulator serves yet:
-# those are dropped and listed as not served.
+# What the scenario parser takes from a capture's MIG and process entries; a capture format may
+# emit more than this simulator serves: those keys are dropped and listed as not served.
 def _mig_entry_keys() -> frozenset[str]:
-    return frozenset(_MIG_ENTRY_KEYS)
+    return frozenset(_GI_KEYS)
 
 
-_MIG_ENTRY_KEYS = ("profile", *MIG_READINGS)
 _PROCESS_KEYS = ("device", "pid", "spawn", "used_memory_mib", "sm_util", "mem_util", "type",
-                 "mig", "partition")
+                 "mig", "partition", "ci", "pod")
 
 
 def _load_captures(ctx: _Ctx, raw: object, base: Path,
@@ -840,9 +838,8 @@ def _servable(fragment: CaptureFragment) -> CaptureFragment:
                     if k not in mig_keys:
                         dropped.append(NotServed(i, f"mig[gpu_instance_id="
                                                     f"{entry.get('gpu_instance_id')}].{k}",
-                                                 str(v), "this simulator's MIG model does not "
-                                                 "take it (one compute instance per GPU "
-                                                 "instance, ids 1..n, memory from the profile)"))
+                                                 str(v), "not a key of this simulator's GPU "
+                                                 "instances"))
                 kept.append({k: v for k, v in entry.items() if k in mig_keys})
         devices.append(MappingProxyType({**device, "mig": kept} if isinstance(mig, list)
                                         else dict(device)))

@@ -173,15 +173,18 @@ def test_a_missing_capture_is_a_scenario_error(tmp_path: Path) -> None:
         parse_scenario("capture: nowhere.xml\n", tmp_path / "s.yaml")
 
 
-def test_mig_layout_keys_the_simulator_cannot_take_are_listed(tmp_path: Path) -> None:
+def test_a_captured_mig_layout_reaches_the_scenario(tmp_path: Path) -> None:
+    """The A100's GPU instance ids (3..6, not 1..4), MIG device indices and memory as printed
+    (19968 MiB, below the profile's 20480) become the scenario's MIG layout keys."""
     scenario = parse_scenario(f"capture: {A100_MIG}\n", tmp_path / "s.yaml")
-    assert scenario.devices[0].mig is not None
-    assert [m.profile for m in scenario.devices[0].mig] == ["1g.20gb"] * 4
-    fields_listed = {n.field for f in scenario.captures for n in f.not_served}
-    from gpu_otel_agent.plugins.nvidia.simulator import scenario as scenario_module
-
-    if "gpu_instance_id" not in scenario_module._mig_entry_keys():
-        assert "mig[gpu_instance_id=3].gpu_instance_id" in fields_listed
+    mig = scenario.devices[0].mig
+    assert mig is not None
+    assert [m.profile for m in mig] == ["1g.20gb"] * 4
+    assert [m.gpu_instance_id for m in mig] == [3, 4, 5, 6]
+    assert [m.compute_instances[0].mig_index for m in mig] == [0, 1, 2, 3]
+    assert {m.memory_total_mib for m in mig} == {19968.0}
+    listed = {n.field for f in scenario.captures for n in f.not_served}
+    assert not any(field.startswith("mig[") for field in listed)
 
 
 def test_several_compute_instances_of_one_gpu_instance(tmp_path: Path) -> None:
