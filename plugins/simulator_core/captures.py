@@ -16,6 +16,9 @@ reader is one line (``gpu_otel_agent.plugins.amd.capture:AMD_SMI_JSON``, ``amd-s
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
@@ -37,6 +40,7 @@ SNIFF_BYTES = 4096  # what a format sees of a file to decide whether it is its o
 # `gpu-agent capture --vendor V`: "module:function" of a CaptureWriter per vendor.
 CAPTURE_WRITERS: Mapping[str, str] = MappingProxyType({
     "nvidia": "gpu_otel_agent.plugins.nvidia.capture.command:run",
+    "amd": "gpu_otel_agent.plugins.amd.capture_command:run",
 })
 
 
@@ -107,6 +111,25 @@ def capture_writer(vendor: str) -> CaptureWriter:
     module, _, attribute = entry.partition(":")
     writer: CaptureWriter = getattr(import_module(module), attribute)
     return writer
+
+
+def write_whole(text: str, out: Path | None) -> int:
+    """A writer's output to ``out`` (standard output if None), whole or not at all: a
+    half-written capture would replay as a different node."""
+    if out is None:
+        sys.stdout.write(text)
+        return 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    print(f"gpu-agent capture: wrote {out}", file=sys.stderr)
+    return 0
 
 
 def capture_formats() -> tuple[CaptureFormat, ...]:

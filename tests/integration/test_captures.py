@@ -440,3 +440,17 @@ def test_a_scenario_adds_a_timeline_on_top_of_a_capture(tmp_path: Path) -> None:
             assert not store.points("gpu.xid.errors", {"gpu.index": 0})
         finally:
             agent.close()
+
+
+def test_capture_of_amd_gpus_reads_back_as_them(tmp_path: Path) -> None:
+    """gpu-agent capture --vendor amd writes amd-smi JSON (the AMD reader's format) of the node's
+    AMD GPUs; read back, it names the same GPUs."""
+    scenario = write_scenario(tmp_path, {"devices": [
+        {"vendor": "amd", "model": "AMD Instinct MI300X"},
+        {"vendor": "amd", "model": "AMD Instinct MI210"}]})
+    with SimulatedNode.start(scenario, state_dir=tmp_path / "node") as node:
+        text = _capture(node.env, tmp_path / "amd.json", "--vendor", "amd")
+    assert '"gpu_data"' in text
+    fragment = read_capture(tmp_path / "amd.json")
+    assert fragment.vendor == "amd"
+    assert [d["model"] for d in fragment.devices] == ["AMD Instinct MI300X", "AMD Instinct MI210"]

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import pynvml
 
 from gpu_otel_agent.plugins.nvidia.capture.writer import capture_xml
+from gpu_otel_agent.plugins.simulator_core.captures import write_whole
 
 
 def run(out: Path | None, *, keep_names: bool) -> int:
@@ -22,18 +21,4 @@ def run(out: Path | None, *, keep_names: bool) -> int:
         text = capture_xml(keep_names=keep_names)
     finally:
         pynvml.nvmlShutdown()
-    if out is None:
-        sys.stdout.write(text)
-        return 0
-    # Whole or not at all: a half-written capture would replay as a different node.
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    print(f"gpu-agent capture: wrote {out}", file=sys.stderr)
-    return 0
+    return write_whole(text, out)

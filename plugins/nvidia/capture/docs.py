@@ -50,7 +50,7 @@ entries; AMD's `amd-smi` JSON plugs in the same way).
 ```sh
 gpu-agent capture --out node.xml            # the NVIDIA GPUs NVML shows, as nvidia-smi -q -x
 gpu-agent capture --keep-names              # keep process names (scrubbed by default)
-gpu-agent capture --vendor amd              # another vendor's writer (CAPTURE_WRITERS)
+gpu-agent capture --vendor amd              # AMD GPUs as amd-smi static/metric --json
 ```
 
 It reads every field below through NVML, from a real driver or from a simulated node (set the
