@@ -454,3 +454,30 @@ def test_capture_of_amd_gpus_reads_back_as_them(tmp_path: Path) -> None:
     fragment = read_capture(tmp_path / "amd.json")
     assert fragment.vendor == "amd"
     assert [d["model"] for d in fragment.devices] == ["AMD Instinct MI300X", "AMD Instinct MI210"]
+
+
+def test_a_mig_layout_survives_capture_and_replay(tmp_path: Path) -> None:
+    """examples/scenarios/a100-mig.yaml (GPU instances 2, 9, 10 as a real A100 numbered them; a
+    3g.40gb with two compute instances; MIG device indices 3-4 empty) -> gpu-agent capture ->
+    the capture read back as a scenario: the same GPU instance ids, compute instances, MIG
+    device indices, instance memory, and processes on the same compute instances."""
+    example = SCENARIO_EXAMPLES / "a100-mig.yaml"
+    original = load_scenario(example)
+    with SimulatedNode.start(example, state_dir=tmp_path / "node") as node:
+        _capture(node.env, tmp_path / "mig.xml")
+    replayed = load_scenario(None, [tmp_path / "mig.xml"])
+
+    def layout(s: Scenario) -> list[tuple[object, ...]]:
+        gpu = s.devices[0]
+        assert gpu.mig is not None
+        return [(m.profile, m.gpu_instance_id, len(m.compute_instances)) for m in gpu.mig]
+
+    assert layout(replayed) == [("3g.40gb", 2, 2), ("1g.10gb", 9, 1), ("1g.10gb", 10, 1)]
+    assert [m.profile for m in original.devices[0].mig or ()] == [
+        m.profile for m in replayed.devices[0].mig or ()]
+    mig = replayed.devices[0].mig or ()
+    assert [c.profile for c in mig[0].compute_instances] == ["2c.3g.40gb", "1c.3g.40gb"]
+    assert mig[2].compute_instances[0].mig_index == 5  # the hole at 3-4 kept
+    placed = sorted((p.mig, p.ci, p.used_memory_mib) for p in replayed.processes
+                    if p.device == 0)
+    assert placed == [(0, 0, 12000.0), (0, 1, 2000.0), (1, None, 3000.0)]
