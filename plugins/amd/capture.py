@@ -21,11 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpu_otel_agent.plugins.amd.simulator.models import UNNAMED_CAPTURED
+
 MIB = 1024 * 1024
 _UNIT_MIB = {"B": 1 / MIB, "KB": 1 / 1024, "MB": 1.0, "GB": 1024.0}
 
 
-UNNAMED = "AMD GPU (capture)"
+UNNAMED = UNNAMED_CAPTURED
 
 
 class AmdCaptureError(ValueError):

@@ -79,5 +79,10 @@ BASE: Mapping[str, float | None] = MappingProxyType({
 DUAL_GCD = frozenset({"AMD Instinct MI250X", "AMD Instinct MI250"})
 
 
+# The part of a capture that does not name it (an ``amd-smi metric`` output alone): served with
+# the GENERIC limits, by this explicit name, so a scenario cannot get them by a typo.
+UNNAMED_CAPTURED = "AMD GPU (capture)"
+
+
 def model_readings(model: str) -> Mapping[str, float | None]:
     return MODELS.get(model, GENERIC)

@@ -414,7 +414,8 @@ def _known_model(ctx: _Ctx, key: str, model: str, vendor: str,
                  entry: Mapping[str, object]) -> None:
     """A model the simulator has no data for would be served with generic limits (16 GiB of
     memory, 300 W): refused, naming the known ones, unless the entry gives its own memory."""
-    known = tuple(amd_models.MODELS) if vendor == "amd" else tuple(models.MODELS)
+    known = ((*amd_models.MODELS, amd_models.UNNAMED_CAPTURED) if vendor == "amd"
+             else tuple(models.MODELS))
     if model in known or "memory_total_mib" in entry:
         return
     raise ctx.fail(key, f"unknown {vendor} model {model!r}; known: {', '.join(known)} "
