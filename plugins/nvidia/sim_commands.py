@@ -51,9 +51,9 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
     up.add_argument("scenario", type=Path, nargs="?", default=None,
                     help="scenario YAML file (examples/scenarios/); optional with --capture")
     up.add_argument("--capture", type=Path, action="append", default=[], metavar="FILE",
-                    help="serve the GPUs a real machine printed (nvidia-smi -q -x or "
-                         "nvidia-smi -q; examples/captures/), before the scenario's own; "
-                         "repeatable")
+                    help="serve the GPUs a real machine printed (nvidia-smi -q -x, "
+                         "nvidia-smi -q, the nvidia-smi table, amd-smi --json; "
+                         "examples/captures/), before the scenario's own; repeatable")
     up.add_argument("--dir", type=Path, default=None, help="state directory")
     _sock(up)
     xid = _sock(sub.add_parser("xid", help="queue an XID critical-error event"))
