@@ -19,6 +19,8 @@ from gpu_otel_agent.backends.discovery import installed_backends
 from gpu_otel_agent.backends.protocol import Backend, BackendUnavailable, Device
 from gpu_otel_agent.check.result import Result, failed, passed, warned
 from gpu_otel_agent.config.schema import AgentConfig
+from gpu_otel_agent.export.events.spool import prepare as prepare_spool
+from gpu_otel_agent.export.events.spool import spool_problem
 from gpu_otel_agent.local.client import LocalClientDenied, LocalClientError, get
 
 # The initial PID namespace's inode (PROC_PID_INIT_INO, include/linux/proc_ns.h): every host
@@ -218,14 +220,19 @@ def spool(config: AgentConfig) -> list[Result]:
         return [passed(name, "off (health.spool_path: null)")]
     path = Path(config.health.spool_path)
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        # Created as the agent creates it (0700): a check never leaves a spool `run` refuses.
+        prepare_spool(path)
+        problem = spool_problem(path)
+        if problem is not None:
+            return [failed(name, problem, "the agent would run without a spool: events are "
+                           "not kept across a crash")]
         with tempfile.NamedTemporaryFile(dir=path, prefix=".check-"):
             pass
     except OSError as error:
         return [failed(name, f"{path} is not writable: {error.strerror}",
                        "mount a writable volume there (chart: health.spool.hostPath) or set "
                        "health.spool_path / GPU_AGENT_EVENT_SPOOL")]
-    return [passed(name, f"{path} writable")]
+    return [passed(name, f"{path} writable, private to the agent")]
 
 
 def prometheus_port(config: AgentConfig) -> list[Result]:

@@ -6,9 +6,13 @@ set, and background threads burning about 1.1 ms of CPU a second while idle plus
 export). What the SDK's exporter does on top of the call is reproduced here, following the
 OTLP specification: TLS with the configured CA and client certificate, headers as call
 metadata, gzip, a deadline on every call, and retries with back-off on the retryable status
-codes (honouring the collector's ``RetryInfo``). After UNAVAILABLE the connection is dropped
-and the next try opens a fresh one, as the SDK rebuilds its channel: behind a load balancer
-that may reach a collector that is up.
+codes (honouring the collector's ``RetryInfo``, read where gRPC servers put it: in the
+``google.rpc.Status`` of ``grpc-status-details-bin``, and in the older ``google.rpc.retryinfo-bin``
+trailer; the delay holds every sender to that collector, ``throttle``). As the OTLP
+specification says, ``RESOURCE_EXHAUSTED`` is retried only when it carries a ``RetryInfo``
+(without one the server is out of a resource that waiting will not bring back). After
+UNAVAILABLE the connection is dropped and the next try opens a fresh one, as the SDK rebuilds
+its channel: behind a load balancer that may reach a collector that is up.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import threading
 
 from google.protobuf.message import DecodeError, Message
 from google.rpc.error_details_pb2 import RetryInfo
+from google.rpc.status_pb2 import Status
 
 from gpu_otel_agent.export.failure_log import FailureLog
 from gpu_otel_agent.export.failure_words import grpc_words
@@ -26,20 +31,22 @@ from gpu_otel_agent.export.grpc_status import GrpcError, Metadata, StatusCode
 from gpu_otel_agent.export.grpc_wire import GrpcClient
 from gpu_otel_agent.export.otlp_target import OtlpTarget
 from gpu_otel_agent.export.retry import Attempt, with_retries
+from gpu_otel_agent.export.throttle import gate_for
 
 log = logging.getLogger(__name__)
 
-# https://opentelemetry.io/docs/specs/otlp/#failures : these may succeed when tried again.
+# https://opentelemetry.io/docs/specs/otlp/#failures : these may succeed when tried again
+# (RESOURCE_EXHAUSTED only with a RetryInfo: ``_retryable``).
 RETRYABLE = frozenset({
     StatusCode.CANCELLED,
     StatusCode.DEADLINE_EXCEEDED,
-    StatusCode.RESOURCE_EXHAUSTED,
     StatusCode.ABORTED,
     StatusCode.OUT_OF_RANGE,
     StatusCode.UNAVAILABLE,
     StatusCode.DATA_LOSS,
 })
-_RETRY_INFO_KEY = "google.rpc.retryinfo-bin"
+_RETRY_INFO_KEY = "google.rpc.retryinfo-bin"  # the older place of a RetryInfo
+_STATUS_DETAILS_KEY = "grpc-status-details-bin"  # a google.rpc.Status: the standard place
 
 
 def grpc_client(target: OtlpTarget) -> GrpcClient:
@@ -50,19 +57,47 @@ def grpc_client(target: OtlpTarget) -> GrpcClient:
     return GrpcClient.tcp(target.endpoint, context, gzip=target.compression == "gzip")
 
 
+def _bytes(value: str | bytes) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()
+
+
+def _delay_s(info: RetryInfo) -> float:
+    delay = info.retry_delay
+    return max(float(delay.seconds) + float(delay.nanos) / 1e9, 0.0)
+
+
 def _retry_delay(trailing: Metadata) -> float | None:
     """The delay the collector asked for; None (our own back-off) when it named none we can
-    read. The trailer is the collector's input: a garbled one must not escape ``send``."""
+    read. The trailers are the collector's input: a garbled one must not escape ``send``."""
+    for key, value in trailing:
+        if key == _STATUS_DETAILS_KEY:
+            try:
+                status = Status.FromString(_bytes(value))
+                for detail in status.details:
+                    if detail.Is(RetryInfo.DESCRIPTOR):
+                        info = RetryInfo()
+                        detail.Unpack(info)
+                        return _delay_s(info)
+            except DecodeError:
+                log.debug("OTLP/gRPC: unreadable %s trailer ignored", key)
     for key, value in trailing:
         if key == _RETRY_INFO_KEY:
             try:
-                delay = RetryInfo.FromString(
-                    value if isinstance(value, bytes) else value.encode()).retry_delay
+                return _delay_s(RetryInfo.FromString(_bytes(value)))
             except DecodeError:
-                log.debug("OTLP/gRPC: unreadable %s trailer ignored", _RETRY_INFO_KEY)
-                return None
-            return max(float(delay.seconds) + float(delay.nanos) / 1e9, 0.0)
+                log.debug("OTLP/gRPC: unreadable %s trailer ignored", key)
     return None
+
+
+# Final answers about the request's content (not the channel, the credentials or the server):
+# the same request would be refused again, so a health event in it is quarantined.
+BAD_CONTENT = frozenset({StatusCode.INVALID_ARGUMENT, StatusCode.FAILED_PRECONDITION})
+
+
+def _retryable(code: StatusCode, delay_s: float | None) -> bool:
+    if code is StatusCode.RESOURCE_EXHAUSTED:
+        return delay_s is not None
+    return code in RETRYABLE
 
 
 class GrpcTransport:
@@ -75,6 +110,7 @@ class GrpcTransport:
         self._client = grpc_client(target)
         self._failures = FailureLog(f"OTLP/gRPC {target.signal.lower()} export",
                                     target.endpoint)
+        self._gate = gate_for(target.endpoint)
 
     @property
     def target(self) -> OtlpTarget:
@@ -83,11 +119,15 @@ class GrpcTransport:
     def send(self, request: Message | bytes, timeout_s: float | None = None) -> bool:
         """True when the collector accepted ``request``; bounded by the configured timeout
         and by ``timeout_s`` when the caller has a shorter deadline of its own."""
+        return self.deliver(request, timeout_s).ok
+
+    def deliver(self, request: Message | bytes, timeout_s: float | None = None) -> Attempt:
+        """As :meth:`send`, with the outcome: refused for good (the code), or retryable."""
         budget = self._target.timeout_s if timeout_s is None else min(
             timeout_s, self._target.timeout_s)
         data = request if isinstance(request, bytes) else request.SerializeToString()
         return with_retries(lambda remaining: self._attempt(data, remaining), budget,
-                            self._stop)
+                            self._stop, self._gate)
 
     def _attempt(self, request: bytes, remaining_s: float) -> Attempt:
         try:
@@ -95,7 +135,8 @@ class GrpcTransport:
             # informational in OTLP).
             self._client.unary(self._method, request, remaining_s, self._target.headers)
         except GrpcError as error:
-            retryable = error.code in RETRYABLE
+            delay_s = _retry_delay(error.trailing_metadata)
+            retryable = _retryable(error.code, delay_s)
             log.debug("OTLP/gRPC export to %s: %s (%s)", self._target.endpoint, error,
                       "will retry" if retryable else "final")
             if error.code is StatusCode.UNAVAILABLE:
@@ -103,8 +144,9 @@ class GrpcTransport:
             words = grpc_words(self._target, error, remaining_s)
             if words is not None:
                 self._failures.failed(*words)
-            return Attempt(ok=False, retryable=retryable,
-                           delay_s=_retry_delay(error.trailing_metadata))
+            return Attempt(ok=False, retryable=retryable, delay_s=delay_s,
+                           code=error.code.name,
+                           bad_content=not retryable and error.code in BAD_CONTENT)
         self._failures.succeeded()
         return Attempt(ok=True)
 

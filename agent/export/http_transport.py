@@ -7,7 +7,8 @@ export. What that exporter does is reproduced after the OTLP specification: the 
 and client certificate for TLS, headers, gzip or deflate bodies, a timeout on the socket
 equal to what is left of the deadline (and a timer that cuts the connection at the deadline,
 since the socket timeout bounds each read, not a slowly trickled answer), and retries with
-back-off on 429, 502, 503 and 504 honouring ``Retry-After``. A kept-alive connection the
+back-off on 429, 502, 503 and 504 honouring ``Retry-After`` (on the collector's gate, so the
+delay holds every sender to it: ``throttle``). A kept-alive connection the
 collector closed meanwhile is retried once at once, as the SDK does.
 """
 
@@ -31,11 +32,15 @@ from gpu_otel_agent.export.failure_log import FailureLog
 from gpu_otel_agent.export.failure_words import http_error_words, http_status_words
 from gpu_otel_agent.export.otlp_target import ExporterConfigError, OtlpTarget
 from gpu_otel_agent.export.retry import Attempt, with_retries
+from gpu_otel_agent.export.throttle import gate_for
 from gpu_otel_agent.version import USER_AGENT
 
 log = logging.getLogger(__name__)
 
 RETRYABLE = frozenset({429, 502, 503, 504})
+# Final answers about the body (malformed, too large, not processable): sent again, refused
+# again; other 4xx (401, 403, 404) are about the agent's settings and wait for the operator.
+BAD_CONTENT = frozenset({400, 413, 422})
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -79,6 +84,7 @@ class HttpTransport:
         self._headers = headers
         self._connection: http.client.HTTPConnection | None = None
         self._stop = threading.Event()
+        self._gate = gate_for(f"{self._host}:{self._port or (443 if self._https else 80)}")
 
     @property
     def target(self) -> OtlpTarget:
@@ -95,11 +101,15 @@ class HttpTransport:
     def send(self, request: Message | bytes, timeout_s: float | None = None) -> bool:
         """True when the collector accepted ``request``; bounded by the configured timeout
         and by ``timeout_s`` when the caller has a shorter deadline of its own."""
+        return self.deliver(request, timeout_s).ok
+
+    def deliver(self, request: Message | bytes, timeout_s: float | None = None) -> Attempt:
+        """As :meth:`send`, with the outcome: refused for good (the code), or retryable."""
         budget = self._target.timeout_s if timeout_s is None else min(
             timeout_s, self._target.timeout_s)
         body = self._body(request)
         return with_retries(lambda remaining: self._attempt(body, remaining), budget,
-                            self._stop)
+                            self._stop, self._gate)
 
     def _connect(self, timeout_s: float) -> http.client.HTTPConnection:
         if self._https:
@@ -171,7 +181,9 @@ class HttpTransport:
         words = http_status_words(self._target, status)
         if words is not None:
             self._failures.failed(*words)
-        return Attempt(ok=False, retryable=retryable, delay_s=_retry_after(retry_after))
+        return Attempt(ok=False, retryable=retryable, delay_s=_retry_after(retry_after),
+                       code=f"HTTP {status}",
+                       bad_content=not retryable and status in BAD_CONTENT)
 
     def _close(self) -> None:
         connection, self._connection = self._connection, None

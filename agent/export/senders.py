@@ -31,6 +31,7 @@ from typing import Protocol
 from google.protobuf.message import Message
 
 from gpu_otel_agent.export.otlp_target import OtlpTarget
+from gpu_otel_agent.export.retry import Attempt
 
 # Python-SDK extensions that name an entry point supplying credentials or a session.
 CREDENTIAL_PROVIDER_VARIABLES = {
@@ -47,6 +48,10 @@ class RequestSender(Protocol):
     def send(self, request: Message | bytes, timeout_s: float | None = None) -> bool:
         """True when the collector accepted it (a message, or one already serialised);
         ends within the configured timeout and ``timeout_s``, whichever is shorter."""
+
+    def deliver(self, request: Message | bytes, timeout_s: float | None = None) -> Attempt:
+        """As :meth:`send`, with the outcome: a request the collector refused for good
+        (``Attempt.refused``, with its code) must be dropped, not sent again."""
 
     def shutdown(self) -> None: ...
 

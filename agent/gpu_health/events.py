@@ -11,6 +11,7 @@ them for ``docs/events.md``.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,11 +66,25 @@ class HealthEvent:
         on every replay."""
         raw: Any = json.loads(text)
         attributes = tuple((str(k), _value(v)) for k, v in raw["a"])
-        time_ns = int(raw["t"])
+        time_ns = _time_ns(raw["t"])
         uid = raw.get("u")
         if not isinstance(uid, str):
             uid = stable_ulid(time_ns // 1_000_000, text.encode())
         return cls(str(raw["n"]), time_ns, Severity[raw["s"]], str(raw["b"]), attributes, uid)
+
+
+def _time_ns(raw: Any) -> int:
+    """A record's time: an integer of nanoseconds within OTLP's fixed64. A float (JSON has
+    no other numbers past 2**53) must be finite: ``int(inf)`` raised OverflowError, which is
+    not a ValueError, and ended the event sender on every start (issue 30)."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        raise ValueError(f"time {raw!r} is not a number")
+    if isinstance(raw, float) and not math.isfinite(raw):
+        raise ValueError(f"time {raw!r} is not finite")
+    time_ns = int(raw)
+    if not 0 <= time_ns < 2**64:
+        raise ValueError(f"time {raw!r} is out of range")
+    return time_ns
 
 
 def _value(raw: Any) -> EventValue:

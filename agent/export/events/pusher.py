@@ -16,6 +16,13 @@ oldest segment is offered again. Events the spool cannot take (full, read-only, 
 spool) are still sent live from memory; refused, they wait in the bounded memory queue — or,
 when the spool is merely full, are dropped and counted, keeping the first events of an
 incident. Nothing here blocks the event loop: ``submit`` only queues.
+
+A batch the collector refuses for good (gRPC INVALID_ARGUMENT, HTTP 400: ``Attempt.
+bad_content``) is split in halves until the one event it will not take is found; that event
+is quarantined (``dead_letter``: kept beside the spool, logged, counted per code) and the rest
+go on. So one record the collector cannot take never holds back the ones after it, across
+restarts too. An event whose encoding raises is treated the same way. The three threads are
+supervised (``runtime.supervised``): a bug that ends one is logged, counted and restarted.
 """
 
 from __future__ import annotations
@@ -28,9 +35,12 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gpu_otel_agent.export.events.dead_letter import DeadLetters
 from gpu_otel_agent.export.events.senders import EventSender
 from gpu_otel_agent.export.events.spool import Spool
+from gpu_otel_agent.export.retry import Attempt
 from gpu_otel_agent.gpu_health.events import HealthEvent
+from gpu_otel_agent.runtime.supervised import SupervisedThread
 from gpu_otel_agent.runtime.threads import NamedThread
 
 log = logging.getLogger(__name__)
@@ -48,9 +58,12 @@ class EventExportStats:
 
 
 class EventPusher:
-    def __init__(self, sender: EventSender, spool: Spool, retry: float = 1.0) -> None:
+    def __init__(self, sender: EventSender, spool: Spool, retry: float = 1.0,
+                 dead_letters: DeadLetters | None = None) -> None:
         self._sender = sender
         self._spool = spool
+        self.dead_letters = (dead_letters if dead_letters is not None
+                             else DeadLetters(spool.path))
         self._retry = retry
         self._lock = threading.Lock()  # guards the three queues below
         self._pending: deque[HealthEvent] = deque()  # not yet written
@@ -82,7 +95,7 @@ class EventPusher:
         for name, target in (("otlp-events-wal", self._write_loop),
                              ("otlp-events-sync", self._sync_loop),
                              ("otlp-events", self._send_loop)):
-            thread = NamedThread(target=target, name=name, daemon=True)
+            thread = SupervisedThread(target, name, stopping=self._stopping)
             thread.start()
             self._threads.append(thread)
         await asyncio.Event().wait()
@@ -137,9 +150,11 @@ class EventPusher:
                     self._to_sync.wait()
             if self._stopping.is_set():
                 return
-            self._spool.sync()
-            with self._lock:
-                self._written.notify()
+            try:
+                self._spool.sync()
+            finally:
+                with self._lock:
+                    self._written.notify()
 
     @staticmethod
     def _take(queue: deque[HealthEvent]) -> list[HealthEvent]:
@@ -172,12 +187,12 @@ class EventPusher:
 
     def _send_next(self) -> bool:
         """Offer the oldest segment (else the events the spool could not take); delete the
-        segment once accepted."""
+        segment once accepted (or its refused events quarantined)."""
         if self._spool.sendable:
             number, events = self._oldest()
             if number is None:
                 return True
-            ok = self._send(events)
+            ok = self._deliver(events)
             if ok:
                 self._spool.remove(number)
             else:
@@ -188,11 +203,28 @@ class EventPusher:
             batch = self._take(queue)
         if not batch:
             return True
-        ok = self._send(batch)
+        ok = self._deliver(batch)
         if not ok:
             with self._lock:
                 queue.extendleft(reversed(batch))
         return ok
+
+    def _deliver(self, batch: list[HealthEvent]) -> bool:
+        """Send ``batch``; when the collector refuses it for good, split it until the events
+        it will not take are found and quarantined. True once every event was accepted or
+        quarantined; False (all to be offered again) when the collector is away."""
+        outcome = self._send(batch)
+        if outcome.ok:
+            return True
+        if not outcome.bad_content:
+            return False
+        if len(batch) == 1:
+            self.dead_letters.quarantine(batch[0], outcome.code)
+            return True
+        middle = len(batch) // 2
+        # Halves in order; should the collector go away meanwhile, the whole batch is offered
+        # again later (what was accepted comes twice, with the same ids).
+        return self._deliver(batch[:middle]) and self._deliver(batch[middle:])
 
     def _oldest(self) -> tuple[int | None, list[HealthEvent]]:
         with self._lock:
@@ -209,22 +241,24 @@ class EventPusher:
             self._hot_events -= len(self._hot.pop(oldest[0], []))
         return oldest
 
-    def _send(self, batch: list[HealthEvent]) -> bool:
+    def _send(self, batch: list[HealthEvent]) -> Attempt:
         try:
-            ok = self._sender.send(batch)
-        except Exception:  # a bug in encoding must cost a retry, not the events
+            outcome = self._sender.send(batch)
+        except Exception as error:
+            # A bug in encoding: the same events would raise again on every try, so they are
+            # found (split) and quarantined like events the collector refuses; the rest go on.
             log.exception("event export raised")
-            ok = False
-        if ok:
+            outcome = Attempt(ok=False, code=type(error).__name__, bad_content=True)
+        if outcome.ok:
             self.stats.sent += len(batch)
         else:
             self.stats.send_failures += 1
-        return ok
+        return outcome
 
     def _set_failing(self, failing: bool) -> None:
         if failing and not self._failing:
             where = ("they wait in the spool" if self._spool.usable
-                     else "keeping them in memory")
+                     else "keeping them in memory (no usable spool)")
             log.warning("event export failed; %s until the collector accepts them again", where)
         elif not failing and self._failing:
             log.info("event export recovered; re-sending spooled events")

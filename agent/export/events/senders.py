@@ -20,13 +20,17 @@ from opentelemetry.sdk.resources import Resource
 from gpu_otel_agent.config.schema import AgentConfig
 from gpu_otel_agent.export.events.encode import LogEncoder
 from gpu_otel_agent.export.otlp_target import resolve_target
+from gpu_otel_agent.export.retry import Attempt
 from gpu_otel_agent.export.senders import RequestSender, build_request_sender
 from gpu_otel_agent.gpu_health.events import HealthEvent
 
+ACCEPTED = Attempt(ok=True)
+
 
 class EventSender(Protocol):
-    def send(self, events: Sequence[HealthEvent]) -> bool:
-        """True when the collector accepted every event."""
+    def send(self, events: Sequence[HealthEvent]) -> Attempt:
+        """``ok`` when the collector accepted every event; ``bad_content`` when it refused
+        them for good (the pusher then finds the event it will not take, ``quarantine``)."""
 
     def shutdown(self) -> None: ...
 
@@ -36,8 +40,8 @@ class OtlpEventSender:
         self._transport = transport
         self._encoder = encoder
 
-    def send(self, events: Sequence[HealthEvent]) -> bool:
-        return self._transport.send(self._encoder.encode(events))
+    def send(self, events: Sequence[HealthEvent]) -> Attempt:
+        return self._transport.deliver(self._encoder.encode(events))
 
     def shutdown(self) -> None:
         self._transport.shutdown()
@@ -46,8 +50,8 @@ class OtlpEventSender:
 class NoEventSender:
     """``exporter: none``: events stay local (the local endpoint keeps the recent ones)."""
 
-    def send(self, events: Sequence[HealthEvent]) -> bool:
-        return True
+    def send(self, events: Sequence[HealthEvent]) -> Attempt:
+        return ACCEPTED
 
     def shutdown(self) -> None:
         return None
@@ -56,7 +60,7 @@ class NoEventSender:
 class ConsoleEventSender:
     """``exporter: console``: one JSON object per event on stdout, named as in OTLP."""
 
-    def send(self, events: Sequence[HealthEvent]) -> bool:
+    def send(self, events: Sequence[HealthEvent]) -> Attempt:
         for event in events:
             record = {
                 "event_name": event.name,
@@ -68,7 +72,7 @@ class ConsoleEventSender:
             }
             sys.stdout.write(json.dumps(record) + "\n")
         sys.stdout.flush()
-        return True
+        return ACCEPTED
 
     def shutdown(self) -> None:
         return None

@@ -15,7 +15,10 @@ This is how the OpenTelemetry Collector's persistent queue (exporterhelper with 
 write first, delete on acknowledgement, tolerate a duplicate.
 
 The spool holds pod names, namespaces and job ids: its directory is 0700 and its files 0600,
-and a spool someone made more open is refused with an error that says what to do.
+owned by the agent's user; a spool someone made more open, or another user's directory (that
+user could delete real events or plant forged ones, exported as genuine), is refused with an
+error that says what to do (``spool_problem``, which ``gpu-agent check`` runs too). A segment
+owned by another user is not replayed.
 
 Bounded: when the spool is full, events that do not fit are not made durable (sent live if
 the collector is up, dropped and counted if it is not — the first events of an incident are
@@ -46,6 +49,7 @@ from gpu_otel_agent.gpu_health.events import HealthEvent
 log = logging.getLogger(__name__)
 _PREFIX, _SUFFIX = "seg-", ".jsonl"
 DIR_MODE, FILE_MODE = 0o700, 0o600
+CORRUPT_LOG_S = 60.0
 
 
 @dataclass
@@ -91,6 +95,8 @@ class Spool:
         self._dir_fd: int | None = None
         self._full_logged = False
         self._write_error: str | None = None  # the last failure logged, until a write works
+        self._corrupt_logged_at: float | None = None
+        self._corrupt_unlogged = 0
         self.stats = SpoolStats()
 
     @property
@@ -108,8 +114,10 @@ class Spool:
                         "those the collector refuses are lost")
             return
         try:
-            self._path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-            _check_private(self._path)
+            prepare(self._path)
+            problem = spool_problem(self._path)
+            if problem is not None:
+                raise SpoolTooOpen(problem)
             lock = _open_private(self._path / ".lock")
         except SpoolTooOpen as error:
             self.stats.errors += 1
@@ -143,9 +151,15 @@ class Spool:
                 continue
             try:
                 number = int(name[len(_PREFIX):-len(_SUFFIX)])
+                if entry.lstat().st_uid != os.geteuid():
+                    self.stats.errors += 1
+                    log.error("event spool segment %s belongs to another user (uid %d): not "
+                              "sent (it may be forged); remove it", entry,
+                              entry.lstat().st_uid)
+                    continue
                 data = entry.read_bytes()
             except (ValueError, OSError):
-                self._corrupt(1)
+                self._corrupt(1, f"unreadable segment {name}")
                 continue
             self._segments[number] = (len(data), data.count(b"\n"), True)
             self._next = max(self._next, number + 1)
@@ -154,9 +168,18 @@ class Spool:
             log.info("event spool %s holds %d event(s) from before; re-sending them",
                      self._path, self.stats.records)
 
-    def _corrupt(self, count: int) -> None:
+    def _corrupt(self, count: int, what: str) -> None:
+        """Counted always; logged at most once a minute (a damaged disk can yield thousands)."""
         self.stats.corrupt += count
         self.stats.errors += count
+        self._corrupt_unlogged += count
+        now = time.monotonic()
+        if self._corrupt_logged_at is None or now - self._corrupt_logged_at >= CORRUPT_LOG_S:
+            log.warning("event spool %s: %s skipped (%d corrupt record(s) since the last such "
+                        "line; counted in gpu_agent.events.spool.errors)", self._path, what,
+                        self._corrupt_unlogged)
+            self._corrupt_logged_at = now
+            self._corrupt_unlogged = 0
 
     def _refresh(self) -> None:
         self.stats.bytes = sum(b for b, _, _ in self._segments.values())
@@ -290,15 +313,15 @@ class Spool:
                 try:
                     data = self._segment(number).read_bytes()
                 except OSError:
-                    self._corrupt(1)
+                    self._corrupt(1, f"unreadable segment {number}")
                     del self._segments[number]
                     self._refresh()
                     continue
                 events = []
-                for raw in data.splitlines():
+                for line, raw in enumerate(data.splitlines(), 1):
                     event = _parse(raw)
                     if event is None:
-                        self._corrupt(1)
+                        self._corrupt(1, f"a corrupt record (segment {number}, line {line})")
                     else:
                         events.append(event)
                 if events:
@@ -341,15 +364,33 @@ class Spool:
                 self._dir_fd = None
 
 
-def _check_private(path: Path) -> None:
-    """The spool holds pod names and job ids: refuse a directory others can read or enter (it
-    is the boundary: files in a 0700 directory are out of their reach, whatever their mode)."""
-    mode = stat.S_IMODE(path.stat().st_mode)
+def prepare(path: Path) -> None:
+    """Create the spool directory if it is missing, private from the start (0700): never with
+    a mode the agent would then refuse (``gpu-agent check`` creates it the same way)."""
+    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+
+
+def spool_problem(path: Path) -> str | None:
+    """Why the agent refuses ``path`` as its spool (None: it is fine). The spool holds pod
+    names and job ids: a directory others can read or enter, or one another user owns (who
+    could delete real events or plant forged ones), is refused. Files in a 0700 directory are
+    out of others' reach whatever their mode, so the directory is the boundary. Shared by
+    ``Spool.open`` and ``gpu-agent check``, so a check passes exactly when the agent would
+    use the spool."""
+    info = path.stat()
+    if not stat.S_ISDIR(info.st_mode):
+        return f"event spool {path} is not a directory"
+    if info.st_uid != os.geteuid():
+        return (f"event spool {path} belongs to uid {info.st_uid}, not the agent's "
+                f"{os.geteuid()}: that user could delete or forge events; run `chown -R "
+                f"{os.geteuid()} {path}` after checking its files, or set health.spool_path "
+                f"elsewhere")
+    mode = stat.S_IMODE(info.st_mode)
     if mode & 0o077:
-        raise SpoolTooOpen(
-            f"event spool {path} is open to other users (mode {mode:04o}, must be 0700): it "
-            f"holds pod names and job ids; run `chmod 700 {path} && chmod 600 {path}/*` "
-            f"(its events are kept and sent on the next start)")
+        return (f"event spool {path} is open to other users (mode {mode:04o}, must be 0700): "
+                f"it holds pod names and job ids; run `chmod 700 {path} && chmod 600 "
+                f"{path}/*` (its events are kept and sent on the next start)")
+    return None
 
 
 def _open_private(path: Path) -> IO[bytes]:
@@ -363,5 +404,6 @@ def _parse(raw: bytes) -> HealthEvent | None:
         if int(crc, 16) != zlib.crc32(payload):
             return None
         return HealthEvent.from_json(payload.decode())
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, OverflowError,
+            RecursionError):
         return None

@@ -35,7 +35,7 @@ def test_log_record_has_the_name_twice_severity_body_and_typed_attributes() -> N
 
 
 def test_console_prints_one_json_object_per_event(capsys: pytest.CaptureFixture[str]) -> None:
-    assert ConsoleEventSender().send([EVENT, EVENT])
+    assert ConsoleEventSender().send([EVENT, EVENT]).ok
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2
     record = json.loads(lines[0])

@@ -13,6 +13,7 @@ import pytest
 
 from gpu_otel_agent.export.events.pusher import EventPusher
 from gpu_otel_agent.export.events.spool import Spool
+from gpu_otel_agent.export.retry import Attempt
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
 from tests.unit.gpu_health.disk import fill
@@ -25,11 +26,11 @@ class Collector:
         self.down = True
         self.accepted: list[str] = []
 
-    def send(self, events: Sequence[HealthEvent]) -> bool:
+    def send(self, events: Sequence[HealthEvent]) -> Attempt:
         if self.down:
-            return False
+            return Attempt(ok=False, retryable=True)
         self.accepted.extend(e.body for e in events)
-        return True
+        return Attempt(ok=True)
 
     def shutdown(self) -> None:
         return None
@@ -125,10 +126,10 @@ class SizeLimitedCollector(Collector):
         self.budget = budget
         self.requests: list[int] = []
 
-    def send(self, events: Sequence[HealthEvent]) -> bool:
+    def send(self, events: Sequence[HealthEvent]) -> Attempt:
         self.requests.append(len(events))
         if len(events) > self.limit or len(self.requests) > self.budget:
-            return False
+            return Attempt(ok=False, retryable=True)
         return super().send(events)
 
 
@@ -165,7 +166,7 @@ class DiskCheckingCollector(Collector):
         self.spool_dir = spool_dir
         self.on_disk_when_sent: list[bool] = []
 
-    def send(self, events: Sequence[HealthEvent]) -> bool:
+    def send(self, events: Sequence[HealthEvent]) -> Attempt:
         disk = b"".join(p.read_bytes() for p in self.spool_dir.glob("seg-*.jsonl"))
         self.on_disk_when_sent.extend(f'"u":"{e.uid}"'.encode() in disk for e in events)
         return super().send(events)
@@ -268,7 +269,7 @@ class HangingCollector(Collector):
         self.release = threading.Event()
         self.entered = threading.Event()
 
-    def send(self, events: Sequence[HealthEvent]) -> bool:
+    def send(self, events: Sequence[HealthEvent]) -> Attempt:
         self.entered.set()
         self.release.wait(10)
         return super().send(events)
