@@ -12,11 +12,16 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent import futures
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 import grpc
+from google.protobuf.any_pb2 import Any as AnyMessage
+from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
+from google.rpc.error_details_pb2 import RetryInfo
+from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
 from opentelemetry.proto.collector.metrics.v1 import (
     metrics_service_pb2,
@@ -29,20 +34,74 @@ from tests.receivers.sniffing_proxy import SniffingProxy
 from tests.receivers.store import Store
 
 
+@dataclass(frozen=True)
+class Answer:
+    """A refusal: the status, its message and trailing metadata (``-bin`` keys: bytes)."""
+
+    code: grpc.StatusCode
+    details: str = "test receiver refuses this export"
+    trailing: tuple[tuple[str, str | bytes], ...] = ()
+
+
+class _Status(grpc.Status):
+    def __init__(self, answer: Answer) -> None:
+        self.code = answer.code
+        self.details = answer.details
+        self.trailing_metadata = answer.trailing
+
+
+def retry_info(delay_s: float) -> RetryInfo:
+    seconds = int(delay_s)
+    return RetryInfo(retry_delay=Duration(seconds=seconds,
+                                          nanos=int((delay_s - seconds) * 1e9)))
+
+
+def throttled(delay_s: float, code: grpc.StatusCode = grpc.StatusCode.RESOURCE_EXHAUSTED,
+              *, legacy: bool = False) -> Answer:
+    """``code`` with a RetryInfo of ``delay_s``: in the google.rpc.Status details of
+    ``grpc-status-details-bin`` (where grpc servers put it), or, ``legacy``, alone in the
+    older ``google.rpc.retryinfo-bin`` trailer."""
+    info = retry_info(delay_s)
+    if legacy:
+        return Answer(code, "slow down", (("google.rpc.retryinfo-bin",
+                                           info.SerializeToString()),))
+    detail = AnyMessage()
+    detail.Pack(info)
+    status = Status(code=code.value[0], message="slow down", details=[detail])
+    return Answer(code, "slow down", (("grpc-status-details-bin",
+                                       status.SerializeToString()),))
+
+
+# Decides per request: None accepts it, an Answer refuses it.
+Rule = Callable[[Signal, Message], Answer | None]
+
+
 class _Rejection:
     """Current reject setting, read by every handler thread."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._code: grpc.StatusCode | None = None
+        self._rule: Rule | None = None
 
     def set(self, code: grpc.StatusCode | None) -> None:
         with self._lock:
             self._code = code
 
+    def set_rule(self, rule: Rule | None) -> None:
+        with self._lock:
+            self._rule = rule
+
     def get(self) -> grpc.StatusCode | None:
         with self._lock:
             return self._code
+
+    def answer(self, signal: Signal, request: Message) -> Answer | None:
+        with self._lock:
+            code, rule = self._code, self._rule
+        if code is not None:
+            return Answer(code, "test receiver is rejecting exports (simulated outage)")
+        return rule(signal, request) if rule is not None else None
 
 
 class _Handler:
@@ -58,7 +117,7 @@ class _Handler:
 
     def handle(self, request: Message, context: Any, response: Message) -> Message:
         metadata = {str(k).lower(): str(v) for k, v in context.invocation_metadata()}
-        code = self._rejection.get()
+        answer = self._rejection.answer(self._signal, request)
         self._store.add(
             Received(
                 signal=self._signal,
@@ -67,11 +126,11 @@ class _Handler:
                 received_at=time.time(),
                 metadata=metadata,
                 compression=self._compression(context),
-                accepted=code is None,
+                accepted=answer is None,
             )
         )
-        if code is not None:
-            context.abort(code, "test receiver is rejecting exports (simulated outage)")
+        if answer is not None:
+            context.abort_with_status(_Status(answer))
         return response
 
     def _compression(self, context: Any) -> str | None:
@@ -165,6 +224,11 @@ class OtlpGrpcReceiver:
     def reject(self, code: grpc.StatusCode | None = grpc.StatusCode.UNAVAILABLE) -> None:
         """Answer every export with ``code`` (None = accept again); requests are still recorded."""
         self._rejection.set(code)
+
+    def answer_with(self, rule: Rule | None) -> None:
+        """Decide each export with ``rule`` (a refusal of one record, a throttle ...); None
+        goes back to accepting. ``reject`` still overrides it while set."""
+        self._rejection.set_rule(rule)
 
     def accept(self) -> None:
         """Stop rejecting."""
