@@ -44,6 +44,7 @@ from gpu_otel_agent.runtime.node_plugins import (
     open_node_plugins,
     process_events,
 )
+from gpu_otel_agent.runtime.reliability import reliability_readings
 from gpu_otel_agent.runtime.self_telemetry import SelfTelemetry
 from gpu_otel_agent.sampling.relay import Relay
 from gpu_otel_agent.sampling.sampler import DeviceSampler
@@ -192,6 +193,7 @@ class Agent:
         telemetry.watch_samplers(self.samplers)
         telemetry.watch_devices(device for backend in opened for device in backend.devices)
         telemetry.add(lambda: _export_readings(pusher))
+        telemetry.add(reliability_readings)
         if self.health is not None:
             telemetry.add(self.health.readings)
         for node_plugin in self.node_plugins:

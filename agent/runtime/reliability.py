@@ -1,0 +1,22 @@
+"""Self-telemetry of what keeps data flowing: collector throttling and thread restarts."""
+
+from __future__ import annotations
+
+from gpu_otel_agent.export.throttle import gates
+from gpu_otel_agent.model.snapshot import Reading
+from gpu_otel_agent.runtime.supervised import restarts
+
+
+def reliability_readings() -> tuple[Reading, ...]:
+    readings: list[Reading] = []
+    for endpoint, gate in sorted(gates().items()):
+        server = (("server.address", endpoint),)
+        for code, count in sorted(gate.stats.throttled.items()):
+            readings.append(Reading("gpu_agent.export.throttled", count,
+                                    (("error.type", code), *server)))
+        readings.append(Reading("gpu_agent.export.throttle.held", gate.stats.held, server))
+        readings.append(Reading("gpu_agent.export.throttle.remaining", gate.remaining_s(),
+                                server))
+    readings.extend(Reading("gpu_agent.thread.restarts", count, (("thread.name", name),))
+                    for name, count in sorted(restarts().items()))
+    return tuple(readings)
