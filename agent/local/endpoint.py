@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from gpu_otel_agent.runtime.threads import NamedThread
+from gpu_otel_agent.runtime.supervised import SupervisedThread
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +174,8 @@ class LocalEndpoint:
                 self.path.unlink()
             raise LocalEndpointError(f"cannot serve {self.path}: {error.strerror}") from None
         self._listener = listener
-        self._thread = NamedThread(target=self._serve, name="local-endpoint", daemon=True)
+        self._thread = SupervisedThread(self._serve, "local-endpoint",
+                                        stopping=self._stopping)
         self._thread.start()
         log.info("local endpoint on %s (read-only: %s)", self.path, ", ".join(self._routes))
 

@@ -20,7 +20,7 @@ from concurrent.futures import Future
 from typing import TypeVar
 
 from gpu_otel_agent.runtime.costs import SAMPLING, Stage
-from gpu_otel_agent.runtime.threads import NamedThread
+from gpu_otel_agent.runtime.supervised import SupervisedThread
 from gpu_otel_agent.sampling.relay import Relay, Round, Settle
 
 T = TypeVar("T")
@@ -37,7 +37,10 @@ class DeviceWorker:
         self._lock = threading.Lock()
         self._pending = 0
         self._open: list[_Job] | None = None  # handed over, not yet taken by the thread
-        self._thread = NamedThread(target=self._run, name=name, daemon=True)
+        self._current: _Batch | None = None  # the batch the thread is in
+        # Supervised: the loop itself raising (not a job: a job's exception goes to its
+        # future) is logged, counted and the loop restarted on the same queue.
+        self._thread = SupervisedThread(self._run, name, first_backoff_s=0.01)
         self._thread.start()
 
     @property
@@ -68,21 +71,46 @@ class DeviceWorker:
         self._jobs.put(None)
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException:
+            with self._lock:
+                # Jobs submitted from now on go in a batch of their own, not one that may
+                # be lost with the loop that failed (a batch still queued runs all the same).
+                self._open = None
+            raise
+
+    def _loop(self) -> None:
         while True:
-            batch = self._jobs.get()
+            # A batch the loop was in when it failed is finished after the restart (its
+            # baton passed on, so the other devices' relay goes on), not lost.
+            batch = self._current if self._current is not None else self._jobs.get()
+            self._current = batch
             if batch is None:
                 return
             jobs, baton = batch
             with self._lock:
                 if self._open is jobs:
                     self._open = None  # taken: a job submitted from now on is a new batch
-            results = [self._run_one(job) for job in jobs]
+            results = [self._resume(job) for job in jobs]
+            self._current = None
             if baton is None:
                 for result in results:
                     result()
             else:
                 baton.settle(results)  # the loop gets them when the relay ends
                 baton.next()  # the next device's turn
+
+    def _resume(self, job: _Job) -> Settle:
+        """Runs a job not run yet; one the failure interrupted (or ran and did not settle)
+        ends with the error instead of hanging its caller."""
+        future = job[1]
+        if future.done():
+            return _nothing
+        if future.running():
+            return functools.partial(future.set_exception, RuntimeError(
+                "the device thread failed while running this job (it was restarted)"))
+        return self._run_one(job)
 
     def _run_one(self, job: _Job) -> Settle:
         """Runs the job; returns what sets its future (the caller chooses when)."""

@@ -35,7 +35,7 @@ from gpu_otel_agent.backends.protocol import (
 )
 from gpu_otel_agent.plugins.amd.device import AmdDevice
 from gpu_otel_agent.plugins.amd.smi import STATUS_NO_DATA, status_of
-from gpu_otel_agent.runtime.threads import NamedThread
+from gpu_otel_agent.runtime.supervised import SupervisedThread
 
 log = logging.getLogger(__name__)
 WAIT_MS = 200  # shutdown waits at most this long for the waiting thread
@@ -79,8 +79,9 @@ class AmdEventReader:
         return int(getattr(handle, "value", None) or 0)
 
     def start(self, emit: EventBatch) -> None:
-        self._thread = NamedThread(target=self._run, args=(emit,), name=self.name,
-                                        daemon=True)
+        # Supervised: a bug that raises here is logged, counted and the thread restarted.
+        self._thread = SupervisedThread(self._run, self.name, args=(emit,),
+                                        stopping=self._stop)
         self._thread.start()
 
     def stop(self) -> None:
@@ -112,12 +113,11 @@ class AmdEventReader:
                 batch = self._wait()
                 if batch:
                     emit(batch)
-        except Exception:
-            log.exception("AMD event thread stopped")
         finally:
             for reader in self._readers.values():
                 with contextlib.suppress(Exception):
                     reader.stop()
+            self._readers.clear()  # a restart subscribes afresh
 
     def _copy_of_reset(self, uuid: str, event: str) -> bool:
         if event == "GPU_PRE_RESET":

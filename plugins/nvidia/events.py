@@ -38,7 +38,7 @@ from gpu_otel_agent.plugins.nvidia.error_log import ErrorCounts
 from gpu_otel_agent.plugins.nvidia.error_policy import Policy, policy
 from gpu_otel_agent.plugins.nvidia.nvml import field_value
 from gpu_otel_agent.plugins.nvidia.session import NvmlSession
-from gpu_otel_agent.runtime.threads import NamedThread
+from gpu_otel_agent.runtime.supervised import SupervisedThread
 
 log = logging.getLogger(__name__)
 # A wait that times out costs a wake-up, a raised NVMLError and a GIL hand-off in every GPU's
@@ -102,8 +102,10 @@ class NvmlEventWatcher:
         return f"nvml-events-{self._index}"
 
     def start(self, emit: EventBatch) -> None:
-        self._thread = NamedThread(target=self._run, args=(emit,), name=self.name,
-                                        daemon=True)
+        # Supervised: a bug that raises here is logged, counted and the thread restarted
+        # (it registers a fresh set), not the end of NVML events for the run.
+        self._thread = SupervisedThread(self._run, self.name, args=(emit,),
+                                        stopping=self._stop)
         self._thread.start()
 
     def stop(self) -> None:
@@ -206,8 +208,6 @@ class NvmlEventWatcher:
                     self._reinit()
                 self._stop.wait(min(BROKEN_PAUSE_S * 2 ** broken, RETRY_S))
                 broken += 1
-        except Exception:
-            log.exception("gpu %d: NVML event thread stopped", self._index)
         finally:
             if event_set is not None:
                 self._free(event_set)

@@ -14,12 +14,13 @@ import logging
 import os
 import re
 import select
+import threading
 import time
 from collections.abc import Mapping
 
 from gpu_otel_agent.backends.protocol import EVENT_XID, DeviceEvent, EventBatch
 from gpu_otel_agent.model.pci import PciKey, pci_key
-from gpu_otel_agent.runtime.threads import NamedThread
+from gpu_otel_agent.runtime.supervised import SupervisedThread
 
 log = logging.getLogger(__name__)
 KMSG = "/dev/kmsg"
@@ -54,6 +55,7 @@ class KmsgXidReader:
                       if (key := pci_key(bus)) is not None}
         self._path = path
         self._stop_write = -1  # stop() closes it: the reader's poll() wakes with POLLHUP
+        self._stopping = threading.Event()
 
     def start(self, emit: EventBatch) -> None:
         try:
@@ -67,10 +69,13 @@ class KmsgXidReader:
         # The reader sleeps in poll() until a record arrives or stop() closes the pipe's
         # write end (a timed poll woke the thread five times a second on a quiet node).
         stop_read, self._stop_write = os.pipe()
-        NamedThread(target=self._run, args=(fd, stop_read, emit), name="kmsg-xid",
-                    daemon=True).start()
+        # Supervised: a bug that raises while reading is logged, counted and the reader
+        # restarted on the same descriptors (closed only when it stops).
+        SupervisedThread(self._run, "kmsg-xid", args=(fd, stop_read, emit),
+                         stopping=self._stopping).start()
 
     def stop(self) -> None:
+        self._stopping.set()
         stop_write, self._stop_write = self._stop_write, -1
         if stop_write >= 0:
             os.close(stop_write)
@@ -79,29 +84,29 @@ class KmsgXidReader:
         poller = select.poll()
         poller.register(fd, select.POLLIN)
         poller.register(stop_read, select.POLLIN)
-        try:
-            while True:
-                if any(ready == stop_read for ready, _ in poller.poll()):
-                    return
-                batch = []
-                while True:
-                    try:
-                        record = os.read(fd, 8192)
-                    except BlockingIOError:
-                        break
-                    except OSError as error:
-                        if error.errno == errno.EPIPE:
-                            continue  # records were overwritten before we read them
-                        raise
-                    if not record:
-                        break
-                    event = parse_line(record.decode(errors="replace"), self._gpus)
-                    if event is not None:
-                        batch.append(event)
-                if batch:
-                    emit(batch)
-        except Exception:
-            log.exception("kernel log reader stopped")
-        finally:
-            os.close(fd)
-            os.close(stop_read)
+        while True:
+            if any(ready == stop_read for ready, _ in poller.poll()):
+                os.close(fd)
+                os.close(stop_read)
+                return
+            self._read(fd, emit)
+
+    def _read(self, fd: int, emit: EventBatch) -> None:
+        """Everything readable now, handed over as one batch."""
+        batch = []
+        while True:
+            try:
+                record = os.read(fd, 8192)
+            except BlockingIOError:
+                break
+            except OSError as error:
+                if error.errno == errno.EPIPE:
+                    continue  # records were overwritten before we read them
+                raise
+            if not record:
+                break
+            event = parse_line(record.decode(errors="replace"), self._gpus)
+            if event is not None:
+                batch.append(event)
+        if batch:
+            emit(batch)
