@@ -42,6 +42,7 @@ from gpu_otel_agent.gpu_health.severity import Severity
 from gpu_otel_agent.gpu_health.siblings import Peer
 from gpu_otel_agent.gpu_health.state import HealthMachine, Transition
 from gpu_otel_agent.gpu_health.storm import StormControl, Summary
+from gpu_otel_agent.gpu_health.storm_journal import OpenWindow, StormJournal
 from gpu_otel_agent.gpu_health.ulid import ulid
 from gpu_otel_agent.gpu_health.watch import Change, GrayWatch
 from gpu_otel_agent.gpu_health.xid import ACTIONS, UNKNOWN_XID, lookup
@@ -122,6 +123,10 @@ class HealthEngine:
         self._clock = clock
         self._wall_ns = wall_ns
         self._storm = StormControl(settings.storm_window)
+        # Set by the pipeline when the spool is usable: each folded repeat is counted on
+        # disk too, so a crash cannot lose it (storm_journal).
+        self.journal: StormJournal | None = None
+        self._windows: dict[Hashable, int] = {}  # key -> its window's id (wall ns)
         self._suppressed = asyncio.Event()  # wakes the summariser: a window has a count now
         self._dedup = CrossSourceDedup(settings.dedup_window, wildcard=UNKNOWN_XID)
         self._delivery = Delivery(sink, workloads)
@@ -408,14 +413,15 @@ class HealthEngine:
     def _emit(
         self, gpu: _Gpu, name: str, severity: Severity, body: str,
         attributes: EventAttributes, *, time_ns: int, live_lookup: bool = True,
-        scope: DeviceIdentity | None = None,
+        scope: DeviceIdentity | None = None, uid: str | None = None,
     ) -> None:
-        """``scope``: the partition the event is about (its attributes and its workloads)."""
+        """``scope``: the partition the event is about (its attributes and its workloads);
+        ``uid``: the event's id when it must be the same on every start (a storm summary)."""
         identity = scope or gpu.identity
         # The id's time is the fault's: ids sort the way the faults happened.
         event = HealthEvent(name, time_ns, severity, body,
                             (*identity.series_attributes(), *attributes),
-                            ulid(max(time_ns, 0) // 1_000_000))
+                            uid or ulid(max(time_ns, 0) // 1_000_000))
         down = gpu.machine.holds("unresponsive") or gpu.machine.holds("lost")
         self._delivery.put(Pending(event, identity.uuid, live_lookup and not down))
 
@@ -424,11 +430,14 @@ class HealthEngine:
             key = summary.key
             if not isinstance(key, tuple) or len(key) < 2:
                 continue
+            window = self._windows.pop(key, None)
             gpu = self._gpus.get(str(key[0]))
             if gpu is None:
                 continue
+            uid = (self.journal.summarised(key, window)
+                   if self.journal is not None and window is not None else None)
             name = str(key[1])
-            window = self._settings.storm_window
+            seconds = self._settings.storm_window
             attributes: list[tuple[str, EventValue]] = [("gpu.event.count", summary.count)]
             severity = Severity.WARN
             what = name
@@ -443,8 +452,8 @@ class HealthEngine:
                 attributes.append(("error.type", str(key[2])))
             self._emit(gpu, name, severity,
                        f"{what} repeated {summary.count} more time(s) on GPU "
-                       f"{gpu.identity.index} within {window:g}s (storm summary)",
-                       tuple(attributes), time_ns=self._wall_ns())
+                       f"{gpu.identity.index} within {seconds:g}s (storm summary)",
+                       tuple(attributes), time_ns=self._wall_ns(), uid=uid)
 
     def _publish(self, gpu: _Gpu) -> None:
         readings = tuple(Reading("gpu.xid.errors", count, (("gpu.xid.code", code),))
@@ -467,7 +476,17 @@ class HealthEngine:
         if self._storm.admit(key, now):
             return True
         self._suppressed.set()
+        count = self._storm.suppressed(key)
+        if self.journal is not None and count:
+            window = self._windows.setdefault(key, self._wall_ns())
+            self.journal.count(key, window, count)
         return False
+
+    def restore(self, windows: list[OpenWindow]) -> None:
+        """Summaries of the storm windows a previous run counted and never summarised."""
+        for window in windows:
+            self._windows[window.key] = window.window
+            self._summaries([Summary(window.key, window.count)])
 
     async def _summarise(self) -> None:
         """Summaries when their windows end. With nothing suppressed it sleeps until something

@@ -46,6 +46,11 @@ class StormControl:
         window.suppressed += 1
         return False
 
+    def suppressed(self, key: Hashable) -> int:
+        """Occurrences of ``key`` counted in its current window so far."""
+        window = self._windows.get(key)
+        return 0 if window is None else window.suppressed
+
     def due(self, now: float) -> list[Summary]:
         """Summaries of the windows that have ended with suppressed occurrences."""
         out = []

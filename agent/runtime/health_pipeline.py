@@ -28,6 +28,7 @@ from gpu_otel_agent.export.events.spool import Spool
 from gpu_otel_agent.gpu_health.debounce import DebounceSettings
 from gpu_otel_agent.gpu_health.engine import EngineSettings, HealthEngine
 from gpu_otel_agent.gpu_health.events import HealthEvent
+from gpu_otel_agent.gpu_health.storm_journal import StormJournal
 from gpu_otel_agent.gpu_health.telemetry import HealthTelemetry
 from gpu_otel_agent.local.events import EventRing
 from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
@@ -79,6 +80,9 @@ class HealthRuntime:
             self.recent.append(event)
             self.pusher.submit(event)
 
+        self.journal = StormJournal(spool.path)
+        self.pusher.on_open = self._open_journal
+        self.pusher.on_written = self.journal.written
         self.engine = HealthEngine(
             [d.identity for b in opened for d in b.devices], deliver, store,
             EngineSettings(storm_window=health.storm_window, dedup_window=health.dedup_window,
@@ -93,6 +97,15 @@ class HealthRuntime:
             else:
                 log.info("backend %s has no event source; health comes from polling only",
                          backend.backend.name)
+
+    def _open_journal(self) -> None:
+        """Once the spool is open: storm counts go to disk beside it (only where the spool
+        is usable: the same privacy and ownership), and windows a crash left unsummarised
+        are summarised now."""
+        if not self.spool.usable:
+            return
+        self.engine.journal = self.journal
+        self.engine.restore(self.journal.open())
 
     def start(self) -> list[asyncio.Task[None]]:
         loop = asyncio.get_running_loop()
@@ -112,6 +125,7 @@ class HealthRuntime:
             source.stop()
         self.pusher.close(self.engine.drain(), timeout=budget)
         self.engine.close()
+        self.journal.close()
 
     def readings(self) -> tuple[Reading, ...]:
         """Self-telemetry (``gpu_agent.events.*``), read when a snapshot is taken."""

@@ -103,3 +103,54 @@ def test_kill_9_after_faults_were_observed_loses_none_and_resends_share_one_uid(
     assert all(len(uids) == 1 for uids in ids.values()), ids
     resent = {_key(e) for e in refused} & {_key(e) for e in accepted}
     assert resent == {(UUIDS[d], c) for d, c in REFUSED}  # duplicates, harmless by their id
+
+
+def test_storm_folded_repeats_survive_kill_9_as_one_summary_with_their_count(
+    four_gpu_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path,
+) -> None:
+    """Ten XID 13s inside one storm window: the first is sent at once, the nine repeats are
+    only counted. A kill -9 before the window ends used to lose the count (no summary was
+    ever sent); it is on disk beside the spool, and summarised after the restart."""
+    node, receiver, store = four_gpu_node, otlp_grpc_receiver, otlp_grpc_receiver.store
+    port = free_port()
+    config = tmp_path / "agent.yaml"
+    # A window far longer than the test: no summary can be due before the kill.
+    config.write_text(f"prometheus: {{enabled: true, listen: '127.0.0.1:{port}'}}\n"
+                      "health: {storm_window: 600}\n", encoding="utf-8")
+    args = [*FAST, "--config", str(config)]
+    agent = AgentProcess(tmp_path, receiver.endpoint, node.env, args).serving(port)
+    try:
+        store.wait_for(lambda s: s.points("hw.power"), timeout=20)
+        for _ in range(10):
+            node.command({"op": "xid", "device": 0, "code": 13})
+        store.wait_for(lambda s: any(_key(e) == (UUIDS[0], 13) for e in s.logs("gpu.xid")),
+                       timeout=20, what="the first XID 13")
+        deadline = time.monotonic() + 20  # all ten observed (one sent, nine counted)
+        while time.monotonic() < deadline and _produced(port) < 1:
+            time.sleep(0.05)
+        journal = tmp_path / "event-spool" / "storm.jsonl"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and b'"c":9' not in (
+                journal.read_bytes() if journal.exists() else b""):
+            time.sleep(0.05)
+        assert b'"c":9' in journal.read_bytes(), agent.log()[-3000:]
+        assert not [e for e in store.logs("gpu.xid")
+                    if e.attributes.get("gpu.event.source") == "summary"]
+        agent.process.send_signal(signal.SIGKILL)
+        agent.process.wait()
+        agent.close()
+
+        agent = AgentProcess(tmp_path, receiver.endpoint, node.env, args)
+        store.wait_for(lambda s: [e for e in s.logs("gpu.xid")
+                                  if e.attributes.get("gpu.event.source") == "summary"],
+                       timeout=30, what="the storm summary after the restart")
+    finally:
+        agent.shutdown()
+        agent.close()
+    summaries = [e for e in store.logs("gpu.xid")
+                 if e.attributes.get("gpu.event.source") == "summary"]
+    assert {e.attributes["log.record.uid"] for e in summaries} == {
+        summaries[0].attributes["log.record.uid"]}  # one summary (copies share its id)
+    assert summaries[0].attributes["gpu.event.count"] == 9
+    assert summaries[0].attributes["hw.id"] == UUIDS[0]
+    assert summaries[0].attributes["gpu.xid.code"] == 13

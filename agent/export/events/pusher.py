@@ -79,6 +79,10 @@ class EventPusher:
         self._threads: list[threading.Thread] = []
         self._failing = False
         self.stats = EventExportStats()
+        # Told the ids of events once written ahead (the storm journal closes their windows).
+        self.on_written: Callable[[list[str]], None] | None = None
+        # Called on the event loop once the spool is open (or found unusable).
+        self.on_open: Callable[[], None] | None = None
 
     def submit(self, event: HealthEvent) -> None:
         with self._lock:
@@ -91,6 +95,8 @@ class EventPusher:
     async def run(self) -> None:
         """Open the spool, start the writer, syncer and sender, and wait to be cancelled."""
         await asyncio.to_thread(self._spool.open)
+        if self.on_open is not None:
+            self.on_open()
         # Daemon threads: a send stuck on the network must not hold up the process's exit.
         for name, target in (("otlp-events-wal", self._write_loop),
                              ("otlp-events-sync", self._sync_loop),
@@ -123,6 +129,8 @@ class EventPusher:
         live), or is dropped when the spool is full and the collector away."""
         written = self._spool.append(batch)
         rest = batch[written.kept:]
+        if written.kept and self.on_written is not None:
+            self.on_written([event.uid for event in batch[:written.kept]])
         with self._lock:
             if written.segment is not None and self._hot_events < HOT_EVENTS:
                 self._hot[written.segment] = batch[:written.kept]

@@ -1,0 +1,159 @@
+"""Storm counts on disk: a repeat that storm control folded is as durable as the first event.
+
+Storm control emits a fault's first occurrence at once (that event goes through the
+write-ahead spool) and only counts the repeats inside the window, for one summary when the
+window ends. Counted only in memory, a ``kill -9`` lost them all: ten XID 13s, then a crash,
+and no summary was ever sent (issue 30). Here each count is appended to ``storm.jsonl`` in the
+spool's own directory the moment it is counted (one small ``write``: in the kernel, so safe
+from a crash of the agent, as the spool's segments are before their fsync), keyed by the
+window: ``{"k": key, "w": window id, "c": count}``. When the window's summary has been written
+ahead by the event pusher, ``{"k": ..., "w": ..., "done": true}`` follows. On the next start,
+every window with a count and no ``done`` is summarised: the summary's ``log.record.uid`` is
+derived from the window, so one that did reach the spool before the crash (its ``done`` lost)
+arrives twice with the same id, which the receiver can drop, as with the spool's re-sends.
+
+Bounded: once the file passes ``MAX_BYTES`` it is rewritten with the open windows only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+from collections.abc import Hashable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpu_otel_agent.gpu_health.ulid import stable_ulid
+
+log = logging.getLogger(__name__)
+NAME = "storm.jsonl"
+MAX_BYTES = 256 * 1024
+FILE_MODE = 0o600
+
+
+@dataclass(frozen=True)
+class OpenWindow:
+    key: tuple[object, ...]
+    window: int  # wall-clock ns of the window's first repeat: its id across restarts
+    count: int
+
+
+def summary_uid(key: Hashable, window: int) -> str:
+    """The summary's id: the same for one window on every start."""
+    return stable_ulid(window // 1_000_000, json.dumps([list(_as_tuple(key)), window],
+                                                       default=str).encode())
+
+
+def _as_tuple(key: Hashable) -> tuple[object, ...]:
+    return key if isinstance(key, tuple) else (key,)
+
+
+def _restore(value: object) -> object:
+    return tuple(_restore(v) for v in value) if isinstance(value, list) else value
+
+
+class StormJournal:
+    def __init__(self, directory: Path | None, max_bytes: int = MAX_BYTES) -> None:
+        self._path = None if directory is None else directory / NAME
+        self._max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._open: dict[tuple[tuple[object, ...], int], int] = {}  # (key, window) -> count
+        self._pending: dict[str, tuple[tuple[object, ...], int]] = {}  # summary uid -> window
+        self._size = 0
+        self.errors = 0
+
+    def open(self) -> list[OpenWindow]:
+        """Take the file; the windows a previous run counted and never summarised."""
+        if self._path is None:
+            return []
+        leftover: dict[tuple[tuple[object, ...], int], int] = {}
+        with contextlib.suppress(FileNotFoundError):
+            for raw in self._path.read_bytes().splitlines():
+                try:
+                    record = json.loads(raw)
+                    key = _restore(record["k"])
+                    if not isinstance(key, tuple):
+                        continue
+                    ident: tuple[tuple[object, ...], int] = (key, int(record["w"]))
+                    if record.get("done"):
+                        leftover.pop(ident, None)
+                    else:
+                        leftover[ident] = max(leftover.get(ident, 0), int(record["c"]))
+                except (ValueError, KeyError, TypeError):
+                    continue  # a line cut by the crash: the counts before it stand
+        with self._lock:
+            self._open = dict(leftover)
+            try:
+                self._rewrite()
+            except OSError as error:
+                self._failed(error)
+        return [OpenWindow(key, window, count) for (key, window), count in leftover.items()]
+
+    def count(self, key: Hashable, window: int, count: int) -> None:
+        """``count`` repeats so far in ``window`` of ``key``."""
+        ident = (_as_tuple(key), window)
+        with self._lock:
+            self._open[ident] = count
+            self._append({"k": list(ident[0]), "w": window, "c": count})
+
+    def summarised(self, key: Hashable, window: int) -> str:
+        """The window's summary is on its way: its uid; ``written`` closes the window."""
+        uid = summary_uid(key, window)
+        with self._lock:
+            self._pending[uid] = (_as_tuple(key), window)
+        return uid
+
+    def written(self, uids: list[str]) -> None:
+        """The event pusher wrote these events ahead (they survive a crash from now on)."""
+        with self._lock:
+            for uid in uids:
+                ident = self._pending.pop(uid, None)
+                if ident is not None and self._open.pop(ident, None) is not None:
+                    self._append({"k": list(ident[0]), "w": ident[1], "done": True})
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    def _append(self, record: dict[str, object]) -> None:
+        if self._fd is None:
+            return
+        line = json.dumps(record, separators=(",", ":"), default=str).encode() + b"\n"
+        try:
+            if self._size + len(line) > self._max_bytes:
+                self._rewrite()
+            os.write(self._fd, line)
+            self._size += len(line)
+        except OSError as error:
+            self._failed(error)
+
+    def _rewrite(self) -> None:
+        """The open windows only, to a new file renamed over the old (one whole file)."""
+        assert self._path is not None
+        temporary = self._path.with_name(NAME + ".tmp")
+        data = b"".join(json.dumps({"k": list(key), "w": window, "c": count},
+                                   separators=(",", ":"), default=str).encode() + b"\n"
+                        for (key, window), count in self._open.items())
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        temporary.replace(self._path)
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        self._size = len(data)
+
+    def _failed(self, error: OSError) -> None:
+        self.errors += 1
+        if self.errors == 1:
+            log.error("cannot write the storm journal %s (%s): storm counts are kept in memory "
+                      "only (a crash loses the repeats not summarised yet)", self._path,
+                      error.strerror or error)
