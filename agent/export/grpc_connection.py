@@ -8,6 +8,7 @@ the caller's deadline, so the socket never holds a call past it (``TimeoutError`
 from __future__ import annotations
 
 import contextlib
+import os
 import select
 import socket
 import ssl
@@ -16,11 +17,12 @@ from collections.abc import Callable
 
 from h2.config import H2Configuration
 from h2.connection import H2Connection
-from h2.events import ConnectionTerminated, Event
+from h2.events import ConnectionTerminated, Event, PingAckReceived
 from h2.exceptions import H2Error
 from h2.settings import SettingCodes, Settings
 
 WINDOW = 4 * 1024 * 1024  # what the server may send before we acknowledge it
+KEEPALIVE_IDLE_S = 60  # TCP keepalive: first probe after this long without traffic
 _READ = 65536
 
 Opener = Callable[[float], socket.socket]  # a connected (TLS: handshaken) socket, in seconds
@@ -53,6 +55,7 @@ def tcp_opener(endpoint: str, context: ssl.SSLContext | None) -> Opener:
         try:
             # Headers and small requests go out at once, not after a delayed ACK.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            keepalive(sock)
             if context is None:
                 return sock
             sock.settimeout(max(timeout_s - (time.monotonic() - started), 1e-3))
@@ -67,6 +70,21 @@ def tcp_opener(endpoint: str, context: ssl.SSLContext | None) -> Opener:
         return secure
 
     return open_tcp
+
+
+def keepalive(sock: socket.socket) -> None:
+    """TCP keepalive probes on an idle connection (the kernel sends them; no thread of ours):
+    they keep a NAT's or load balancer's state for it, and a peer that vanished turns the
+    socket into an error the next call sees at once (``usable_after_idle``) instead of a
+    request sent into nothing. Best effort: options a platform lacks are skipped."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (("TCP_KEEPIDLE", KEEPALIVE_IDLE_S), ("TCP_KEEPINTVL", 20),
+                        ("TCP_KEEPCNT", 3)):
+        option = getattr(socket, name, None)
+        if option is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, option, value)
 
 
 def unix_opener(path: str) -> Opener:
@@ -107,6 +125,32 @@ class Connection:
             SettingCodes.ENABLE_PUSH: 0, SettingCodes.INITIAL_WINDOW_SIZE: WINDOW})
         self.h2.initiate_connection()
         self.h2.increment_flow_control_window(WINDOW - 65535)
+        self._last_used = time.monotonic()
+
+    def used(self) -> None:
+        """A call has just been answered on it."""
+        self._last_used = time.monotonic()
+
+    def idle_s(self) -> float:
+        return time.monotonic() - self._last_used
+
+    def ping(self, deadline: float) -> bool:
+        """An HTTP/2 PING, answered by ``deadline``: the server at the other end is there.
+        False (and not alive) when it does not answer in time or the connection fails."""
+        payload = os.urandom(8)
+        try:
+            self.h2.ping(payload)
+            self.flush(deadline)
+            while self.alive:
+                for event in self.read(deadline):
+                    if isinstance(event, PingAckReceived) and event.ping_data == payload:
+                        self._last_used = time.monotonic()
+                        return True
+                    if isinstance(event, ConnectionTerminated):
+                        self.alive = False
+        except (OSError, H2Error, ValueError):
+            self.alive = False
+        return False
 
     def flush(self, deadline: float) -> None:
         data = self.h2.data_to_send()

@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Iterable
 
+from h2.connection import ConnectionState, H2Connection
 from h2.errors import ErrorCodes
 from h2.events import (
     ConnectionTerminated,
@@ -62,6 +63,16 @@ from gpu_otel_agent.version import USER_AGENT
 
 MAX_RECEIVE = 16 * 1024 * 1024  # the largest answer accepted (the kubelet's own limit)
 _FLUSH_AT = 65536  # request bytes queued in h2 before they go to the socket
+# Request bytes per DATA frame, whatever larger frame the server allows: h2 copies a frame
+# three times on its way out (serialise, join, its buffer), and a 275 kB frame made those
+# copies payload-sized (169 minor page faults per export); 16 KiB pieces reuse small buffers.
+_CHUNK = 16384
+# A connection idle this long is checked with a PING before the next call (an HTTP/2
+# keepalive): a NAT or load balancer may have dropped it silently, and a call sent into a
+# dead connection waits for its whole deadline. Five minutes is the least interval grpc
+# servers accept without data (grpc-core's and grpc-go's keepalive enforcement default).
+PING_AFTER_IDLE_S = 300.0
+PING_TIMEOUT_S = 5.0
 
 MetadataIn = Iterable[tuple[str, str | bytes]]
 
@@ -70,7 +81,8 @@ class GrpcClient:
     """Unary gRPC calls to one server over one kept connection, one call at a time."""
 
     def __init__(self, opener: Opener, authority: str, *, tls: bool, gzip: bool = False,
-                 max_receive: int = MAX_RECEIVE, user_agent: str = USER_AGENT) -> None:
+                 max_receive: int = MAX_RECEIVE, user_agent: str = USER_AGENT,
+                 ping_after_idle_s: float = PING_AFTER_IDLE_S) -> None:
         self._open = opener
         self._authority = authority
         self._scheme = "https" if tls else "http"
@@ -80,6 +92,8 @@ class GrpcClient:
         self._lock = threading.Lock()
         self._connection: Connection | None = None
         self._closed = False
+        self._ping_after_idle_s = ping_after_idle_s
+        self.pings = 0  # keepalive PINGs sent (answered or not)
 
     @classmethod
     def tcp(cls, endpoint: str, context: ssl.SSLContext | None = None,
@@ -136,7 +150,11 @@ class GrpcClient:
     def _connected(self, deadline: float) -> Connection:
         connection = self._connection
         if connection is not None and connection.usable_after_idle(deadline):
-            return connection
+            if connection.idle_s() < self._ping_after_idle_s:
+                return connection
+            self.pings += 1
+            if connection.ping(min(deadline, time.monotonic() + PING_TIMEOUT_S)):
+                return connection
         self._drop()
         connection = Connection(self._open(left(deadline)))
         self._connection = connection
@@ -172,33 +190,45 @@ class GrpcClient:
         self._send(connection, stream_id, frame(request, self._gzip), deadline, response)
         while not response.done:
             self._apply(connection, connection.read(deadline), stream_id, response)
+        connection.used()
         if response.goaway is not None and not response.ended:
             raise ConnectionAbortedError("the server ended the connection (GOAWAY "
                                          f"{code_name(response.goaway.error_code)})")
         return response
 
-    def _send(self, connection: Connection, stream_id: int, body: bytes, deadline: float,
-              response: Response) -> None:
-        """Sends as much as the server's windows allow, reading (its WINDOW_UPDATEs) when
-        they are used up; stops early if the server has already answered."""
+    def _send(self, connection: Connection, stream_id: int, framed: tuple[bytes, bytes],
+              deadline: float, response: Response) -> None:
+        """Sends the message (``prefix`` then ``body``, read in place) as far as the server's
+        windows allow, reading (its WINDOW_UPDATEs) when they are used up; stops early if the
+        server has already answered."""
         h2 = connection.h2
+        prefix, body = framed
         view = memoryview(body)
-        offset = queued = 0
-        while offset < len(body):
+        total = len(prefix) + len(body)
+        offset = queued = 0  # of the framed message
+        while offset < total:
             if response.done:
-                # Answered before it read the whole request (an error status, a reset).
-                if response.reset is None and response.goaway is None:
+                # Answered before it read the whole request (an error status, a reset): stop
+                # the rest, unless the answer closed the stream already (trailers and a
+                # RST_STREAM in one read: resetting a closed stream raised, and the real
+                # status was lost for UNAVAILABLE).
+                if (response.reset is None and response.goaway is None
+                        and _open(h2, stream_id)):
                     h2.reset_stream(stream_id, ErrorCodes.CANCEL)
                 break
             room = min(h2.local_flow_control_window(stream_id), h2.max_outbound_frame_size,
-                       len(body) - offset)
-            if room <= 0:
+                       _CHUNK, total - offset)
+            if room <= 0 or (offset == 0 and room < len(prefix)):  # the prefix goes whole
                 connection.flush(deadline)
                 queued = 0
                 self._apply(connection, connection.read(deadline), stream_id, response)
                 continue
-            h2.send_data(stream_id, view[offset:offset + room],
-                         end_stream=offset + room == len(body))
+            if offset == 0:
+                piece: bytes | memoryview = prefix + view[:room - len(prefix)]  # 16 KiB
+            else:
+                start = offset - len(prefix)
+                piece = view[start:start + room]
+            h2.send_data(stream_id, piece, end_stream=offset + room == total)
             offset += room
             queued += room
             if queued >= _FLUSH_AT:
@@ -214,7 +244,14 @@ class GrpcClient:
                 connection.h2.acknowledge_received_data(event.flow_controlled_length or 0,
                                                         event.stream_id)
             if isinstance(event, ConnectionTerminated):
-                connection.alive = False
+                connection.alive = False  # no new call on it
+                if _lets_finish(event, stream_id) and not response.done:
+                    # A graceful GOAWAY (NO_ERROR) that covers this stream: the server will
+                    # still answer it (RFC 9113 6.8; grpc servers do on a graceful stop).
+                    # h2 closes its whole state machine on any GOAWAY (python-hyper/h2
+                    # #1181), which would refuse that answer: reopen it for this stream.
+                    connection.h2.state_machine.state = ConnectionState.CLIENT_OPEN
+                    continue
                 response.goaway = event
             elif getattr(event, "stream_id", None) != stream_id:
                 continue
@@ -233,3 +270,15 @@ class GrpcClient:
                 # After the trailers a reset only stops the rest of our request.
                 response.reset = int(event.error_code if event.error_code is not None
                                      else ErrorCodes.INTERNAL_ERROR)
+
+
+def _open(h2: H2Connection, stream_id: int) -> bool:
+    """Whether the stream can still be reset (not closed by either side)."""
+    stream = h2.streams.get(stream_id)
+    return stream is not None and not stream.closed
+
+
+def _lets_finish(event: ConnectionTerminated, stream_id: int) -> bool:
+    """A GOAWAY after which the server still answers ``stream_id``."""
+    return (event.error_code == ErrorCodes.NO_ERROR and event.last_stream_id is not None
+            and stream_id <= event.last_stream_id)
