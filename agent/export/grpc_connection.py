@@ -16,7 +16,8 @@ import time
 from collections.abc import Callable
 
 from h2.config import H2Configuration
-from h2.connection import H2Connection
+from h2.connection import ConnectionState, H2Connection
+from h2.errors import ErrorCodes
 from h2.events import ConnectionTerminated, Event, PingAckReceived
 from h2.exceptions import H2Error
 from h2.settings import SettingCodes, Settings
@@ -24,6 +25,7 @@ from h2.settings import SettingCodes, Settings
 WINDOW = 4 * 1024 * 1024  # what the server may send before we acknowledge it
 KEEPALIVE_IDLE_S = 60  # TCP keepalive: first probe after this long without traffic
 _READ = 65536
+_FRAME_HEADER = 9  # length (3 bytes), type, flags, stream id (4)
 
 Opener = Callable[[float], socket.socket]  # a connected (TLS: handshaken) socket, in seconds
 
@@ -126,6 +128,7 @@ class Connection:
         self.h2.initiate_connection()
         self.h2.increment_flow_control_window(WINDOW - 65535)
         self._last_used = time.monotonic()
+        self._inbound = bytearray()  # a frame not read whole yet
 
     def used(self) -> None:
         """A call has just been answered on it."""
@@ -159,13 +162,37 @@ class Connection:
             self.sock.sendall(data)
 
     def read(self, deadline: float) -> list[Event]:
+        """The events of the whole frames read now (one ``recv``).
+
+        Frames go to h2 one at a time: h2 closes its state machine on any GOAWAY
+        (python-hyper/h2#1181) and then refuses every later frame, so the answer to a call
+        the GOAWAY still covers, arriving in the same read, was lost. After a graceful
+        GOAWAY (NO_ERROR) whose last stream id covers every stream we opened, the state is
+        reopened for those streams; ``alive`` turns False, so no new call is made on it."""
         self.sock.settimeout(left(deadline))
         data = self.sock.recv(_READ)
         if not data:
             raise ConnectionResetError("the server closed the connection")
-        events = self.h2.receive_data(data)
+        self._inbound += data
+        events: list[Event] = []
+        while len(self._inbound) >= _FRAME_HEADER:
+            end = _FRAME_HEADER + int.from_bytes(self._inbound[:3], "big")
+            if len(self._inbound) < end:
+                break
+            frame = bytes(self._inbound[:end])
+            del self._inbound[:end]
+            for event in self.h2.receive_data(frame):
+                events.append(event)
+                if isinstance(event, ConnectionTerminated):
+                    self.alive = False
+                    if self._covers_ours(event):
+                        self.h2.state_machine.state = ConnectionState.CLIENT_OPEN
         self.flush(deadline)  # SETTINGS and PING acknowledgements, WINDOW_UPDATEs
         return events
+
+    def _covers_ours(self, event: ConnectionTerminated) -> bool:
+        return (event.error_code == ErrorCodes.NO_ERROR and event.last_stream_id is not None
+                and event.last_stream_id >= self.h2.highest_outbound_stream_id)
 
     def readable(self) -> bool:
         if isinstance(self.sock, ssl.SSLSocket) and self.sock.pending():

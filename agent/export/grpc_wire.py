@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Iterable
 
-from h2.connection import ConnectionState, H2Connection
+from h2.connection import H2Connection
 from h2.errors import ErrorCodes
 from h2.events import (
     ConnectionTerminated,
@@ -245,12 +245,10 @@ class GrpcClient:
                                                         event.stream_id)
             if isinstance(event, ConnectionTerminated):
                 connection.alive = False  # no new call on it
-                if _lets_finish(event, stream_id) and not response.done:
+                if _lets_finish(event, stream_id):
                     # A graceful GOAWAY (NO_ERROR) that covers this stream: the server will
-                    # still answer it (RFC 9113 6.8; grpc servers do on a graceful stop).
-                    # h2 closes its whole state machine on any GOAWAY (python-hyper/h2
-                    # #1181), which would refuse that answer: reopen it for this stream.
-                    connection.h2.state_machine.state = ConnectionState.CLIENT_OPEN
+                    # still answer it (RFC 9113 6.8; grpc servers do on a graceful stop), and
+                    # the connection lets h2 take that answer (``Connection.read``).
                     continue
                 response.goaway = event
             elif getattr(event, "stream_id", None) != stream_id:

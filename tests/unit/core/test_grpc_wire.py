@@ -432,3 +432,224 @@ def test_a_goaway_during_a_call_is_unavailable() -> None:
         lambda connection, stream: connection.close_connection(last_stream_id=0))
     assert error.code is StatusCode.UNAVAILABLE
     assert "GOAWAY" in error.details
+
+
+# --- corners the libraries get right (issue 30) -------------------------------------------
+
+
+def _h2_events_server(handle: Any) -> tuple[socket.socket, str]:
+    """A bare HTTP/2 server calling ``handle(connection, event, sock)`` for every event;
+    ``handle`` returning False stops serving that connection (it then reads nothing more)."""
+    from h2.config import H2Configuration
+    from h2.connection import H2Connection
+    from h2.events import DataReceived
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve(sock: socket.socket) -> None:
+        connection = H2Connection(H2Configuration(client_side=False))
+        connection.initiate_connection()
+        with sock:
+            sock.sendall(connection.data_to_send())
+            while data := sock.recv(65536):
+                for event in connection.receive_data(data):
+                    if isinstance(event, DataReceived):  # the client may send on
+                        connection.acknowledge_received_data(event.flow_controlled_length,
+                                                             event.stream_id)
+                    if handle(connection, event, sock) is False:
+                        time.sleep(60)  # a peer that went silent (not even a PING ACK)
+                        return
+                sock.sendall(connection.data_to_send())
+
+    def accept() -> None:
+        while True:
+            try:
+                sock = listener.accept()[0]
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(sock,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return listener, f"127.0.0.1:{listener.getsockname()[1]}"
+
+
+def _ok_answer(connection: Any, stream: int) -> None:
+    connection.send_headers(stream, [(":status", "200"), ("content-type", "application/grpc")])
+    connection.send_data(stream, b"\x00\x00\x00\x00\x02ok")
+    connection.send_headers(stream, [("grpc-status", "0")], end_stream=True)
+
+
+def test_an_early_answer_and_its_reset_in_one_read_keep_the_real_status() -> None:
+    """The server refuses at the headers (INVALID_ARGUMENT, trailers-only) and resets the
+    stream in the same write, while the client is still sending 300 kB: the call ends with
+    the server's status, not UNAVAILABLE (which a caller would retry as transient)."""
+    from h2.errors import ErrorCodes
+    from h2.events import RequestReceived
+
+    def refuse(connection: Any, event: Any, sock: socket.socket) -> None:
+        if isinstance(event, RequestReceived):
+            connection.send_headers(event.stream_id, [
+                (":status", "200"), ("content-type", "application/grpc"),
+                ("grpc-status", "3"), ("grpc-message", "bad record")], end_stream=True)
+            connection.reset_stream(event.stream_id, ErrorCodes.NO_ERROR)
+
+    listener, address = _h2_events_server(refuse)
+    try:
+        for _ in range(5):  # a fresh connection each time: the race is the first read
+            client = GrpcClient.tcp(address)
+            try:
+                with pytest.raises(GrpcError) as raised:
+                    client.unary(PATH, _payload(300_000), 10)
+            finally:
+                client.close()
+            assert raised.value.code is StatusCode.INVALID_ARGUMENT, raised.value
+            assert raised.value.details == "bad record"
+    finally:
+        listener.close()
+
+
+def test_an_unknown_method_is_unimplemented_on_every_fresh_connection() -> None:
+    """grpcio answers an unknown method at once and resets the stream: on a fresh connection
+    both usually arrive in one read (the old client got UNAVAILABLE in 246 of 300)."""
+    servicer = _Servicer()
+    server, port = _serve(servicer)
+    try:
+        for _ in range(20):
+            client = GrpcClient.tcp(f"127.0.0.1:{port}")
+            try:
+                with pytest.raises(GrpcError) as raised:
+                    client.unary("/no.Such/Method", _payload(300_000), 10)
+            finally:
+                client.close()
+            assert raised.value.code is StatusCode.UNIMPLEMENTED
+    finally:
+        server.stop(None).wait(5)
+
+
+def test_a_graceful_goaway_lets_the_call_in_flight_finish_on_a_bare_server() -> None:
+    from h2.connection import ConnectionState
+    from h2.events import StreamEnded
+
+    def drain(connection: Any, event: Any, sock: socket.socket) -> None:
+        if isinstance(event, StreamEnded):
+            # "No new streams; the ones up to this one will be answered" (RFC 9113 6.8).
+            connection.close_connection(last_stream_id=event.stream_id)
+            connection.state_machine.state = ConnectionState.SERVER_OPEN  # h2: answer still
+            _ok_answer(connection, event.stream_id)
+
+    listener, address = _h2_events_server(drain)
+    client = GrpcClient.tcp(address)
+    try:
+        assert client.unary(PATH, b"x", 10) == b"ok"
+        assert client.unary(PATH, b"y", 10) == b"ok"  # on a new connection
+    finally:
+        client.close()
+        listener.close()
+
+
+def test_a_grpcio_server_stopping_gracefully_finishes_the_call_in_flight() -> None:
+    servicer = _Servicer(stall=threading.Event())
+    server, port = _serve(servicer)
+    client = GrpcClient.tcp(f"127.0.0.1:{port}")
+    outcome: list[object] = []
+
+    def call() -> None:
+        try:
+            outcome.append(client.unary(PATH, b"in flight", 30))
+        except GrpcError as error:
+            outcome.append(error)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not servicer.requests:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        stopped = server.stop(grace=20)  # GOAWAY, then waits for the call in flight
+        time.sleep(0.2)
+        assert servicer.stall is not None
+        servicer.stall.set()
+        stopped.wait(20)
+        caller.join(30)
+    finally:
+        client.close()
+    assert outcome == [b"thgilf ni"]
+
+
+def test_a_long_idle_connection_is_checked_with_a_ping_before_the_next_call() -> None:
+    from h2.events import PingReceived, StreamEnded
+
+    pings: list[bytes] = []
+
+    def answer(connection: Any, event: Any, sock: socket.socket) -> None:
+        if isinstance(event, PingReceived):
+            pings.append(event.ping_data)
+        if isinstance(event, StreamEnded):
+            _ok_answer(connection, event.stream_id)
+
+    listener, address = _h2_events_server(answer)
+    client = GrpcClient.tcp(address)
+    client = GrpcClient(client._open, address, tls=False, ping_after_idle_s=0.2)
+    try:
+        assert client.unary(PATH, b"x", 10) == b"ok"
+        assert pings == [] and client.pings == 0  # busy connections are not pinged
+        time.sleep(0.3)
+        assert client.unary(PATH, b"x", 10) == b"ok"
+        assert client.pings == 1 and len(pings) == 1
+    finally:
+        client.close()
+        listener.close()
+
+
+def test_a_silent_connection_found_by_the_ping_is_replaced_not_waited_on() -> None:
+    """A peer that stopped answering (a NAT dropped the flow): the PING gets no answer, and
+    the call goes out on a new connection instead of waiting for its whole deadline."""
+    from h2.events import PingReceived, StreamEnded
+
+    def answer(connection: Any, event: Any, sock: socket.socket) -> bool:
+        if isinstance(event, PingReceived):
+            return False  # silent from now on
+        if isinstance(event, StreamEnded):
+            _ok_answer(connection, event.stream_id)
+        return True
+
+    listener, address = _h2_events_server(answer)
+    client = GrpcClient.tcp(address)
+    client = GrpcClient(client._open, address, tls=False, ping_after_idle_s=0.2)
+    try:
+        assert client.unary(PATH, b"x", 10) == b"ok"
+        time.sleep(0.3)
+        assert client.unary(PATH, b"x", 30) == b"ok"
+    finally:
+        client.close()
+        listener.close()
+
+
+def test_a_request_is_sent_from_its_own_buffer() -> None:
+    """No payload-sized copy on the way out (the prefix was joined to the message, and h2
+    copied a frame as large as the server allowed three times): the memory allocated during
+    a 2 MiB call stays a fraction of the request."""
+    import tracemalloc
+
+    from h2.events import StreamEnded
+
+    def answer(connection: Any, event: Any, sock: socket.socket) -> None:
+        if isinstance(event, StreamEnded):
+            _ok_answer(connection, event.stream_id)
+
+    listener, address = _h2_events_server(answer)
+    client = GrpcClient.tcp(address)
+    request = _payload(2 * MIB)
+    try:
+        assert client.unary(PATH, b"warm", 10) == b"ok"
+        tracemalloc.start()
+        try:
+            assert client.unary(PATH, request, 30) == b"ok"
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    finally:
+        client.close()
+        listener.close()
+    assert peak < len(request) // 4, f"{peak} bytes allocated for a {len(request)}-byte call"
