@@ -28,6 +28,13 @@ class DeviceNeedsReset(DeviceLost):
     down like a lost one (health failed, re-probed at a low rate), under its own reason."""
 
 
+class ReadSkipped(Exception):
+    """This read got an answer the vendor library documents as passing (NVML's transient and
+    backed-off codes): the group's values are absent this cycle. The backend has counted and
+    logged it by its error policy; the sampler counts it in ``gpu_agent.read.errors`` and
+    logs nothing more (it logged an ERROR with a traceback per GPU, issue 30)."""
+
+
 class PartitionGone(Exception):
     """A partition was destroyed (the parent was reconfigured): drop it, re-enumerate."""
 

@@ -25,6 +25,7 @@ from gpu_otel_agent.backends.protocol import (
     DeviceNeedsReset,
     Partitioned,
     ProcessReader,
+    ReadSkipped,
 )
 from gpu_otel_agent.model.counters import CounterRestarts
 from gpu_otel_agent.model.snapshot import (
@@ -448,6 +449,10 @@ class DeviceSampler:
         try:
             tree = await self._read_tree(group)
         except CallOverrun:
+            return
+        except ReadSkipped as exc:
+            self.stats.errors += 1
+            log.debug("%s: group %s skipped this cycle: %s", self._name, group, exc)
             return
         except DeviceLost as exc:
             self._lost(self._down(exc))

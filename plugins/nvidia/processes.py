@@ -21,7 +21,9 @@ from typing import Any
 
 import pynvml
 
+from gpu_otel_agent.backends.protocol import ReadSkipped
 from gpu_otel_agent.model.process import ProcessUsage
+from gpu_otel_agent.plugins.nvidia.error_policy import Policy, policy
 from gpu_otel_agent.plugins.nvidia.nvml import Unavailable
 from gpu_otel_agent.plugins.nvidia.process_utilization import ProcessUtilization, UtilSample
 
@@ -114,7 +116,15 @@ class ProcessSampler:
         memory: dict[int, int | None] = {}
         instances: dict[int, tuple[int, int]] = {}
         for name in self._lists:
-            for info in self._invoke(name, read_running, self._handle, name):
+            try:
+                infos = self._invoke(name, read_running, self._handle, name)
+            except pynvml.NVMLError as error:
+                # The error policy's transient and backed-off codes (UNKNOWN, NO_PERMISSION
+                # ...): counted and logged by it (error_log); this cycle has no process list.
+                if policy(error.value) in (Policy.TRANSIENT, Policy.BACKOFF):
+                    raise ReadSkipped(f"{name}: {error}") from error
+                raise
+            for info in infos:
                 if info.gpuInstanceId != NO_INSTANCE:
                     instances[info.pid] = (int(info.gpuInstanceId), int(info.computeInstanceId))
                 used = None if info.usedGpuMemory == _NOT_AVAILABLE else int(info.usedGpuMemory)
