@@ -19,6 +19,7 @@ from tests.bench.churn_case import run_churn_case
 from tests.bench.ebpf_case import run_call_cost_case, run_load_case
 from tests.bench.encoding import run_encode_case
 from tests.bench.events_case import run_event_case
+from tests.bench.fault_case import run_fault_case
 from tests.bench.peers import run_gpustat, run_nvitop_exporter
 from tests.bench.prometheus_flood import run_prometheus_flood_case
 from tests.bench.results import (
@@ -94,6 +95,11 @@ def run(suite: plan.Plan, workdir: Path) -> Report:
         log.info("%s: %g min at %gs sampling, %g short-lived GPU process(es) a second",
                  soak.name, soak.minutes, soak.interval, soak.per_second)
         soaks.append(run_soak_case(soak, workdir / soak.name))
+    faults = []
+    for fault in suite.faults:
+        log.info("%s: %g min of kill -9, outages, throttling and a poison record, %g XIDs/s",
+                 fault.name, fault.minutes, fault.xids_per_s)
+        faults.append(run_fault_case(fault, workdir / fault.name))
     skipped: list[SkippedCase] = []
     call_costs: list[EbpfCallCostResult] = []
     for cost in suite.ebpf_call_cost:
@@ -126,6 +132,7 @@ def run(suite: plan.Plan, workdir: Path) -> Report:
         storm=tuple(storms),
         chaos=tuple(chaos),
         soak=tuple(soaks),
+        faults=tuple(faults),
         ebpf_call_cost=tuple(call_costs),
         ebpf_load=tuple(loads),
         prometheus=tuple(floods),

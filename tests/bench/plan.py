@@ -20,6 +20,7 @@ from tests.bench.churn_case import ChurnCase
 from tests.bench.ebpf_case import EbpfCallCostCase, EbpfLoadCase
 from tests.bench.encoding import EncodeCase
 from tests.bench.events_case import EventCase
+from tests.bench.fault_case import FaultCase
 from tests.bench.peers import PeerCase
 from tests.bench.prometheus_flood import PrometheusFloodCase
 from tests.bench.soak_case import SoakCase
@@ -59,6 +60,7 @@ class Plan:
     chaos: tuple[ChaosCase, ...] = ()
     churn: tuple[ChurnCase, ...] = ()
     soak: tuple[SoakCase, ...] = ()
+    faults: tuple[FaultCase, ...] = ()
 
     def case_names(self) -> tuple[str, ...]:
         return (*(c.name for c in self.agent), *(c.name for c in self.nvitop_exporter),
@@ -67,7 +69,7 @@ class Plan:
                 *(c.name for c in self.storm), *(c.name for c in self.ebpf_call_cost),
                 *(c.name for c in self.ebpf_load), *(c.name for c in self.prometheus),
                 *(c.name for c in self.chaos), *(c.name for c in self.churn),
-                *(c.name for c in self.soak))
+                *(c.name for c in self.soak), *(c.name for c in self.faults))
 
     def only(self, names: set[str]) -> Plan:
         """The cases named, and nothing else (peers still need the agent case they are
@@ -78,7 +80,7 @@ class Plan:
                     _kept(self.ebpf_call_cost, names), _kept(self.ebpf_load, names),
                     _kept(self.prometheus, names), _kept(self.storm, names),
                     _kept(self.chaos, names), _kept(self.churn, names),
-                    _kept(self.soak, names))
+                    _kept(self.soak, names), _kept(self.faults, names))
 
 
 class _Named(Protocol):
@@ -103,6 +105,7 @@ def _nvitop(interval: float, cycles: int, agent: AgentCase) -> PeerCase:
 
 CHAOS_MINUTES = 10.0
 SOAK_MINUTES = 10.0
+FAULT_MINUTES = 10.0
 
 
 def build(smoke: bool, chaos_minutes: float | None = None) -> Plan:
@@ -163,4 +166,9 @@ def build(smoke: bool, chaos_minutes: float | None = None) -> Plan:
         # every second (its own block of docs/benchmarks.md: minutes alone).
         soak=(SoakCase("soak", NODE_8, 0.2 if smoke else SOAK_MINUTES,
                        rss_every_s=3.0 if smoke else 10.0),),
+        # Health events through kill -9, collector outages, throttling and a poison record
+        # (issue 30): injected vs delivered, duplicates, quarantined, the longest wait.
+        faults=(FaultCase("fault-soak", NODE_8, 0.15 if smoke else FAULT_MINUTES,
+                          mean_gap_s=4.0 if smoke else 20.0,
+                          settle_s=20.0 if smoke else 90.0),),
     )

@@ -539,6 +539,8 @@ def markdown(report: Report, heading: str = "###", ebpf: bool = True,
            *_chaos(report), ""] if chaos else []),
         *([f"{heading} Memory: short-lived GPU processes for minutes", "",
            *_soak(report), ""] if chaos and report.soak else []),
+        *([f"{heading} Health events through faults: kill -9, outages, throttling, poison",
+           "", *_faults(report), ""] if chaos and report.faults else []),
         f"{heading} How to read these",
         "",
         *(f"- {note}" for note in report.notes),
@@ -576,6 +578,19 @@ def _soak(report: Report) -> list[str]:
     header = ["soak case", "node and sampling", "short-lived GPU processes",
               "agent RSS MiB: start → ¼ → end", "growth after ¼ (MiB)",
               "RSS curve (MiB)", "agent alive"]
+    return _table(header, rows)
+
+
+def _faults(report: Report) -> list[str]:
+    rows = [[f.case, f"{f.minutes:g} min (seed {f.seed})",
+             f"{f.kills} / {f.outages} / {f.throttles} / {f.poison_records}",
+             _fmt(f.xids_injected), _fmt(f.xids_delivered), _fmt(f.lost),
+             _fmt(f.distinct_records), _fmt(f.duplicates), _fmt(f.quarantined),
+             _fmt(f.longest_wait_s, 1)]
+            for f in report.faults]
+    header = ["fault case", "length", "kill -9 / outages / throttles / poison",
+              "XIDs injected (agent up)", "delivered", "lost", "distinct records",
+              "duplicates", "quarantined", "longest wait (s)"]
     return _table(header, rows)
 
 

@@ -303,6 +303,28 @@ class SoakResult:
 
 
 @dataclass(frozen=True)
+class FaultSoakResult:
+    """Minutes of kill -9, collector outages, throttling and a poison record with XIDs
+    injected throughout: what reached the collector."""
+
+    case: str
+    scenario: str
+    minutes: float
+    seed: int
+    kills: int  # kill -9 of the agent (started again on the same spool)
+    outages: int  # the collector stopped for a while
+    throttles: int  # RESOURCE_EXHAUSTED with RetryInfo for a while
+    poison_records: int  # XIDs the collector refuses for good (INVALID_ARGUMENT)
+    xids_injected: int  # while the agent was up (the poison one apart)
+    xids_delivered: int  # accounted for by accepted records (a summary: its count)
+    distinct_records: int  # distinct log.record.uid accepted
+    duplicates: int  # accepted copies of an already accepted uid
+    quarantined: int  # lines in the spool's dead-letter file
+    lost: int  # injected - delivered
+    longest_wait_s: float  # fault time -> its first accepted copy
+
+
+@dataclass(frozen=True)
 class CycleCosts:
     """Where an agent case's CPU went, per fast cycle (µs), from the agent's own stage and
     thread clocks (``runtime.costs``, logged on SIGUSR1 at both ends of the main window)."""
@@ -335,6 +357,7 @@ class Report:
     storm: tuple[StormResult, ...] = ()
     chaos: tuple[ChaosResult, ...] = ()
     soak: tuple[SoakResult, ...] = ()
+    faults: tuple[FaultSoakResult, ...] = ()
     ebpf_call_cost: tuple[EbpfCallCostResult, ...] = ()
     ebpf_load: tuple[EbpfLoadResult, ...] = ()
     prometheus: tuple[PrometheusFloodResult, ...] = ()
