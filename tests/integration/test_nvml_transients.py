@@ -38,3 +38,66 @@ def test_a_transient_unknown_on_a_process_list_is_not_logged_as_an_error(
     log = agent.log()
     failures = [line for line in log.splitlines() if " ERROR " in line or "Traceback" in line]
     assert not failures, log[-4000:]
+
+
+def test_a_reading_backed_off_after_no_permission_comes_back_when_it_is_granted(
+    four_gpu_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path,
+) -> None:
+    """NO_PERMISSION is BACKOFF in the error policy: asked again later, less often; once the
+    permission is there the reading is served again (not off for the run)."""
+    import pynvml
+
+    from tests.integration.conftest import UUIDS
+
+    node, store = four_gpu_node, otlp_grpc_receiver.store
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env, FAST)
+
+    def power_points() -> int:
+        return sum(1 for p in store.points("hw.power") if p.attributes.get("hw.id") == UUIDS[0])
+
+    try:
+        store.wait_for(lambda s: power_points() > 0, timeout=30)
+        node.command({"op": "fail", "device": 0, "field": pynvml.NVML_FI_DEV_POWER_INSTANT,
+                      "code": "NO_PERMISSION"})
+        node.command({"op": "fail", "device": 0, "function": "nvmlDeviceGetPowerUsage",
+                      "code": "NO_PERMISSION"})
+        time.sleep(3)
+        before = power_points()
+        time.sleep(3)
+        assert power_points() == before  # backed off: absent, not zero
+        node.command({"op": "fail", "device": 0, "off": True})
+        # The first back-off is 30 s: the reading is asked again then, and served.
+        store.wait_for(lambda s: power_points() > before, timeout=120,
+                       what="hw.power of GPU 0 after the permission came back")
+    finally:
+        agent.shutdown()
+        agent.close()
+
+
+def test_a_reading_refused_at_start_with_no_permission_comes_back_when_it_is_granted(
+    four_gpu_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path,
+) -> None:
+    """The same when the permission is missing at start-up (the probe meets NO_PERMISSION)."""
+    import pynvml
+
+    from tests.integration.conftest import UUIDS
+
+    node, store = four_gpu_node, otlp_grpc_receiver.store
+    node.command({"op": "fail", "device": 0, "field": pynvml.NVML_FI_DEV_POWER_INSTANT,
+                  "code": "NO_PERMISSION"})
+    node.command({"op": "fail", "device": 0, "function": "nvmlDeviceGetPowerUsage",
+                  "code": "NO_PERMISSION"})
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env, FAST)
+
+    def power_points(uuid: str) -> int:
+        return sum(1 for p in store.points("hw.power") if p.attributes.get("hw.id") == uuid)
+
+    try:
+        store.wait_for(lambda s: power_points(UUIDS[1]) > 4, timeout=30)
+        assert power_points(UUIDS[0]) == 0
+        node.command({"op": "fail", "device": 0, "off": True})
+        store.wait_for(lambda s: power_points(UUIDS[0]) > 0, timeout=120,
+                       what="hw.power of GPU 0 after the permission came back")
+    finally:
+        agent.shutdown()
+        agent.close()
