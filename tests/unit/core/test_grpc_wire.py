@@ -444,14 +444,15 @@ def _h2_events_server(handle: Any) -> tuple[socket.socket, str]:
     from h2.config import H2Configuration
     from h2.connection import H2Connection
     from h2.events import DataReceived
+    from h2.exceptions import H2Error
 
     listener = socket.create_server(("127.0.0.1", 0))
 
     def serve(sock: socket.socket) -> None:
         connection = H2Connection(H2Configuration(client_side=False))
         connection.initiate_connection()
-        # The client may close first (it has its answer): not the server's failure.
-        with sock, contextlib.suppress(OSError):
+        # The client may close or reset first (it has its answer): not the server's failure.
+        with sock, contextlib.suppress(OSError, H2Error):
             sock.sendall(connection.data_to_send())
             while data := sock.recv(65536):
                 for event in connection.receive_data(data):
