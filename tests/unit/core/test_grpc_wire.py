@@ -357,36 +357,13 @@ def test_tls_with_a_wrong_ca_fails_certificate_verification(
 def _h2_server(answer: Any) -> tuple[socket.socket, str]:
     """A bare HTTP/2 server (h2's server side): once a request's headers arrive,
     ``answer(connection, stream_id)`` writes the reply; the socket carries it out."""
-    from h2.config import H2Configuration
-    from h2.connection import H2Connection
     from h2.events import RequestReceived
 
-    listener = socket.create_server(("127.0.0.1", 0))
+    def handle(connection: Any, event: Any, sock: socket.socket) -> None:
+        if isinstance(event, RequestReceived):
+            answer(connection, event.stream_id)
 
-    def serve(sock: socket.socket) -> None:
-        connection = H2Connection(H2Configuration(client_side=False))
-        connection.initiate_connection()
-        with sock:
-            while True:
-                sock.sendall(connection.data_to_send())
-                data = sock.recv(65536)
-                if not data:
-                    return
-                for event in connection.receive_data(data):
-                    if isinstance(event, RequestReceived):
-                        answer(connection, event.stream_id)
-                sock.sendall(connection.data_to_send())
-
-    def accept() -> None:
-        while True:
-            try:
-                sock = listener.accept()[0]
-            except OSError:
-                return
-            threading.Thread(target=serve, args=(sock,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    return listener, f"127.0.0.1:{listener.getsockname()[1]}"
+    return _h2_events_server(handle)
 
 
 def _failed_call(answer: Any) -> GrpcError:

@@ -13,14 +13,13 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from gpu_otel_agent.export.events.pusher import EventPusher
 from gpu_otel_agent.export.events.spool import Spool
-from gpu_otel_agent.export.retry import Attempt
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
 from gpu_otel_agent.local.client import get
@@ -31,6 +30,8 @@ from gpu_otel_agent.plugins.nvidia.kmsg import KmsgXidReader
 from gpu_otel_agent.runtime.reliability import reliability_readings
 from gpu_otel_agent.runtime.supervised import SupervisedThread, restarts
 from gpu_otel_agent.sampling.worker import DeviceWorker
+from tests.integration.test_health_events import _kmsg_writable
+from tests.unit.gpu_health.collectors import Accepting
 
 
 class Bug(Exception):
@@ -92,23 +93,11 @@ def test_a_thread_stopping_after_a_failure_is_not_restarted() -> None:
     assert runs == [1]
 
 
-class Collector:
-    def __init__(self) -> None:
-        self.accepted: list[int] = []
-
-    def send(self, events: Sequence[HealthEvent]) -> Attempt:
-        self.accepted.extend(e.time_ns for e in events)
-        return Attempt(ok=True)
-
-    def shutdown(self) -> None:
-        return None
-
-
 @pytest.mark.parametrize("name", ["otlp-events-wal", "otlp-events-sync", "otlp-events"])
 def test_each_event_thread_killed_is_restarted_and_events_still_arrive(
     tmp_path: Path, name: str,
 ) -> None:
-    collector = Collector()
+    collector = Accepting()
     before = restarts().get(name, 0)
 
     async def main() -> None:
@@ -168,14 +157,6 @@ def test_a_device_thread_killed_is_restarted_and_still_runs_jobs() -> None:
         assert worker.submit(lambda: 3).result(10) == 3
     finally:
         worker.stop()
-
-
-def _kmsg_writable() -> bool:
-    try:
-        with open("/dev/kmsg", "w"):
-            return True
-    except OSError:
-        return False
 
 
 def test_the_kernel_log_reader_killed_is_restarted_and_still_reads() -> None:

@@ -10,7 +10,6 @@ import os
 import stat
 import time
 import zlib
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -20,9 +19,9 @@ from gpu_otel_agent.check.result import Status
 from gpu_otel_agent.config.load import load
 from gpu_otel_agent.export.events.pusher import EventPusher
 from gpu_otel_agent.export.events.spool import Spool
-from gpu_otel_agent.export.retry import Attempt
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
+from tests.unit.gpu_health.collectors import Accepting
 
 NOBODY = 65534
 
@@ -114,18 +113,6 @@ def _line(payload: bytes) -> bytes:
     return b"%08x %s\n" % (zlib.crc32(payload), payload)
 
 
-class Collector:
-    def __init__(self) -> None:
-        self.accepted: list[int] = []
-
-    def send(self, events: Sequence[HealthEvent]) -> Attempt:
-        self.accepted.extend(e.time_ns for e in events)
-        return Attempt(ok=True)
-
-    def shutdown(self) -> None:
-        return None
-
-
 @pytest.mark.parametrize("bad_time", [b"1e400", b"Infinity", b"NaN", b"-1", b"1e30",
                                       b'"soon"', b"true"])
 def test_a_record_with_a_valid_crc_and_a_bad_time_is_skipped_logged_and_the_rest_sent(
@@ -140,7 +127,7 @@ def test_a_record_with_a_valid_crc_and_a_bad_time_is_skipped_logged_and_the_rest
     tmp_path.chmod(0o700)
     segment.write_bytes(_line(bad) + _line(good.to_json().encode()))
     segment.chmod(0o600)
-    collector = Collector()
+    collector = Accepting()
 
     async def main() -> None:
         pusher = EventPusher(collector, Spool(tmp_path, 1 << 20), retry=0.01)
