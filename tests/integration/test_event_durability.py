@@ -154,3 +154,50 @@ def test_storm_folded_repeats_survive_kill_9_as_one_summary_with_their_count(
     assert summaries[0].attributes["gpu.event.count"] == 9
     assert summaries[0].attributes["hw.id"] == UUIDS[0]
     assert summaries[0].attributes["gpu.xid.code"] == 13
+
+
+def test_a_collector_asking_for_30s_of_quiet_gets_it_from_metrics_and_events(
+    four_gpu_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path,
+) -> None:
+    """RESOURCE_EXHAUSTED with a RetryInfo of 30 s in the Status details: the agent, exporting
+    every 0.25 s with XIDs to send, sends nothing more to that collector for the next seconds
+    (it sent 20-40 metric and 9-15 log requests in 40 s before: the delay held only inside one
+    request's retries); the XIDs arrive after the delay."""
+    import grpc
+    from google.protobuf.message import Message
+
+    from tests.receivers.otlp_grpc import Answer, throttled
+    from tests.receivers.records import Signal
+
+    node, receiver, store = four_gpu_node, otlp_grpc_receiver, otlp_grpc_receiver.store
+    throttling = [False]
+
+    def rule(signal_: Signal, request: Message) -> Answer | None:
+        if throttling[0]:
+            throttling[0] = False  # the one answer that asks for quiet
+            return throttled(30.0, grpc.StatusCode.RESOURCE_EXHAUSTED)
+        return None
+
+    receiver.answer_with(rule)
+    agent = AgentProcess(tmp_path, receiver.endpoint, node.env, FAST)
+    try:
+        store.wait_for(lambda s: s.points("hw.power"), timeout=30)
+        throttling[0] = True
+        store.wait_for(lambda s: bool(s.received(accepted=False)), timeout=20,
+                       what="the throttling answer")
+        asked = time.monotonic()
+        seen = len(store.received(accepted=None))
+        for device, code in UNSENT[:4]:
+            node.command({"op": "xid", "device": device, "code": code})
+        time.sleep(8)  # 32 export intervals, and four XIDs to send
+        assert time.monotonic() - asked < 30  # still inside the delay the collector asked
+        assert len(store.received(accepted=None)) == seen  # nothing sent meanwhile
+        store.wait_for(lambda s: {_key(e) for e in s.logs("gpu.xid")} >= {
+            (UUIDS[d], c) for d, c in UNSENT[:4]}, timeout=90, what="the XIDs after the delay")
+        # Not before the delay, counted from the refusal (the agent's wait began after it).
+        refused_at = store.received(accepted=False)[-1].received_at
+        first_after = min(r.received_at for r in store.received(accepted=None)[seen:])
+        assert first_after - refused_at >= 29.5
+    finally:
+        agent.shutdown()
+        agent.close()
