@@ -1,0 +1,66 @@
+"""The NVML event watcher's thread, killed (an exception raised inside it, as a bug would), is
+logged, counted and restarted: it registers a fresh event set and the next XID is delivered
+(the agent's own watcher, through real pynvml and the compiled simulated library, in a client
+process)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from tests.unit.simulator.simhelpers import run_client, write_scenario
+
+pytestmark = pytest.mark.integration
+SCENARIO = """
+driver_version: "580.95.05"
+devices:
+  - model: NVIDIA H100 80GB HBM3
+"""
+
+
+@pytest.fixture
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimulatedNode]:
+    tmp = tmp_path_factory.mktemp("watchers")
+    with SimulatedNode.start(write_scenario(tmp, SCENARIO), state_dir=tmp / "state") as n:
+        yield n
+
+
+def test_the_nvml_event_thread_killed_is_restarted_and_still_delivers(
+    node: SimulatedNode,
+) -> None:
+    out = run_client(node, """
+import ctypes, threading
+from gpu_otel_agent.plugins.nvidia.backend import NvidiaBackend
+from gpu_otel_agent.plugins.nvidia.events import NvmlEventWatcher
+from gpu_otel_agent.plugins.nvidia.simulator.control import command
+from gpu_otel_agent.runtime.supervised import restarts
+SOCK = os.environ["GPU_SIM_SOCKET"]
+backend = NvidiaBackend()
+backend.open()
+devices = backend.devices()
+got = []
+watcher = NvmlEventWatcher(h[0], devices[0].identity.uuid, 0)
+watcher.start(got.extend)
+def until(condition, seconds=30):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return condition()
+until(lambda: watcher.registrations >= 1)
+class Bug(Exception):
+    pass
+thread = next(t for t in threading.enumerate() if t.name == watcher.name)
+killed = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
+                                                    ctypes.py_object(Bug))
+restarted = until(lambda: restarts().get(watcher.name, 0) >= 1)  # its wait returns in 5 s
+registered_again = until(lambda: watcher.registrations >= 2)
+command(SOCK, {"op": "xid", "device": 0, "code": 43})
+delivered = until(lambda: any(e.code == 43 for e in got))
+watcher.stop()
+out = {"killed": killed, "restarted": restarted, "registered_again": registered_again,
+       "delivered": delivered, "alive": thread.is_alive()}
+""", timeout=120)
+    assert out == {"killed": 1, "restarted": True, "registered_again": True,
+                   "delivered": True, "alive": True}
