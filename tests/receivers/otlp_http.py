@@ -13,6 +13,7 @@ import socket
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, cast
@@ -111,6 +112,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(400, f"cannot decode request: {error}".encode(), "text/plain")
             return
         rejecting, retry_after = receiver.rejection()
+        refusal = (receiver.status_for(signal, request)
+                   if receiver.status_for is not None and not rejecting else None)
         receiver.store.add(
             Received(
                 signal=signal,
@@ -119,10 +122,12 @@ class _Handler(BaseHTTPRequestHandler):
                 received_at=time.time(),
                 metadata={k.lower(): v for k, v in self.headers.items()},
                 compression=encoding,
-                accepted=not rejecting,
+                accepted=not rejecting and refusal is None,
             )
         )
-        if rejecting:
+        if refusal is not None:
+            self._reply(refusal, b"test receiver refuses this export", "text/plain")
+        elif rejecting:
             extra = {} if retry_after is None else {"Retry-After": str(retry_after)}
             self._reply(503, b"test receiver is rejecting exports", "text/plain", extra)
         elif is_json:
@@ -163,6 +168,8 @@ class OtlpHttpReceiver:
         self.port = port
         self._lock = threading.Lock()
         self._reject: tuple[bool, int | None] = (False, None)
+        # Decides per request: an HTTP status to refuse it with (400 ...), or None.
+        self.status_for: Callable[[Signal, Message], int | None] | None = None
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 

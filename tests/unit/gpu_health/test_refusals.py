@@ -129,6 +129,28 @@ def test_a_record_refused_for_good_is_quarantined_and_the_queue_moves_on_across_
     assert sorted(accepted_numbers(grpc_receiver)) == [0, 2, *range(3, 13), 20]
 
 
+def test_over_http_a_400_for_one_record_quarantines_it_and_the_rest_arrive(
+    tmp_path: Path,
+) -> None:
+    with OtlpHttpReceiver() as receiver:
+        receiver.status_for = lambda signal, request: (
+            400 if signal == "logs" and POISON in codes(request) else None)
+        sender = OtlpEventSender(build_request_sender(target(
+            "http/protobuf", receiver.endpoint, "LOGS")), LogEncoder(RESOURCE))
+
+        def accepted() -> set[object]:
+            return {e.attributes["n"] for r in receiver.store.received("logs", accepted=True)
+                    for e in decode.log_events(r.request, r.received_at)}  # type: ignore[arg-type]
+
+        def scenario(pusher: EventPusher) -> None:
+            for i, code in enumerate([31, POISON, 43, 45]):
+                pusher.submit(xid(i, code))
+            wait(lambda: accepted() >= {0, 2, 3})
+
+        pusher = run_pusher(sender, tmp_path / "spool", scenario)
+    assert pusher.dead_letters.stats.quarantined == {"HTTP 400": 1}
+
+
 def test_an_event_whose_encoding_raises_is_quarantined_not_retried_forever(
     tmp_path: Path,
 ) -> None:
