@@ -35,6 +35,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from google.protobuf.message import EncodeError
+
 from gpu_otel_agent.export.events.dead_letter import DeadLetters
 from gpu_otel_agent.export.events.senders import EventSender
 from gpu_otel_agent.export.events.spool import Spool
@@ -48,6 +50,9 @@ MAX_BATCH = 512
 MAX_PENDING = 100_000  # events waiting in memory; storm control keeps far below this
 MAX_RETRY_S = 5.0
 HOT_EVENTS = 4096  # written events also kept in memory for their send (beyond: read back)
+# What encoding raises for a value it cannot take (protobuf's EncodeError is a ValueError's
+# sibling under Exception, so it is named too).
+UNENCODABLE = (ValueError, OverflowError, UnicodeError, EncodeError)
 
 
 @dataclass
@@ -253,10 +258,14 @@ class EventPusher:
         try:
             outcome = self._sender.send(batch)
         except Exception as error:
-            # A bug in encoding: the same events would raise again on every try, so they are
-            # found (split) and quarantined like events the collector refuses; the rest go on.
+            # A value the encoder cannot take (out of range, not encodable): the same events
+            # would raise again on every try, so they are found (split) and quarantined like
+            # events the collector refuses, and the rest go on. Any other exception is a bug
+            # of the sender's, not the data's: the events wait and are offered again.
             log.exception("event export raised")
-            outcome = Attempt(ok=False, code=type(error).__name__, bad_content=True)
+            outcome = Attempt(ok=False, retryable=not isinstance(error, UNENCODABLE),
+                              code=type(error).__name__,
+                              bad_content=isinstance(error, UNENCODABLE))
         if outcome.ok:
             self.stats.sent += len(batch)
         else:
@@ -265,7 +274,9 @@ class EventPusher:
 
     def _set_failing(self, failing: bool) -> None:
         if failing and not self._failing:
-            where = ("they wait in the spool" if self._spool.usable
+            # Said after shutdown closed the spool too (a send in flight failing then): what
+            # was written waits in it for the next start.
+            where = ("they wait in the spool" if self._spool.keeps
                      else "keeping them in memory (no usable spool)")
             log.warning("event export failed; %s until the collector accepts them again", where)
         elif not failing and self._failing:

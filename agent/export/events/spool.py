@@ -96,12 +96,19 @@ class Spool:
         self._full_logged = False
         self._write_error: str | None = None  # the last failure logged, until a write works
         self._corrupt_logged_at: float | None = None
+        self._kept = False
         self._corrupt_unlogged = 0
         self.stats = SpoolStats()
 
     @property
     def usable(self) -> bool:
         return self._lock_file is not None
+
+    @property
+    def keeps(self) -> bool:
+        """Events written here stay on disk for the next start (the spool was usable; it
+        still is, or was closed at shutdown with them in it)."""
+        return self._kept
 
     @property
     def path(self) -> Path | None:
@@ -139,6 +146,7 @@ class Spool:
                       self._path)
             return
         self._lock_file = lock
+        self._kept = True
         with contextlib.suppress(OSError):
             self._dir_fd = os.open(self._path, os.O_RDONLY | os.O_DIRECTORY)
         for entry in sorted(self._path.iterdir()):

@@ -8,8 +8,10 @@ import asyncio
 import logging
 import os
 import stat
+import threading
 import time
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from gpu_otel_agent.check.result import Status
 from gpu_otel_agent.config.load import load
 from gpu_otel_agent.export.events.pusher import EventPusher
 from gpu_otel_agent.export.events.spool import Spool
+from gpu_otel_agent.export.retry import Attempt
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
 from tests.unit.gpu_health.collectors import Accepting
@@ -149,3 +152,39 @@ def test_a_record_with_a_valid_crc_and_a_bad_time_is_skipped_logged_and_the_rest
         asyncio.run(main())
     assert "corrupt record (segment 0, line 1)" in caplog.text  # logged, not only counted
     assert not list(tmp_path.glob("seg-*"))
+
+
+def test_a_send_failing_during_shutdown_says_the_events_wait_in_the_spool(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The send in flight fails once shutdown has closed the spool: the events are on disk
+    for the next start, and the log said "keeping them in memory"."""
+    sending = threading.Event()
+    release = threading.Event()
+
+    class Stuck:
+        def send(self, events: Sequence[HealthEvent]) -> Attempt:
+            sending.set()
+            release.wait(30)
+            return Attempt(ok=False, retryable=True)
+
+        def shutdown(self) -> None:
+            release.set()
+
+    pusher = EventPusher(Stuck(), Spool(tmp_path / "spool", 1 << 20), retry=0.01)
+
+    async def main() -> None:
+        task = asyncio.create_task(pusher.run())
+        pusher.submit(event(1))
+        await asyncio.to_thread(sending.wait, 30)
+        task.cancel()
+        pusher.close([], timeout=0.5)
+
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(main())
+        for thread in threading.enumerate():  # the send in flight ends after close()
+            if thread.name == "otlp-events":
+                thread.join(30)
+    assert "wait in the spool" in caplog.text
+    assert "in memory" not in caplog.text
+    assert list((tmp_path / "spool").glob("seg-*"))  # and there they are
