@@ -64,3 +64,60 @@ out = {"killed": killed, "restarted": restarted, "registered_again": registered_
 """, timeout=120)
     assert out == {"killed": 1, "restarted": True, "registered_again": True,
                    "delivered": True, "alive": True}
+
+
+AMD_SCENARIO = """
+devices:
+  - vendor: amd
+    model: AMD Instinct MI300X
+"""
+
+
+def test_the_amd_event_thread_killed_is_restarted_and_still_delivers(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from tests.unit.simulator.simhelpers import client_env
+
+    tmp = tmp_path_factory.mktemp("amd-watcher")
+    with SimulatedNode.start(write_scenario(tmp, AMD_SCENARIO), state_dir=tmp / "state") as node:
+        script = """
+import ctypes, json, os, threading, time
+from gpu_otel_agent.backends.protocol import EventSourceOptions
+from gpu_otel_agent.plugins.amd.backend import AmdBackend
+from gpu_otel_agent.plugins.nvidia.simulator.control import command
+from gpu_otel_agent.runtime.supervised import restarts
+SOCK = os.environ["GPU_SIM_SOCKET"]
+backend = AmdBackend()
+backend.open()
+(source,) = backend.event_sources(backend.devices(), EventSourceOptions())
+got = []
+source.start(got.extend)
+def until(condition, seconds=30):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return condition()
+until(lambda: any(t.name == source.name for t in threading.enumerate()))
+time.sleep(0.5)  # subscribed and waiting
+class Bug(Exception):
+    pass
+thread = next(t for t in threading.enumerate() if t.name == source.name)
+killed = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
+                                                    ctypes.py_object(Bug))
+restarted = until(lambda: restarts().get(source.name, 0) >= 1)
+time.sleep(0.5)  # subscribed again
+command(SOCK, {"op": "event", "device": 0, "type": "thermal_throttle"})
+delivered = until(lambda: bool(got))
+source.stop()
+print(json.dumps({"killed": killed, "restarted": restarted, "delivered": delivered,
+                  "alive": thread.is_alive()}))
+"""
+        done = subprocess.run([sys.executable, "-c", script], env=client_env(node),
+                              capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {
+        "killed": 1, "restarted": True, "delivered": True, "alive": True}
