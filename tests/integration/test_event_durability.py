@@ -198,6 +198,67 @@ def test_a_collector_asking_for_30s_of_quiet_gets_it_from_metrics_and_events(
         refused_at = store.received(accepted=False)[-1].received_at
         first_after = min(r.received_at for r in store.received(accepted=None)[seen:])
         assert first_after - refused_at >= 29.5
+        # And the agent says so in its self-telemetry.
+        store.wait_for(lambda s: s.points("gpu_agent.export.throttled",
+                                          {"error.type": "RESOURCE_EXHAUSTED"}),
+                       timeout=30, what="gpu_agent.export.throttled")
     finally:
         agent.shutdown()
         agent.close()
+
+
+
+def test_a_record_the_collector_refuses_for_good_is_quarantined_and_never_blocks_the_rest(
+    four_gpu_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path,
+) -> None:
+    """INVALID_ARGUMENT for every request holding one XID: it used to be offered again
+    forever, and none of the next XIDs arrived, across restarts. It is quarantined beside the
+    spool, counted per code, and the ten XIDs after it arrive; a restart does not offer it."""
+    import grpc
+    from google.protobuf.message import Message
+
+    from tests.receivers.otlp_grpc import Answer
+    from tests.receivers.records import Signal
+
+    node, receiver, store = four_gpu_node, otlp_grpc_receiver, otlp_grpc_receiver.store
+    poison = (3, 94)
+
+    def rule(signal_: Signal, request: Message) -> Answer | None:
+        if signal_ != "logs":
+            return None
+        codes = {e.attributes.get("gpu.xid.code")
+                 for e in decode.log_events(request, 0.0)}  # type: ignore[arg-type]
+        if poison[1] in codes:
+            return Answer(grpc.StatusCode.INVALID_ARGUMENT, "record refused")
+        return None
+
+    receiver.answer_with(rule)
+    after = [(d, c) for d in range(3) for c in (13, 31, 43)] + [(0, 45)]  # ten XIDs
+    agent = AgentProcess(tmp_path, receiver.endpoint, node.env, FAST)
+    try:
+        store.wait_for(lambda s: s.points("hw.power"), timeout=30)
+        node.command({"op": "xid", "device": poison[0], "code": poison[1]})
+        store.wait_for(lambda s: bool(s.received("logs", accepted=False)), timeout=30,
+                       what="the refusal")
+        for device, code in after:
+            node.command({"op": "xid", "device": device, "code": code})
+        store.wait_for(lambda s: {_key(e) for e in s.logs("gpu.xid")} >= {
+            (UUIDS[d], c) for d, c in after}, timeout=60, what="the ten XIDs after it")
+        store.wait_for(lambda s: s.points("gpu_agent.event.quarantined",
+                                          {"error.type": "INVALID_ARGUMENT"}),
+                       timeout=30, what="gpu_agent.event.quarantined")
+    finally:
+        agent.shutdown()
+        agent.close()
+    assert "refused by the collector for good (INVALID_ARGUMENT" in agent.log()
+    dead = (tmp_path / "event-spool" / "dead-letter.jsonl").read_bytes().splitlines()
+    assert len(dead) == 1 and b'"code":"INVALID_ARGUMENT"' in dead[0]
+    refused = len(store.received("logs", accepted=False))
+    again = AgentProcess(tmp_path, receiver.endpoint, node.env, FAST)
+    try:
+        store.wait_for(lambda s: len(s.received("metrics")) > 10, timeout=30)
+        time.sleep(2)
+    finally:
+        again.shutdown()
+        again.close()
+    assert len(store.received("logs", accepted=False)) == refused  # not offered again
