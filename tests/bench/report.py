@@ -122,6 +122,14 @@ NOTES = (
     "node once it has exited; RSS is the agent's VmRSS through the run (the receiver's store "
     "is cleared as it goes: only the agent is measured). A structure keeping something per "
     "process that came and went shows as growth after the first quarter.",
+    "fault-soak: the agent on the 8-GPU node sends to a grpcio OTLP receiver the case drives: "
+    "at random (seeded, mean gap 20 s) the agent is killed with SIGKILL and started on the same "
+    "spool, the receiver stops for 8 s, or it answers RESOURCE_EXHAUSTED with a 2 s RetryInfo "
+    "for 5 s; one XID of a code used for nothing else is refused with INVALID_ARGUMENT. Two "
+    "XIDs a second go in while the agent is up. Delivered counts accepted gpu.xid records by "
+    "distinct log.record.uid (a storm summary by its gpu.event.count); duplicates are accepted "
+    "copies of a uid already accepted; quarantined is the spool's dead-letter.jsonl; the "
+    "longest wait is from a fault's time to its first accepted copy.",
     "Write-ahead: every health event is written and fsynced to the spool before its first "
     "send (the latency above includes it); the events case's write-ahead column is the "
     "agent's own timing of that write (write, fsync, rename, directory fsync) per event, one "
