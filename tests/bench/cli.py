@@ -171,7 +171,9 @@ def _update_readme(result: Report, ran: plan.Plan, full: plan.Plan) -> None:
     ebpf_names = {c.name for c in (*full.ebpf_call_cost, *full.ebpf_load)}
     chaos_names = {c.name for c in full.chaos}
     soak_names = {c.name for c in full.soak}
-    main_names = set(full.case_names()) - ebpf_names - chaos_names - soak_names
+    fault_names = {c.name for c in full.faults}
+    main_names = (set(full.case_names()) - ebpf_names - chaos_names - soak_names
+                  - fault_names)
     done = set(ran.case_names())
     if main_names <= done:
         readme.update(path, report.readme_block(result))
@@ -190,6 +192,10 @@ def _update_readme(result: Report, ran: plan.Plan, full: plan.Plan) -> None:
     if soak_names and soak_names <= done:
         readme.update(path, report.soak_markdown(result), readme.SOAK_START, readme.SOAK_END)
         log.info("updated the memory soak block of %s", path)
+    if fault_names and fault_names <= done:
+        readme.update(path, report.faults_markdown(result), readme.FAULTS_START,
+                      readme.FAULTS_END)
+        log.info("updated the fault soak block of %s", path)
 
 
 def main(argv: list[str] | None = None) -> int:

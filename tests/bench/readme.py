@@ -23,6 +23,8 @@ SIZING_START = "<!-- sizing:start -->"
 SIZING_END = "<!-- sizing:end -->"
 SOAK_START = "<!-- bench-soak:start -->"
 SOAK_END = "<!-- bench-soak:end -->"
+FAULTS_START = "<!-- bench-faults:start -->"
+FAULTS_END = "<!-- bench-faults:end -->"
 
 
 class MarkersMissing(ValueError):

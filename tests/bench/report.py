@@ -602,6 +602,14 @@ def _faults(report: Report) -> list[str]:
     return _table(header, rows)
 
 
+def faults_markdown(report: Report) -> str:
+    """The fault soak's table, for its own block (``--only fault-soak``)."""
+    kind = "smoke run" if report.smoke else "run"
+    notes = [n for n in report.notes if n.startswith("fault-soak")]
+    return "\n".join([f"Measured {report.started} ({kind}) on: {_machine(report)}", "",
+                      *_faults(report), "", *(f"- {n}" for n in notes)]) + "\n"
+
+
 def soak_markdown(report: Report) -> str:
     """The memory soak's table, for its own block of docs/benchmarks.md (``--only soak``)."""
     kind = "smoke run" if report.smoke else "full-length run"

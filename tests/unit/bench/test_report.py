@@ -114,3 +114,20 @@ def test_fleet_sizing_multiplies_the_measured_node_by_the_fleet() -> None:
     row = next(line for line in text.splitlines() if line.startswith("| agent-8gpu-1s | 10,000"))
     assert "| 8.0 M | 6.0 M | 800.0 k |" in row
     assert "1.0 k requests, 9.8 MiB/s gzip'd" in row  # 10 000 x 10 KiB / 10 s
+
+
+def test_the_fault_soak_table_shows_injected_delivered_lost_and_the_longest_wait() -> None:
+    from tests.bench.report import faults_markdown
+    from tests.bench.results import FaultSoakResult, Report
+
+    result = FaultSoakResult(
+        case="fault-soak", scenario="bench-8gpu.yaml", minutes=2.5, seed=30, kills=5,
+        outages=4, throttles=1, poison_records=1, xids_injected=273, xids_delivered=273,
+        distinct_records=273, duplicates=1, quarantined=1, lost=0, longest_wait_s=9.4)
+    machine = {"cpu_model": "cpu", "usable_cores": 2, "logical_cores": 2, "memory_gib": 8,
+               "kernel": "6", "python": "3.11"}
+    text = faults_markdown(Report(smoke=False, started="now", duration_s=1, machine=machine,
+                                  targets={}, faults=(result,)))
+    row = next(line for line in text.splitlines() if line.startswith("| fault-soak"))
+    assert "| 5 / 4 / 1 / 1 | 273 | 273 | 0 | 273 | 1 | 1 | 9.4 |" in row
+    assert "fault-soak" in plan.build(smoke=True).case_names()
