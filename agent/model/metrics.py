@@ -233,19 +233,19 @@ AGENT_METRICS: tuple[MetricSpec, ...] = (
                "Event spool failures: directory unusable (read-only, too open, locked), "
                "failed writes (disk full), corrupt records skipped. Events are still sent "
                "live while the collector is up."),
-    MetricSpec("gpu_agent.event.quarantined", C, "{event}",
+    MetricSpec("gpu_agent.events.quarantined", C, "{event}",
                "Health events the collector refused for good (error.type: its answer, e.g. "
                "INVALID_ARGUMENT or HTTP 400, or the exception their encoding raised), moved "
                "to the spool's dead-letter.jsonl so later events go on.", ("error.type",)),
-    MetricSpec("gpu_agent.export.throttled", C, "{response}",
+    MetricSpec("gpu_agent.exports.throttled", C, "{response}",
                "Collector answers that asked the agent to wait (gRPC RetryInfo, HTTP "
                "Retry-After; error.type: the answer). The delay holds every request to that "
                "collector, metrics and events alike.", ("error.type", "server.address")),
-    MetricSpec("gpu_agent.export.throttle.held", C, "{request}",
+    MetricSpec("gpu_agent.exports.held", C, "{request}",
                "Requests not sent because the collector's requested delay ended after their "
                "deadline (they are retried later or carried by the spool).",
                ("server.address",)),
-    MetricSpec("gpu_agent.export.throttle.remaining", G, "s",
+    MetricSpec("gpu_agent.exports.throttle.remaining", G, "s",
                "Seconds until the collector's requested delay ends (0: none in force).",
                ("server.address",)),
     MetricSpec("gpu_agent.thread.restarts", C, "{restart}",

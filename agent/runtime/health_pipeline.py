@@ -140,7 +140,7 @@ class HealthRuntime:
             Reading("gpu_agent.events.spool.size", t.spool_bytes),
             Reading("gpu_agent.events.spool.records", t.spool_records),
             Reading("gpu_agent.events.spool.errors", t.spool_errors),
-            *(Reading("gpu_agent.event.quarantined", count, (("error.type", code),))
+            *(Reading("gpu_agent.events.quarantined", count, (("error.type", code),))
               for code, count in sorted(self.pusher.dead_letters.stats.quarantined.items())),
         )
 

@@ -12,10 +12,10 @@ def reliability_readings() -> tuple[Reading, ...]:
     for endpoint, gate in sorted(gates().items()):
         server = (("server.address", endpoint),)
         for code, count in sorted(gate.stats.throttled.items()):
-            readings.append(Reading("gpu_agent.export.throttled", count,
+            readings.append(Reading("gpu_agent.exports.throttled", count,
                                     (("error.type", code), *server)))
-        readings.append(Reading("gpu_agent.export.throttle.held", gate.stats.held, server))
-        readings.append(Reading("gpu_agent.export.throttle.remaining", gate.remaining_s(),
+        readings.append(Reading("gpu_agent.exports.held", gate.stats.held, server))
+        readings.append(Reading("gpu_agent.exports.throttle.remaining", gate.remaining_s(),
                                 server))
     readings.extend(Reading("gpu_agent.thread.restarts", count, (("thread.name", name),))
                     for name, count in sorted(restarts().items()))

@@ -199,9 +199,9 @@ def test_a_collector_asking_for_30s_of_quiet_gets_it_from_metrics_and_events(
         first_after = min(r.received_at for r in store.received(accepted=None)[seen:])
         assert first_after - refused_at >= 29.5
         # And the agent says so in its self-telemetry.
-        store.wait_for(lambda s: s.points("gpu_agent.export.throttled",
+        store.wait_for(lambda s: s.points("gpu_agent.exports.throttled",
                                           {"error.type": "RESOURCE_EXHAUSTED"}),
-                       timeout=30, what="gpu_agent.export.throttled")
+                       timeout=30, what="gpu_agent.exports.throttled")
     finally:
         agent.shutdown()
         agent.close()
@@ -244,9 +244,9 @@ def test_a_record_the_collector_refuses_for_good_is_quarantined_and_never_blocks
             node.command({"op": "xid", "device": device, "code": code})
         store.wait_for(lambda s: {_key(e) for e in s.logs("gpu.xid")} >= {
             (UUIDS[d], c) for d, c in after}, timeout=60, what="the ten XIDs after it")
-        store.wait_for(lambda s: s.points("gpu_agent.event.quarantined",
+        store.wait_for(lambda s: s.points("gpu_agent.events.quarantined",
                                           {"error.type": "INVALID_ARGUMENT"}),
-                       timeout=30, what="gpu_agent.event.quarantined")
+                       timeout=30, what="gpu_agent.events.quarantined")
     finally:
         agent.shutdown()
         agent.close()

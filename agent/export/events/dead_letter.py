@@ -57,7 +57,7 @@ class DeadLetters:
                 self.stats.unkept += 1
         where = f"kept in {self.path}" if kept else "not kept (no usable spool)"
         log.error("health event %s (log.record.uid %s) refused by the collector for good "
-                  "(%s%s): %s; later events go on (counted in gpu_agent.event.quarantined)",
+                  "(%s%s): %s; later events go on (counted in gpu_agent.events.quarantined)",
                   event.name, event.uid, code, f": {detail}" if detail else "", where)
 
     def _write(self, event: HealthEvent, code: str, detail: str) -> bool:
