@@ -485,6 +485,10 @@ class HealthEngine:
     def restore(self, windows: list[OpenWindow]) -> None:
         """Summaries of the storm windows a previous run counted and never summarised."""
         for window in windows:
+            if str(window.key[0]) not in self._gpus:  # a GPU this node no longer has
+                if self.journal is not None:
+                    self.journal.written([self.journal.summarised(window.key, window.window)])
+                continue
             self._windows[window.key] = window.window
             self._summaries([Summary(window.key, window.count)])
 

@@ -59,3 +59,23 @@ def test_without_a_spool_nothing_is_kept() -> None:
     journal = StormJournal(None)
     assert journal.open() == []
     journal.count(KEY, 1_000, 1)  # no error, nothing written
+
+
+def test_a_window_of_a_gpu_the_node_no_longer_has_is_closed_not_kept(tmp_path: Path) -> None:
+    import asyncio
+
+    from gpu_otel_agent.gpu_health.engine import EngineSettings, HealthEngine
+    from gpu_otel_agent.model.snapshot import SnapshotStore
+
+    journal = StormJournal(tmp_path)
+    journal.open()
+    journal.count(("GPU-gone", "gpu.xid", 13), 1_000, 5)
+
+    async def main() -> None:
+        engine = HealthEngine([], lambda event: None, SnapshotStore(), EngineSettings())
+        again = StormJournal(tmp_path)
+        engine.journal = again
+        engine.restore(again.open())
+
+    asyncio.run(main())
+    assert StormJournal(tmp_path).open() == []
