@@ -31,8 +31,8 @@ from gpu_otel_agent.export.failure_words import (
 from gpu_otel_agent.export.otlp_target import ExporterConfigError, OtlpTarget, resolve_target
 from gpu_otel_agent.gpu_health.events import CHECK, HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
+from gpu_otel_agent.model.semconv import agent_resource
 from gpu_otel_agent.model.snapshot import AgentSample, NodeSnapshot, Reading
-from gpu_otel_agent.version import VERSION
 
 if TYPE_CHECKING:
     pass
@@ -58,8 +58,7 @@ def collector(config: AgentConfig, environ: Mapping[str, str] | None = None,
     env = os.environ if environ is None else environ
     if config.exporter != "otlp":
         return [passed("collector", f"off (exporter: {config.exporter})")]
-    resource = Resource.create({"service.name": "gpu-otel-agent", "service.version": VERSION,
-                                "host.name": socket.gethostname()})
+    resource = agent_resource(config.node_name)
     results = []
     for signal, request in _requests(resource).items():
         name = f"collector {signal.lower()}"

@@ -23,18 +23,19 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from gpu_otel_agent.export.series import SeriesPoint, series
 from gpu_otel_agent.model.metrics import Instrument, spec_for
+from gpu_otel_agent.model.semconv import SCHEMA_URL
 from gpu_otel_agent.model.snapshot import NodeSnapshot
 from gpu_otel_agent.version import VERSION
 
-SCOPE = InstrumentationScope("gpu_otel_agent", VERSION)
+SCOPE = InstrumentationScope("gpu_otel_agent", VERSION, schema_url=SCHEMA_URL)
 
 
 def encode(snapshot: NodeSnapshot, resource: Resource) -> MetricsData:
     metrics = [_metric(name, points) for name, points in series(snapshot).items()]
-    scope = ScopeMetrics(scope=SCOPE, metrics=metrics, schema_url="")
+    scope = ScopeMetrics(scope=SCOPE, metrics=metrics, schema_url=SCHEMA_URL)
     return MetricsData(
         resource_metrics=[ResourceMetrics(resource=resource, scope_metrics=[scope],
-                                          schema_url="")]
+                                          schema_url=resource.schema_url)]
     )
 
 

@@ -56,8 +56,7 @@ class Delivery:
             event = pending.event
             processes = await self._processes(pending.uuid, pending.live_lookup)
             if processes:
-                event = replace(event, attributes=(*event.attributes,
-                                                   *workload_attributes(processes)))
+                event = replace(event, workloads=workload_records(processes))
             self._current = None
             self.delivered += 1
             self._sink(event)
@@ -99,17 +98,13 @@ class Delivery:
             gpu.worker.stop()
 
 
-def workload_attributes(processes: tuple[GpuProcess, ...]) -> EventAttributes:
-    """PIDs and executables in one order; each workload attribute's distinct known values."""
-    out: list[tuple[str, EventValue]] = [
-        ("process.pid", tuple(p.pid for p in processes)),
-        ("process.executable.name", tuple(p.executable for p in processes)),
-    ]
-    values: dict[str, list[str]] = {}
+def workload_records(processes: tuple[GpuProcess, ...]) -> tuple[EventAttributes, ...]:
+    """One record's attributes per process: its PID, executable and workload, together."""
+    out: list[EventAttributes] = []
     for process in processes:
-        for key, value in process.workload.attributes():
-            seen = values.setdefault(key, [])
-            if str(value) not in seen:
-                seen.append(str(value))
-    out.extend((key, tuple(v)) for key, v in values.items())
+        pairs: list[tuple[str, EventValue]] = [("process.pid", process.pid)]
+        if process.executable:
+            pairs.append(("process.executable.name", process.executable))
+        pairs.extend(process.workload.attributes())
+        out.append(tuple(pairs))
     return tuple(out)

@@ -1,9 +1,13 @@
 """Health events: the immutable record every source, the spool and the exporter share.
 
-An event becomes one OTLP LogRecord: ``event_name`` and the attribute ``event.name`` carry the
-same name (Loki drops the field), the severity comes from the XID catalog or the event kind,
-the body is one human-readable line. ``log.record.uid`` (a ULID made when the event is) goes
-with it to the spool and on every re-send, so a backend can drop duplicates. The names and
+An event becomes one OTLP LogRecord per workload it hit (one record when it hit none):
+``event_name`` and the attribute ``event.name`` carry the same name (Loki drops the field), the
+severity comes from the XID catalog or the event kind, the body is one human-readable line.
+Conventional attributes keep their conventional type (``process.pid`` an int, ``k8s.pod.name`` a
+string), so a record names one process with its own pod, namespace and container; the records of
+one event share ``gpu.event.id`` (the event's ULID, made when the event is). Each record's
+``log.record.uid`` is the event's id for the first and one derived from it for the others, the
+same on every re-send and spool replay, so a backend can drop duplicates. The names and
 attributes are the public contract of ``shared/specs/telemetry.md``; :data:`EVENTS` lists
 them for ``docs/events.md``.
 """
@@ -42,19 +46,31 @@ class HealthEvent:
     time_ns: int
     severity: Severity
     body: str
-    attributes: EventAttributes  # device attributes, event attributes, workloads
+    attributes: EventAttributes  # device attributes, event attributes
     # Made once, when the event is; kept through enrichment, the spool and every re-send.
     uid: str = field(default_factory=ulid)
+    # The processes on the GPU at that moment, each with its workload's attributes (scalars).
+    workloads: tuple[EventAttributes, ...] = ()
 
-    def all_attributes(self) -> EventAttributes:
-        """What is sent: ``event.name`` and ``log.record.uid``, then the event's own."""
-        return (("event.name", self.name), ("log.record.uid", self.uid), *self.attributes)
+    def records(self) -> tuple[EventAttributes, ...]:
+        """The attributes of each record sent: one per workload (one when there is none)."""
+        base = (("event.name", self.name), ("gpu.event.id", self.uid))
+        if not self.workloads:
+            return ((*base, ("log.record.uid", self.uid), *self.attributes),)
+        return tuple((*base, ("log.record.uid", self.record_uid(i)), *self.attributes, *w)
+                     for i, w in enumerate(self.workloads))
+
+    def record_uid(self, index: int) -> str:
+        """Record ``index``'s ``log.record.uid``: the event's id, then ids derived from it."""
+        if index == 0:
+            return self.uid
+        return stable_ulid(self.time_ns // 1_000_000, f"{self.uid}/{index}".encode())
 
     def to_json(self) -> str:
         return json.dumps(
             {"n": self.name, "t": self.time_ns, "s": self.severity.name, "b": self.body,
-             "a": [[k, list(v) if isinstance(v, tuple) else v] for k, v in self.attributes],
-             "u": self.uid},
+             "a": _json_attributes(self.attributes), "u": self.uid,
+             "w": [_json_attributes(w) for w in self.workloads]},
             separators=(",", ":"),
         )
 
@@ -70,7 +86,13 @@ class HealthEvent:
         uid = raw.get("u")
         if not isinstance(uid, str):
             uid = stable_ulid(time_ns // 1_000_000, text.encode())
-        return cls(str(raw["n"]), time_ns, Severity[raw["s"]], str(raw["b"]), attributes, uid)
+        workloads = tuple(tuple((str(k), _value(v)) for k, v in w) for w in raw.get("w", ()))
+        return cls(str(raw["n"]), time_ns, Severity[raw["s"]], str(raw["b"]), attributes, uid,
+                   workloads)
+
+
+def _json_attributes(attributes: EventAttributes) -> list[list[Any]]:
+    return [[k, list(v) if isinstance(v, tuple) else v] for k, v in attributes]
 
 
 def _time_ns(raw: Any) -> int:
@@ -110,12 +132,16 @@ class EventSpec:
 # and wherever processes are known).
 COMMON_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("event.name", "the event name again (Loki drops the LogRecord field)"),
-    ("log.record.uid", "the event's identity, a ULID: the same on every re-send, spool replay "
-     "and agent restart, so a backend can drop duplicates"),
-    ("process.pid", "PIDs of the processes on the GPU at that moment (int array)"),
-    ("process.executable.name", "their executable names (string array, same order)"),
-    ("k8s.pod.name, k8s.namespace.name, container.id, …",
-     "workloads of those processes, where known (string arrays)"),
+    ("gpu.event.id", "the event's identity, a ULID: the same on every record of the event, "
+     "re-send, spool replay and agent restart"),
+    ("log.record.uid", "the record's identity, a ULID: the event's id on its first record, one "
+     "derived from it on each further record; stable across re-sends, so a backend can drop "
+     "duplicates"),
+    ("process.pid", "where the event hit workloads: one record per process on the GPU at that "
+     "moment, this its PID (int)"),
+    ("process.executable.name", "that process's executable name"),
+    ("k8s.pod.name, k8s.namespace.name, k8s.container.name, container.id, …",
+     "that process's workload, where known (strings)"),
     ("gpu.event.count", "on a storm summary: occurrences folded into it since the last "
      "event of the same kind"),
 )

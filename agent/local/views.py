@@ -112,6 +112,7 @@ def events_view(recent: Recent) -> Json:
         "missed": recent.missed,
         "events": [{"seq": n.seq, "name": n.event.name, "time_ns": n.event.time_ns,
                     "severity": n.event.severity.text, "body": n.event.body,
-                    "attributes": _attributes(n.event.attributes)}
+                    "attributes": _attributes(n.event.attributes),
+                    "workloads": [_attributes(w) for w in n.event.workloads]}
                    for n in recent.events],
     }

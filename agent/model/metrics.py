@@ -44,14 +44,18 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
           vendor_notes=(("amd", "`general` is GFX activity; the multimedia engine (VCN) is "
                                 "`decoder`, read in the fast group; no `encoder`"),)),
     MetricSpec("hw.gpu.memory.utilization", G, "1",
-          "Fraction of time the memory controller was busy.", (), "fast",
-          vendor_notes=(("amd", "UMC activity"),)),
+          "Fraction of GPU memory used: hw.gpu.memory.usage / hw.gpu.memory.limit of the same "
+          "read.", (), "fast"),
+    MetricSpec("gpu.memory.controller.utilization", G, "1",
+          "Fraction of time the memory controller was busy reading or writing memory.", (),
+          "fast", vendor_notes=(("nvidia", "nvmlUtilization_t.memory (dcgm MEM_COPY_UTIL)"),
+                                ("amd", "UMC activity"))),
     MetricSpec("hw.gpu.memory.usage", U, "By",
-          "Frame buffer memory allocated, excluding what the driver reserves "
+          "GPU memory used: frame buffer allocated, excluding what the driver reserves "
           "(gpu.memory.reserved).", (), "fast",
-          vendor_notes=(("nvidia", "nvmlMemory_v2_t.used; absent on drivers without "
-                                   "nvmlDeviceGetMemoryInfo_v2, whose v1 figure includes the "
-                                   "reserve"),)),
+          vendor_notes=(("nvidia", "nvmlMemory_v2_t.used; on drivers without "
+                                   "nvmlDeviceGetMemoryInfo_v2 the v1 figure, which includes "
+                                   "the reserve (gpu.memory.reserved is absent there)"),)),
     MetricSpec("hw.gpu.memory.limit", U, "By", "Total frame buffer memory.", (), "fast"),
     MetricSpec("gpu.memory.reserved", U, "By", "Frame buffer memory reserved by the driver.", (),
           "fast", vendors=NVIDIA_ONLY),

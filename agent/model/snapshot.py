@@ -54,6 +54,11 @@ class DevicePartition:
             raise ValueError(f"partition attributes must be new, distinct keys: {keys}")
 
 
+# hw.vendor as the vendor writes its name (the conventions' examples: 'AMD', 'Intel', 'Dell');
+# the backends' own vendor keys ("nvidia", "amd") stay what the code compares.
+VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD"}
+
+
 @dataclass(frozen=True)
 class DeviceIdentity:
     uuid: str
@@ -62,6 +67,11 @@ class DeviceIdentity:
     model: str
     pci_bus_id: str
     partition: DevicePartition | None = None  # set on a partition of a physical device
+    # The conventions' device identity (recommended on hw.gpu.* points), each where known:
+    # per device, so a mixed node says which GPU runs which driver.
+    driver_version: str = ""
+    serial_number: str = ""
+    firmware_version: str = ""
 
     @property
     def parent_uuid(self) -> str | None:
@@ -75,10 +85,14 @@ class DeviceIdentity:
     def attributes(self) -> Attributes:
         own: Attributes = (
             ("hw.id", self.uuid),
-            ("hw.vendor", self.vendor),
+            ("hw.vendor", VENDOR_NAMES.get(self.vendor, self.vendor)),
             ("hw.model", self.model),
             ("gpu.index", self.index),
             ("gpu.pci.bus_id", self.pci_bus_id),
+            *((key, value) for key, value in (("hw.driver_version", self.driver_version),
+                                              ("hw.serial_number", self.serial_number),
+                                              ("hw.firmware_version", self.firmware_version))
+              if value),
         )
         if self.partition is None:
             return own

@@ -33,6 +33,7 @@ from gpu_otel_agent.export.pusher import MetricPusher
 from gpu_otel_agent.export.tracing import SpanRecorder, TracedExporter, build_tracer
 from gpu_otel_agent.local.endpoint import LocalEndpoint, LocalEndpointError
 from gpu_otel_agent.local.routes import Sources, build_routes
+from gpu_otel_agent.model.semconv import agent_resource
 from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
 from gpu_otel_agent.model.workload import WorkloadLookup
 from gpu_otel_agent.runtime import costs
@@ -75,18 +76,10 @@ def _exit_if_still_running_after(seconds: float) -> None:
 
 
 def build_resource(config: AgentConfig, opened: list[OpenBackend]) -> Resource:
-    attributes: dict[str, str] = {
-        "service.name": "gpu-otel-agent",
-        "service.version": VERSION,
-        "host.name": socket.gethostname(),
-    }
-    if config.node_name:
-        attributes["k8s.node.name"] = config.node_name
-    drivers = sorted({b.info.driver_version for b in opened})
-    if drivers:
-        attributes["gpu.driver.version"] = ",".join(drivers)
-    # Resource.create merges OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME as users expect.
-    return Resource.create(attributes)
+    """The node's resource. Driver versions are on each device's points (hw.driver_version),
+    where a mixed node can say which GPU runs which driver."""
+    del opened
+    return agent_resource(config.node_name)
 
 
 class Agent:

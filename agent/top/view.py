@@ -115,12 +115,6 @@ def processes(raw: Json) -> list[Process]:
             for p in raw["processes"]]
 
 
-def _strings(value: object) -> tuple[str, ...]:
-    if isinstance(value, list):
-        return tuple(str(v) for v in value)
-    return () if value is None else (str(value),)
-
-
 def event(raw: Json) -> Event:
     attributes = raw["attributes"]
     gpu = attributes.get("gpu.index")
@@ -130,17 +124,22 @@ def event(raw: Json) -> Event:
                    f" -> {attributes.get('gpu.xid.action')}")
     else:
         summary = raw["body"]
-    namespaces = _strings(attributes.get("k8s.namespace.name"))
-    pods = _strings(attributes.get("k8s.pod.name"))
-    # The event lists each attribute's distinct values; with one namespace the pairs are sure.
-    named = tuple(f"{namespaces[0]}/{p}" for p in pods) if len(namespaces) == 1 else pods
-    jobs = tuple(f"slurm job {j}" for j in _strings(attributes.get("slurm.job.id")))
-    executables = _strings(attributes.get("process.executable.name"))
-    pids = _strings(attributes.get("process.pid"))
+    # One entry per process on the GPU, its workload's attributes beside it.
+    workloads = raw.get("workloads") or []
+    named: list[str] = []
+    procs: list[str] = []
+    for w in workloads:
+        pod, namespace, job = w.get("k8s.pod.name"), w.get("k8s.namespace.name"), \
+            w.get("slurm.job.id")
+        name = (f"{namespace}/{pod}" if pod and namespace else pod) or \
+            (f"slurm job {job}" if job else None)
+        if name and name not in named:
+            named.append(name)
+        if "process.pid" in w:
+            procs.append(f"{w.get('process.executable.name', '')}({w['process.pid']})")
     return Event(seq=int(raw["seq"]), time_ns=int(raw["time_ns"]), name=raw["name"],
                  severity=raw["severity"], gpu=gpu if isinstance(gpu, int) else None,
-                 summary=summary, pods=named + jobs,
-                 processes=tuple(f"{e}({p})" for e, p in zip(executables, pids, strict=False)))
+                 summary=summary, pods=tuple(named), processes=tuple(procs))
 
 
 @dataclass(frozen=True)

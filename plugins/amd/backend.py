@@ -32,6 +32,7 @@ class AmdBackend:
         self._smi: ModuleType | None = None
         self._handles: list[Any] = []
         self._by_id: dict[str, Any] = {}  # hw.id -> the handle that lists its processes
+        self._driver = ""  # the amdgpu driver's version, "" where the library cannot say
 
     def open(self) -> BackendInfo:
         module = smi.load()
@@ -49,6 +50,7 @@ class AmdBackend:
         if self._handles:
             with contextlib.suppress(module.AmdSmiException):
                 driver = str(module.amdsmi_get_gpu_driver_info(self._handles[0])["driver_version"])
+        self._driver = "" if driver == "unknown" else driver
         return BackendInfo(vendor="amd", driver_version=driver)
 
     def devices(self) -> list[Device]:
@@ -70,7 +72,8 @@ class AmdBackend:
         taken: set[str] = set()
         for index, socket in enumerate(topology.sockets(processors)):
             if socket.partitioned:
-                tree = partitioned.build(module, socket, index, processors)
+                tree = partitioned.build(module, socket, index, processors, driver=self._driver,
+                                         serial=_board_serial(module, socket.primary.handle))
                 found.append(tree)
                 # An event on the GPU names the processes on every partition.
                 self._by_id[tree.identity.uuid] = tuple(p.handle for p in socket.processors)
@@ -85,7 +88,8 @@ class AmdBackend:
                             only.bdf, only.uuid, uuid)
             taken.add(uuid)
             identity = DeviceIdentity(uuid=uuid, index=index, vendor="amd", model=only.model,
-                                      pci_bus_id=only.bdf)
+                                      pci_bus_id=only.bdf, driver_version=self._driver,
+                                      serial_number=_board_serial(module, only.handle))
             found.append(AmdDevice(module, only.handle, identity))
             self._by_id[uuid] = only.handle
         return found
@@ -116,3 +120,13 @@ class AmdBackend:
                 module.amdsmi_shut_down()
             except module.AmdSmiException as error:
                 log.debug("amdsmi_shut_down: %s", error)
+
+
+def _board_serial(module: Any, handle: Any) -> str:
+    """The board's serial (amd-smi static --board PRODUCT_SERIAL; AMD's device-metrics-exporter
+    labels series with it): absent where the library has none."""
+    try:
+        serial = str(module.amdsmi_get_gpu_board_info(handle).get("product_serial", "")).strip()
+    except module.AmdSmiException:
+        return ""
+    return "" if serial.upper() in ("", "N/A") else serial

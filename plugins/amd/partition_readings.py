@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_otel_agent.model.memory import memory_readings
 from gpu_otel_agent.model.snapshot import Reading
 from gpu_otel_agent.plugins.amd.readings import (
     MIB,
@@ -142,10 +143,9 @@ class SocketVram:
 
     def socket_read(self, smi: Any, _handle: Any) -> tuple[Reading, ...]:
         used = number(smi.amdsmi_get_gpu_vram_usage(self.handles[0])["vram_used"])
-        out = [Reading("hw.gpu.memory.limit", self.totals()[0] * MIB)]
-        if used is not None:
-            out.append(Reading("hw.gpu.memory.usage", int(used) * MIB))  # the device's
-        return tuple(out)
+        # The device's use and total, and so the conventions' usage / limit.
+        return memory_readings(None if used is None else int(used) * MIB,
+                               self.totals()[0] * MIB)
 
     def partition_reader(self, position: int) -> Read:
         def read(_smi: Any, _handle: Any) -> tuple[Reading, ...]:

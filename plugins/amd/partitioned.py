@@ -46,13 +46,15 @@ class AmdPartitionedGpu(AmdDevice):
 
 
 def build(smi: Any, socket: topology.Socket, index: int,
-          every: Sequence[topology.Processor]) -> AmdPartitionedGpu:
+          every: Sequence[topology.Processor], *, driver: str = "",
+          serial: str = "") -> AmdPartitionedGpu:
     """The tree of one partitioned socket; ``every`` is all processors of the node (a
     partition's UUID names it only where no other processor reports the same one)."""
     primary = socket.primary
     parent = topology.parent_id(socket)
     identity = DeviceIdentity(uuid=parent, index=index, vendor="amd", model=primary.model,
-                              pci_bus_id=primary.bdf)
+                              pci_bus_id=primary.bdf, driver_version=driver,
+                              serial_number=serial)
     names = topology.partition_ids(every, socket, parent)
     vram = partition_readings.SocketVram(smi, tuple(p.handle for p in socket.processors),
                                          partition_readings.library_splits(smi))
@@ -75,7 +77,8 @@ def build(smi: Any, socket: topology.Socket, index: int,
         partitions.append(AmdDevice(
             smi, processor.handle,
             DeviceIdentity(uuid=name, index=index, vendor="amd", model=processor.model,
-                           pci_bus_id=processor.bdf, partition=place),
+                           pci_bus_id=processor.bdf, partition=place,
+                           driver_version=driver),
             scope=Scope.PARTITION,
             groups=partition_readings.partition_groups(number, position, table, vram)))
     return AmdPartitionedGpu(smi, socket, identity, partitions, vram)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_otel_agent.model.memory import memory_readings
 from gpu_otel_agent.model.snapshot import Attributes, Reading
 from gpu_otel_agent.plugins.amd import sentinels
 from gpu_otel_agent.plugins.amd.accumulators import MonotonicCounter, ResidencyThrottle
@@ -66,7 +67,7 @@ def _table_fast(smi: Any, h: Any) -> tuple[Reading, ...]:
     out: list[Reading] = []
     for value, metric, attributes in (
         (t.average_gfx_activity, "hw.gpu.utilization", (("hw.gpu.task", "general"),)),
-        (t.average_umc_activity, "hw.gpu.memory.utilization", ()),
+        (t.average_umc_activity, "gpu.memory.controller.utilization", ()),
         (t.average_mm_activity, "hw.gpu.utilization", (("hw.gpu.task", "decoder"),)),
     ):
         if (fraction := _table_pct(value)) is not None:
@@ -128,7 +129,7 @@ def _activity(smi: Any, h: Any) -> tuple[Reading, ...]:
     if (gfx := _pct(a["gfx_activity"])) is not None:
         out.append(Reading("hw.gpu.utilization", gfx, (("hw.gpu.task", "general"),)))
     if (umc := _pct(a["umc_activity"])) is not None:
-        out.append(Reading("hw.gpu.memory.utilization", umc))
+        out.append(Reading("gpu.memory.controller.utilization", umc))
     # VCN on Instinct parts decodes only (MI300) or is one engine for both: reported as decoder.
     if (mm := _pct(a["mm_activity"])) is not None:
         out.append(Reading("hw.gpu.utilization", mm, (("hw.gpu.task", "decoder"),)))
@@ -137,12 +138,9 @@ def _activity(smi: Any, h: Any) -> tuple[Reading, ...]:
 
 def _vram(smi: Any, h: Any) -> tuple[Reading, ...]:
     v = smi.amdsmi_get_gpu_vram_usage(h)
-    out = []
-    if (used := number(v["vram_used"])) is not None:
-        out.append(Reading("hw.gpu.memory.usage", int(used) * MIB))  # MB (2^20)
-    if (total := number(v["vram_total"])) is not None:
-        out.append(Reading("hw.gpu.memory.limit", int(total) * MIB))
-    return tuple(out)
+    used, total = number(v["vram_used"]), number(v["vram_total"])  # MB (2^20)
+    return memory_readings(None if used is None else int(used) * MIB,
+                           None if total is None else int(total) * MIB)
 
 
 def _temperature(sensor: str, location: str) -> Read:

@@ -42,6 +42,7 @@ class NvidiaBackend:
         self._open = False
         self._handles: dict[str, Any] = {}
         self._session = NvmlSession()
+        self._driver = ""
 
     def open(self) -> BackendInfo:
         try:
@@ -53,13 +54,14 @@ class NvidiaBackend:
             driver = _text(pynvml.nvmlSystemGetDriverVersion())
         except pynvml.NVMLError:
             driver = "unknown"
+        self._driver = "" if driver == "unknown" else driver
         return BackendInfo(vendor="nvidia", driver_version=driver)
 
     def devices(self) -> list[Device]:
         found: list[Device] = []
         for index in range(_retrying(pynvml.nvmlDeviceGetCount)):
             try:
-                handle, identity = _retrying(functools.partial(_identify, index))
+                handle, identity = _retrying(functools.partial(_identify, index, self._driver))
             except pynvml.NVMLError as error:
                 # Without its UUID a device cannot be named in any series; say so loudly.
                 log.error("GPU %d cannot be identified and is not monitored: %s", index, error)
@@ -101,7 +103,7 @@ class NvidiaBackend:
             self._session.close()
 
 
-def _identify(index: int) -> tuple[Any, DeviceIdentity]:
+def _identify(index: int, driver: str) -> tuple[Any, DeviceIdentity]:
     handle = pynvml.nvmlDeviceGetHandleByIndex(index)
     return handle, DeviceIdentity(
         uuid=_text(pynvml.nvmlDeviceGetUUID(handle)),
@@ -109,7 +111,19 @@ def _identify(index: int) -> tuple[Any, DeviceIdentity]:
         vendor="nvidia",
         model=_text(pynvml.nvmlDeviceGetName(handle)),
         pci_bus_id=_text(pynvml.nvmlDeviceGetPciInfo(handle).busId),
+        driver_version=driver,
+        # The board serial (NOT_SUPPORTED on GeForce) and the VBIOS, dcgm-exporter's
+        # DCGM_FI_DEV_SERIAL and DCGM_FI_DEV_VBIOS_VERSION: absent where NVML has none.
+        serial_number=_optional_text(pynvml.nvmlDeviceGetSerial, handle),
+        firmware_version=_optional_text(pynvml.nvmlDeviceGetVbiosVersion, handle),
     )
+
+
+def _optional_text(fn: Callable[[Any], Any], handle: Any) -> str:
+    try:
+        return _text(fn(handle)).strip()
+    except pynvml.NVMLError:
+        return ""
 
 
 def _retrying(fn: Callable[[], T]) -> T:

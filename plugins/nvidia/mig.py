@@ -57,7 +57,8 @@ class MigPlace:
         parent = self.parent
         return DeviceIdentity(
             uuid=self.uuid, index=parent.index, vendor=parent.vendor, model=parent.model,
-            pci_bus_id=parent.pci_bus_id,
+            pci_bus_id=parent.pci_bus_id, driver_version=parent.driver_version,
+            firmware_version=parent.firmware_version,
             partition=DevicePartition(
                 parent.uuid, MIG_KIND, self.profile,
                 (("gpu.mig.profile", self.profile),

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import pynvml
 
+from gpu_otel_agent.model.memory import memory_readings
 from gpu_otel_agent.model.snapshot import Attributes, Reading
 
 Handle = object
@@ -40,26 +41,25 @@ def _utilization(handle: Handle) -> tuple[Reading, ...]:
     rates = pynvml.nvmlDeviceGetUtilizationRates(handle)
     return (
         Reading("hw.gpu.utilization", rates.gpu / 100, (("hw.gpu.task", "general"),)),
-        Reading("hw.gpu.memory.utilization", rates.memory / 100),
+        # The memory controller's busy time (dcgm MEM_COPY_UTIL), not memory used.
+        Reading("gpu.memory.controller.utilization", rates.memory / 100),
     )
 
 
 # hw.gpu.memory.usage is allocated frame buffer, without what the driver/firmware reserves
-# (that is gpu.memory.reserved): nvml.h nvmlMemory_v2_t.used, "Allocated device memory". The v1
-# struct's used is "Sum of Reserved and Allocated", which cannot be split, so on a driver without
-# nvmlDeviceGetMemoryInfo_v2 the usage is absent rather than a figure that means something else.
+# (that is gpu.memory.reserved): nvml.h nvmlMemory_v2_t.used, "Allocated device memory". A driver
+# without nvmlDeviceGetMemoryInfo_v2 only serves the v1 struct, whose used is "Sum of Reserved
+# and Allocated": that figure is sent (memory in use, as the conventions' "GPU memory used"
+# reads) rather than nothing, and the reserve is absent there.
 def _memory_v2(handle: Handle) -> tuple[Reading, ...]:
     memory = pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
-    return (
-        Reading("hw.gpu.memory.usage", int(memory.used)),
-        Reading("hw.gpu.memory.limit", int(memory.total)),
-        Reading("gpu.memory.reserved", int(memory.reserved)),
-    )
+    return (*memory_readings(int(memory.used), int(memory.total)),
+            Reading("gpu.memory.reserved", int(memory.reserved)))
 
 
 def _memory_v1(handle: Handle) -> tuple[Reading, ...]:
     memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
-    return (Reading("hw.gpu.memory.limit", int(memory.total)),)
+    return memory_readings(int(memory.used), int(memory.total))
 
 
 def _temperature_v(handle: Handle) -> tuple[Reading, ...]:

@@ -51,10 +51,13 @@ def test_unsupported_calls_and_missing_symbols_leave_metrics_absent(
             assert store.points("hw.gpu.utilization", {"hw.id": UUIDS[0], **encoder})
             assert store.points("hw.gpu.utilization", {"hw.id": UUIDS[1], **encoder}) == []
             # Older driver without nvmlDeviceGetMemoryInfo_v2: v1's "used" is reserved plus
-            # allocated (nvml.h nvmlMemory_t), not what hw.gpu.memory.usage means (v2 "used"),
-            # so usage and reserved are absent; the limit (total) still holds.
-            assert store.points("hw.gpu.memory.limit", {"hw.id": UUIDS[1]})
-            assert store.points("hw.gpu.memory.usage", {"hw.id": UUIDS[1]}) == []
+            # allocated (nvml.h nvmlMemory_t). It is sent as usage (memory in use) rather than
+            # nothing, with the conventions' utilization from it; the reserve is absent.
+            limit = store.latest("hw.gpu.memory.limit", {"hw.id": UUIDS[1]})
+            usage = store.latest("hw.gpu.memory.usage", {"hw.id": UUIDS[1]})
+            ratio = store.latest("hw.gpu.memory.utilization", {"hw.id": UUIDS[1]})
+            assert limit is not None and usage is not None and ratio is not None
+            assert ratio.value == pytest.approx(usage.value / limit.value)
             assert store.points("gpu.memory.reserved") == []
             # Unsupported calls are probed once, never retried each cycle.
             calls_before = _calls(node, "nvmlDeviceGetEncoderUtilization", 1)

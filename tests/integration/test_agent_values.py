@@ -47,6 +47,8 @@ def _assert_served_values(store: Store) -> None:
     assert _value(store, "hw.power") == pytest.approx(512.5)  # mW -> W
     assert _value(store, "hw.gpu.memory.usage") == 40000 * MIB  # MiB -> By
     assert _value(store, "hw.gpu.memory.limit") == 81559 * MIB
+    # The conventions' "fraction of GPU memory used", not the memory controller's busy time.
+    assert _value(store, "hw.gpu.memory.utilization") == pytest.approx(40000 / 81559)
     assert _value(store, "hw.temperature", hw__sensor_location="gpu") == pytest.approx(61)
     assert _value(store, "hw.temperature", hw__sensor_location="memory") == pytest.approx(70)
     assert _value(store, "gpu.clock.frequency", gpu__clock__domain="sm") == 1980e6  # MHz -> Hz
@@ -67,12 +69,13 @@ def test_grpc_receiver_gets_served_values_in_contract_units(
         assert point is not None
         assert point.unit == "1" and point.kind == "gauge"
         assert point.attributes["hw.type"] == "gpu"
-        assert point.attributes["hw.vendor"] == "nvidia"
+        assert point.attributes["hw.vendor"] == "NVIDIA"
         assert point.attributes["hw.model"] == "NVIDIA H100 80GB HBM3"
         assert point.attributes["gpu.index"] == 2
         assert point.attributes["gpu.pci.bus_id"] == "00000000:1A:00.0"
         assert point.resource["service.name"] == "gpu-otel-agent"
-        assert point.resource["gpu.driver.version"] == "580.95.05"
+        assert point.attributes["hw.driver_version"] == "580.95.05"
+        assert point.attributes["hw.serial_number"] and point.attributes["hw.firmware_version"]
         memory_clock = _value(store, "gpu.clock.frequency", gpu__clock__domain="memory")
         assert memory_clock == 2619e6  # slow group, MHz -> Hz
         assert _value(store, "gpu.power.limit") == pytest.approx(700)  # mW -> W

@@ -71,16 +71,21 @@ def test_amd_values_arrive_under_the_shared_names_next_to_nvidia(
         )
         point = store.latest("hw.gpu.utilization", {"hw.id": MI300X_UUID})
         assert point is not None and point.unit == "1" and point.kind == "gauge"
-        assert point.attributes["hw.vendor"] == "amd"
+        assert point.attributes["hw.vendor"] == "AMD"
         assert point.attributes["hw.type"] == "gpu"
         assert point.attributes["hw.model"] == "AMD Instinct MI300X"
         assert point.attributes["gpu.index"] == 0  # amdsmi's own enumeration
         assert point.attributes["gpu.pci.bus_id"] == "0000:0c:00.0"
-        assert "6.10.5" in str(point.resource["gpu.driver.version"])
-        assert "580.95.05" in str(point.resource["gpu.driver.version"])
+        # Each device names its own driver (not one comma-joined value on the resource).
+        assert point.attributes["hw.driver_version"] == "6.10.5"
+        assert "gpu.driver.version" not in point.resource
+        nvidia = store.latest("hw.gpu.utilization", {"hw.vendor": "NVIDIA"})
+        assert nvidia is not None and nvidia.attributes["hw.driver_version"] == "580.95.05"
 
         u = MI300X_UUID
-        assert _latest(store, "hw.gpu.memory.utilization", u) == pytest.approx(0.17)
+        assert _latest(store, "gpu.memory.controller.utilization", u) == pytest.approx(0.17)
+        # The conventions' quantity: memory used over memory there is (not the UMC's busy time).
+        assert _latest(store, "hw.gpu.memory.utilization", u) == pytest.approx(5000 / 196592)
         assert _latest(store, "hw.gpu.memory.usage", u) == 5000 * MIB  # MB -> By
         assert _latest(store, "hw.gpu.memory.limit", u) == 196592 * MIB
         assert _latest(store, "hw.temperature", u, hw__sensor_location="gpu") == 71  # hotspot
@@ -120,7 +125,7 @@ def test_amd_values_arrive_under_the_shared_names_next_to_nvidia(
 
         # What the catalog (and so docs/metrics.md) says AMD provides is what arrives.
         def amd_names(s: Store) -> set[str]:
-            return {p.metric for p in s.points(None, {"hw.vendor": "amd"})}
+            return {p.metric for p in s.points(None, {"hw.vendor": "AMD"})}
 
         promised = {spec.name for spec in DEVICE_METRICS if "amd" in spec.vendors}
         store.wait_for(lambda s: amd_names(s) >= promised, timeout=20,
@@ -157,7 +162,7 @@ def test_without_libamd_smi_the_agent_runs_nvidia_only_and_says_so_once(
             assert "backend amd skipped" in skipped[0]
             assert "libamd_smi.so not found" in skipped[0]
             assert "Could not load" not in log  # the wrapper's own prints stay out
-            assert not store.points(None, {"hw.vendor": "amd"})
+            assert not store.points(None, {"hw.vendor": "AMD"})
         finally:
             agent.close()
 
@@ -235,11 +240,11 @@ def test_simulate_flag_serves_the_mixed_example_in_one_process(
             return seen
 
         store.wait_for(lambda s: {k: len(v) for k, v in vendors(s).items()}
-                       == {"nvidia": 2, "amd": 2}, timeout=30, what="2 NVIDIA + 2 AMD GPUs")
+                       == {"NVIDIA": 2, "AMD": 2}, timeout=30, what="2 NVIDIA + 2 AMD GPUs")
         # MI300X has no edge sensor in the example: absent, never 0.
-        assert store.points("hw.temperature", {"hw.vendor": "amd", "hw.sensor_location": "gpu"})
+        assert store.points("hw.temperature", {"hw.vendor": "AMD", "hw.sensor_location": "gpu"})
         assert store.points("hw.temperature",
-                            {"hw.vendor": "amd", "hw.sensor_location": "edge"}) == []
+                            {"hw.vendor": "AMD", "hw.sensor_location": "edge"}) == []
         agent.shutdown()
     finally:
         agent.close()
@@ -320,7 +325,7 @@ def test_a_process_on_an_amd_gpu_is_attributed_to_its_pod_like_an_nvidia_one(
                                k8s__pod__uid=amd_pod.uid)
             assert limit.value == 196592 * MIB
             assert select(points, "gpu.process.memory.usage",
-                           process__pid=amd_pid)[0].attributes["hw.vendor"] == "amd"
+                           process__pid=amd_pid)[0].attributes["hw.vendor"] == "AMD"
         finally:
             agent.close()
 
@@ -351,11 +356,11 @@ def test_amd_notifications_arrive_as_health_events(
         attrs = fault.attributes
         assert attrs["event.name"] == "gpu.amd.vm_fault" and fault.event_name == attrs[
             "event.name"]
-        assert attrs["hw.vendor"] == "amd" and attrs["gpu.event.source"] == "amdsmi"
+        assert attrs["hw.vendor"] == "AMD" and attrs["gpu.event.source"] == "amdsmi"
         assert attrs["hw.model"] == "AMD Instinct MI300X"
         assert "0x7f0000001000" in fault.body
         assert fault.severity_text == "ERROR"
-        assert attrs["process.pid"] == (sleeper.pid,)  # who was on the GPU at that moment
+        assert attrs["process.pid"] == sleeper.pid  # who was on the GPU at that moment
         # A thermal-throttle notification is the shared gpu.throttle.
         mixed_node.command({"op": "event", "device": 1, "type": "thermal_throttle"})
         throttle = store.wait_for(
@@ -417,9 +422,9 @@ def test_with_attribution_off_amd_events_still_name_the_processes_on_the_gpu(
         mixed_node.command({"op": "xid", "device": 0, "code": 13})
         fault = store.wait_for(lambda s: s.logs("gpu.amd.vm_fault"), timeout=10)[0]
         xid = store.wait_for(lambda s: s.logs("gpu.xid"), timeout=10)[0]
-        assert fault.attributes["process.pid"] == (sleepers[1].pid,)
-        assert fault.attributes["process.executable.name"] == ("sleep",)
-        assert xid.attributes["process.pid"] == (sleepers[0].pid,)  # NVIDIA's own lookup
+        assert fault.attributes["process.pid"] == sleepers[1].pid
+        assert fault.attributes["process.executable.name"] == "sleep"
+        assert xid.attributes["process.pid"] == sleepers[0].pid  # NVIDIA's own lookup
     finally:
         agent.close()
         for sleeper in sleepers:
@@ -441,7 +446,7 @@ def test_a_hung_amd_call_is_named_in_gpu_unresponsive(
         hung = store.wait_for(lambda s: s.logs("gpu.unresponsive", {"hw.id": MI300X_UUID}),
                               timeout=10, what="gpu.unresponsive on the MI300X")[0]
         assert str(hung.attributes["gpu.call"]).startswith("amdsmi_get_")
-        assert hung.attributes["hw.vendor"] == "amd"
+        assert hung.attributes["hw.vendor"] == "AMD"
         # The other GPUs, AMD and NVIDIA, are sampled on while it hangs.
         since = time.time()
         for uuid in (MI210_UUID, UUIDS[0]):

@@ -364,7 +364,7 @@ def test_cpx_exports_a_tree_with_socket_power_once(
         assert energy[-1].value > energy[0].value
         _wait_latest(store, "hw.power", {"hw.id": SPX_UUID})
         for metric in ("hw.power", "hw.energy", "hw.temperature", "gpu.power.limit"):
-            owners = {p.attributes["hw.id"] for p in store.points(metric, {"hw.vendor": "amd"})}
+            owners = {p.attributes["hw.id"] for p in store.points(metric, {"hw.vendor": "AMD"})}
             assert owners == {parent, SPX_UUID}, metric
 
         # Processes are on the partition that runs them.

@@ -43,7 +43,7 @@ def test_every_metric_a_running_agent_exports_is_documented(
             # Slow and per-process groups have reported on both vendors, and two more exports
             # followed, so names that appear only after the first cycle are in too.
             store.wait_for(lambda s: {p.attributes.get("hw.vendor")
-                                      for p in s.points("gpu.power.limit")} >= {"nvidia", "amd"}
+                                      for p in s.points("gpu.power.limit")} >= {"NVIDIA", "AMD"}
                            and s.points("gpu.process.memory.usage"),
                            timeout=60, what="slow and process metrics of both vendors")
             seen = len(store.received("metrics"))

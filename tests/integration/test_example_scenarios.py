@@ -35,10 +35,10 @@ def test_mixed_node_older_driver_and_a_gpu_falling_off_the_bus(
         try:
             a100, t4 = _uuid_of(store, 0), _uuid_of(store, 1)
             assert store.latest("hw.status", {"hw.id": t4, "hw.state": "ok"}).value == 1  # type: ignore[union-attr]
-            # Older driver: no nvmlDeviceGetMemoryInfo_v2 (reserved absent), no GPM. Usage means
-            # v2's allocated memory; v1's figure includes the reserve, so usage is absent there.
+            # Older driver: no nvmlDeviceGetMemoryInfo_v2 (reserved absent), no GPM. Usage is
+            # v1's figure there (it includes the reserve): present, never vanished.
             assert store.points("hw.gpu.memory.limit", {"hw.id": a100})
-            assert store.points("hw.gpu.memory.usage", {"hw.id": a100}) == []
+            assert store.points("hw.gpu.memory.usage", {"hw.id": a100})
             assert store.points("gpu.memory.reserved") == []
             assert store.points("gpu.sm.utilization") == []
             # The T4 has no memory temperature sensor; the A100 has one.

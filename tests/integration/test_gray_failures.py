@@ -172,7 +172,7 @@ def test_an_amd_pcie_link_that_trained_down_is_the_same_gray_failure(
             assert store.latest("gpu.pcie.link.generation.max").value == 5  # 32 GT/s
             node.command({"op": "set", "device": 0, "values": {"pcie_link_width": 8}})
             (degraded,) = store.wait_for(lambda s: s.logs("gpu.degraded"), timeout=20)
-            assert degraded.attributes["hw.vendor"] == "amd"
+            assert degraded.attributes["hw.vendor"] == "AMD"
             assert degraded.attributes["gpu.health.condition"] == "pcie_link_width"
             assert degraded.attributes["gpu.health.reason"] == "PCIe link width x8 of x16 " \
                 "under load"

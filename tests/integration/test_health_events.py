@@ -67,8 +67,10 @@ def test_each_fault_arrives_as_its_event(
         assert (attrs["hw.model"], attrs["gpu.index"], attrs["gpu.pci.bus_id"],
                 attrs["hw.type"]) == (MODEL, 2, "00000000:1A:00.0", "gpu")
         assert "XID 79" in xid.body and "fallen off the bus" in xid.body
-        assert attrs["process.pid"] == (sleeper.pid,)
-        assert attrs["process.executable.name"] == ("sleep",)
+        # Conventional types: one record per process, its PID an int (not an array).
+        assert attrs["process.pid"] == sleeper.pid
+        assert attrs["process.executable.name"] == "sleep"
+        assert attrs["gpu.event.id"] == attrs["log.record.uid"]  # the event's first record
         health = one(store, "gpu.health", **{"hw.id": UUIDS[2], "hw.state": "failed"})
         assert health.attributes["gpu.health.previous_state"] == "ok"
         store.wait_for(lambda s: (p := s.latest("hw.status", {"hw.id": UUIDS[2],
@@ -122,8 +124,8 @@ def test_events_name_the_processes_with_the_processes_group_switched_off(
                        timeout=20)
         node.command({"op": "xid", "device": 2, "code": 31})
         xid = one(store, "gpu.xid", **{"hw.id": UUIDS[2]})
-        assert xid.attributes["process.pid"] == (sleeper.pid,)
-        assert xid.attributes["process.executable.name"] == ("sleep",)
+        assert xid.attributes["process.pid"] == sleeper.pid
+        assert xid.attributes["process.executable.name"] == "sleep"
         assert not store.points("gpu.process.memory.usage")
     finally:
         agent.shutdown()

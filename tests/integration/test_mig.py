@@ -260,7 +260,7 @@ def test_an_instance_scoped_xid_names_the_instance_and_its_pod(mig: Mig) -> None
     assert event.attributes["hw.id"] == mig.instances[1].uuid
     assert event.attributes["hw.parent"] == A100
     assert event.attributes["gpu.mig.profile"] == "1g.10gb"
-    assert list(event.attributes["k8s.pod.name"]) == ["small"]
+    assert event.attributes["k8s.pod.name"] == "small"
     # The count stays with the physical GPU.
     mig.receiver.store.wait_for(
         lambda s: s.latest("gpu.xid.errors", {"hw.id": A100, "gpu.xid.code": 43}),
@@ -273,7 +273,13 @@ def test_an_xid_on_the_parent_names_the_pods_on_every_instance(mig: Mig) -> None
     event = _xid_event(mig, 13, "the parent's XID 13")
     assert event.attributes["hw.id"] == A100
     assert "hw.parent" not in event.attributes
-    assert sorted(event.attributes["k8s.pod.name"]) == ["big", "small"]
+    # One record per process, each with its own pod; the records share the event's id.
+    records = mig.receiver.store.wait_for(
+        lambda s: len(r := [x for x in s.logs("gpu.xid", {"gpu.xid.code": 79})
+                            if x.attributes["gpu.event.id"] == event.attributes["gpu.event.id"]])
+        >= 2 and r, timeout=20, what="both records of XID 79")
+    assert sorted(str(r.attributes["k8s.pod.name"]) for r in records) == ["big", "small"]
+    assert len({r.attributes["log.record.uid"] for r in records}) == len(records)
 
 
 def _panel_query(dashboard: str, title: str) -> str:

@@ -45,7 +45,7 @@ def _served(i: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
             float(r["memory_temperature_c"]),  # type: ignore[arg-type]
         ("hw.gpu.utilization", (("hw.gpu.task", "general"),)):
             int(r["utilization_gpu"]) / 100,  # type: ignore[call-overload]
-        ("hw.gpu.memory.utilization", ()): int(r["utilization_memory"]) / 100,  # type: ignore[call-overload]
+        ("gpu.memory.controller.utilization", ()): int(r["utilization_memory"]) / 100,  # type: ignore[call-overload]
         ("hw.gpu.memory.usage", ()): float(int(r["memory_used_mib"]) * MIB),  # type: ignore[call-overload]
         ("gpu.clock.frequency", (("gpu.clock.domain", "sm"),)):
             float(int(r["sm_clock_mhz"]) * 1_000_000),  # type: ignore[call-overload]

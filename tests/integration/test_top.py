@@ -132,7 +132,7 @@ def test_top_shows_the_node_its_pods_and_an_xid_as_it_arrives(
             assert not [p for d in data["snapshot"]["devices"] for p in d["processes"]
                         if p["pid"] == in_pod]
             xids = [e for e in data["events"]["events"] if e["name"] == "gpu.xid"]
-            assert xids and xids[0]["attributes"]["k8s.pod.name"] == [pod.name]
+            assert xids and xids[0]["workloads"][0]["k8s.pod.name"] == pod.name
             agent.shutdown()  # a clean exit with its run summary
         finally:
             agent.close()  # whatever failed above: no agent outlives the test

@@ -1,4 +1,5 @@
-"""Health events -> OTLP ``ExportLogsServiceRequest`` (one LogRecord per event)."""
+"""Health events -> OTLP ``ExportLogsServiceRequest``: one LogRecord per workload an event hit
+(one when it hit none; ``HealthEvent.records``)."""
 
 from __future__ import annotations
 
@@ -23,19 +24,20 @@ class LogEncoder:
         request = ExportLogsServiceRequest()
         resource_logs = request.resource_logs.add(schema_url=self._schema_url)
         resource_logs.resource.CopyFrom(self._resource)
-        scope_logs = resource_logs.scope_logs.add()
+        scope_logs = resource_logs.scope_logs.add(schema_url=SCOPE.schema_url or "")
         scope_logs.scope.name = SCOPE.name
         scope_logs.scope.version = SCOPE.version or ""
         observed = time.time_ns()
         for event in events:
-            record = scope_logs.log_records.add(
-                time_unix_nano=event.time_ns,
-                observed_time_unix_nano=observed,
-                severity_number=event.severity.number,
-                severity_text=event.severity.text,
-                event_name=event.name,
-            )
-            record.body.string_value = event.body
-            record.attributes.extend(
-                KeyValue(key=k, value=any_value(v)) for k, v in event.all_attributes())
+            for attributes in event.records():
+                record = scope_logs.log_records.add(
+                    time_unix_nano=event.time_ns,
+                    observed_time_unix_nano=observed,
+                    severity_number=event.severity.number,
+                    severity_text=event.severity.text,
+                    event_name=event.name,
+                )
+                record.body.string_value = event.body
+                record.attributes.extend(
+                    KeyValue(key=k, value=any_value(v)) for k, v in attributes)
         return request

@@ -62,15 +62,16 @@ class ConsoleEventSender:
 
     def send(self, events: Sequence[HealthEvent]) -> Attempt:
         for event in events:
-            record = {
-                "event_name": event.name,
-                "time_unix_nano": event.time_ns,
-                "severity_text": event.severity.text,
-                "body": event.body,
-                "attributes": {k: list(v) if isinstance(v, tuple) else v
-                               for k, v in event.all_attributes()},
-            }
-            sys.stdout.write(json.dumps(record) + "\n")
+            for attributes in event.records():
+                record = {
+                    "event_name": event.name,
+                    "time_unix_nano": event.time_ns,
+                    "severity_text": event.severity.text,
+                    "body": event.body,
+                    "attributes": {k: list(v) if isinstance(v, tuple) else v
+                                   for k, v in attributes},
+                }
+                sys.stdout.write(json.dumps(record) + "\n")
         sys.stdout.flush()
         return ACCEPTED
 

@@ -74,7 +74,7 @@ FIELDS: Mapping[tuple[str, tuple[str, str] | None], DcgmField] = {
         _f("DCGM_FI_DEV_ENC_UTIL", 100, "Encoder utilization (in %)."),
     ("hw.gpu.utilization", ("hw.gpu.task", "decoder")):
         _f("DCGM_FI_DEV_DEC_UTIL", 100, "Decoder utilization (in %)."),
-    ("hw.gpu.memory.utilization", None):
+    ("gpu.memory.controller.utilization", None):
         _f("DCGM_FI_DEV_MEM_COPY_UTIL", 100, "Memory utilization (in %)."),
     ("hw.gpu.memory.usage", None): _f("DCGM_FI_DEV_FB_USED", 1 / MIB,
                                       "Framebuffer memory used (in MiB)."),
@@ -189,6 +189,7 @@ THROTTLE_BITS: Mapping[str, int] = {
 }
 
 _DEVICE_KEYS = {"hw.id", "hw.type", "hw.vendor", "hw.model", "gpu.index", "gpu.pci.bus_id",
+                "hw.driver_version", "hw.serial_number", "hw.firmware_version",
                 "hw.parent", "gpu.mig.profile", "gpu.mig.gpu_instance.id",
                 "gpu.mig.compute_instance.id", "amd.partition.id", "amd.partition.compute_mode",
                 "amd.partition.memory_mode"}
@@ -275,7 +276,6 @@ class DcgmTranslator:
     def __init__(self, resource: Mapping[str, object], version: str = CURRENT) -> None:
         node = resource.get("k8s.node.name") or resource.get("host.name") or ""
         self._host = str(node)
-        self._driver = str(resource.get("gpu.driver.version") or "")
         self.version = version
         follows = release(version)
         self._host_label = "hostname" if follows >= release(HOSTNAME_RENAMED) else "Hostname"
@@ -291,7 +291,7 @@ class DcgmTranslator:
             # profile and GPU instance id, as dcgm-exporter labels them.
             uuid = attrs.get("hw.parent", attrs.get("hw.id", ""))
             labels += [("gpu", str(index)), ("UUID", str(uuid)),
-                       ("device", f"nvidia{index}" if attrs.get("hw.vendor") != "amd"
+                       ("device", f"nvidia{index}" if attrs.get("hw.vendor") != "AMD"
                         else f"amd{index}"),
                        ("modelName", str(attrs.get("hw.model", ""))),
                        ("pci_bus_id", str(attrs.get("gpu.pci.bus_id", "")))]
@@ -302,8 +302,11 @@ class DcgmTranslator:
                 labels += [("GPU_I_PROFILE", str(attrs.get("amd.partition.compute_mode", ""))),
                            ("GPU_I_ID", str(attrs["amd.partition.id"]))]
         labels.append((self._host_label, self._host))
-        if self._driver and index is not None and not custom:
-            labels.append(("DCGM_FI_DRIVER_VERSION", self._driver))
+        # The device's own driver (hw.driver_version): on a mixed node NVIDIA series name
+        # NVIDIA's driver, AMD series amdgpu's, never both joined.
+        driver = attrs.get("hw.driver_version")
+        if driver and index is not None and not custom:
+            labels.append(("DCGM_FI_DRIVER_VERSION", str(driver)))
         labels.append(("NodeName", self._host))
         workload = _WORKLOAD_CUSTOM if custom else _WORKLOAD_DCGM
         labels += [(label, label_value(attrs[key])) for key, label in workload.items()

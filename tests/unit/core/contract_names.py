@@ -13,6 +13,7 @@ DEVICE_ATTRIBUTES = ("hw.id", "hw.type", "hw.vendor", "hw.model", "gpu.index", "
 METRICS: dict[str, tuple[str, str]] = {
     "hw.gpu.utilization": ("gauge", "1"),
     "hw.gpu.memory.utilization": ("gauge", "1"),
+    "gpu.memory.controller.utilization": ("gauge", "1"),
     "hw.gpu.memory.usage": ("updowncounter", "By"),
     "hw.gpu.memory.limit": ("updowncounter", "By"),
     "gpu.memory.reserved": ("updowncounter", "By"),

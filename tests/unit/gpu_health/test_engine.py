@@ -89,8 +89,10 @@ def test_xid_79_event_with_workloads_health_and_counter() -> None:
         attrs = dict(first.attributes)
         assert (first.name, attrs["gpu.xid.code"], attrs["gpu.xid.action"]) == (
             "gpu.xid", 79, "RESTART_BM")
-        assert attrs["process.pid"] == (7, 8)
-        assert attrs["k8s.pod.name"] == ("train-0",)  # one pod, named once
+        # Each process with its own workload, scalars together (not one array per attribute).
+        assert [dict(w) for w in first.workloads] == [
+            {"process.pid": pid, "process.executable.name": "python3",
+             "k8s.pod.name": "train-0", "k8s.namespace.name": "ml"} for pid in (7, 8)]
         assert dict(health.attributes)["hw.state"] == "failed"
 
     store = run(scenario, lookup=lookup)

@@ -39,4 +39,5 @@ def test_stable_ids_are_stable_and_content_bound() -> None:
 def test_an_event_keeps_its_id_through_json_and_sends_it() -> None:
     event = HealthEvent("gpu.xid", 1_700_000_000_000_000_000, Severity.ERROR, "XID 79", ())
     assert HealthEvent.from_json(event.to_json()).uid == event.uid
-    assert ("log.record.uid", event.uid) in event.all_attributes()
+    (record,) = event.records()
+    assert ("log.record.uid", event.uid) in record and ("gpu.event.id", event.uid) in record

@@ -77,7 +77,8 @@ def _store() -> SnapshotStore:
 
 def _event(n: int) -> HealthEvent:
     return HealthEvent("gpu.xid", n, Severity.FATAL, f"event {n}",
-                       (("gpu.index", 0), ("k8s.pod.name", ("trainer-0",))))
+                       (("gpu.index", 0),),
+                       workloads=((("process.pid", 9), ("k8s.pod.name", "trainer-0")),))
 
 
 @pytest.fixture
@@ -122,7 +123,7 @@ def test_events_after_a_sequence_number_and_what_the_ring_dropped(
     newer = get(endpoint.path, "/v1/events?after=4")
     assert [(e["seq"], e["body"], e["severity"]) for e in newer["events"]] == [
         (5, "event 5", "FATAL")]
-    assert newer["events"][0]["attributes"]["k8s.pod.name"] == ["trainer-0"]
+    assert newer["events"][0]["workloads"] == [{"process.pid": 9, "k8s.pod.name": "trainer-0"}]
     assert newer["missed"] == 0
     with pytest.raises(LocalClientError, match="after='x'"):
         get(endpoint.path, "/v1/events?after=x")

@@ -73,12 +73,12 @@ def _pod(namespace: str, pod: str, container: str, *extra: tuple[str, str]) -> A
 def test_whole_gpus_in_kubernetes_mode_match_a_real_scrape() -> None:
     theirs = recorded("h100-pods-driver-label.prom")
     first = theirs[0][1]
-    resource = {"host.name": first["Hostname"],
-                "gpu.driver.version": first["DCGM_FI_DRIVER_VERSION"]}
+    resource = {"host.name": first["Hostname"]}
     devices = []
     for _, labels in theirs:
         identity = DeviceIdentity(labels["UUID"], int(labels["gpu"]), "nvidia",
-                                  labels["modelName"], labels["pci_bus_id"])
+                                  labels["modelName"], labels["pci_bus_id"],
+                                  driver_version=first["DCGM_FI_DRIVER_VERSION"])
         readings = [Reading("hw.gpu.utilization", 0.0, (("hw.gpu.task", "general"),))]
         if "pod" in labels:
             readings.append(Reading("gpu.container.memory.usage", 10 * MIB, _pod(
@@ -95,16 +95,16 @@ def test_whole_gpus_in_kubernetes_mode_match_a_real_scrape() -> None:
 
 def test_a_mig_instance_matches_a_real_scrape() -> None:
     (_, reference), *_ = recorded("a100-mig-driver-label.prom")
-    resource = {"host.name": reference["Hostname"],
-                "gpu.driver.version": reference["DCGM_FI_DRIVER_VERSION"]}
+    resource = {"host.name": reference["Hostname"]}
     parent = DeviceIdentity(reference["UUID"], int(reference["gpu"]), "nvidia",
-                            reference["modelName"], reference["pci_bus_id"])
+                            reference["modelName"], reference["pci_bus_id"],
+                            driver_version=reference["DCGM_FI_DRIVER_VERSION"])
     instance = DeviceIdentity(
         "MIG-6d0a2c8e-0000-5000-8000-000000000008", parent.index, "nvidia", parent.model,
         parent.pci_bus_id, DevicePartition(parent.uuid, "mig", reference["GPU_I_PROFILE"], (
             ("gpu.mig.profile", reference["GPU_I_PROFILE"]),
             ("gpu.mig.gpu_instance.id", int(reference["GPU_I_ID"])),
-            ("gpu.mig.compute_instance.id", 0))))
+            ("gpu.mig.compute_instance.id", 0))), driver_version=parent.driver_version)
     snapshot = NodeSnapshot((_device(parent, ()), _device(
         instance, (Reading("gpu.dram.utilization", 0.02),))), 1_000)
     (labels,) = ours(snapshot, resource, "4.5.3-4.8.2", "DCGM_FI_PROF_DRAM_ACTIVE")

@@ -55,7 +55,7 @@ def test_otel_scheme_names_labels_and_values() -> None:
     info = one(samples, "target_info", k8s_node_name="gpu-node-7")
     assert info == 1
     labels = next(lab for lab, _ in samples["hw_power_watts"] if lab["hw_id"] == UUIDS[0])
-    assert labels == {"hw_id": UUIDS[0], "hw_type": "gpu", "hw_vendor": "nvidia",
+    assert labels == {"hw_id": UUIDS[0], "hw_type": "gpu", "hw_vendor": "NVIDIA",
                       "hw_model": "NVIDIA H100 80GB HBM3", "gpu_index": "0",
                       "gpu_pci_bus_id": "00000000:18:00.0"}
 

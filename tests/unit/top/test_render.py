@@ -49,9 +49,10 @@ def _node(gpus: int, migs: int, processes_per_gpu: int, events: int) -> Model:
     for n in range(events):
         ring.append(HealthEvent("gpu.xid", time.time_ns(), Severity.FATAL, "body", (
             ("gpu.index", n % gpus), ("gpu.xid.code", 79),
-            ("gpu.xid.name", "GPU_FALLEN_OFF_BUS"), ("gpu.xid.action", "RESTART_BM"),
-            ("process.pid", (7,)), ("process.executable.name", ("python",)),
-            ("k8s.namespace.name", ("team-0",)), ("k8s.pod.name", ("pod-a", "pod-b")))))
+            ("gpu.xid.name", "GPU_FALLEN_OFF_BUS"), ("gpu.xid.action", "RESTART_BM")),
+            workloads=tuple((("process.pid", pid), ("process.executable.name", "python"),
+                             ("k8s.namespace.name", "team-0"), ("k8s.pod.name", pod))
+                            for pid, pod in ((7, "pod-a"), (8, "pod-b")))))
     model = Model("test source")
     model.update(snapshot_view(store.current(time.time_ns()), {}), events_view(ring.after(0)))
     return model

@@ -1,0 +1,55 @@
+"""The OpenTelemetry semantic conventions release the agent's names follow, and the resource
+every signal carries.
+
+Every ``hw.*`` metric and attribute the agent sends is "development" in that release; the
+schema URL on resource and scope tells a backend (and the collector's schema processor) which
+release to translate from when names move. The agent follows one release at a time and says
+so here; ``tests/semconv`` checks every ``hw.*`` name against that release's model files.
+"""
+
+from __future__ import annotations
+
+import socket
+import uuid
+
+from opentelemetry.sdk.resources import Resource
+
+from gpu_otel_agent.version import VERSION
+
+SEMCONV_VERSION = "1.44.0"
+# The form the project publishes (open-telemetry/semantic-conventions schemas/1.44.0:
+# "schema_url: https://opentelemetry.io/schemas/1.44.0").
+SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
+
+# service.instance.id: "SHOULD be used as source of a UUID Version 5 and SHOULD use the following
+# UUID as the namespace" (model/service/registry.yaml, v1.44.0).
+SERVICE_INSTANCE_NAMESPACE = uuid.UUID("4d63009a-8d0f-11ee-aad7-4c796ed8e320")
+SERVICE_NAME = "gpu-otel-agent"
+
+
+def node_name(k8s_node_name: str | None) -> str:
+    """The node the agent watches: in Kubernetes its node name (the chart passes it from the
+    Downward API; the pod's own hostname is the pod's name unless it shares the host network),
+    elsewhere the host's name."""
+    return k8s_node_name or socket.gethostname()
+
+
+def service_instance_id(node: str) -> str:
+    """The same on every restart of the agent on one node, so backends keep its series."""
+    return str(uuid.uuid5(SERVICE_INSTANCE_NAMESPACE, f"{SERVICE_NAME}/{node}"))
+
+
+def agent_resource(k8s_node_name: str | None, extra: dict[str, str] | None = None) -> Resource:
+    """The resource of every metric and log the agent sends (``OTEL_RESOURCE_ATTRIBUTES`` and
+    ``OTEL_SERVICE_NAME`` merged in by ``Resource.create``, as users expect)."""
+    node = node_name(k8s_node_name)
+    attributes: dict[str, str] = {
+        "service.name": SERVICE_NAME,
+        "service.version": VERSION,
+        "service.instance.id": service_instance_id(node),
+        "host.name": node,
+    }
+    if k8s_node_name:
+        attributes["k8s.node.name"] = k8s_node_name
+    attributes.update(extra or {})
+    return Resource.create(attributes, schema_url=SCHEMA_URL)
