@@ -145,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
     events = docs_commands.add_parser("events", help="the health events and the XID catalog "
                                       "(docs/events.md)")
     events.add_argument("--output", type=Path, help="write to this file instead of stdout")
+    migration = docs_commands.add_parser(
+        "migration", help="the renames of the move to the semantic conventions as published, "
+        "with their PromQL changes (docs/migration.md)")
+    migration.add_argument("--output", type=Path, help="write to this file instead of stdout")
 
     # After the core's own commands: their order is the order of `--help` and docs/cli.md.
     plugin_commands: Commands = commands  # what a command group may use of it
@@ -221,6 +225,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 text = chart_schema_text(args.schema.read_text(encoding="utf-8"))
             elif args.docs_command == "cli":
                 text = cli_markdown(parser)
+            elif args.docs_command == "migration":
+                from gpu_otel_agent.migration_doc import migration_markdown
+
+                text = migration_markdown()
             else:
                 text = metrics_markdown() if args.docs_command == "metrics" else events_markdown()
             if args.output:

@@ -41,8 +41,14 @@ def metrics_markdown() -> str:
         "| --- | --- |",
         *(f"| `{name}` | {described(name, meaning)} |" for name, meaning in DEVICE_ATTRIBUTES),
         "",
-        "`hw.type` is set on the `hw.*` metrics only. A value the device cannot provide is "
-        "absent, never 0.",
+        "On the `hw.*` metrics each of these conventional attributes is only where the "
+        "semantic conventions' model lists it for that metric (v1.44.0): `hw.type` on "
+        "`hw.power`, `hw.energy`, `hw.errors`, `hw.status`; `hw.vendor`, `hw.model`, "
+        "`hw.driver_version`, `hw.serial_number`, `hw.firmware_version` on `hw.gpu.*`, "
+        "`hw.errors`, `hw.status`; `hw.temperature` carries `hw.id` (and `hw.parent`) only. "
+        "Our own attributes (`gpu.*`, `amd.*`) are on every point; the `gpu.*` metrics carry "
+        "all device attributes but `hw.type`. A value the device cannot provide is absent, "
+        "never 0.",
         "",
         "A partition of a GPU (an NVIDIA MIG instance, an AMD compute partition) is a device "
         "of its own: `hw.id` is its own id (`MIG-<uuid>`; AMD: its UUID where no other "

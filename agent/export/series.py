@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
+from gpu_otel_agent.model.semconv import dropped_device_attributes
 from gpu_otel_agent.model.snapshot import (
     Attributes,
     DeviceIdentity,
@@ -71,12 +72,24 @@ def _device_points(device: DeviceSnapshot, readings: Iterable[Reading], time_ns:
                    extra: Attributes) -> list[tuple[str, SeriesPoint]]:
     identity = (*device.identity.attributes(), *extra)
     with_type = (*device.identity.series_attributes(), *extra)
+    hw_bases: dict[frozenset[str], Attributes] = {}
     starts = device.counter_starts
     out = []
     for reading in readings:
         if not math.isfinite(reading.value):
             continue  # a value that cannot be read is absent, never NaN
-        base = with_type if reading.metric.startswith("hw.") else identity
+        metric = reading.metric
+        if not metric.startswith("hw."):
+            base = identity
+        elif metric.startswith("hw.fan."):
+            base = device.identity.fan_attributes()
+        else:
+            # Only the conventional attributes the metric lists (model/semconv.py).
+            dropped = dropped_device_attributes(metric)
+            cached = hw_bases.get(dropped)
+            if cached is None:
+                cached = hw_bases[dropped] = tuple(a for a in with_type if a[0] not in dropped)
+            base = cached
         start = (starts.get((reading.metric, reading.attributes), device.start_time_ns)
                  if starts else device.start_time_ns)
         # The device's own time of the value where it gave one (never before the series'

@@ -98,7 +98,7 @@ UNKNOWN = Verdict(None)
 def _pcie_below(kind: str, unit: str) -> Evaluate:
     def evaluate(reads: Reads, active: bool) -> Verdict:
         now = reads.get(f"gpu.pcie.link.{kind}")
-        top = reads.get(f"gpu.pcie.link.{kind}.max")
+        top = reads.get(f"gpu.pcie.link.max_{kind}")
         if now is None or top is None:
             return UNKNOWN
         if not reads.busy():  # idle GPUs lower link speed and width to save power

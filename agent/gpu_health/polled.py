@@ -25,7 +25,7 @@ _POLICY_REASONS = {
     "thermal": frozenset({"sw_thermal_slowdown", "hw_thermal_slowdown", "hw_slowdown"}),
 }
 CONDITIONS = {
-    "gpu.memory.retired_pages.pending": ("retired_pages_pending",
+    "gpu.memory.page_retirement.pending": ("retired_pages_pending",
                                          "retired pages pending (reset the GPU to retire them)"),
     "gpu.memory.row_remap.failure": ("row_remap_failure", "row remapping failed"),
     "gpu.memory.row_remap.pending": ("row_remap_pending",

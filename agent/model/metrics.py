@@ -41,8 +41,12 @@ AMD_ONLY = ("amd",)
 DEVICE_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("hw.gpu.utilization", G, "1", "Fraction of time the GPU engine was busy.",
           ("hw.gpu.task",), "fast (general), slow (encoder, decoder)",
-          vendor_notes=(("amd", "`general` is GFX activity; the multimedia engine (VCN) is "
-                                "`decoder`, read in the fast group; no `encoder`"),)),
+          vendor_notes=(("amd", "`general` is GFX activity; no `encoder`/`decoder` (the "
+                                "multimedia engine is gpu.multimedia.utilization)"),)),
+    MetricSpec("gpu.multimedia.utilization", G, "1",
+          "Fraction of time the multimedia engine (AMD VCN: video decode and encode, JPEG) "
+          "was busy.", (), "fast", vendors=AMD_ONLY,
+          vendor_notes=(("amd", "amdsmi mm_activity"),)),
     MetricSpec("hw.gpu.memory.utilization", G, "1",
           "Fraction of GPU memory used: hw.gpu.memory.usage / hw.gpu.memory.limit of the same "
           "read.", (), "fast"),
@@ -59,7 +63,10 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("hw.gpu.memory.limit", U, "By", "Total frame buffer memory.", (), "fast"),
     MetricSpec("gpu.memory.reserved", U, "By", "Frame buffer memory reserved by the driver.", (),
           "fast", vendors=NVIDIA_ONLY),
-    MetricSpec("hw.gpu.io", C, "By", "PCIe traffic.", ("network.io.direction",), "fast",
+    MetricSpec("hw.gpu.io", C, "By",
+          "Bytes the GPU received and transmitted over PCIe. GPU-to-GPU links are not in it: "
+          "NVLink is gpu.nvlink.io, AMD XGMI gpu.xgmi.io (so a sum of the three is all the "
+          "GPU's traffic, none counted twice).", ("network.io.direction",), "fast",
           vendors=NVIDIA_ONLY),
     MetricSpec("hw.temperature", G, "Cel", "Temperature.", ("hw.sensor_location",), "fast",
           vendor_notes=(("amd", "`gpu` is the junction (hotspot) sensor; the edge sensor is "
@@ -83,7 +90,7 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("gpu.power.limit", G, "W", "Enforced power limit.", (), "slow"),
     MetricSpec("gpu.nvlink.io", C, "By", "NVLink traffic over all links.",
           ("network.io.direction",), "slow", vendors=NVIDIA_ONLY),
-    MetricSpec("gpu.clock.throttle", G, "1", "1 while the clock-event reason is active.",
+    MetricSpec("gpu.clock.throttle", U, "1", "1 while the clock-event reason is active, else 0.",
           ("gpu.clock.throttle.reason",), "slow",
           vendor_notes=(("amd", "reasons `ppt_power`, `socket_thermal`, `vr_thermal`, "
                                 "`hbm_thermal`, `prochot` (amdsmi violation status)"),)),
@@ -93,9 +100,13 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
           "`sw_thermal_slowdown`, `hw_thermal_slowdown`, `hw_power_brake_slowdown` (which "
           "overlap `thermal` and `power`: do not sum across policies).",
           ("gpu.violation.policy",), "slow", vendors=NVIDIA_ONLY),
-    MetricSpec("gpu.fan.speed", G, "1", "Fan speed as a fraction of its maximum.", (), "slow",
-          vendor_notes=(("amd", "absent on Instinct parts (passively cooled)"),)),
-    MetricSpec("gpu.performance_state", G, "1",
+    MetricSpec("hw.fan.speed_ratio", G, "1",
+          "Fan speed as a fraction of its maximum. The fan is a component of its own: "
+          "`hw.id` = the GPU's id + `/fan0`, `hw.parent` = the GPU's id.", (),
+          "slow",
+          vendor_notes=(("nvidia", "nvmlDeviceGetFanSpeed (the intended speed of fan 0)"),
+                        ("amd", "absent on Instinct parts (passively cooled)"))),
+    MetricSpec("gpu.performance_state", G, "{pstate}",
           "Performance state (P-state number, 0-15); absent while the driver reports it "
           "unknown.", (), "slow",
           vendors=NVIDIA_ONLY),
@@ -104,21 +115,21 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
           "PCIe replay-number rollovers: a packet replayed until the replay counter rolled "
           "over, after which the link retrains (NVML's PCIe replay rollover counter).", (),
           "slow", vendors=NVIDIA_ONLY),
-    MetricSpec("gpu.pcie.link.generation", G, "1",
+    MetricSpec("gpu.pcie.link.generation", G, "{generation}",
           "Current PCIe link generation (idle GPUs may lower it to save power).", (), "slow",
           vendor_notes=(("amd", "amdsmi pcie_speed / max_pcie_speed (MT/s) as the "
                                 "generation of that lane rate"),)),
-    MetricSpec("gpu.pcie.link.generation.max", G, "1",
+    MetricSpec("gpu.pcie.link.max_generation", G, "{generation}",
           "Highest PCIe link generation the GPU and its slot allow together.", (), "slow",
           vendor_notes=(("amd", "amdsmi pcie_speed / max_pcie_speed (MT/s) as the "
                                 "generation of that lane rate"),)),
     MetricSpec("gpu.pcie.link.width", G, "{lane}",
           "Current PCIe link width (idle GPUs may lower it to save power).", (), "slow",
           vendor_notes=(("amd", "amdsmi pcie_width / max_pcie_width"),)),
-    MetricSpec("gpu.pcie.link.width.max", G, "{lane}",
+    MetricSpec("gpu.pcie.link.max_width", G, "{lane}",
           "Widest PCIe link the GPU and its slot allow together.", (), "slow",
           vendor_notes=(("amd", "amdsmi pcie_width / max_pcie_width"),)),
-    MetricSpec("gpu.nvlink.link.state", G, "1",
+    MetricSpec("gpu.nvlink.link.state", G, "{state}",
           "NVLink link state as NVML reports it: 0 inactive, 1 active, 2 sleep (power saving), "
           "3 active with traffic disabled; only the links the GPU has.", ("gpu.nvlink.link",),
           "slow", vendors=NVIDIA_ONLY),
@@ -137,19 +148,20 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
           ("hw.limit_type",), "slow", vendors=NVIDIA_ONLY),
     MetricSpec("hw.errors", C, "{error}", "ECC errors since the driver was loaded.",
           ("error.type",), "slow",
-          vendor_notes=(("amd", "also `error.type=deferred` (uncorrectable, deferred to the "
-                                "consumer)"),
+          vendor_notes=(("amd", "`uncorrected` includes deferred errors (uncorrectable, "
+                                "poisoned and deferred to the consumer)"),
                         ("nvidia", "a MIG device: its non-DRAM (SRAM) uncorrected errors only, "
                                    "the one count NVML keeps per instance; a MIG-enabled GPU "
                                    "reports none (docs/mig.md)"))),
-    MetricSpec("gpu.memory.remapped_rows", U, "{row}",
+    MetricSpec("gpu.memory.row_remap.count", U, "{row}",
           "Memory rows remapped, by the error that caused the remap. Not a monotonic count: "
           "nvml.h counts remaps that became inactive apart (nvmlRemappedRowsInfo_v2_t, "
           "NVML_FI_DEV_REMAPPED_ROWS_*_INACTIVE), so this figure can go down.",
           ("error.type",), "slow", vendors=NVIDIA_ONLY),
-    MetricSpec("gpu.memory.row_remap.failure", G, "1", "1 if a row remap failed.", (), "slow",
+    MetricSpec("gpu.memory.row_remap.failure", U, "1", "1 if a row remap failed, else 0.", (),
+          "slow",
           vendors=NVIDIA_ONLY),
-    MetricSpec("gpu.memory.retired_pages", U, "{page}", "Retired frame buffer pages.",
+    MetricSpec("gpu.memory.page_retirement.count", U, "{page}", "Retired frame buffer pages.",
           ("gpu.retirement.cause",), "slow", vendors=NVIDIA_ONLY),
     MetricSpec("gpu.sm.utilization", G, "1", "Fraction of SMs busy (GPM).", (), "gpm",
           vendors=NVIDIA_ONLY),
@@ -171,27 +183,28 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("gpu.xid.errors", C, "{error}", "XID errors reported by the GPU since the agent "
           "started (each occurrence, storms included).", ("gpu.xid.code",), "events",
           vendors=NVIDIA_ONLY),
-    MetricSpec("gpu.memory.retired_pages.pending", G, "1",
+    MetricSpec("gpu.memory.page_retirement.pending", U, "1",
           "1 while retired pages wait for a GPU reset to take effect.", (), "slow",
           vendors=NVIDIA_ONLY),
-    MetricSpec("gpu.memory.row_remap.pending", G, "1",
+    MetricSpec("gpu.memory.row_remap.pending", U, "1",
           "1 while remapped rows wait for a GPU reset to take effect (Ampere and newer; "
           "older GPUs retire pages instead).", (), "slow", vendors=NVIDIA_ONLY),
 )
 
 # Self-telemetry: how the agent itself is doing (exported over OTLP and Prometheus alike).
 AGENT_METRICS: tuple[MetricSpec, ...] = (
-    MetricSpec("gpu_agent.cycles", C, "{cycle}", "Metric-group reads completed.",
+    MetricSpec("gpu_agent.cycles.completed", C, "{cycle}", "Metric-group reads completed.",
                ("hw.id", "gpu.index")),
     MetricSpec("gpu_agent.cycles.missed", C, "{cycle}",
                "Sampling cycles skipped because the device was slow or hung.",
                ("hw.id", "gpu.index")),
-    MetricSpec("gpu_agent.cycle.duration", G, "s",
+    MetricSpec("gpu_agent.cycle.latency", G, "s",
                "Duration of the latest read of the group: the device library calls of one "
                "cycle, including the wait for the device thread.",
                ("hw.id", "gpu.index", "gpu_agent.group")),
     MetricSpec("gpu_agent.cycle.time", C, "s",
-               "Total time spent reading the device (divide by gpu_agent.cycles for the mean).",
+               "Total time spent reading the device (divide by gpu_agent.cycles.completed for the "
+               "mean).",
                ("hw.id", "gpu.index")),
     MetricSpec("gpu_agent.call.overruns", C, "{call}",
                "Device calls that exceeded call_timeout (the device was marked unresponsive).",
@@ -210,15 +223,16 @@ AGENT_METRICS: tuple[MetricSpec, ...] = (
                ("gpu_agent.call", "error.type")),
     MetricSpec("gpu_agent.read.errors", C, "{error}", "Group reads that failed.",
                ("hw.id", "gpu.index")),
-    MetricSpec("gpu_agent.exports", C, "{export}", "Metric exports that ended (OTLP push)."),
-    MetricSpec("gpu_agent.check", G, "1", "1, sent once by each test export of `gpu-agent "
+    MetricSpec("gpu_agent.exports.completed", C, "{export}",
+               "Metric exports that ended (OTLP push)."),
+    MetricSpec("gpu_agent.check", U, "1", "1, sent once by each test export of `gpu-agent "
                "check` (a running agent never sends it); filter it out or use it to see that "
                "checks reach the collector."),
-    MetricSpec("gpu_agent.export.failures", C, "{export}", "Metric exports that failed."),
+    MetricSpec("gpu_agent.exports.failed", C, "{export}", "Metric exports that failed."),
     MetricSpec("gpu_agent.exports.skipped", C, "{export}",
                "Export intervals skipped while the previous export was still retrying."),
     MetricSpec("gpu_agent.scrapes", C, "{scrape}", "Prometheus scrapes served."),
-    MetricSpec("gpu_agent.events", C, "{event}",
+    MetricSpec("gpu_agent.events.produced", C, "{event}",
                "Health events produced (after de-duplication and storm control)."),
     MetricSpec("gpu_agent.events.sent", C, "{event}", "Health events the collector accepted."),
     MetricSpec("gpu_agent.events.suppressed", C, "{event}",
@@ -231,7 +245,7 @@ AGENT_METRICS: tuple[MetricSpec, ...] = (
                "Health events written (fsynced) to the on-disk spool: every event, before its "
                "first send."),
     MetricSpec("gpu_agent.events.spool.size", U, "By", "Size of the event spool on disk."),
-    MetricSpec("gpu_agent.events.spool.records", U, "{event}",
+    MetricSpec("gpu_agent.events.spool.pending", U, "{event}",
                "Health events waiting in the spool (not yet accepted by the collector)."),
     MetricSpec("gpu_agent.events.spool.errors", C, "{error}",
                "Event spool failures: directory unusable (read-only, too open, locked), "
@@ -255,9 +269,9 @@ AGENT_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("gpu_agent.thread.restarts", C, "{restart}",
                "Long-lived agent threads restarted after an unexpected exception (logged with "
                "its cause), per thread.", ("thread.name",)),
-    MetricSpec("gpu_agent.ebpf.libraries", U, "{library}",
+    MetricSpec("gpu_agent.ebpf.library.count", U, "{library}",
                "CUDA library files with uprobes attached (eBPF plugin)."),
-    MetricSpec("gpu_agent.ebpf.processes", U, "{process}",
+    MetricSpec("gpu_agent.ebpf.process.count", U, "{process}",
                "GPU processes whose CUDA calls are traced (eBPF plugin)."),
     MetricSpec("gpu_agent.ebpf.events.lost", C, "{event}",
                "Process exec/exit events the BPF ring buffer had no room for."),
@@ -356,6 +370,11 @@ DEVICE_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("hw.type", "`gpu`"),
     ("hw.vendor", "`nvidia` or `amd`"),
     ("hw.model", "product name"),
+    ("hw.driver_version", "the driver the GPU runs under (NVIDIA: nvmlSystemGetDriverVersion; "
+                          "AMD: amdgpu's), where known"),
+    ("hw.serial_number", "the board's serial number, where the driver reports one (NVIDIA: "
+                         "nvmlDeviceGetSerial; AMD: board product_serial)"),
+    ("hw.firmware_version", "NVIDIA: the VBIOS version (nvmlDeviceGetVbiosVersion)"),
     ("gpu.index", "index on the node"),
     ("gpu.pci.bus_id", "PCI bus id"),
 )

@@ -27,6 +27,29 @@ SERVICE_INSTANCE_NAMESPACE = uuid.UUID("4d63009a-8d0f-11ee-aad7-4c796ed8e320")
 SERVICE_NAME = "gpu-otel-agent"
 
 
+# The conventions' device attributes each hw.* metric lists (model/hardware, v1.44.0): the GPU
+# refinements of hw.errors and hw.status carry the GPU's identity (vendor, model, driver,
+# serial, firmware) and hw.type; the hw.gpu.* metrics the identity without hw.type; hw.power
+# and hw.energy hw.type without the identity; hw.temperature and its limit neither (hw.id and
+# hw.parent, the attributes common to all). A point carries no conventional attribute its
+# metric does not list (tests/semconv checks it); our own gpu.* attributes (index, bus id,
+# partition) are on every point.
+GPU_IDENTITY = frozenset({"hw.vendor", "hw.model", "hw.driver_version", "hw.serial_number",
+                          "hw.firmware_version"})
+_TYPE = frozenset({"hw.type"})
+
+
+def dropped_device_attributes(metric: str) -> frozenset[str]:
+    """The conventional device attributes ``metric``'s points leave out."""
+    if metric in ("hw.errors", "hw.status"):
+        return frozenset()
+    if metric.startswith("hw.gpu."):
+        return _TYPE
+    if metric in ("hw.power", "hw.energy"):
+        return GPU_IDENTITY
+    return GPU_IDENTITY | _TYPE
+
+
 def node_name(k8s_node_name: str | None) -> str:
     """The node the agent watches: in Kubernetes its node name (the chart passes it from the
     Downward API; the pod's own hostname is the pod's name unless it shares the host network),

@@ -98,6 +98,13 @@ class DeviceIdentity:
             return own
         return (*own, ("hw.parent", self.partition.parent_uuid), *self.partition.attributes)
 
+    def fan_attributes(self) -> Attributes:
+        """A fan of the GPU as the conventions' hardware component: its own ``hw.id`` (the GPU
+        reports one fan reading, fan 0) and the GPU as ``hw.parent`` (hw.fan.speed_ratio lists
+        no hw.type); the GPU's index and bus id so a panel can place it."""
+        return (("hw.id", f"{self.uuid}/fan0"), ("hw.parent", self.uuid),
+                ("gpu.index", self.index), ("gpu.pci.bus_id", self.pci_bus_id))
+
     def series_attributes(self) -> Attributes:
         """The attributes of the device's own series and health events (``hw.type`` added)."""
         attributes = self.attributes()

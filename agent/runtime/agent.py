@@ -311,8 +311,8 @@ class Agent:
 def _export_readings(pusher: MetricPusher) -> tuple[Reading, ...]:
     stats = pusher.stats
     return (
-        Reading("gpu_agent.exports", stats.exports),
-        Reading("gpu_agent.export.failures", stats.failures),
+        Reading("gpu_agent.exports.completed", stats.exports),
+        Reading("gpu_agent.exports.failed", stats.failures),
         Reading("gpu_agent.exports.skipped", stats.skipped),
     )
 

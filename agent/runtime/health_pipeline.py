@@ -131,14 +131,14 @@ class HealthRuntime:
         """Self-telemetry (``gpu_agent.events.*``), read when a snapshot is taken."""
         t = self.telemetry()
         return (
-            Reading("gpu_agent.events", t.events),
+            Reading("gpu_agent.events.produced", t.events),
             Reading("gpu_agent.events.sent", t.sent),
             Reading("gpu_agent.events.suppressed", t.suppressed),
             Reading("gpu_agent.events.duplicates", t.duplicates),
             Reading("gpu_agent.events.dropped", t.dropped),
             Reading("gpu_agent.events.spooled", t.spooled),
             Reading("gpu_agent.events.spool.size", t.spool_bytes),
-            Reading("gpu_agent.events.spool.records", t.spool_records),
+            Reading("gpu_agent.events.spool.pending", t.spool_records),
             Reading("gpu_agent.events.spool.errors", t.spool_errors),
             *(Reading("gpu_agent.events.quarantined", count, (("error.type", code),))
               for code, count in sorted(self.pusher.dead_letters.stats.quarantined.items())),

@@ -73,7 +73,7 @@ def sampler_readings(sampler: DeviceSampler) -> tuple[Reading, ...]:
     device: Attributes = (("hw.id", identity.uuid), ("gpu.index", identity.index))
     stats = sampler.stats
     readings = [
-        Reading("gpu_agent.cycles", stats.cycles, device),
+        Reading("gpu_agent.cycles.completed", stats.cycles, device),
         Reading("gpu_agent.cycles.missed", stats.missed_cycles, device),
         Reading("gpu_agent.cycle.time", stats.read_seconds_total, device),
         Reading("gpu_agent.call.overruns", stats.deadline_overruns, device),
@@ -82,7 +82,7 @@ def sampler_readings(sampler: DeviceSampler) -> tuple[Reading, ...]:
     # Copied first: the loop may add a group while an export thread reads this.
     for group, seconds in sorted(dict(stats.last_read_seconds).items()):
         readings.append(
-            Reading("gpu_agent.cycle.duration", seconds, (*device, ("gpu_agent.group", group)))
+            Reading("gpu_agent.cycle.latency", seconds, (*device, ("gpu_agent.group", group)))
         )
     return tuple(readings)
 

@@ -68,7 +68,7 @@ def _table_fast(smi: Any, h: Any) -> tuple[Reading, ...]:
     for value, metric, attributes in (
         (t.average_gfx_activity, "hw.gpu.utilization", (("hw.gpu.task", "general"),)),
         (t.average_umc_activity, "gpu.memory.controller.utilization", ()),
-        (t.average_mm_activity, "hw.gpu.utilization", (("hw.gpu.task", "decoder"),)),
+        (t.average_mm_activity, "gpu.multimedia.utilization", ()),
     ):
         if (fraction := _table_pct(value)) is not None:
             out.append(Reading(metric, fraction, attributes))
@@ -130,9 +130,9 @@ def _activity(smi: Any, h: Any) -> tuple[Reading, ...]:
         out.append(Reading("hw.gpu.utilization", gfx, (("hw.gpu.task", "general"),)))
     if (umc := _pct(a["umc_activity"])) is not None:
         out.append(Reading("gpu.memory.controller.utilization", umc))
-    # VCN on Instinct parts decodes only (MI300) or is one engine for both: reported as decoder.
+    # The multimedia engine (VCN, and JPEG): not the conventions' `decoder` task.
     if (mm := _pct(a["mm_activity"])) is not None:
-        out.append(Reading("hw.gpu.utilization", mm, (("hw.gpu.task", "decoder"),)))
+        out.append(Reading("gpu.multimedia.utilization", mm))
     return tuple(out)
 
 
@@ -233,13 +233,16 @@ def _ecc() -> Read:
             return ()
         e = smi.amdsmi_get_gpu_total_ecc_count(h)
         out = []
-        for key, kind in (
-            ("correctable_count", "corrected"),
-            ("uncorrectable_count", "uncorrected"),
-            ("deferred_count", "deferred"),  # uncorrectable, poisoned and deferred to the consumer
-        ):
-            if (count := sentinels.value(e[key], 64)) is not None:
-                out.append(Reading("hw.errors", count, _error_type(kind)))
+        if (corrected := sentinels.value(e["correctable_count"], 64)) is not None:
+            out.append(Reading("hw.errors", corrected, _error_type("corrected")))
+        # The conventions give a GPU's hw.errors two values, corrected and uncorrected; a
+        # deferred error is uncorrectable (poisoned, deferred to the consumer), so it counts
+        # there. Both parts only ever grow, so their sum is a counter too.
+        uncorrected = sentinels.value(e["uncorrectable_count"], 64)
+        deferred = sentinels.value(e["deferred_count"], 64)
+        if uncorrected is not None:
+            out.append(Reading("hw.errors", uncorrected + (deferred or 0),
+                               _error_type("uncorrected")))
         return tuple(out)
 
     return read
@@ -270,9 +273,9 @@ def _pcie_link(smi: Any, h: Any) -> tuple[Reading, ...]:
     out: list[Reading] = []
     for name, raw, convert in (
         ("gpu.pcie.link.width", metric.get("pcie_width"), float),
-        ("gpu.pcie.link.width.max", static.get("max_pcie_width"), float),
+        ("gpu.pcie.link.max_width", static.get("max_pcie_width"), float),
         ("gpu.pcie.link.generation", metric.get("pcie_speed"), pcie_generation),
-        ("gpu.pcie.link.generation.max", static.get("max_pcie_speed"), pcie_generation),
+        ("gpu.pcie.link.max_generation", static.get("max_pcie_speed"), pcie_generation),
     ):
         value = number(raw)
         if value and value not in (NA16, NA32):  # absent, 0 or a sentinel: no reading
@@ -283,7 +286,7 @@ def _pcie_link(smi: Any, h: Any) -> tuple[Reading, ...]:
 def _fan(smi: Any, h: Any) -> tuple[Reading, ...]:
     speed = smi.amdsmi_get_gpu_fan_speed(h, 0)
     top = smi.amdsmi_get_gpu_fan_speed_max(h, 0)
-    return () if not top else (Reading("gpu.fan.speed", speed / top),)
+    return () if not top else (Reading("hw.fan.speed_ratio", speed / top),)
 
 
 def _xgmi(smi: Any, h: Any) -> tuple[Reading, ...]:

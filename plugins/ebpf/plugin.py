@@ -221,8 +221,8 @@ class EbpfPlugin:
             self._tracer.forget(stale)
         self._telemetry = (
             # Libraries still being detached count: their probes still fire.
-            Reading("gpu_agent.ebpf.libraries", self._probes.libraries + self._reaper.pending),
-            Reading("gpu_agent.ebpf.processes", len(traced)),
+            Reading("gpu_agent.ebpf.library.count", self._probes.libraries + self._reaper.pending),
+            Reading("gpu_agent.ebpf.process.count", len(traced)),
             Reading("gpu_agent.ebpf.events.lost", lost),
             Reading("gpu_agent.ebpf.allocations.untracked",
                     self._tracer.counter(Counter.ALLOCATIONS_FULL)),

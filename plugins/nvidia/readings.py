@@ -102,7 +102,7 @@ def _codec(task: str, fn: Callable[[Handle], list[int]]) -> Callable[[Handle], t
 
 
 def _fan(handle: Handle) -> tuple[Reading, ...]:
-    return (Reading("gpu.fan.speed", pynvml.nvmlDeviceGetFanSpeed(handle) / 100),)
+    return (Reading("hw.fan.speed_ratio", pynvml.nvmlDeviceGetFanSpeed(handle) / 100),)
 
 
 def _pstate(handle: Handle) -> tuple[Reading, ...]:
@@ -212,14 +212,14 @@ SLOW_FIELDS: tuple[FieldReading, ...] = (
     FieldReading(pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL, "hw.errors", 1.0, _error_type("corrected")),
     FieldReading(pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL, "hw.errors", 1.0,
                  _error_type("uncorrected")),
-    FieldReading(pynvml.NVML_FI_DEV_RETIRED_SBE, "gpu.memory.retired_pages", 1.0,
+    FieldReading(pynvml.NVML_FI_DEV_RETIRED_SBE, "gpu.memory.page_retirement.count", 1.0,
                  (("gpu.retirement.cause", "single_bit"),)),
-    FieldReading(pynvml.NVML_FI_DEV_RETIRED_DBE, "gpu.memory.retired_pages", 1.0,
+    FieldReading(pynvml.NVML_FI_DEV_RETIRED_DBE, "gpu.memory.page_retirement.count", 1.0,
                  (("gpu.retirement.cause", "double_bit"),)),
-    FieldReading(pynvml.NVML_FI_DEV_RETIRED_PENDING, "gpu.memory.retired_pages.pending", 1.0),
-    FieldReading(pynvml.NVML_FI_DEV_REMAPPED_COR, "gpu.memory.remapped_rows", 1.0,
+    FieldReading(pynvml.NVML_FI_DEV_RETIRED_PENDING, "gpu.memory.page_retirement.pending", 1.0),
+    FieldReading(pynvml.NVML_FI_DEV_REMAPPED_COR, "gpu.memory.row_remap.count", 1.0,
                  _error_type("corrected")),
-    FieldReading(pynvml.NVML_FI_DEV_REMAPPED_UNC, "gpu.memory.remapped_rows", 1.0,
+    FieldReading(pynvml.NVML_FI_DEV_REMAPPED_UNC, "gpu.memory.row_remap.count", 1.0,
                  _error_type("uncorrected")),
     FieldReading(pynvml.NVML_FI_DEV_REMAPPED_FAILURE, "gpu.memory.row_remap.failure", 1.0),
     # Ampere and newer remap rows instead of retiring pages (nvmlDeviceGetRemappedRows'
@@ -285,9 +285,9 @@ SLOW_CALLS: tuple[CallReading, ...] = (
     # can be read from its source (tests/unit/nvidia/pynvml_symbols.py).
     *(CallReading(fn.__name__, _pcie(metric, fn)) for fn, metric in (
         (pynvml.nvmlDeviceGetCurrPcieLinkGeneration, "gpu.pcie.link.generation"),
-        (pynvml.nvmlDeviceGetMaxPcieLinkGeneration, "gpu.pcie.link.generation.max"),
+        (pynvml.nvmlDeviceGetMaxPcieLinkGeneration, "gpu.pcie.link.max_generation"),
         (pynvml.nvmlDeviceGetCurrPcieLinkWidth, "gpu.pcie.link.width"),
-        (pynvml.nvmlDeviceGetMaxPcieLinkWidth, "gpu.pcie.link.width.max"))),
+        (pynvml.nvmlDeviceGetMaxPcieLinkWidth, "gpu.pcie.link.max_width"))),
     CallReading("nvmlDeviceGetMaxClockInfo", _max_clock),
     CallReading("nvmlDeviceGetTemperatureThreshold", _slowdown_threshold),
 )

@@ -75,9 +75,9 @@ def run_chaos_case(case: ChaosCase, workdir: Path) -> ChaosResult:
     with agent_on_node(case.scenario, workdir, flags) as run:
         node, store, agent, gpus = run.node, run.store, run.agent, run.gpus
         pid = agent.process.pid
-        calls0, cycles0 = _calls(node), _sum(store, "gpu_agent.cycles", "hw.id")
+        calls0, cycles0 = _calls(node), _sum(store, "gpu_agent.cycles.completed", "hw.id")
         time.sleep(case.calm_s)
-        calls1, cycles1 = _calls(node), _sum(store, "gpu_agent.cycles", "hw.id")
+        calls1, cycles1 = _calls(node), _sum(store, "gpu_agent.cycles.completed", "hw.id")
         counted_before = _sum(store, "gpu_agent.library.errors", *errors)
         missed_before = _sum(store, "gpu_agent.cycles.missed", "hw.id")
         read_errors_before = _sum(store, "gpu_agent.read.errors", "hw.id")
@@ -91,7 +91,7 @@ def run_chaos_case(case: ChaosCase, workdir: Path) -> ChaosResult:
             if agent.process.poll() is not None:
                 raise RuntimeError(f"the agent exited under chaos:\n{agent.log()[-4000:]}")
             rss.append((round(time.monotonic() - start, 1), round(rss_mib(pid), 1)))
-        calls2, cycles2 = _calls(node), _sum(store, "gpu_agent.cycles", "hw.id")
+        calls2, cycles2 = _calls(node), _sum(store, "gpu_agent.cycles.completed", "hw.id")
         node.command({"op": "chaos", "off": True})
         end_wall = time.time()
         chaos = _chaos(node)

@@ -151,7 +151,7 @@ class StormResult:
     accounted_s: float  # first XID sent -> counter and summaries at the receiver add up to xids
     xids_counted: int  # the agent's gpu.xid.errors counter at the end
     xids_in_records: int  # 1 per plain record + gpu.event.count of each summary
-    log_records: int  # gpu.xid records the storm produced (storm control's compression)
+    log_records: int  # gpu.xid events the storm produced (storm control's compression)
     suppressed: int  # occurrences folded into summaries (the agent's run summary)
     agent_cpu_s: float  # utime + stime over [first XID sent, accounted]
     rest_cpu_percent: float  # the same agent just before, at rest (percent of one core)

@@ -32,7 +32,7 @@ def agent_on_node(scenario: Path, workdir: Path, flags: Sequence[str]) -> Iterat
         agent = AgentProcess(workdir, receiver.endpoint, node.env, flags)
         try:
             receiver.store.wait_for(
-                lambda s: len(s.latest_values("gpu_agent.cycles", "hw.id")) == gpus,
+                lambda s: len(s.latest_values("gpu_agent.cycles.completed", "hw.id")) == gpus,
                 timeout=60, what="every GPU's self-telemetry")
             yield Running(node, receiver.store, agent, gpus)
         finally:

@@ -103,8 +103,11 @@ def max_gap(times: Iterable[float], start: float, end: float) -> float:
 
 
 def accounted(records: Sequence[LogEvent]) -> int:
-    """XIDs the storm's records account for: the first one, plus each summary's count."""
-    return sum(int(str(r.attributes.get("gpu.event.count", 1))) for r in records)
+    """XIDs the storm's events account for: the first one, plus each summary's count. An
+    event that hit several processes is one record per process sharing ``gpu.event.id``:
+    counted once."""
+    events = {str(r.attributes.get("gpu.event.id", id(r))): r for r in records}
+    return sum(int(str(r.attributes.get("gpu.event.count", 1))) for r in events.values())
 
 
 def _counter_reached(store: Store, uuid: str, code: int, count: int) -> float | None:
@@ -199,7 +202,7 @@ def run_storm_case(case: StormCase, workdir: Path) -> StormResult:
         accounted_s=round(done_at - shot.first_sent, 3),
         xids_counted=int(counter.value) if counter is not None else 0,
         xids_in_records=accounted(records),
-        log_records=len(records),
+        log_records=len({str(r.attributes.get("gpu.event.id", id(r))) for r in records}),
         suppressed=int(health["suppressed"]),
         agent_cpu_s=round(storm_cpu, 3),
         rest_cpu_percent=round(rest_cpu_per_s * 100, 2),

@@ -45,8 +45,8 @@ def test_unsupported_calls_and_missing_symbols_leave_metrics_absent(
             store = otlp_grpc_receiver.store
             store.wait_for(lambda s: len(s.points("gpu.performance_state")) >= 8, timeout=20)
             # Fan: served on GPU 0, NOT_SUPPORTED on GPU 1 -> absent there, never 0.
-            assert store.latest("gpu.fan.speed", {"hw.id": UUIDS[0]}).value == 0.4  # type: ignore[union-attr]
-            assert store.points("gpu.fan.speed", {"hw.id": UUIDS[1]}) == []
+            assert store.latest("hw.fan.speed_ratio", {"hw.parent": UUIDS[0]}).value == 0.4  # type: ignore[union-attr]
+            assert store.points("hw.fan.speed_ratio", {"hw.parent": UUIDS[1]}) == []
             encoder = {"hw.gpu.task": "encoder"}
             assert store.points("hw.gpu.utilization", {"hw.id": UUIDS[0], **encoder})
             assert store.points("hw.gpu.utilization", {"hw.id": UUIDS[1], **encoder}) == []

@@ -68,7 +68,7 @@ def test_grpc_receiver_gets_served_values_in_contract_units(
         point = store.latest("hw.gpu.utilization", {"hw.id": UUIDS[2]})
         assert point is not None
         assert point.unit == "1" and point.kind == "gauge"
-        assert point.attributes["hw.type"] == "gpu"
+        assert "hw.type" not in point.attributes  # hw.gpu.* list none (hw.power/status do)
         assert point.attributes["hw.vendor"] == "NVIDIA"
         assert point.attributes["hw.model"] == "NVIDIA H100 80GB HBM3"
         assert point.attributes["gpu.index"] == 2

@@ -72,7 +72,7 @@ def test_amd_values_arrive_under_the_shared_names_next_to_nvidia(
         point = store.latest("hw.gpu.utilization", {"hw.id": MI300X_UUID})
         assert point is not None and point.unit == "1" and point.kind == "gauge"
         assert point.attributes["hw.vendor"] == "AMD"
-        assert point.attributes["hw.type"] == "gpu"
+        assert "hw.type" not in point.attributes  # hw.gpu.* list none (hw.power/status do)
         assert point.attributes["hw.model"] == "AMD Instinct MI300X"
         assert point.attributes["gpu.index"] == 0  # amdsmi's own enumeration
         assert point.attributes["gpu.pci.bus_id"] == "0000:0c:00.0"
@@ -113,9 +113,15 @@ def test_amd_values_arrive_under_the_shared_names_next_to_nvidia(
             >= 2 and pts, timeout=20, what="XGMI counter",
         )
         assert xgmi[0].unit == "By" and xgmi[-1].value > xgmi[0].value
-        assert _latest(store, "gpu.fan.speed", MI210_UUID) == pytest.approx(102 / 255)
-        assert _latest(store, "hw.gpu.utilization", MI210_UUID,
-                       hw__gpu__task="decoder") == pytest.approx(0.12)
+        # The fan is a component of its own under its GPU (the conventions' hw.fan.*).
+        fan = store.latest("hw.fan.speed_ratio", {"hw.parent": MI210_UUID})
+        assert fan is not None and fan.value == pytest.approx(102 / 255)
+        assert (fan.attributes["hw.type"], fan.attributes["hw.id"]) == ("fan",
+                                                                        f"{MI210_UUID}/fan0")
+        # VCN is the multimedia engine, not the conventions' decoder task.
+        assert _latest(store, "gpu.multimedia.utilization", MI210_UUID) == pytest.approx(0.12)
+        assert not store.points("hw.gpu.utilization", {"hw.gpu.task": "decoder",
+                                                       "hw.vendor": "AMD"})
         # The NVIDIA GPU of the same node is sampled as before, under the same names.
         assert _latest(store, "hw.gpu.utilization", UUIDS[0], hw__gpu__task="general") == (
             pytest.approx(0.5))
@@ -125,7 +131,11 @@ def test_amd_values_arrive_under_the_shared_names_next_to_nvidia(
 
         # What the catalog (and so docs/metrics.md) says AMD provides is what arrives.
         def amd_names(s: Store) -> set[str]:
-            return {p.metric for p in s.points(None, {"hw.vendor": "AMD"})}
+            # By device id: hw.power, hw.temperature and the fan carry no hw.vendor (the
+            # conventions' model lists none for them), hw.status does.
+            amd = {p.attributes["hw.id"] for p in s.points("hw.status", {"hw.vendor": "AMD"})}
+            return {p.metric for p in s.points()
+                    if p.attributes.get("hw.id") in amd or p.attributes.get("hw.parent") in amd}
 
         promised = {spec.name for spec in DEVICE_METRICS if "amd" in spec.vendors}
         store.wait_for(lambda s: amd_names(s) >= promised, timeout=20,
@@ -235,16 +245,18 @@ def test_simulate_flag_serves_the_mixed_example_in_one_process(
 
         def vendors(s: Store) -> dict[str, set[object]]:
             seen: dict[str, set[object]] = {}
-            for p in s.points("hw.power"):
+            for p in s.points("hw.status"):  # hw.power lists no hw.vendor; hw.status does
                 seen.setdefault(str(p.attributes["hw.vendor"]), set()).add(p.attributes["hw.id"])
             return seen
 
         store.wait_for(lambda s: {k: len(v) for k, v in vendors(s).items()}
                        == {"NVIDIA": 2, "AMD": 2}, timeout=30, what="2 NVIDIA + 2 AMD GPUs")
         # MI300X has no edge sensor in the example: absent, never 0.
-        assert store.points("hw.temperature", {"hw.vendor": "AMD", "hw.sensor_location": "gpu"})
-        assert store.points("hw.temperature",
-                            {"hw.vendor": "AMD", "hw.sensor_location": "edge"}) == []
+        amd = vendors(store)["AMD"]
+        located = {(p.attributes["hw.id"], p.attributes["hw.sensor_location"])
+                   for p in store.points("hw.temperature")}
+        assert {(u, "gpu") for u in amd} <= located
+        assert not {(u, "edge") for u in amd} & located
         agent.shutdown()
     finally:
         agent.close()

@@ -202,7 +202,7 @@ def test_ecc_with_ras_off_energy_backwards_and_process_names(node: SimulatedNode
         sleeper.kill()
         sleeper.wait()
     assert out["ecc_off"] == []  # SUCCESS 0/0/0 with RAS off is not "no errors"
-    assert sorted(out["ecc_on"]) == [0, 0, 0]
+    assert sorted(out["ecc_on"]) == [0, 0]  # corrected, uncorrected (deferred counted in it)
     e1, e2, e3 = (v[0] for v in out["energy"])
     assert e1 > 0.001 and e2 >= e1 and e3 > e2, out["energy"]  # restarted; the series did not
     assert out["raw_name"].endswith("/sleep")  # newer ROCm: the executable's path

@@ -41,7 +41,7 @@ SYNC = "gpu.process.cuda.sync.time"
 POD_LAUNCHES = "gpu.container.cuda.kernel_launches"
 POD_ALLOCATED = "gpu.container.cuda.memory.allocated"
 POD_SYNC = "gpu.container.cuda.sync.time"
-LIBRARIES = "gpu_agent.ebpf.libraries"
+LIBRARIES = "gpu_agent.ebpf.library.count"
 
 
 @pytest.fixture(scope="module")

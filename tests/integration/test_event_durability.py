@@ -35,7 +35,7 @@ def _produced(port: int) -> float:
     """The agent's own count of health events handed to its exporter (Prometheus)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         text = response.read().decode()
-    match = re.search(r"^gpu_agent_events_total(?:\{[^}]*\})? (\S+)$", text, re.MULTILINE)
+    match = re.search(r"^gpu_agent_events_produced_total(?:\{[^}]*\})? (\S+)$", text, re.MULTILINE)
     return float(match.group(1)) if match else 0.0
 
 

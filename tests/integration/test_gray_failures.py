@@ -66,7 +66,7 @@ def _status(store: Store, device: int, subsystem: str, state: str) -> None:
 
 
 def _cycles(store: Store, device: int) -> float:
-    point = store.latest("gpu_agent.cycles", {"hw.id": UUIDS[device]})
+    point = store.latest("gpu_agent.cycles.completed", {"hw.id": UUIDS[device]})
     return point.value if point else 0.0
 
 
@@ -168,8 +168,8 @@ def test_an_amd_pcie_link_that_trained_down_is_the_same_gray_failure(
         agent = _agent(tmp_path, node, otlp_grpc_receiver)
         store = otlp_grpc_receiver.store
         try:
-            store.wait_for(lambda s: s.latest("gpu.pcie.link.width.max"), timeout=30)
-            assert store.latest("gpu.pcie.link.generation.max").value == 5  # 32 GT/s
+            store.wait_for(lambda s: s.latest("gpu.pcie.link.max_width"), timeout=30)
+            assert store.latest("gpu.pcie.link.max_generation").value == 5  # 32 GT/s
             node.command({"op": "set", "device": 0, "values": {"pcie_link_width": 8}})
             (degraded,) = store.wait_for(lambda s: s.logs("gpu.degraded"), timeout=20)
             assert degraded.attributes["hw.vendor"] == "AMD"

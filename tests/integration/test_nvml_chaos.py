@@ -82,8 +82,8 @@ def _injected(chaos: Mapping[str, object]) -> dict[tuple[str, str], int]:
 def _calls_and_cycles(node: SimulatedNode, store: Store) -> tuple[int, float]:
     calls = node.stats()["calls"]
     assert isinstance(calls, Mapping)
-    return sum(int(n) for n in calls.values()), sum(store.latest_values("gpu_agent.cycles",
-                                                            "hw.id").values())
+    cycles = store.latest_values("gpu_agent.cycles.completed", "hw.id")
+    return sum(int(n) for n in calls.values()), sum(cycles.values())
 
 
 def test_agent_under_nvml_chaos(otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path) -> None:
@@ -99,7 +99,7 @@ def test_agent_under_nvml_chaos(otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: 
         try:
             store.wait_for(lambda s: all(s.points("hw.power", {"hw.id": u})
                                          for u in UUIDS[:GPUS])
-                           and s.points("gpu_agent.cycles"), timeout=60)
+                           and s.points("gpu_agent.cycles.completed"), timeout=60)
             # The well-behaved baseline: NVML calls per sampling cycle.
             calls0, cycles0 = _calls_and_cycles(node, store)
             time.sleep(3)

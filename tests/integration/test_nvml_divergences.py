@@ -245,7 +245,7 @@ d.probe()
 seen = []
 for rows_now in (5, 3):
     command(SOCK, {"op": "set", "device": 0, "values": {"remapped_rows_correctable": rows_now}})
-    seen.append(pick(rows(d.read("slow")), "gpu.memory.remapped_rows",
+    seen.append(pick(rows(d.read("slow")), "gpu.memory.row_remap.count",
                      **{"error.type": "corrected"}))
 command(SOCK, {"op": "set", "device": 0, "values": {"remapped_rows_correctable": 0}})
 out = {"seen": seen}
@@ -253,7 +253,7 @@ out = {"seen": seen}
     assert out["seen"] == [[5], [3]]
     restarts = CounterRestarts(0)
     for value in (5, 3):
-        restarts.observe([Reading("gpu.memory.remapped_rows", value,
+        restarts.observe([Reading("gpu.memory.row_remap.count", value,
                                   (("error.type", "corrected"),))], value)
     assert restarts.restarts == 0
 

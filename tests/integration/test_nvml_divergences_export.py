@@ -39,15 +39,15 @@ def test_divergences_arrive_as_the_node_served_them(
         try:
             gpu0 = {"hw.id": UUIDS[0]}
             rows = {**gpu0, "error.type": "corrected"}
-            store.wait_for(lambda s: s.latest("gpu.memory.remapped_rows", rows), timeout=30,
+            store.wait_for(lambda s: s.latest("gpu.memory.row_remap.count", rows), timeout=30,
                            what="remapped rows")
-            first = store.latest("gpu.memory.remapped_rows", rows)
+            first = store.latest("gpu.memory.row_remap.count", rows)
             assert first is not None and (first.kind, first.monotonic) == ("sum", False)
             assert first.value == 5
             node.command({"op": "set", "device": 0, "values": {"remapped_rows_correctable": 3}})
-            store.wait_for(lambda s: (p := s.latest("gpu.memory.remapped_rows", rows))
+            store.wait_for(lambda s: (p := s.latest("gpu.memory.row_remap.count", rows))
                            and p.value == 3, timeout=30, what="remapped rows down to 3")
-            lower = store.latest("gpu.memory.remapped_rows", rows)
+            lower = store.latest("gpu.memory.row_remap.count", rows)
             assert lower is not None
             assert lower.start_time_unix_nano == first.start_time_unix_nano  # no restart
 

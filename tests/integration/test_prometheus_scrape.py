@@ -154,7 +154,7 @@ def test_otel_names_in_prometheus_equal_the_simulated_values(scenario: Scenario)
     assert used == {UUIDS[i]: USED_MIB[i] * 1024 * 1024 for i in range(4)}
     assert _values(stack.query('target_info{job="gpu-agent-otel"}'), "k8s_node_name") == {NODE: 1}
     # Self-telemetry: 4 GPUs read every 0.5 s (fast) and every 1 s (slow) = 12 reads/s.
-    stack.wait_query('sum(rate(gpu_agent_cycles_total{job="gpu-agent-otel"}[5s]))',
+    stack.wait_query('sum(rate(gpu_agent_cycles_completed_total{job="gpu-agent-otel"}[5s]))',
                      lambda r: bool(r) and 9 < float(r[0]["value"][1]) < 15)
     assert stack.targets_health() == {"gpu-agent-otel": "up ", "gpu-agent-dcgm": "up ",
                                       TEXT_JOB: "up "}
@@ -184,13 +184,13 @@ def test_prometheus_asks_for_openmetrics_and_gzip_and_gets_them(
     stack = scenario.stack
     stack.wait_query(f'up{{job="{job}"}} == 1', bool)
     # Prometheus parsed OpenMetrics: the counter family is named without _total there ...
-    family = "hw_energy_joules" if job.endswith("otel") else "gpu_agent_exports"
+    family = "hw_energy_joules" if job.endswith("otel") else "gpu_agent_exports_completed"
     metadata = stack.target_metadata(job, family)
     assert {m["type"] for m in metadata} == {"counter"}, metadata
     if job.endswith("otel"):
         assert {m["type"] for m in stack.target_metadata(job, "target")} == {"info"}
     # ... while the series keep their names.
-    name = "hw_energy_joules_total" if job.endswith("otel") else "gpu_agent_exports_total"
+    name = "hw_energy_joules_total" if job.endswith("otel") else "gpu_agent_exports_completed_total"
     assert stack.wait_query(f'{name}{{job="{job}"}}', bool)
 
 

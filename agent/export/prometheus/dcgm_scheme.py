@@ -39,7 +39,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpu_otel_agent.export.prometheus.exposition import Families, Family, Labels
-from gpu_otel_agent.export.prometheus.otel_scheme import add_otel_series, label_value
+from gpu_otel_agent.export.prometheus.otel_scheme import (
+    add_otel_series,
+    add_target_info,
+    label_value,
+)
 from gpu_otel_agent.export.series import SeriesPoint
 from gpu_otel_agent.model.metrics import Instrument, spec_for
 from gpu_otel_agent.model.snapshot import Attributes
@@ -104,23 +108,23 @@ FIELDS: Mapping[tuple[str, tuple[str, str] | None], DcgmField] = {
         _f("DCGM_FI_DEV_VIDEO_CLOCK", 1e-6, "Video encoder/decoder clock (in MHz)."),
     ("gpu.pcie.replay", None): _f("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", 1,
                                   "Total number of PCIe retries."),
-    ("gpu.fan.speed", None): _f("DCGM_FI_DEV_FAN_SPEED", 100, "Fan speed (in %)."),
+    ("hw.fan.speed_ratio", None): _f("DCGM_FI_DEV_FAN_SPEED", 100, "Fan speed (in %)."),
     ("gpu.performance_state", None): _f("DCGM_FI_DEV_PSTATE", 1, "Performance state."),
     ("hw.errors", ("error.type", "corrected")):
         _f("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", 1, "Single-bit volatile ECC errors."),
     ("hw.errors", ("error.type", "uncorrected")):
         _f("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", 1, "Double-bit volatile ECC errors."),
-    ("gpu.memory.remapped_rows", ("error.type", "corrected")):
+    ("gpu.memory.row_remap.count", ("error.type", "corrected")):
         _f("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", 1,
            "Number of remapped rows for correctable errors."),
-    ("gpu.memory.remapped_rows", ("error.type", "uncorrected")):
+    ("gpu.memory.row_remap.count", ("error.type", "uncorrected")):
         _f("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", 1,
            "Number of remapped rows for uncorrectable errors."),
     ("gpu.memory.row_remap.failure", None): _f("DCGM_FI_DEV_ROW_REMAP_FAILURE", 1,
                                                "Whether remapping of rows has failed."),
-    ("gpu.memory.retired_pages", ("gpu.retirement.cause", "single_bit")):
+    ("gpu.memory.page_retirement.count", ("gpu.retirement.cause", "single_bit")):
         _f("DCGM_FI_DEV_RETIRED_SBE", 1, "Pages retired for single-bit errors."),
-    ("gpu.memory.retired_pages", ("gpu.retirement.cause", "double_bit")):
+    ("gpu.memory.page_retirement.count", ("gpu.retirement.cause", "double_bit")):
         _f("DCGM_FI_DEV_RETIRED_DBE", 1, "Pages retired for double-bit errors."),
     ("gpu.violation.time", ("gpu.violation.policy", "power")):
         _f("DCGM_FI_DEV_POWER_VIOLATION", 1e6, "Throttling duration due to power (in us)."),
@@ -274,6 +278,7 @@ def pods_by_gpu(series: Mapping[str, Sequence[SeriesPoint]], dra: bool = True,
 
 class DcgmTranslator:
     def __init__(self, resource: Mapping[str, object], version: str = CURRENT) -> None:
+        self._resource = resource
         node = resource.get("k8s.node.name") or resource.get("host.name") or ""
         self._host = str(node)
         self.version = version
@@ -315,6 +320,9 @@ class DcgmTranslator:
 
     def families(self, series: Mapping[str, Sequence[SeriesPoint]]) -> Families:
         families = Families()
+        # The resource as target_info, as in the default scheme: dashboards and rules join
+        # on it for the node name (dcgm-exporter has no such series; one more is harmless).
+        add_target_info(families, self._resource)
         passthrough: dict[str, list[SeriesPoint]] = {}
         throttle: dict[Attributes, int] = {}
         self._pods = pods_by_gpu(series, self._dra)

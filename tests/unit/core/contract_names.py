@@ -24,17 +24,17 @@ METRICS: dict[str, tuple[str, str]] = {
     "gpu.power.limit": ("gauge", "W"),
     "hw.energy": ("counter", "J"),
     "gpu.clock.frequency": ("gauge", "Hz"),
-    "gpu.clock.throttle": ("gauge", "1"),
+    "gpu.clock.throttle": ("updowncounter", "1"),  # corrections: booleans as hw.status
     "gpu.violation.time": ("counter", "s"),
-    "gpu.fan.speed": ("gauge", "1"),
-    "gpu.performance_state": ("gauge", "1"),
+    "hw.fan.speed_ratio": ("gauge", "1"),
+    "gpu.performance_state": ("gauge", "{pstate}"),  # not a ratio
     "gpu.pcie.replay": ("counter", "{replay}"),
     "hw.errors": ("counter", "{error}"),
     # The contract said counter; nvml.h counts remaps that became inactive apart, so the
-    # figure can go down (issue 28): an UpDownCounter, like gpu.memory.retired_pages.
-    "gpu.memory.remapped_rows": ("updowncounter", "{row}"),
-    "gpu.memory.row_remap.failure": ("gauge", "1"),  # in the notes column
-    "gpu.memory.retired_pages": ("updowncounter", "{page}"),
+    # figure can go down (issue 28): an UpDownCounter, singular (naming.md, issue 32).
+    "gpu.memory.row_remap.count": ("updowncounter", "{row}"),
+    "gpu.memory.row_remap.failure": ("updowncounter", "1"),  # in the notes column
+    "gpu.memory.page_retirement.count": ("updowncounter", "{page}"),
     "gpu.sm.utilization": ("gauge", "1"),
     "gpu.sm.occupancy": ("gauge", "1"),
     "gpu.tensor.utilization": ("gauge", "1"),

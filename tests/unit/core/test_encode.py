@@ -37,7 +37,8 @@ def test_gauge_and_counter_types_and_attributes() -> None:
     assert isinstance(util.data, Gauge)  # type: ignore[attr-defined]
     point = util.data.data_points[0]  # type: ignore[attr-defined]
     assert point.value == 0.37 and point.time_unix_nano == 123
-    assert point.attributes["hw.id"] == "GPU-1" and point.attributes["hw.type"] == "gpu"
+    # hw.gpu.* list no hw.type in the conventions' model (hw.status, hw.errors, hw.power do).
+    assert point.attributes["hw.id"] == "GPU-1" and "hw.type" not in point.attributes
     energy = metrics["hw.energy"].data  # type: ignore[attr-defined]
     assert isinstance(energy, Sum) and energy.is_monotonic
     assert energy.data_points[0].start_time_unix_nano == 7

@@ -145,10 +145,10 @@ def test_the_fleet_overlay_drops_per_process_series_and_keeps_what_alerts_use() 
                                     *AGENT_METRICS)]
     gone = {n for n in names if dropped(n)}
     assert {n for n in names if n.startswith("gpu.process.")} <= gone
-    assert {"gpu_agent.library.call.time", "gpu_agent.cycle.duration"} <= gone
+    assert {"gpu_agent.library.call.time", "gpu_agent.cycle.latency"} <= gone
     # Every name the overlay names exists (a typo would drop nothing, silently).
     assert gone == {n for n in names if n.startswith("gpu.process.")} | {
-        "gpu_agent.library.call.time", "gpu_agent.cycle.duration"}
+        "gpu_agent.library.call.time", "gpu_agent.cycle.latency"}
     kept = set(names) - gone
     assert {n for n in names if n.startswith(("gpu.container.", "hw."))} <= kept
     # No alert rule reads a dropped series (Prometheus names: dots become underscores).

@@ -104,7 +104,7 @@ def test_polled_throttle_start_end_and_conditions() -> None:
             Reading("gpu.clock.throttle", thermal,
                     (("gpu.clock.throttle.reason", "hw_thermal_slowdown"),)),
             Reading("gpu.clock.throttle", 1, (("gpu.clock.throttle.reason", "gpu_idle"),)),
-            Reading("gpu.memory.retired_pages.pending", pending),
+            Reading("gpu.memory.page_retirement.pending", pending),
             Reading("gpu.violation.time", power_s, (("gpu.violation.policy", "power"),)),
         )
 

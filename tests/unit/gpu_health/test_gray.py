@@ -36,8 +36,8 @@ def judge(name: str, *readings: Reading, active: bool = False,
 
 
 def pcie(gen: int, width: int) -> tuple[Reading, ...]:
-    return (Reading("gpu.pcie.link.generation", gen), Reading("gpu.pcie.link.generation.max", 5),
-            Reading("gpu.pcie.link.width", width), Reading("gpu.pcie.link.width.max", 16))
+    return (Reading("gpu.pcie.link.generation", gen), Reading("gpu.pcie.link.max_generation", 5),
+            Reading("gpu.pcie.link.width", width), Reading("gpu.pcie.link.max_width", 16))
 
 
 def test_an_idle_gpu_that_lowers_its_link_is_not_judged_a_busy_one_is() -> None:

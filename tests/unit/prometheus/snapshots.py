@@ -66,7 +66,7 @@ def device(index: int, util: float, used_mib: int, time_ns: int,
 
 
 def node(time_ns: int = 5_000_000_000) -> NodeSnapshot:
-    agent = AgentSample((Reading("gpu_agent.exports", 7),), 1_000, time_ns)
+    agent = AgentSample((Reading("gpu_agent.exports.completed", 7),), 1_000, time_ns)
     return NodeSnapshot((device(0, 0.37, 40000, time_ns), device(1, 0.5, 1000, time_ns)),
                         time_ns, agent)
 

@@ -19,8 +19,8 @@ from gpu_otel_agent.model.metrics import AGENT_METRICS, DEVICE_METRICS, spec_for
     ("hw.status", "hw_status"),  # up-down counter of unit 1: no ratio
     ("gpu.clock.frequency", "gpu_clock_frequency_hertz"),
     ("gpu.violation.time", "gpu_violation_time_seconds_total"),
-    ("gpu_agent.cycle.duration", "gpu_agent_cycle_duration_seconds"),
-    ("gpu_agent.cycles", "gpu_agent_cycles_total"),
+    ("gpu_agent.cycle.latency", "gpu_agent_cycle_latency_seconds"),
+    ("gpu_agent.cycles.completed", "gpu_agent_cycles_completed_total"),
 ])
 def test_catalog_names_translate_as_the_specification_says(otel: str, prometheus: str) -> None:
     assert metric_name(spec_for(otel)) == prometheus

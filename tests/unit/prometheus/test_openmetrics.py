@@ -77,7 +77,7 @@ def test_dcgm_counters_keep_their_names_as_unknown() -> None:
     samples, types = _openmetrics_samples(body)
     assert types["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"] == "unknown"
     assert "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" in {name for name, _, _ in samples}
-    assert types["gpu_agent_exports"] == "counter"  # served under its OpenTelemetry name
+    assert types["gpu_agent_exports_completed"] == "counter"  # served under its OTel name
 
 
 def test_values_openmetrics_forbids_in_counters_and_clashing_names_do_not_fail_a_scrape() -> None:

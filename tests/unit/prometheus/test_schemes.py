@@ -51,12 +51,12 @@ def test_otel_scheme_names_labels_and_values() -> None:
     assert one(samples, "hw_energy_joules_total", hw_id=UUIDS[1]) == pytest.approx(1234.5)
     status = one(samples, "hw_status", hw_id=UUIDS[0], hw_state="ok", hw_type="gpu")
     assert status == 1
-    assert one(samples, "gpu_agent_exports_total") == 7
+    assert one(samples, "gpu_agent_exports_completed_total") == 7
     info = one(samples, "target_info", k8s_node_name="gpu-node-7")
     assert info == 1
     labels = next(lab for lab, _ in samples["hw_power_watts"] if lab["hw_id"] == UUIDS[0])
-    assert labels == {"hw_id": UUIDS[0], "hw_type": "gpu", "hw_vendor": "NVIDIA",
-                      "hw_model": "NVIDIA H100 80GB HBM3", "gpu_index": "0",
+    # hw.power lists hw.type but not the GPU's vendor/model (model/hardware v1.44.0).
+    assert labels == {"hw_id": UUIDS[0], "hw_type": "gpu", "gpu_index": "0",
                       "gpu_pci_bus_id": "00000000:18:00.0"}
 
 
@@ -106,9 +106,9 @@ def test_dcgm_scheme_serves_what_dcgm_has_no_name_for_under_otel_names() -> None
     assert one(samples, "hw_status", hw_id=UUIDS[1], hw_state="ok") == 1  # alerts use it
     assert one(samples, "gpu_clock_frequency_hertz", hw_id=UUIDS[0],
                gpu_clock_domain="graphics") == 1755e6
-    assert one(samples, "gpu_agent_exports_total") == 7
+    assert one(samples, "gpu_agent_exports_completed_total") == 7
     assert "hw_gpu_utilization_ratio" not in samples  # mapped: served once, as DCGM
-    assert "gpu_clock_throttle_ratio" not in samples  # folded into the bitmask
+    assert "gpu_clock_throttle" not in samples  # folded into the bitmask
 
 
 def test_hostile_label_values_round_trip_and_duplicates_never_fail_a_scrape() -> None:
