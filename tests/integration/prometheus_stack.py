@@ -212,7 +212,7 @@ class Stack:
             "route": {"receiver": "test", "group_by": ["alertname", "hw_id"],
                       "group_wait": "0s", "group_interval": "1s", "repeat_interval": "1h"},
             "receivers": [{"name": "test", "webhook_configs": [
-                {"url": self.webhook.url, "send_resolved": False}]}],
+                {"url": self.webhook.url, "send_resolved": True}]}],
         }
         path = self.workdir / "alertmanager.yml"
         path.write_text(yaml.safe_dump(config), encoding="utf-8")

@@ -116,8 +116,7 @@ def test_amd_values_arrive_under_the_shared_names_next_to_nvidia(
         # The fan is a component of its own under its GPU (the conventions' hw.fan.*).
         fan = store.latest("hw.fan.speed_ratio", {"hw.parent": MI210_UUID})
         assert fan is not None and fan.value == pytest.approx(102 / 255)
-        assert (fan.attributes["hw.type"], fan.attributes["hw.id"]) == ("fan",
-                                                                        f"{MI210_UUID}/fan0")
+        assert fan.attributes["hw.id"] == f"{MI210_UUID}/fan0"
         # VCN is the multimedia engine, not the conventions' decoder task.
         assert _latest(store, "gpu.multimedia.utilization", MI210_UUID) == pytest.approx(0.12)
         assert not store.points("hw.gpu.utilization", {"hw.gpu.task": "decoder",

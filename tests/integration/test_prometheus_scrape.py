@@ -1,25 +1,30 @@
 """A real Prometheus scrapes the agent on the simulated node; alerts reach a real Alertmanager.
 
-One stack per module (simulated node, two agents — default and ``dcgm`` scheme —, Prometheus
-with the shipped alert rules, Alertmanager, a webhook receiver), shared by the tests: the
-scrape and evaluation intervals are 1 s, so the whole module takes well under a minute.
+One node per module, shared by the tests: four H100s with pods in real cgroups, an A100 in MIG
+mode with a pod on an instance, and a CPX MI300X (eight compute partitions) with a pod on a
+partition. Two agents (default and ``dcgm`` scheme), each scraped by a Prometheus of its own
+(with the shipped alert rules, an Alertmanager and a webhook receiver): a rule that works in
+one scheme only cannot hide behind the other's series. Scrape and evaluation intervals are
+1 s; the rules are loaded time-scaled (minutes read as seconds: ``for``, ``keep_firing_for``,
+range windows and offsets), so an alert fires and resolves in seconds with the shipped
+expressions.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pynvml
 import pytest
 import yaml
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, attach_in_process
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 from tests.integration.cgroups import Cgroups, Pod, cgroups, v1_root, v2_root
 from tests.integration.conftest import UUIDS
@@ -33,13 +38,11 @@ pytestmark = pytest.mark.integration
 RULES = REPO / "otel-config" / "alerts" / "gpu-alerts.rules.yaml"
 ADAPTER = REPO / "helm" / "examples" / "prometheus-adapter-values.yaml"
 DASHBOARDS = REPO / "otel-config" / "dashboards"
+MI300X = "0000:0c:00.0"
+A100_INDEX, MI300X_INDEX = 4, 5
 # Grafana's variables as a user on this node would pick them.
 VARIABLES = {"$node": "gpu-node-a", "$gpu": ".*", "$namespace": "ml", "$pod": ".*",
              "$__rate_interval": "5s", "$__interval": "5s", "$__range": "1m"}
-# Panels that are empty while nothing is wrong (no XID, no failed GPU, no idle pod, no throttle).
-EMPTY_WHEN_HEALTHY = {"GPUs not ok", "XIDs by code (24 h)", "XIDs", "Idle pods holding GPU memory",
-                      "Throttle reasons active", "ECC errors",
-                      "Degraded subsystems (gray failures)"}
 NODE = "gpu-node-a"
 TEXT_JOB = "gpu-agent-text"
 TEXT_ONLY = "text/plain;version=0.0.4"
@@ -47,6 +50,7 @@ OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 UTIL = (10, 20, 30, 45)
 USED_MIB = (1000, 2000, 3000, 4500)
 MIB = 1024 * 1024
+H100S = 'hw_id=~"' + "|".join(UUIDS[:4]) + '"'
 
 
 MEMORY_RESOURCE = "example.com/gpu-memory"  # a fractional device plugin: 1 unit = 1 MiB
@@ -57,17 +61,58 @@ PODS = (("infer-a", 0, ((1000, 20), (3000, 30)), 8192), ("infer-b", 1, ((2000, 4
 @dataclass
 class Scenario:
     node: SimulatedNode
-    stack: Stack
+    stacks: dict[str, Stack]  # scheme -> the Prometheus that scrapes only that scheme's agent
     agents: dict[str, AgentProcess]
     pods: dict[str, Pod]
     proxies: dict[str, RecordingProxy]  # job -> the proxy Prometheus scrapes it through
+
+    @property
+    def stack(self) -> Stack:
+        return self.stacks["otel"]
+
+
+def _scaled_rules(workdir: Path) -> Path:
+    """The shipped rules on a clock 60 times faster: minutes read as seconds."""
+    text = RULES.read_text(encoding="utf-8")
+    text = re.sub(r"(for|keep_firing_for): (\d+)m\b", r"\1: \2s", text)
+    text = re.sub(r"\[(\d+)m\]", r"[\1s]", text)
+    text = re.sub(r"offset (\d+)m\b", r"offset \1s", text)
+    path = workdir / "gpu-alerts.scaled.rules.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _mig_and_amd_pods(groups: Cgroups, node: SimulatedNode, base: Path
+                      ) -> tuple[dict[str, Pod], list[PodAllocation]]:
+    """A pod on a MIG instance (by its UUID) and one on an MI300X partition (by its BDF)."""
+    attach_in_process(node)
+    pynvml.nvmlInit()
+    try:
+        parent = pynvml.nvmlDeviceGetHandleByIndex(A100_INDEX)
+        instance = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetMigDeviceHandleByIndex(parent, 0))
+    finally:
+        pynvml.nvmlShutdown()
+    pods = {"mig-a": groups.pod(base, "mig-a"), "rocm-a": groups.pod(base, "rocm-a")}
+    for name, extra in (("mig-a", {"device": A100_INDEX, "mig": 0}),
+                        ("rocm-a", {"device": MI300X_INDEX, "partition": 2})):
+        pid = groups.spawn(pods[name].cgroup)
+        answer = node.command({"op": "proc_add", "pid": pid, "used_memory_mib": 3000,
+                               "sm_util": 50, **extra})
+        assert answer["ok"], answer
+    allocations = [
+        PodAllocation(pods["mig-a"].namespace, "mig-a", (ContainerAllocation("server", (
+            ContainerDevices("nvidia.com/mig-3g.40gb", (str(instance),)),)),)),
+        PodAllocation(pods["rocm-a"].namespace, "rocm-a", (ContainerAllocation("server", (
+            ContainerDevices("amd.com/gpu", (f"{MI300X[:-1]}2",)),)),)),
+    ]
+    return pods, allocations
 
 
 def _pods(groups: Cgroups, node: SimulatedNode, kubelet: FakeKubelet) -> dict[str, Pod]:
     """Pods in real cgroups, their processes registered on the GPUs, names from the kubelet."""
     base = v2_root() or v1_root("pids")
     assert base is not None, "no cgroup hierarchy"
-    pods, allocations = {}, []
+    pods, allocations = _mig_and_amd_pods(groups, node, base)
     for name, gpu, processes, allocated_mib in PODS:
         pod = groups.pod(base, name)
         pods[name] = pod
@@ -107,9 +152,18 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
     if missing:
         pytest.skip(missing)
     workdir = tmp_path_factory.mktemp("prometheus")
-    devices = [h100(i, uuid=UUIDS[i], utilization_gpu=UTIL[i], memory_used_mib=USED_MIB[i])
-               for i in range(4)]
-    scenario_file = write_scenario(workdir, {"driver_version": "580.95.05", "devices": devices})
+    devices: list[dict[str, object]] = [
+        h100(i, uuid=UUIDS[i], utilization_gpu=UTIL[i], memory_used_mib=USED_MIB[i])
+        for i in range(4)]
+    devices.append({"model": "NVIDIA A100-SXM4-80GB", "power_w": 250,
+                    "mig": [{"profile": "3g.40gb", "memory_used_mib": 9000},
+                            {"profile": "1g.10gb", "memory_used_mib": 2000}]})
+    devices.append({"vendor": "amd", "model": "AMD Instinct MI300X", "pci_bus_id": MI300X,
+                    "partition": {"compute": "CPX", "memory": "NPS4"}, "power_w": 600,
+                    "utilization_gpu": 60, "memory_used_mib": 8000})
+    scenario_file = write_scenario(workdir, {"driver_version": "580.95.05",
+                                             "amd_driver_version": "6.10.5",
+                                             "devices": devices})
     agents: dict[str, AgentProcess] = {}
     with SimulatedNode.start(scenario_file, state_dir=workdir / "node") as node, \
             OtlpGrpcReceiver() as receiver, cgroups() as groups, \
@@ -122,18 +176,29 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
                                         kubelet=kubelet.socket_path)
             # Prometheus scrapes through recording proxies (what it asks for, what it gets);
             # the "text" job scrapes the otel agent as a scraper that only takes text 0.0.4
-            # would, its series renamed text_* so they never mix with the others.
+            # would, its series renamed text_* so they never mix with the others. Each scheme
+            # has a Prometheus (and Alertmanager) of its own.
             proxies = {f"gpu-agent-{s}": RecordingProxy(f"127.0.0.1:{p}")
                        for s, p in ports.items()}
             proxies[TEXT_JOB] = RecordingProxy(f"127.0.0.1:{ports['otel']}", accept=TEXT_ONLY)
-            stack = Stack(workdir, {job: proxy.address for job, proxy in proxies.items()},
-                          [RULES], {TEXT_JOB: {"metric_relabel_configs": [
-                              {"source_labels": ["__name__"], "regex": "(.*)",
-                               "target_label": "__name__", "replacement": "text_${1}"}]}})
+            rules = _scaled_rules(workdir)
+            stacks: dict[str, Stack] = {}
             try:
-                yield Scenario(node, stack, agents, pods, proxies)
+                for scheme in ports:
+                    home = workdir / scheme
+                    home.mkdir()
+                    targets = {f"gpu-agent-{scheme}": proxies[f"gpu-agent-{scheme}"].address}
+                    extra = {}
+                    if scheme == "otel":
+                        targets[TEXT_JOB] = proxies[TEXT_JOB].address
+                        extra = {TEXT_JOB: {"metric_relabel_configs": [
+                            {"source_labels": ["__name__"], "regex": "(.*)",
+                             "target_label": "__name__", "replacement": "text_${1}"}]}}
+                    stacks[scheme] = Stack(home, targets, [rules], extra)
+                yield Scenario(node, stacks, agents, pods, proxies)
             finally:
-                stack.close()
+                for stack in stacks.values():
+                    stack.close()
                 for proxy in proxies.values():
                     proxy.close()
         finally:
@@ -147,17 +212,19 @@ def _values(result: list[dict[str, Any]], label: str) -> dict[str, float]:
 
 def test_otel_names_in_prometheus_equal_the_simulated_values(scenario: Scenario) -> None:
     stack = scenario.stack
-    query = 'hw_gpu_utilization_ratio{job="gpu-agent-otel",hw_gpu_task="general"}'
+    query = f'hw_gpu_utilization_ratio{{job="gpu-agent-otel",hw_gpu_task="general",{H100S}}}'
     result = stack.wait_query(query, lambda r: len(r) == 4)
     assert _values(result, "hw_id") == {UUIDS[i]: UTIL[i] / 100 for i in range(4)}
-    used = _values(stack.query("hw_gpu_memory_usage_bytes"), "hw_id")
+    used = _values(stack.query(f"hw_gpu_memory_usage_bytes{{{H100S}}}"), "hw_id")
     assert used == {UUIDS[i]: USED_MIB[i] * 1024 * 1024 for i in range(4)}
     assert _values(stack.query('target_info{job="gpu-agent-otel"}'), "k8s_node_name") == {NODE: 1}
-    # Self-telemetry: 4 GPUs read every 0.5 s (fast) and every 1 s (slow) = 12 reads/s.
-    stack.wait_query('sum(rate(gpu_agent_cycles_completed_total{job="gpu-agent-otel"}[5s]))',
-                     lambda r: bool(r) and 9 < float(r[0]["value"][1]) < 15)
-    assert stack.targets_health() == {"gpu-agent-otel": "up ", "gpu-agent-dcgm": "up ",
-                                      TEXT_JOB: "up "}
+    # Self-telemetry, per H100: fast every 0.5 s, slow and gpm every 1 s, processes every
+    # 0.5 s: 6 group reads a second (at least fast and slow: 3).
+    stack.wait_query(f'sum(rate(gpu_agent_cycles_completed_total{{job="gpu-agent-otel",'
+                     f'{H100S}}}[5s])) / 4',
+                     lambda r: bool(r) and 2.5 < float(r[0]["value"][1]) < 7)
+    assert stack.targets_health() == {"gpu-agent-otel": "up ", TEXT_JOB: "up "}
+    assert scenario.stacks["dcgm"].targets_health() == {"gpu-agent-dcgm": "up "}
 
 
 def _scraped(proxy: RecordingProxy) -> Any:
@@ -181,7 +248,7 @@ def test_prometheus_asks_for_openmetrics_and_gzip_and_gets_them(
     assert "gzip" in exchange.request["accept-encoding"]
     assert exchange.response["content-type"] == OPENMETRICS
     assert exchange.response["content-encoding"] == "gzip"
-    stack = scenario.stack
+    stack = scenario.stacks[job.rsplit("-", 1)[1]]
     stack.wait_query(f'up{{job="{job}"}} == 1', bool)
     # Prometheus parsed OpenMetrics: the counter family is named without _total there ...
     family = "hw_energy_joules" if job.endswith("otel") else "gpu_agent_exports_completed"
@@ -203,7 +270,7 @@ def test_a_scraper_that_takes_only_text_gets_plain_text_0_0_4(scenario: Scenario
     stack = scenario.stack
     assert {m["type"] for m in stack.target_metadata(TEXT_JOB, "hw_energy_joules_total")} == {
         "counter"}
-    text = stack.wait_query('text_hw_gpu_utilization_ratio{hw_gpu_task="general"}',
+    text = stack.wait_query(f'text_hw_gpu_utilization_ratio{{hw_gpu_task="general",{H100S}}}',
                             lambda r: len(r) == 4)
     assert _values(text, "hw_id") == {UUIDS[i]: UTIL[i] / 100 for i in range(4)}
 
@@ -211,12 +278,12 @@ def test_a_scraper_that_takes_only_text_gets_plain_text_0_0_4(scenario: Scenario
 def test_library_call_telemetry_counts_the_calls_the_node_served(scenario: Scenario) -> None:
     stack = scenario.stack
     call = 'gpu_agent_call="nvmlDeviceGetUtilizationRates"'
-    result = stack.wait_query(f"sum(gpu_agent_library_calls_total{{{call}}})", bool)
-    reported = float(result[0]["value"][1])
+    reported = sum(float(s.wait_query(f"sum(gpu_agent_library_calls_total{{{call}}})",
+                                      bool)[0]["value"][1]) for s in scenario.stacks.values())
     served = scenario.node.command({"op": "stats"})["calls"]["nvmlDeviceGetUtilizationRates"]
     # Both agents' counters as last scraped (up to ~1 s old) against the node's count now:
-    # at most 2 agents x 4 GPUs x 2 reads/s x 2 s behind, never ahead.
-    assert served - 40 <= reported <= served
+    # at most 2 agents x 5 NVIDIA GPUs x 2 reads/s x 2 s behind, never ahead.
+    assert served - 50 <= reported <= served
     mean = stack.wait_query(
         f"sum(rate(gpu_agent_library_call_time_seconds_total{{{call}}}[5s])) / "
         f"sum(rate(gpu_agent_library_calls_total{{{call}}}[5s]))", bool)
@@ -224,14 +291,21 @@ def test_library_call_telemetry_counts_the_calls_the_node_served(scenario: Scena
 
 
 def test_dcgm_names_in_prometheus_equal_the_simulated_values(scenario: Scenario) -> None:
-    stack = scenario.stack
-    result = stack.wait_query("DCGM_FI_DEV_GPU_UTIL", lambda r: len(r) == 4)
+    stack = scenario.stacks["dcgm"]
+    dcgm_h100s = H100S.replace("hw_id", "UUID")
+    result = stack.wait_query(f"DCGM_FI_DEV_GPU_UTIL{{{dcgm_h100s}}}", lambda r: len(r) == 4)
     assert _values(result, "UUID") == {UUIDS[i]: UTIL[i] for i in range(4)}
     assert {r["metric"]["device"] for r in result} == {f"nvidia{i}" for i in range(4)}
-    fb = _values(stack.query("DCGM_FI_DEV_FB_USED"), "gpu")
+    fb = _values(stack.query(f"DCGM_FI_DEV_FB_USED{{{dcgm_h100s}}}"), "gpu")
     assert fb == {str(i): USED_MIB[i] for i in range(4)}
+    # A mixed node: each device's own driver, never a comma-joined pair.
+    drivers = {r["metric"].get("DCGM_FI_DRIVER_VERSION")
+               for r in stack.query("DCGM_FI_DEV_FB_USED")}
+    assert drivers == {"580.95.05", "6.10.5"}
+    # The resource as target_info, as in the default scheme (panels join on it).
+    assert _values(stack.query("target_info"), "k8s_node_name") == {NODE: 1}
     # GPUs a pod is allocated carry its pod/namespace/container, as with dcgm-exporter.
-    by_pod = stack.query('DCGM_FI_DEV_GPU_UTIL{namespace="ml",container="server"}')
+    by_pod = stack.query(f'DCGM_FI_DEV_GPU_UTIL{{namespace="ml",container="server",{dcgm_h100s}}}')
     assert _values(by_pod, "pod") == {"infer-a": UTIL[0], "infer-b": UTIL[1]}
 
 
@@ -246,13 +320,28 @@ def test_the_shipped_prometheus_adapter_rules_return_the_simulated_values(
 ) -> None:
     """The seed's adapter rules, as Prometheus Adapter expands them for a node lookup."""
     rules = {r["seriesQuery"]: r for r in yaml.safe_load(ADAPTER.read_text())["rules"]["custom"]}
-    stack = scenario.stack
+    stack = scenario.stacks["dcgm"]
+    stack.wait_query('DCGM_FI_DEV_GPU_UTIL{GPU_I_ID!=""}', lambda r: len(r) >= 8)
+    # Each GPU once: an H100 shared by two pods is one series per pod, a CPX MI300X one per
+    # partition (the mean of its partitions is its utilization), the MIG A100 has none.
+    raw = stack.query("DCGM_FI_DEV_GPU_UTIL")
+    partitions = [float(r["value"][1]) for r in raw if r["metric"].get("GPU_I_ID")]
+    per_gpu = [*UTIL, sum(partitions) / len(partitions)]
     util = _adapter_query(rules["DCGM_FI_DEV_GPU_UTIL{}"], f'NodeName="{NODE}"', "NodeName")
-    assert util == f'avg(DCGM_FI_DEV_GPU_UTIL{{NodeName="{NODE}"}}) by (NodeName)'
     result = stack.wait_query(util, bool)
-    assert _values(result, "NodeName") == {NODE: sum(UTIL) / 4}
+    assert _values(result, "NodeName") == {NODE: pytest.approx(sum(per_gpu) / len(per_gpu))}
+    # Memory: the MIG A100's own figure (its instances are part of it), the MI300X's
+    # partitions summed (only they report memory), each shared H100 once.
+    fb = stack.query("DCGM_FI_DEV_FB_USED")
+    a100 = {float(r["value"][1]) for r in fb
+            if r["metric"]["gpu"] == str(A100_INDEX) and not r["metric"].get("GPU_I_ID")
+            and r["metric"]["device"].startswith("nvidia")}
+    amd = {r["metric"]["GPU_I_ID"]: float(r["value"][1]) for r in fb
+           if r["metric"]["device"].startswith("amd")}
+    assert len(a100) == 1 and len(amd) == 8
     memory = _adapter_query(rules["DCGM_FI_DEV_FB_USED{}"], f'NodeName="{NODE}"', "NodeName")
-    assert _values(stack.query(memory), "NodeName") == {NODE: sum(USED_MIB)}
+    assert _values(stack.query(memory), "NodeName") == {
+        NODE: pytest.approx(sum(USED_MIB) + a100.pop() + sum(amd.values()))}
 
 
 def test_the_shipped_adapter_rules_give_each_pod_on_a_shared_gpu_its_own_share(
@@ -261,7 +350,7 @@ def test_the_shipped_adapter_rules_give_each_pod_on_a_shared_gpu_its_own_share(
     """Per-pod queries as Prometheus Adapter expands them for an HPA's pods lookup."""
     rules = yaml.safe_load(ADAPTER.read_text())["rules"]["custom"]
     by_series = {r["seriesQuery"]: r for r in rules}
-    stack = scenario.stack
+    stack = scenario.stacks["dcgm"]
     matchers = 'NamespaceName="ml",PodName=~"infer-a|infer-b"'
     util = _adapter_query(by_series["DCGM_CUSTOM_PROCESS_SM_UTIL{}"], matchers, "PodName")
     result = stack.wait_query(util, lambda r: len(r) == 2, timeout=30)
@@ -274,8 +363,8 @@ def test_the_shipped_adapter_rules_give_each_pod_on_a_shared_gpu_its_own_share(
     assert _values(stack.query(ratio), "PodName") == {"infer-a": 4000 / 8192,
                                                       "infer-b": 2000 / 4096}
     # The same pods in the default naming, through the shipped recording rule.
-    recorded = stack.wait_query('k8s_pod:gpu_container_utilization:avg{k8s_pod_name="infer-a"}',
-                                bool)
+    recorded = scenario.stack.wait_query(
+        'k8s_pod:gpu_container_utilization:avg{k8s_pod_name="infer-a"}', bool)
     assert _values(recorded, "k8s_pod_name") == {"infer-a": 0.5}
 
 
@@ -296,91 +385,168 @@ def _dashboard_queries() -> list[tuple[str, str, str]]:
     return queries
 
 
-def test_every_dashboard_query_runs_on_the_scraped_data(scenario: Scenario) -> None:
-    stack = scenario.stack
-    stack.wait_query("gpu_sm_utilization_ratio", bool)  # the slowest group has arrived
-    queries = _dashboard_queries()
-    assert len(queries) > 30
-    empty = []
-    for board, panel, template in queries:
-        expr = template
-        for name, value in sorted(VARIABLES.items(), key=lambda kv: -len(kv[0])):
-            expr = expr.replace(name, value)
-        result = stack.query(expr)  # asserts the query is valid PromQL
-        if not result and panel not in EMPTY_WHEN_HEALTHY:
-            empty.append(f"{board} / {panel}: {expr}")
-    assert empty == []
+def _rule_queries(stack: Stack) -> list[tuple[str, str, str]]:
+    """(rule file, rule name, PromQL) of every alert and recording rule, as loaded (scaled)."""
+    scaled = stack.workdir.parent / "gpu-alerts.scaled.rules.yaml"
+    return [(RULES.name, rule.get("alert") or rule["record"], rule["expr"])
+            for group in yaml.safe_load(scaled.read_text())["groups"]
+            for rule in group["rules"]]
 
 
-def test_a_lost_gpu_fires_an_alert_that_reaches_alertmanager_and_the_webhook(
-    scenario: Scenario,
-) -> None:
-    stack = scenario.stack
-    stack.wait_query("hw_status", lambda r: len(r) >= 12)  # the rule has data to work on
-    scenario.node.command({"op": "lost", "device": 3})
+def _adapter_queries() -> list[tuple[str, str, str]]:
+    """(file, rule, PromQL) of every Prometheus Adapter rule, expanded as the adapter does for
+    a node lookup (per-node rules) or a pods lookup (per-pod rules)."""
+    out = []
+    for rule in yaml.safe_load(ADAPTER.read_text())["rules"]["custom"]:
+        by_pod = "PodName" in rule["resources"]["overrides"]
+        matchers = ('NamespaceName="ml",PodName=~"infer-a|infer-b|mig-a|rocm-a"' if by_pod
+                    else f'NodeName="{NODE}"')
+        name = rule.get("name", {}).get("as", rule["seriesQuery"])
+        out.append((ADAPTER.name, name,
+                    _adapter_query(rule, matchers, "PodName" if by_pod else "NodeName")))
+    return out
+
+
+# What stays empty on this node even with the faults injected, and why. Anything else that
+# returns no data fails the test.
+NO_DATA_HERE = {
+    ("otel", "Idle pods holding GPU memory"): "no pod here is idle (<5 %) while holding memory",
+    ("otel", "GpuUnresponsive"): "no device call hangs here (tests/integration/"
+                                 "test_nvml_resilience.py hangs one)",
+    ("otel", "GpuAgentMissingCycles"): "no GPU hangs, so no cycles are missed",
+    ("otel", "GpuAgentExportFailing"): "the agent pushes to a receiver that accepts",
+    ("otel", "GpuAgentEventsDropped"): "the collector is up: the spool never fills",
+    ("otel", "GpuAgentEventsBacklog"): "the collector accepts every event",
+}
+for _name in ("GpuUnresponsive", "GpuAgentMissingCycles", "GpuAgentExportFailing",
+              "GpuAgentEventsDropped", "GpuAgentEventsBacklog"):
+    NO_DATA_HERE[("dcgm", _name)] = NO_DATA_HERE[("otel", _name)]
+# Faults on the node while every expression is run: each alert has its condition.
+FAULTS = (
+    {"op": "set", "device": 0, "values": {"ecc_dbe_volatile": 1, "remapped_rows_failure": 1}},
+    {"op": "set", "device": 2, "values": {"temperature_c": 91, "clocks_event_reasons": 0x40,
+                                          "nvlink.2.state": "down"}},
+    {"op": "xid", "device": 1, "code": 48},
+    {"op": "lost", "device": 3},
+)
+HEALED = (
+    {"op": "set", "device": 0, "values": {"remapped_rows_failure": 0}},
+    {"op": "set", "device": 2, "values": {"temperature_c": 50, "clocks_event_reasons": 1,
+                                          "nvlink.2.state": "up"}},
+    {"op": "recover", "device": 3},
+)
+
+
+def _substituted(expr: str) -> str:
+    for name, value in sorted(VARIABLES.items(), key=lambda kv: -len(kv[0])):
+        expr = expr.replace(name, value)
+    return expr
+
+
+def test_every_shipped_expression_returns_data_on_a_faulty_node_in_its_scheme(
+        scenario: Scenario) -> None:
+    """Every PromQL expression the project ships -- dashboard panels and variables (default
+    scheme), alert and recording rules (both schemes, each in its own Prometheus), Prometheus
+    Adapter rules (dcgm scheme) -- run on the scraped node with faults injected (ECC, a row
+    remap failure, heat and thermal throttling, an NVLink link down, an XID, a lost GPU): each
+    returns data, or is in NO_DATA_HERE with the reason it cannot here."""
+    scenario.stack.wait_query("gpu_sm_utilization_ratio", bool)  # the slowest group is in
+    scenario.stacks["dcgm"].wait_query('DCGM_CUSTOM_PROCESS_MEM_USED{PodName="rocm-a"}', bool,
+                                       timeout=30)
+    for command in FAULTS:
+        assert scenario.node.command(command)["ok"], command
     try:
-        alerts = _wait_for_alert(stack, "GpuLost")
-        lost = [a for a in alerts if a["labels"]["hw_id"] == UUIDS[3]]
-        assert lost, alerts
-        labels = lost[0]["labels"]
-        assert labels["severity"] == "critical"
-        assert labels["gpu_index"] == "3"
-        assert labels["job"] in {"gpu-agent-otel", "gpu-agent-dcgm"}  # served in both schemes
-        assert UUIDS[3] in lost[0]["annotations"]["summary"]
-        assert not [a for a in alerts if a["labels"]["hw_id"] != UUIDS[3]]
+        queries = [("otel", *q) for q in _dashboard_queries()]
+        queries += [(scheme, *q) for scheme, stack in scenario.stacks.items()
+                    for q in _rule_queries(stack)]
+        queries += [("dcgm", *q) for q in _adapter_queries()]
+        assert len(queries) > 70
+        # Alerts with a `for` (scaled to seconds) have had it once every expression answers.
+        deadline = time.monotonic() + 40
+        empty = ["?"]
+        while empty and time.monotonic() < deadline:
+            empty = []
+            for scheme, source, name, expr in queries:
+                if (scheme, name) in NO_DATA_HERE:
+                    continue
+                if not scenario.stacks[scheme].query(_substituted(expr)):  # valid PromQL
+                    empty.append(f"{scheme}: {source} / {name}: {_substituted(expr)}")
+            time.sleep(1)
+        assert empty == []
+        # The listed ones are listed for a reason that holds: still empty.
+        for scheme, _source, name, expr in queries:
+            if (scheme, name) in NO_DATA_HERE:
+                assert scenario.stacks[scheme].query(_substituted(expr)) == [], (scheme, name)
+    finally:
+        for command in HEALED:
+            scenario.node.command(command)
+
+
+def _notified(stack: Stack, name: str, status: str, hw_id: str) -> bool:
+    return any(a["labels"]["alertname"] == name and a["status"] == status
+               and hw_id in (a["labels"].get("hw_id"), a["labels"].get("UUID"))
+               for a in stack.webhook.alerts())
+
+
+def test_the_xid_lost_and_throttle_alerts_fire_and_resolve_in_each_scheme(
+        scenario: Scenario) -> None:
+    """Through each scheme's own Prometheus and Alertmanager to its webhook: fired, then
+    resolved once the GPU is back (the XID's window passed, the throttle lifted)."""
+    scenario.node.command({"op": "xid", "device": 1, "code": 79})
+    scenario.node.command({"op": "lost", "device": 3})
+    scenario.node.command({"op": "set", "device": 2, "values": {"clocks_event_reasons": 0x8}})
+    expected = (("GpuXidCritical", UUIDS[1]), ("GpuLost", UUIDS[3]),
+                ("GpuClockThrottled", UUIDS[2]))
+    try:
+        for status in ("firing", "resolved"):
+            deadline = time.monotonic() + 60
+            missing = ["?"]
+            while missing and time.monotonic() < deadline:
+                missing = [f"{scheme} {name} {status}" for scheme, stack in scenario.stacks.items()
+                           for name, gpu in expected
+                           if not _notified(stack, name, status, gpu)]
+                time.sleep(0.5)
+            assert missing == [], [a["labels"] for s in scenario.stacks.values()
+                                   for a in s.webhook.alerts()]
+            if status == "firing":
+                scenario.node.command({"op": "recover", "device": 3})
+                scenario.node.command({"op": "set", "device": 2,
+                                       "values": {"clocks_event_reasons": 1}})
     finally:
         scenario.node.command({"op": "recover", "device": 3})
+        scenario.node.command({"op": "set", "device": 2, "values": {"clocks_event_reasons": 1}})
 
 
-def test_an_injected_xid_fires_an_alert_that_reaches_alertmanager_and_the_webhook(
-    scenario: Scenario,
-) -> None:
-    """``gpu-agent sim xid`` -> NVML event -> gpu.xid.errors -> Prometheus -> Alertmanager."""
+def _panel(board: str, title: str) -> str:
+    (expr,) = [q for b, t, q in _dashboard_queries() if b == board and t == title]
+    return _substituted(expr)
+
+
+def test_partitions_count_as_their_gpu_and_mig_and_amd_pods_can_be_selected(
+        scenario: Scenario) -> None:
+    """The overview's mean utilization takes the CPX MI300X as one GPU (the mean of its eight
+    partitions) and its memory from its partitions; the pods dashboard's variables list the
+    pods on a MIG instance and on an MI300X partition (they have no per-container
+    utilization: MIG serves none, HIP work is not engine time)."""
     stack = scenario.stack
-    command = [sys.executable, "-m", "gpu_otel_agent", "sim", "xid", "--device", "1", "--code",
-               "48", "--socket", str(scenario.node.socket_path)]
-    subprocess.run(command, check=True, capture_output=True, timeout=30)
-    counted = stack.wait_query(
-        f'gpu_xid_errors_total{{job="gpu-agent-otel",hw_id="{UUIDS[1]}"}}', bool)
-    assert [(r["metric"]["gpu_xid_code"], r["value"][1]) for r in counted] == [("48", "1")]
-    alerts = _wait_for_alert(stack, "GpuXidCritical")
-    assert {(a["labels"]["hw_id"], a["labels"]["gpu_xid_code"]) for a in alerts} == {
-        (UUIDS[1], "48")}
-    alert = alerts[0]
-    assert alert["labels"]["severity"] == "critical"
-    assert alert["status"] == "firing"
-    assert alert["annotations"]["summary"] == \
-        f"GPU 1 ({UUIDS[1]}) reported critical XID 48"
-
-
-def test_a_degraded_nvlink_fires_the_subsystem_alert_at_the_webhook(scenario: Scenario) -> None:
-    """A gray failure: NVLink link 2 of GPU 2 down on the simulated node -> the agent's
-    debounced gpu.health.status{nvlink, degraded} -> Prometheus -> Alertmanager -> webhook."""
-    stack = scenario.stack
-    stack.wait_query('gpu_health_status{gpu_health_subsystem="nvlink"}', lambda r: len(r) >= 24)
-    scenario.node.command({"op": "set", "device": 2, "values": {"nvlink.2.state": "down"}})
-    try:
-        deadline = time.monotonic() + 30
-        alerts: list[dict[str, Any]] = []
-        while not alerts and time.monotonic() < deadline:
-            # Other tests of this module leave their own marks (an XID 48 is GPU 1's memory).
-            alerts = [a for a in _wait_for_alert(stack, "GpuSubsystemDegraded")
-                      if a["labels"]["hw_id"] == UUIDS[2]]
-            time.sleep(0.2)
-        assert {a["labels"]["gpu_health_subsystem"] for a in alerts} == {"nvlink"}, alerts
-        assert {a["labels"]["job"] for a in alerts} <= {"gpu-agent-otel", "gpu-agent-dcgm"}
-        assert alerts[0]["labels"]["severity"] == "warning"
-        assert alerts[0]["annotations"]["summary"] == f"GPU 2 ({UUIDS[2]}) nvlink degraded"
-    finally:
-        scenario.node.command({"op": "set", "device": 2, "values": {"nvlink.2.state": "up"}})
-
-
-def _wait_for_alert(stack: Stack, name: str, timeout: float = 30) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        alerts = [a for a in stack.webhook.alerts() if a["labels"]["alertname"] == name]
-        if alerts:
-            return alerts
-        time.sleep(0.2)
-    firing = stack.query("ALERTS")
-    raise AssertionError(f"no {name} at the webhook after {timeout}s; ALERTS: {firing}")
+    stack.wait_query('hw_gpu_utilization_ratio{hw_parent!=""}', lambda r: len(r) == 8)
+    mean = _panel("gpu-cluster-overview.json", "Mean utilization")
+    per_gpu = mean.removeprefix("avg(").split(" * on (job", 1)[0]
+    gpus = stack.query(per_gpu)
+    assert len(gpus) == 5  # four H100s and the MI300X; the MIG A100 serves no utilization
+    partitions = [float(r["value"][1]) for r in stack.query(
+        'hw_gpu_utilization_ratio{hw_gpu_task="general",hw_parent!=""}')]
+    expected = (sum(UTIL) / 100 + sum(partitions) / len(partitions)) / 5
+    assert float(stack.query(mean)[0]["value"][1]) == pytest.approx(expected, rel=0.05)
+    memory = _panel("gpu-cluster-overview.json", "Memory used by node")
+    used = float(stack.query(memory)[0]["value"][1])
+    amd = sum(float(r["value"][1]) for r in stack.query(
+        'hw_gpu_memory_usage_bytes{hw_parent!="",hw_id!~"MIG-.*"}'))
+    a100 = float(stack.query(f'hw_gpu_memory_usage_bytes{{gpu_index="{A100_INDEX}",'
+                             f'hw_parent="",hw_vendor="NVIDIA"}}')[0]["value"][1])
+    assert amd > 0 and used == pytest.approx(sum(USED_MIB) * MIB + a100 + amd, rel=0.05)
+    pods_variable = next(q for b, t, q in _dashboard_queries()
+                     if b == "gpu-pods.json" and t == "variable pod")
+    found = {r["metric"]["k8s_pod_name"] for r in stack.wait_query(
+        _substituted(pods_variable), lambda r: len(r) >= 4, timeout=30)}
+    assert {"infer-a", "infer-b", "mig-a", "rocm-a"} <= found
