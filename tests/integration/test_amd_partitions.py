@@ -363,8 +363,10 @@ def test_cpx_exports_a_tree_with_socket_power_once(
             timeout=30, what="energy on the parent")
         assert energy[-1].value > energy[0].value
         _wait_latest(store, "hw.power", {"hw.id": SPX_UUID})
+        # (hw.power, hw.energy, hw.temperature carry no hw.vendor: the conventions' model lists
+        # none for them; every device of this node is AMD.)
         for metric in ("hw.power", "hw.energy", "hw.temperature", "gpu.power.limit"):
-            owners = {p.attributes["hw.id"] for p in store.points(metric, {"hw.vendor": "AMD"})}
+            owners = {p.attributes["hw.id"] for p in store.points(metric)}
             assert owners == {parent, SPX_UUID}, metric
 
         # Processes are on the partition that runs them.

@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pynvml
 import pytest
 import yaml
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, attach_in_process
+from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 from tests.integration.cgroups import Cgroups, Pod, cgroups, v1_root, v2_root
 from tests.integration.conftest import UUIDS
@@ -33,6 +32,7 @@ from tests.integration.prometheus_stack import RecordingProxy, Stack, binaries_m
 from tests.receivers.kubelet import FakeKubelet
 from tests.receivers.netutil import free_port
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
+from tests.unit.simulator.simhelpers import run_client
 
 pytestmark = pytest.mark.integration
 RULES = REPO / "otel-config" / "alerts" / "gpu-alerts.rules.yaml"
@@ -85,13 +85,13 @@ def _scaled_rules(workdir: Path) -> Path:
 def _mig_and_amd_pods(groups: Cgroups, node: SimulatedNode, base: Path
                       ) -> tuple[dict[str, Pod], list[PodAllocation]]:
     """A pod on a MIG instance (by its UUID) and one on an MI300X partition (by its BDF)."""
-    attach_in_process(node)
-    pynvml.nvmlInit()
-    try:
-        parent = pynvml.nvmlDeviceGetHandleByIndex(A100_INDEX)
-        instance = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetMigDeviceHandleByIndex(parent, 0))
-    finally:
-        pynvml.nvmlShutdown()
+    # In a child process: a process attaches to one simulated node only, and other modules
+    # of the session may have attached this one already.
+    instance = run_client(node, f"""
+out = N.nvmlDeviceGetUUID(N.nvmlDeviceGetMigDeviceHandleByIndex(h[{A100_INDEX}], 0))
+if isinstance(out, bytes):
+    out = out.decode()
+""")
     pods = {"mig-a": groups.pod(base, "mig-a"), "rocm-a": groups.pod(base, "rocm-a")}
     for name, extra in (("mig-a", {"device": A100_INDEX, "mig": 0}),
                         ("rocm-a", {"device": MI300X_INDEX, "partition": 2})):
@@ -473,6 +473,10 @@ def test_every_shipped_expression_returns_data_on_a_faulty_node_in_its_scheme(
                     empty.append(f"{scheme}: {source} / {name}: {_substituted(expr)}")
             time.sleep(1)
         assert empty == []
+        # The XID panels count a GPU's first XID of a code (its series appeared at 1, where
+        # increase() alone sees nothing).
+        xids = scenario.stack.query(_panel("gpu-cluster-overview.json", "XIDs (24 h)"))
+        assert float(xids[0]["value"][1]) >= 1
         # The listed ones are listed for a reason that holds: still empty.
         for scheme, _source, name, expr in queries:
             if (scheme, name) in NO_DATA_HERE:
