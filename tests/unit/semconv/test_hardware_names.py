@@ -1,7 +1,7 @@
 """Every ``hw.*`` name of the catalog, as the series builder attaches its attributes, against
 the semantic conventions' model files vendored at the release the agent targets
 (``tests/semconv/v1.44.0``): instrument, unit, attribute names, types and enum values. The
-integration test ``test_semconv_hardware.py`` does the same on what a running agent sends."""
+integration test ``test_docs_names.py`` does the same on what a running agent sends."""
 
 from __future__ import annotations
 
