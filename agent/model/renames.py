@@ -128,6 +128,11 @@ CHANGES: tuple[Change, ...] = (
     Change("hw.errors{error.type} (AMD)", "`deferred` beside `uncorrected`",
            "deferred errors counted in `uncorrected` (the conventions' two values for a GPU)",
            'drop error_type="deferred"'),
+    Change("labels of hw.* series", "every device attribute on every hw.* point",
+           "only the conventional attributes the conventions list for the metric: no `hw_type` "
+           "on `hw_gpu_*`; no `hw_vendor`, `hw_model`, `hw_driver_version`, `hw_serial_number`, "
+           "`hw_firmware_version` on `hw_power`, `hw_energy`; neither on `hw_temperature*`",
+           "select those by hw_id (or gpu_index), not by hw_vendor/hw_model/hw_type"),
     Change("gpu.driver.version (resource)", "one resource attribute, comma-joined on a mixed "
            "node", "`hw.driver_version` on each device's points, with `hw.serial_number` and "
            "`hw.firmware_version` where known",
