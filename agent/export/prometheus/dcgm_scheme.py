@@ -46,7 +46,7 @@ from gpu_otel_agent.export.prometheus.otel_scheme import (
 )
 from gpu_otel_agent.export.series import SeriesPoint
 from gpu_otel_agent.model.metrics import Instrument, spec_for
-from gpu_otel_agent.model.snapshot import Attributes
+from gpu_otel_agent.model.snapshot import Attributes, AttributeValue
 
 CURRENT = "4.6.0-4.8.3"  # the latest dcgm-exporter release (2026-07-14): label ``hostname``
 HOSTNAME_RENAMED = "4.6.0-4.8.3"
@@ -286,9 +286,17 @@ class DcgmTranslator:
         self._host_label = "hostname" if follows >= release(HOSTNAME_RENAMED) else "Hostname"
         self._dra = follows >= release(DRA_LABELS)
         self._pods: dict[object, tuple[Labels, ...]] = {}
+        self._identity: dict[object, dict[str, AttributeValue]] = {}
 
     def labels(self, attributes: Attributes, custom: bool) -> Labels:
         attrs = dict(attributes)
+        # hw.power, hw.temperature and a fan's points carry only the conventional attributes
+        # their metric lists; dcgm-exporter labels every series with the GPU's model and
+        # driver, so those come from the device's own identity (its hw.status point).
+        known = (self._identity.get(attrs.get("hw.id"))
+                 or self._identity.get(attrs.get("hw.parent")))
+        if known:
+            attrs = {**known, **attrs}
         index = attrs.get("gpu.index")
         labels: list[tuple[str, str]] = []
         if index is not None:
@@ -326,6 +334,8 @@ class DcgmTranslator:
         passthrough: dict[str, list[SeriesPoint]] = {}
         throttle: dict[Attributes, int] = {}
         self._pods = pods_by_gpu(series, self._dra)
+        self._identity = {dict(p.attributes).get("hw.id"): dict(p.attributes)
+                          for p in series.get("hw.status", ())}
         for name, points in series.items():
             selectors = _SELECTORS.get(name)
             for point in points:

@@ -174,3 +174,22 @@ def test_releases_before_the_dra_labels_serve_none() -> None:
                   "DCGM_FI_DEV_FB_USED")
     assert labels and not any(k.startswith("dra_") for lab in labels for k in lab)
     assert {lab["pod"] for lab in labels} == {"trainer", "infer"}
+
+
+def test_series_of_metrics_without_the_gpus_identity_still_carry_its_dcgm_labels() -> None:
+    """hw.power and hw.temperature points carry no hw.vendor/hw.model/hw.driver_version (the
+    conventions list none for them); their DCGM series still name the device's vendor, model
+    and own driver, as dcgm-exporter labels every series (a mixed node: one driver each)."""
+    nvidia = DeviceIdentity("GPU-n", 0, "nvidia", "NVIDIA H100 80GB HBM3", "00000000:18:00.0",
+                            driver_version="580.95.05")
+    amd = DeviceIdentity("a-uuid", 0, "amd", "AMD Instinct MI300X", "0000:0c:00.0",
+                         driver_version="6.10.5")
+    snapshot = NodeSnapshot(tuple(_device(identity, (Reading("hw.power", 300.0),))
+                                  for identity in (nvidia, amd)), 1_000)
+    power = {labels["UUID"]: labels for labels in ours(snapshot, {"host.name": "n"}, CURRENT,
+                                                       "DCGM_FI_DEV_POWER_USAGE")}
+    assert (power["GPU-n"]["device"], power["GPU-n"]["modelName"],
+            power["GPU-n"]["DCGM_FI_DRIVER_VERSION"]) == (
+        "nvidia0", "NVIDIA H100 80GB HBM3", "580.95.05")
+    assert (power["a-uuid"]["device"], power["a-uuid"]["modelName"],
+            power["a-uuid"]["DCGM_FI_DRIVER_VERSION"]) == ("amd0", "AMD Instinct MI300X", "6.10.5")
