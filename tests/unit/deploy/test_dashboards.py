@@ -38,3 +38,16 @@ def test_the_events_dashboard_reads_the_agents_events_from_loki() -> None:
         assert "event_name" in target["expr"]  # the attribute event.name, as Loki stores it
     (event,) = [v for v in board["templating"]["list"] if v["name"] == "event"]
     assert event["query"].split(",") == [spec.name for spec in EVENTS]  # the agent's list
+
+
+def test_no_legend_names_a_gpu_by_its_index_alone() -> None:
+    """gpu_index is the vendor's own index: on a mixed node an NVIDIA and an AMD GPU are both
+    0, so a legend that names a GPU also names something unique (its bus id or hw_id)."""
+    ambiguous = [(p.name, panel["title"], target["legendFormat"])
+                 for p in DASHBOARDS
+                 for panel in json.loads(p.read_text(encoding="utf-8"))["panels"]
+                 for target in panel.get("targets", [])
+                 if "{{gpu_index}}" in target.get("legendFormat", "")
+                 and "{{gpu_pci_bus_id}}" not in target["legendFormat"]
+                 and "{{hw_id}}" not in target["legendFormat"]]
+    assert ambiguous == []
