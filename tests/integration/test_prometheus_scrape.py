@@ -218,6 +218,9 @@ def test_otel_names_in_prometheus_equal_the_simulated_values(scenario: Scenario)
     used = _values(stack.query(f"hw_gpu_memory_usage_bytes{{{H100S}}}"), "hw_id")
     assert used == {UUIDS[i]: USED_MIB[i] * 1024 * 1024 for i in range(4)}
     assert _values(stack.query('target_info{job="gpu-agent-otel"}'), "k8s_node_name") == {NODE: 1}
+    # host.name is the node (from K8S_NODE_NAME, as the chart passes spec.nodeName), not the
+    # agent's own hostname.
+    assert _values(stack.query('target_info{job="gpu-agent-otel"}'), "host_name") == {NODE: 1}
     # Self-telemetry, per H100: fast every 0.5 s, slow and gpm every 1 s, processes every
     # 0.5 s: 6 group reads a second (at least fast and slow: 3).
     stack.wait_query(f'sum(rate(gpu_agent_cycles_completed_total{{job="gpu-agent-otel",'
