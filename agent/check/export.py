@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import http.client
 import os
-import socket
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING

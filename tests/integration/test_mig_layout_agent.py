@@ -262,5 +262,5 @@ def test_ecc_is_read_where_nvml_keeps_it_on_a_mig_gpu(layout: Layout) -> None:
     assert errors[layout.migs[2].uuid].attributes["error.type"] == "uncorrected"
     assert errors[layout.migs[1].uuid].value == 0  # the other compute instance's own count
     assert not select(points, "hw.errors", hw__id=A100)
-    assert not select(points, "gpu.memory.remapped_rows", hw__id=A100)
+    assert not select(points, "gpu.memory.row_remap.count", hw__id=A100)
     assert not select(points, "gpu.memory.row_remap.pending", hw__id=A100)

@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import mean
 from typing import Any
 
 import pytest
@@ -324,27 +325,35 @@ def test_the_shipped_prometheus_adapter_rules_return_the_simulated_values(
     """The seed's adapter rules, as Prometheus Adapter expands them for a node lookup."""
     rules = {r["seriesQuery"]: r for r in yaml.safe_load(ADAPTER.read_text())["rules"]["custom"]}
     stack = scenario.stacks["dcgm"]
-    stack.wait_query('DCGM_FI_DEV_GPU_UTIL{GPU_I_ID!=""}', lambda r: len(r) >= 8)
-    # Each GPU once: an H100 shared by two pods is one series per pod, a CPX MI300X one per
-    # partition (the mean of its partitions is its utilization), the MIG A100 has none.
-    raw = stack.query("DCGM_FI_DEV_GPU_UTIL")
-    partitions = [float(r["value"][1]) for r in raw if r["metric"].get("GPU_I_ID")]
-    per_gpu = [*UTIL, sum(partitions) / len(partitions)]
+    stack.wait_query('DCGM_FI_DEV_FB_USED{device=~"amd.*"}', bool)
+    # Each GPU once: an H100 shared by two pods is one series per pod; a partitioned GPU is
+    # its own figure, or its partitions' where only they report (the MIG A100 serves no
+    # utilization).
     util = _adapter_query(rules["DCGM_FI_DEV_GPU_UTIL{}"], f'NodeName="{NODE}"', "NodeName")
     result = stack.wait_query(util, bool)
-    assert _values(result, "NodeName") == {NODE: pytest.approx(sum(per_gpu) / len(per_gpu))}
-    # Memory: the MIG A100's own figure (its instances are part of it), the MI300X's
-    # partitions summed (only they report memory), each shared H100 once.
-    fb = stack.query("DCGM_FI_DEV_FB_USED")
-    a100 = {float(r["value"][1]) for r in fb
-            if r["metric"]["gpu"] == str(A100_INDEX) and not r["metric"].get("GPU_I_ID")
-            and r["metric"]["device"].startswith("nvidia")}
-    amd = {r["metric"]["GPU_I_ID"]: float(r["value"][1]) for r in fb
-           if r["metric"]["device"].startswith("amd")}
-    assert len(a100) == 1 and len(amd) == 8
+    per_gpu = _per_gpu(stack.query("DCGM_FI_DEV_GPU_UTIL"), "UUID", "GPU_I_ID", mean)
+    assert _values(result, "NodeName") == {NODE: pytest.approx(mean(per_gpu.values()))}
+    assert len(per_gpu) == 5
     memory = _adapter_query(rules["DCGM_FI_DEV_FB_USED{}"], f'NodeName="{NODE}"', "NodeName")
-    assert _values(stack.query(memory), "NodeName") == {
-        NODE: pytest.approx(sum(USED_MIB) + a100.pop() + sum(amd.values()))}
+    used = _per_gpu(stack.query("DCGM_FI_DEV_FB_USED"), "UUID", "GPU_I_ID", sum)
+    assert len(used) == 6 and sum(USED_MIB) < sum(used.values())
+    assert _values(stack.query(memory), "NodeName") == {NODE: pytest.approx(sum(used.values()))}
+
+
+def _per_gpu(result: list[dict[str, Any]], gpu: str, partition: str,
+             combine: Callable[[Iterable[float]], float],
+             part_key: str | None = None) -> dict[str, float]:
+    """Each physical GPU's figure from raw series: its own (once, whatever pods repeat it),
+    or where only its partitions report, theirs combined."""
+    whole: dict[str, float] = {}
+    parts: dict[str, dict[str, float]] = {}
+    for r in result:
+        labels, value = r["metric"], float(r["value"][1])
+        if labels.get(partition):
+            parts.setdefault(labels[gpu], {})[labels[part_key or partition]] = value
+        else:
+            whole[labels[gpu]] = value
+    return {**{g: combine(v.values()) for g, v in parts.items()}, **whole}
 
 
 def test_the_shipped_adapter_rules_give_each_pod_on_a_shared_gpu_its_own_share(
@@ -369,6 +378,42 @@ def test_the_shipped_adapter_rules_give_each_pod_on_a_shared_gpu_its_own_share(
     recorded = scenario.stack.wait_query(
         'k8s_pod:gpu_container_utilization:avg{k8s_pod_name="infer-a"}', bool)
     assert _values(recorded, "k8s_pod_name") == {"infer-a": 0.5}
+
+
+def _panel(board: str, title: str) -> str:
+    (expr,) = [q for b, t, q in _dashboard_queries() if b == board and t == title]
+    return _substituted(expr)
+
+
+def test_partitions_count_as_their_gpu_and_mig_and_amd_pods_can_be_selected(
+        scenario: Scenario) -> None:
+    """The overview counts each physical GPU once: a partitioned one (the MIG A100, the CPX
+    MI300X) by its own figure, or its partitions' where only they report; the pods dashboard's
+    variables list the pods on a MIG instance and on an MI300X partition (they have no
+    per-container utilization: MIG serves none, HIP work is not engine time). Runs before
+    the fault tests (an XID 79 takes a GPU off the bus)."""
+    stack = scenario.stack
+    stack.wait_query('hw_gpu_memory_usage_bytes{gpu_pci_bus_id=~"0000:0c:.*"}', bool)
+    mean_panel = _panel("gpu-cluster-overview.json", "Mean utilization")
+    per_gpu = _per_gpu([{**r, "metric": {**r["metric"], "gpu": r["metric"].get("hw_parent")
+                                         or r["metric"]["hw_id"]}}
+                        for r in stack.query('hw_gpu_utilization_ratio{hw_gpu_task="general"}')],
+                       "gpu", "hw_parent", mean, "hw_id")
+    assert len(per_gpu) == 5  # four H100s and the MI300X; the MIG A100 serves no utilization
+    assert float(stack.query(mean_panel)[0]["value"][1]) == pytest.approx(
+        mean(per_gpu.values()))
+    memory = _panel("gpu-cluster-overview.json", "Memory used by node")
+    raw = stack.query("hw_gpu_memory_usage_bytes")
+    used = _per_gpu([{**r, "metric": {**r["metric"], "gpu": r["metric"].get("hw_parent")
+                                      or r["metric"]["hw_id"]}} for r in raw],
+                    "gpu", "hw_parent", sum, "hw_id")
+    assert len(used) == 6  # the MIG A100 and the MI300X once each, with the four H100s
+    assert float(stack.query(memory)[0]["value"][1]) == pytest.approx(sum(used.values()))
+    pods_variable = next(q for b, t, q in _dashboard_queries()
+                     if b == "gpu-pods.json" and t == "variable pod")
+    found = {r["metric"]["k8s_pod_name"] for r in stack.wait_query(
+        _substituted(pods_variable), lambda r: len(r) >= 4, timeout=30)}
+    assert {"infer-a", "infer-b", "mig-a", "rocm-a"} <= found
 
 
 def _dashboard_queries() -> list[tuple[str, str, str]]:
@@ -522,38 +567,3 @@ def test_the_xid_lost_and_throttle_alerts_fire_and_resolve_in_each_scheme(
     finally:
         scenario.node.command({"op": "recover", "device": 3})
         scenario.node.command({"op": "set", "device": 2, "values": {"clocks_event_reasons": 1}})
-
-
-def _panel(board: str, title: str) -> str:
-    (expr,) = [q for b, t, q in _dashboard_queries() if b == board and t == title]
-    return _substituted(expr)
-
-
-def test_partitions_count_as_their_gpu_and_mig_and_amd_pods_can_be_selected(
-        scenario: Scenario) -> None:
-    """The overview's mean utilization takes the CPX MI300X as one GPU (the mean of its eight
-    partitions) and its memory from its partitions; the pods dashboard's variables list the
-    pods on a MIG instance and on an MI300X partition (they have no per-container
-    utilization: MIG serves none, HIP work is not engine time)."""
-    stack = scenario.stack
-    stack.wait_query('hw_gpu_utilization_ratio{hw_parent!=""}', lambda r: len(r) == 8)
-    mean = _panel("gpu-cluster-overview.json", "Mean utilization")
-    per_gpu = mean.removeprefix("avg(").split(" * on (job", 1)[0]
-    gpus = stack.query(per_gpu)
-    assert len(gpus) == 5  # four H100s and the MI300X; the MIG A100 serves no utilization
-    partitions = [float(r["value"][1]) for r in stack.query(
-        'hw_gpu_utilization_ratio{hw_gpu_task="general",hw_parent!=""}')]
-    expected = (sum(UTIL) / 100 + sum(partitions) / len(partitions)) / 5
-    assert float(stack.query(mean)[0]["value"][1]) == pytest.approx(expected, rel=0.05)
-    memory = _panel("gpu-cluster-overview.json", "Memory used by node")
-    used = float(stack.query(memory)[0]["value"][1])
-    amd = sum(float(r["value"][1]) for r in stack.query(
-        'hw_gpu_memory_usage_bytes{hw_parent!="",hw_id!~"MIG-.*"}'))
-    a100 = float(stack.query(f'hw_gpu_memory_usage_bytes{{gpu_index="{A100_INDEX}",'
-                             f'hw_parent="",hw_vendor="NVIDIA"}}')[0]["value"][1])
-    assert amd > 0 and used == pytest.approx(sum(USED_MIB) * MIB + a100 + amd, rel=0.05)
-    pods_variable = next(q for b, t, q in _dashboard_queries()
-                     if b == "gpu-pods.json" and t == "variable pod")
-    found = {r["metric"]["k8s_pod_name"] for r in stack.wait_query(
-        _substituted(pods_variable), lambda r: len(r) >= 4, timeout=30)}
-    assert {"infer-a", "infer-b", "mig-a", "rocm-a"} <= found
