@@ -275,9 +275,9 @@ def test_an_xid_on_the_parent_names_the_pods_on_every_instance(mig: Mig) -> None
     assert "hw.parent" not in event.attributes
     # One record per process, each with its own pod; the records share the event's id.
     records = mig.receiver.store.wait_for(
-        lambda s: len(r := [x for x in s.logs("gpu.xid", {"gpu.xid.code": 79})
+        lambda s: len(r := [x for x in s.logs("gpu.xid", {"gpu.xid.code": 13})
                             if x.attributes["gpu.event.id"] == event.attributes["gpu.event.id"]])
-        >= 2 and r, timeout=20, what="both records of XID 79")
+        >= 2 and r, timeout=20, what="both records of XID 13")
     assert sorted(str(r.attributes["k8s.pod.name"]) for r in records) == ["big", "small"]
     assert len({r.attributes["log.record.uid"] for r in records}) == len(records)
 
