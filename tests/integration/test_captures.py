@@ -220,7 +220,10 @@ class Received:
 def _points(store: Received, row: Row) -> list[Point]:
     if row.instance is None:
         wanted = {"gpu.index": row.index, **row.point}
-        return [p for p in store.points(row.metric, wanted) if "hw.parent" not in p.attributes]
+        # The GPU's own points, not its MIG instances' (a fan, a component of its own, has
+        # the GPU as hw.parent too).
+        return [p for p in store.points(row.metric, wanted)
+                if "gpu.mig.gpu_instance.id" not in p.attributes]
     parent = store.latest("hw.status", {"gpu.index": row.index})
     uuid = parent.attributes.get("hw.id") if parent is not None else None
     instances = [p for p in store.points(row.metric, dict(row.point))
@@ -303,9 +306,9 @@ def test_driver_version_of_the_first_capture_is_the_node_s(
     """One driver per node: the first capture's (the others' are compared in unit tests)."""
     scenario, store = replayed
     first = next(f for f in scenario.captures if "driver_version" in f.system)
-    point = store.latest("hw.status")
-    assert point is not None
-    assert point.resource["gpu.driver.version"] == first.system["driver_version"]
+    # On each device's points (hw.driver_version), not the resource.
+    drivers = {p.attributes.get("hw.driver_version") for p in store.points("hw.status")}
+    assert drivers == {first.system["driver_version"]}
 
 
 def test_the_metric_table_names_catalog_metrics() -> None:
