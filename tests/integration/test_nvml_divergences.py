@@ -15,7 +15,7 @@ from gpu_otel_agent.model.counters import CounterRestarts
 from gpu_otel_agent.model.snapshot import Reading
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 from tests.integration.test_nvml_findings import _AGENT as AGENT
-from tests.unit.simulator.simhelpers import run_client, write_scenario
+from tests.unit.simulator.simhelpers import run_client, run_client_dict, started_node
 
 pytestmark = pytest.mark.integration
 
@@ -46,13 +46,8 @@ def gpm(i, gap=0.12):
         N.nvmlGpmSampleGet(h[i], a)
         time.sleep(gap)
         N.nvmlGpmSampleGet(h[i], b)
-        req = N.c_nvmlGpmMetricsGet_t()
-        req.version = N.NVML_GPM_METRICS_GET_VERSION
-        req.numMetrics = 1
-        req.sample1, req.sample2 = a, b
-        req.metrics[0].metricId = N.NVML_GPM_METRIC_SM_UTIL
-        N.nvmlGpmMetricsGet(req)
-        return [req.metrics[0].nvmlReturn, req.metrics[0].value]
+        m = gpm_metrics(a, b, N.NVML_GPM_METRIC_SM_UTIL)[0]
+        return [m.nvmlReturn, m.value]
     except N.NVMLError as e:
         return type(e).__name__
 def wait(i):
@@ -64,15 +59,12 @@ def wait(i):
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimulatedNode]:
-    tmp = tmp_path_factory.mktemp("divergences")
-    with SimulatedNode.start(write_scenario(tmp, SCENARIO), state_dir=tmp / "state") as n:
+    with started_node(tmp_path_factory.mktemp("divergences"), SCENARIO) as n:
         yield n
 
 
 def _client(node: SimulatedNode, code: str) -> dict[str, object]:
-    out = run_client(node, _AGENT + code, timeout=120)
-    assert isinstance(out, dict)
-    return out
+    return run_client_dict(node, _AGENT + code)
 
 
 def test_gpm_samples_closer_than_100ms_give_no_value(node: SimulatedNode) -> None:

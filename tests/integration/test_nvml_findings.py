@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
-from tests.unit.simulator.simhelpers import client_env, run_client, write_scenario
+from tests.unit.simulator.simhelpers import client_env, run_client, run_client_dict, started_node
 
 pytestmark = pytest.mark.integration
 
@@ -48,15 +48,12 @@ def pick(rs, metric, **attrs):
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimulatedNode]:
-    tmp = tmp_path_factory.mktemp("findings")
-    with SimulatedNode.start(write_scenario(tmp, SCENARIO), state_dir=tmp / "state") as n:
+    with started_node(tmp_path_factory.mktemp("findings"), SCENARIO) as n:
         yield n
 
 
 def _client(node: SimulatedNode, code: str) -> dict[str, object]:
-    out = run_client(node, _AGENT + code, timeout=120)
-    assert isinstance(out, dict)
-    return out
+    return run_client_dict(node, _AGENT + code)
 
 
 def test_recovery_action_comes_from_its_field_not_event_data(node: SimulatedNode) -> None:
@@ -194,8 +191,7 @@ def test_older_driver_falls_back_to_v1_memory_and_the_deprecated_temperature(
         tmp_path: os.PathLike[str]) -> None:
     from pathlib import Path
 
-    tmp = Path(tmp_path)
-    with SimulatedNode.start(write_scenario(tmp, OLD_DRIVER), state_dir=tmp / "state") as old:
+    with started_node(Path(tmp_path), OLD_DRIVER) as old:
         out = run_client(old, _AGENT + """
 rs = readings(0, "fast")
 out = {"temp": pick(rs, "hw.temperature"), "usage": pick(rs, "hw.gpu.memory.usage"),

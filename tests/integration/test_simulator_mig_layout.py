@@ -158,13 +158,7 @@ def test_gpm_per_gpu_instance_and_per_mig_device(node: SimulatedNode) -> None:
 def sm(sample_get):
     s1, s2 = N.nvmlGpmSampleAlloc(), N.nvmlGpmSampleAlloc()
     sample_get(s1); time.sleep(0.15); sample_get(s2)
-    mg = N.c_nvmlGpmMetricsGet_t()
-    mg.version = N.NVML_GPM_METRICS_GET_VERSION
-    mg.numMetrics = 1
-    mg.sample1, mg.sample2 = s1, s2
-    mg.metrics[0].metricId = N.NVML_GPM_METRIC_SM_UTIL
-    N.nvmlGpmMetricsGet(mg)
-    return mg.metrics[0].value
+    return gpm_metrics(s1, s2, N.NVML_GPM_METRIC_SM_UTIL)[0].value
 hopper = h[1]
 gi = N.nvmlGpmMigSampleGet
 mig = N.nvmlDeviceGetMigDeviceHandleByIndex(hopper, 0)

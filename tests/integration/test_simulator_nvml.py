@@ -438,14 +438,8 @@ def test_gpm_on_hopper(node: SimulatedNode) -> None:
         N.nvmlGpmSampleGet(h[0], s1)
         time.sleep(0.1)
         N.nvmlGpmSampleGet(h[0], s2)
-        mg = N.c_nvmlGpmMetricsGet_t()
-        mg.version = N.NVML_GPM_METRICS_GET_VERSION
-        mg.numMetrics = 2
-        mg.sample1, mg.sample2 = s1, s2
-        mg.metrics[0].metricId = N.NVML_GPM_METRIC_SM_UTIL
-        mg.metrics[1].metricId = N.NVML_GPM_METRIC_DRAM_BW_UTIL
-        N.nvmlGpmMetricsGet(mg)
-        out = {"sm": mg.metrics[0].value, "ret": [mg.metrics[i].nvmlReturn for i in range(2)],
+        ms = gpm_metrics(s1, s2, N.NVML_GPM_METRIC_SM_UTIL, N.NVML_GPM_METRIC_DRAM_BW_UTIL)
+        out = {"sm": ms[0].value, "ret": [m.nvmlReturn for m in ms],
                "t4": err(N.nvmlGpmSampleGet, h[1], s1)}
     """,
     )

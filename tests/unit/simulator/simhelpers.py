@@ -7,7 +7,8 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,15 @@ def err(fn, *a):
         return "ok"
     except N.NVMLError as e:
         return type(e).__name__
+def gpm_metrics(s1, s2, *ids):  # nvmlGpmMetricsGet: each metric's entry (.value, .nvmlReturn)
+    mg = N.c_nvmlGpmMetricsGet_t()
+    mg.version = N.NVML_GPM_METRICS_GET_VERSION
+    mg.numMetrics = len(ids)
+    mg.sample1, mg.sample2 = s1, s2
+    for i, metric in enumerate(ids):
+        mg.metrics[i].metricId = metric
+    N.nvmlGpmMetricsGet(mg)
+    return [mg.metrics[i] for i in range(len(ids))]
 """
 
 
@@ -61,6 +71,20 @@ def run_client(node: SimulatedNode, code: str, timeout: float = 30) -> Any:
     )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_client_dict(node: SimulatedNode, code: str, timeout: float = 120) -> dict[str, Any]:
+    """:func:`run_client` for code whose ``out`` is a dict (most agent-code clients)."""
+    out = run_client(node, code, timeout=timeout)
+    assert isinstance(out, dict), out
+    return out
+
+
+@contextmanager
+def started_node(tmp: Path, scenario: str) -> Iterator[SimulatedNode]:
+    """A simulated node serving ``scenario`` with its state under ``tmp`` (module fixtures)."""
+    with SimulatedNode.start(write_scenario(tmp, scenario), state_dir=tmp / "state") as node:
+        yield node
 
 
 def start_client(node: SimulatedNode, code: str) -> subprocess.Popen[str]:
