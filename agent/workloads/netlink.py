@@ -97,18 +97,21 @@ class ProcConnector:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER)
             sock.bind((0, CN_IDX_PROC))
+            # The filter goes on before the subscription, so that no event of another
+            # process slips in between the two (CI saw one do so on a loaded host).
+            self._sock = sock
+            if self._watched is not None:
+                self._apply(self._watched)
             sock.send(self._control(PROC_CN_MCAST_LISTEN))
         except OSError as error:
+            self._sock = None
             sock.close()
             log.warning("process events unavailable (netlink proc connector: %s; needs "
                         "CAP_NET_ADMIN and the host network namespace); attribution relies "
                         "on periodic reconciliation", error.strerror)
             return False
         sock.setblocking(False)
-        self._sock = sock
         self._loop = loop
-        if self._watched is not None:
-            self._apply(self._watched)
         loop.add_reader(sock.fileno(), self._readable)
         log.info("listening to process exec/exit events (netlink proc connector)")
         return True
