@@ -18,10 +18,10 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY agent ./agent
 COPY plugins ./plugins
-# The object is package data (plugins/ebpf/bpf/*.bpf.o): build it in the source tree before
+# The object is package data (plugins/gpu_otel_agent/plugins/ebpf/bpf/*.bpf.o): build it in the source tree before
 # installing (build.py needs nothing but the standard library), and fail the image when it did
 # not make it into the package.
-RUN python plugins/ebpf/build.py \
+RUN python plugins/gpu_otel_agent/plugins/ebpf/build.py \
     && /opt/gpu-otel-agent/bin/pip install . \
     && /opt/gpu-otel-agent/bin/python -c \
         "from gpu_otel_agent.plugins.ebpf.build import OBJECT; assert OBJECT.is_file(), OBJECT" \

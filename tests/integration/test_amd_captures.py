@@ -1,9 +1,9 @@
 """Captures of real AMD machines (examples/captures/amd/, sources in examples/captures/INDEX.md)
 against the simulated node and the agent.
 
-- Replayed: every amd-smi JSON capture becomes simulated GPUs (``plugins/amd/capture.py``); the
-  agent's readings are compared with the capture field by field through the reader's one table
-  (``FIELDS``), divergences listed with their reasons.
+- Replayed: every amd-smi JSON capture becomes simulated GPUs
+  (``gpu_otel_agent/plugins/amd/capture.py``); the agent's readings are compared with the capture
+  field by field through the reader's one table (``FIELDS``), divergences listed with their reasons.
 - Facts: what the text captures (rocm-smi, amd-smi tables) show about partitioned MI300X, read
   from the files themselves and compared with what the simulated node's amdsmi answers for the
   same ROCm release and partition mode.

@@ -1,6 +1,6 @@
 """Real machines as the oracle: every replayable capture in ``examples/captures/`` is served by one
 simulated node, one agent samples it, and what reaches a real OTLP receiver is compared with the
-capture field by field through the one table of ``plugins/nvidia/capture/fields.py``.
+capture field by field through the one table of ``gpu_otel_agent/plugins/nvidia/capture/fields.py``.
 
 A difference fails unless ``limits.DIVERGENCES`` lists it with its reason; a listed divergence
 that no longer differs fails too, so the list stays true. All captures share one node and one

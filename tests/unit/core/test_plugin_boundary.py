@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-CORE = REPO / "agent"
+CORE = REPO / "agent" / "gpu_otel_agent"
 CORE_PACKAGE = "gpu_otel_agent"
 PLUGINS = "gpu_otel_agent.plugins"
 

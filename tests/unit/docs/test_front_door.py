@@ -127,7 +127,7 @@ def test_the_readme_install_and_test_commands_are_what_ci_runs() -> None:
     --fail-on-unexpected-skip, which is pytest's default here)."""
     lines = _sh_blocks(README.read_text(encoding="utf-8"))
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
-    develop = next(line for line in lines if "editable_mode=strict" in line)
+    develop = next(line for line in lines if "pip install -e '.[dev]'" in line)
     venv, install = (part.strip() for part in develop.split("&&"))
     assert venv in ci
     assert install.replace("pip install", "pip install --quiet") in ci

@@ -1,10 +1,10 @@
 """The pynvml names the NVIDIA plugin needs, read from its source (one list, never typed by hand).
 
-Every ``pynvml.NAME`` in ``plugins/nvidia`` (the simulator aside: it is not the agent) and
-every ``getattr(pynvml, "NAME")`` without a default is required; ``getattr(pynvml, "NAME",
-default)`` is an optional name with a fallback. Names built at run time are the error policy's
-rows (``error_policy.CODES``). ``python -m tests.unit.nvidia.pynvml_symbols DIR...`` prints,
-for each unpacked nvidia-ml-py release, the required names its ``pynvml.py`` lacks: how the
+Every ``pynvml.NAME`` in ``gpu_otel_agent/plugins/nvidia`` (the simulator aside: it is not the
+agent) and every ``getattr(pynvml, "NAME")`` without a default is required; ``getattr(pynvml,
+"NAME", default)`` is an optional name with a fallback. Names built at run time are the error
+policy's rows (``error_policy.CODES``). ``python -m tests.unit.nvidia.pynvml_symbols DIR...``
+prints, for each unpacked nvidia-ml-py release, the required names its ``pynvml.py`` lacks: how the
 floor in ``pyproject.toml`` was chosen.
 """
 
@@ -14,7 +14,7 @@ import ast
 import sys
 from pathlib import Path
 
-PLUGIN = Path(__file__).resolve().parents[3] / "plugins" / "nvidia"
+PLUGIN = Path(__file__).resolve().parents[3] / "plugins/gpu_otel_agent/plugins/nvidia"
 
 
 def _names_in(tree: ast.AST) -> set[str]:

@@ -1,8 +1,8 @@
 """The NVML audit table names every NVML function the agent calls.
 
-The agent's calls are found in its source (plugins/nvidia, the simulator excluded) by AST: each
-attribute of ``pynvml`` named ``nvml*`` that is a function, and each string literal naming an
-NVML C symbol (the names the agent looks up itself, e.g. the ``_v3`` process lists).
+The agent's calls are found in its source (gpu_otel_agent/plugins/nvidia, the simulator excluded)
+by AST: each attribute of ``pynvml`` named ``nvml*`` that is a function, and each string literal
+naming an NVML C symbol (the names the agent looks up itself, e.g. the ``_v3`` process lists).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pynvml
 
-PLUGIN = Path(__file__).resolve().parents[3] / "plugins" / "nvidia"
+PLUGIN = Path(__file__).resolve().parents[3] / "plugins/gpu_otel_agent/plugins/nvidia"
 AUDIT = PLUGIN / "simulator" / "NVML_AUDIT.md"
 _NAME = re.compile(r"^nvml[A-Z]\w*$")
 

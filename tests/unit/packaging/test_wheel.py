@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-# Folders of the repository -> the import package they become in the wheel.
-SOURCE_ROOTS = {REPO / "agent": "gpu_otel_agent", REPO / "plugins": "gpu_otel_agent/plugins"}
+# The folders of the repository whose trees end with import paths: a file's path below one of
+# them is its path in the wheel (and in site-packages).
+SOURCE_ROOTS = (REPO / "agent", REPO / "plugins")
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +45,11 @@ def test_the_wheel_adds_one_top_level_package_named_after_the_project(wheel: Pat
 
 def test_every_source_package_and_its_data_is_in_the_wheel(wheel: Path) -> None:
     names = set(_names(wheel))
-    for folder, package in SOURCE_ROOTS.items():
-        for init in folder.rglob("__init__.py"):
-            relative = init.relative_to(folder).as_posix()
-            assert f"{package}/{relative}" in names, f"{init} is missing from the wheel"
+    for folder in SOURCE_ROOTS:
+        for module in folder.rglob("*.py"):
+            relative = module.relative_to(folder).as_posix()
+            assert relative.startswith("gpu_otel_agent/"), f"{module}: not under the package"
+            assert relative in names, f"{module} is missing from the wheel (as {relative})"
     for data in ("gpu_otel_agent/py.typed",
                  "gpu_otel_agent/plugins/nvidia/simulator/libnvml_sim.c",
                  "gpu_otel_agent/plugins/amd/simulator/libamd_smi_sim.c",

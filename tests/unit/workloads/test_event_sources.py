@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
+import struct
 import subprocess
 import sys
 from collections.abc import Collection
@@ -14,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gpu_otel_agent.config.schema import AttributionConfig
-from gpu_otel_agent.workloads import pid_filter
+from gpu_otel_agent.workloads import cn_proc, pid_filter
 from gpu_otel_agent.workloads.build import build
 from gpu_otel_agent.workloads.inotify import IN_CREATE, IN_DELETE, IN_ISDIR, Inotify
 from gpu_otel_agent.workloads.netlink import ProcConnector, kernel_filters
@@ -134,7 +136,7 @@ def test_the_kernel_drops_events_of_processes_not_watched() -> None:
             await _ended(watched, exits)
             # The churn ended before the watched exit was sent, so it would have come first.
             assert not {c.pid for c in churn} & {*execs, *exits}
-            assert connector.events == 1
+            assert connector.process_events == 1
             # None: every process again (the filter is detached).
             connector.watch(None)
             assert not connector.filtering
@@ -179,6 +181,39 @@ def test_the_filter_program_is_what_the_kernel_takes() -> None:
             [index + 1 + k]
         if op in (pid_filter.BPF_JMP_JEQ_K, pid_filter.BPF_JMP_JGT_K, pid_filter.BPF_JMP_JA):
             assert all(t < len(code) for t in targets)
+
+
+def _proc_event(what: int, pid: int) -> bytes:
+    """A proc connector message as the kernel lays it out: ``what`` about ``pid``."""
+    message = bytearray(cn_proc.MIN_EVENT_LENGTH)
+    struct.pack_into("=I", message, cn_proc.WHAT_OFFSET, what)
+    offset = {cn_proc.PROC_EVENT_FORK: cn_proc.FORK_CHILD_OFFSET,
+              cn_proc.PROC_EVENT_EXEC: cn_proc.EXEC_PID_OFFSET}.get(what, cn_proc.EXIT_PID_OFFSET)
+    struct.pack_into("=ii", message, offset, pid, pid)
+    return bytes(message)
+
+
+def test_the_kernel_runs_the_filter_as_meant() -> None:
+    """The program, attached to a real socket, is run by the kernel on crafted messages: the
+    watched PID's fork/exec/exit and acknowledgements pass; other PIDs' process events and
+    every other event type (here PROC_EVENT_COMM, 0x200, of the watched PID) are dropped."""
+    comm = 0x00000200  # linux/cn_proc.h PROC_EVENT_COMM
+    watched, other = 4242, 4243
+    receiver, sender = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    with receiver, sender:
+        pid_filter.attach(receiver, {watched})
+        receiver.setblocking(False)
+        cases = [(cn_proc.PROC_EVENT_EXIT, watched, True), (cn_proc.PROC_EVENT_EXIT, other, False),
+                 (cn_proc.PROC_EVENT_EXEC, watched, True), (cn_proc.PROC_EVENT_EXEC, other, False),
+                 (cn_proc.PROC_EVENT_FORK, watched, True), (cn_proc.PROC_EVENT_FORK, other, False),
+                 (cn_proc.PROC_EVENT_NONE, 0, True), (comm, watched, False)]
+        passed = []
+        for what, pid, _ in cases:
+            sender.send(_proc_event(what, pid))
+            with contextlib.suppress(BlockingIOError):
+                receiver.recv(4096)
+                passed.append((what, pid))
+        assert passed == [(what, pid) for what, pid, through in cases if through]
 
 
 def test_the_netlink_source_leaves_pyroute2_alone() -> None:

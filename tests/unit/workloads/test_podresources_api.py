@@ -22,7 +22,7 @@ from packaging.version import Version
 from gpu_otel_agent.plugins.kubernetes import api, api_pb2, regenerate
 
 ROOT = Path(__file__).resolve().parents[3]
-FOLDER = ROOT / "plugins" / "kubernetes"
+FOLDER = ROOT / "plugins/gpu_otel_agent/plugins/kubernetes"
 SEPARATOR = "// " + "-" * 93 + "\n"
 
 

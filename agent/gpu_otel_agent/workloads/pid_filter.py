@@ -31,6 +31,7 @@ from gpu_otel_agent.workloads.cn_proc import (
     PROC_EVENT_EXEC,
     PROC_EVENT_EXIT,
     PROC_EVENT_FORK,
+    PROC_EVENT_NONE,
     WHAT_OFFSET,
 )
 
@@ -60,9 +61,9 @@ C_CONSTANTS: Final[dict[str, int]] = {
 ACCEPT: Final = 0xFFFFFFFF  # keep the whole message
 DROP: Final = 0
 BLOCK: Final = 64  # PIDs per block: a jgt skips 2 * BLOCK + 1 instructions (jt is 8 bits)
-# The fixed part of the program (11 instructions) plus, per block, a header, two instructions
+# The fixed part of the program (13 instructions) plus, per block, a header, two instructions
 # per PID and a drop must fit the kernel's limit; past this many PIDs: every event.
-MAX_PIDS: Final = (BPF_MAXINSNS - 11) // (2 * BLOCK + 2) * BLOCK
+MAX_PIDS: Final = (BPF_MAXINSNS - 13) // (2 * BLOCK + 2) * BLOCK
 
 _INSN = struct.Struct("=HBBI")  # struct sock_filter: code, jt, jf, k
 
@@ -73,14 +74,18 @@ def _k(value: int) -> int:
 
 
 def program(pids: Collection[int]) -> list[tuple[int, int, int, int]]:
-    """The filter: fork, exec and exit events pass only for ``pids``; other messages pass
-    (the connector's acknowledgements, and anything a later kernel adds)."""
+    """The filter: fork, exec and exit events pass only for ``pids``; the connector's
+    acknowledgements (``PROC_EVENT_NONE``) pass; every other event type (comm, uid, gid, sid,
+    ptrace, coredump: the agent reads none) is dropped for every process, since a kernel that
+    cannot filter event types itself (before 6.6) would otherwise wake the agent for each."""
     code: list[tuple[int, int, int, int]] = [
         (BPF_LD_W_ABS, 0, 0, WHAT_OFFSET),
-        (BPF_JMP_JEQ_K, 3, 0, _k(PROC_EVENT_EXEC)),  # -> load the exec's pid
-        (BPF_JMP_JEQ_K, 4, 0, _k(PROC_EVENT_EXIT)),  # -> load the exit's pid
-        (BPF_JMP_JEQ_K, 5, 0, _k(PROC_EVENT_FORK)),  # -> load the fork's child pid
+        (BPF_JMP_JEQ_K, 5, 0, _k(PROC_EVENT_EXEC)),  # -> load the exec's pid
+        (BPF_JMP_JEQ_K, 6, 0, _k(PROC_EVENT_EXIT)),  # -> load the exit's pid
+        (BPF_JMP_JEQ_K, 7, 0, _k(PROC_EVENT_FORK)),  # -> load the fork's child pid
+        (BPF_JMP_JEQ_K, 0, 1, _k(PROC_EVENT_NONE)),  # an acknowledgement
         (BPF_RET_K, 0, 0, ACCEPT),
+        (BPF_RET_K, 0, 0, DROP),
         (BPF_LD_W_ABS, 0, 0, EXEC_PID_OFFSET),
         (BPF_JMP_JA, 0, 0, 3),
         (BPF_LD_W_ABS, 0, 0, EXIT_PID_OFFSET),

@@ -55,6 +55,7 @@ COALESCE_SECONDS = 0.05
 # it reads just the fields it needs at fixed offsets.
 _U32 = struct.Struct("=I")
 _PAIR = struct.Struct("=ii")  # (pid, tgid)
+_PROCESS_EVENTS = frozenset({PROC_EVENT_FORK, PROC_EVENT_EXEC, PROC_EVENT_EXIT})
 
 
 def kernel_filters(release: str | None = None) -> bool:
@@ -82,7 +83,7 @@ class ProcConnector:
         self._on_overflow = on_overflow  # events were lost: reconcile now
         self._sock: socket.socket | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.events = 0
+        self.process_events = 0  # fork, exec and exit messages decoded (of any process)
         self.filtered = kernel_filters()
         self._watched: frozenset[int] | None = None  # None: every process (no socket filter)
         self._filter_failed = False
@@ -195,7 +196,8 @@ class ProcConnector:
             if length < MIN_EVENT_LENGTH or offset + length > end:
                 return  # not a whole process event: nothing more to read
             (what,) = _U32.unpack_from(data, offset + WHAT_OFFSET)
-            self.events += 1
+            if what in _PROCESS_EVENTS:
+                self.process_events += 1
             if what == PROC_EVENT_EXIT:
                 pid, tgid = _PAIR.unpack_from(data, offset + EXIT_PID_OFFSET)
                 if pid == tgid:  # a process, not one of its threads
