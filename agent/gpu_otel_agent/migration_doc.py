@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from gpu_otel_agent.docs import described
+from gpu_otel_agent.export.prometheus.naming import metric_name
+from gpu_otel_agent.model.metrics import spec_for
 from gpu_otel_agent.model.renames import CHANGES, RENAMES
 from gpu_otel_agent.model.semconv import SCHEMA_URL, SEMCONV_VERSION
 
@@ -39,11 +41,14 @@ def migration_markdown() -> str:
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for rename in RENAMES:
+        # The new series name is derived, never written down: it is whatever the exporter
+        # names the metric today.
+        new_prometheus = metric_name(spec_for(rename.new))
         promql = rename.promql or (
-            f"`{rename.old_prometheus}` -> `{rename.new_prometheus}`"
-            if rename.old_prometheus != rename.new_prometheus else "none")
+            f"`{rename.old_prometheus}` -> `{new_prometheus}`"
+            if rename.old_prometheus != new_prometheus else "none")
         lines.append(f"| `{rename.old}` | `{rename.new}` | `{rename.old_prometheus}` | "
-                     f"`{rename.new_prometheus}` | {described(rename.old, rename.why)} | "
+                     f"`{new_prometheus}` | {described(rename.old, rename.why)} | "
                      f"{promql} |")
     lines += [
         "",

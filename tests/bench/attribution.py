@@ -5,7 +5,7 @@ only, never on how many other processes the host runs. The parent makes the host
 ``host_processes`` idle processes (sleeping children of one shell), puts 50 GPU processes in
 real kubepods cgroups (10 pods x 5, cgroup v2 where the machine has it; plain processes
 otherwise), registers them on a simulated node, and runs a child (attaching pynvml is once per
-process) that builds the agent's own attribution (``gpu_otel_agent.workloads.build``: netlink proc
+process) that builds the agent's own attribution (``runtime.attribution_setup``: netlink proc
 connector and cgroup inotify live on an asyncio loop, kubelet off) and runs cycles: the
 NVIDIA backend's ``read_processes`` for every GPU, then ``Attribution.readings``. Reported per
 cycle: the CPU time of the attribution step (thread CPU, median and p99), the NVML process
@@ -63,14 +63,14 @@ def _percentile(values: list[float], q: float) -> float:
 async def _cycles(cycles: int, warmup: int, interval: float) -> dict[str, float | int]:
     from gpu_otel_agent.config.schema import AttributionConfig, KubeletConfig
     from gpu_otel_agent.plugins.nvidia.backend import NvidiaBackend
-    from gpu_otel_agent.workloads.build import build
+    from gpu_otel_agent.runtime.attribution_setup import build_attribution
 
     backend = NvidiaBackend()
     backend.open()
     devices = backend.devices()
     for device in devices:
         device.probe()
-    attribution, service = build(AttributionConfig(kubelet=KubeletConfig(socket=None)))
+    attribution, service = build_attribution(AttributionConfig(kubelet=KubeletConfig(socket=None)))
     running = asyncio.create_task(service.run())
     await asyncio.sleep(0.2)  # sources started
     attribute_us: list[float] = []

@@ -26,7 +26,7 @@ NOTES = (
     "pays when nobody tunes anything; its per-cycle figures are per 5 s fast cycle). "
     "agent-8gpu-10s samples the fast group every 10 s and exports every 10 s, to set beside "
     "nvitop-exporter scraped every 10 s.",
-    "Devices due at the same moment read in turn (`sampling.relay`): the loop hands the first "
+    "Devices due at the same moment read in turn (`threads.relay`): the loop hands the first "
     "device thread its jobs, each thread hands the next its own when done, and the results "
     "reach the loop together. All at once, eight or sixteen threads fought for the GIL on "
     "every NVML call (ctypes drops it): about six context switches per job, more CPU than "
@@ -43,7 +43,7 @@ NOTES = (
     "one, on a different (GPU, code), so no queue or storm window is in the figure. The "
     "health events' waiting threads (nvmlEventSetWait_v2, 5 s timeout) are left out of "
     "the NVML call counts above: a wait is not a reading.",
-    "Where a cycle's CPU goes: the agent's own clocks (`runtime.costs`), read with SIGUSR1 at "
+    "Where a cycle's CPU goes: the agent's own clocks (`threads.costs`), read with SIGUSR1 at "
     "both ends of the main window and divided by the fast cycles it spans. Each stage is the "
     "thread CPU time (`time.thread_time`) of the code named, less the stages opened inside it; "
     "a thread's row without a stage is what that thread spent outside every stage (waking up, "

@@ -327,7 +327,7 @@ class FaultSoakResult:
 @dataclass(frozen=True)
 class CycleCosts:
     """Where an agent case's CPU went, per fast cycle (µs), from the agent's own stage and
-    thread clocks (``runtime.costs``, logged on SIGUSR1 at both ends of the main window)."""
+    thread clocks (``threads.costs``, logged on SIGUSR1 at both ends of the main window)."""
 
     cycles: float  # fast cycles the window spans (its length over the interval)
     stages_us: Mapping[str, float]

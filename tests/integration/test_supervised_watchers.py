@@ -35,7 +35,7 @@ import ctypes, threading
 from gpu_otel_agent.plugins.nvidia.backend import NvidiaBackend
 from gpu_otel_agent.plugins.nvidia.events import NvmlEventWatcher
 from gpu_otel_agent.plugins.nvidia.simulator.control import command
-from gpu_otel_agent.runtime.supervised import restarts
+from gpu_otel_agent.threads.supervised import restarts
 SOCK = os.environ["GPU_SIM_SOCKET"]
 backend = NvidiaBackend()
 backend.open()
@@ -89,7 +89,7 @@ import ctypes, json, os, threading, time
 from gpu_otel_agent.backends.protocol import EventSourceOptions
 from gpu_otel_agent.plugins.amd.backend import AmdBackend
 from gpu_otel_agent.plugins.nvidia.simulator.control import command
-from gpu_otel_agent.runtime.supervised import restarts
+from gpu_otel_agent.threads.supervised import restarts
 SOCK = os.environ["GPU_SIM_SOCKET"]
 backend = AmdBackend()
 backend.open()

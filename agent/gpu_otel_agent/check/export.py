@@ -81,10 +81,10 @@ def collector(config: AgentConfig, environ: Mapping[str, str] | None = None,
 
 
 def _grpc(target: OtlpTarget, request: Message, timeout_s: float) -> Problem:
-    """The agent's own gRPC client (``grpc_wire``), as the running agent sends."""
-    from gpu_otel_agent.export.grpc_status import GrpcError
+    """The agent's own gRPC client (``grpc.unary_client``), as the running agent sends."""
     from gpu_otel_agent.export.grpc_transport import grpc_client
     from gpu_otel_agent.export.senders import export_method
+    from gpu_otel_agent.grpc.status import GrpcError
 
     try:
         client = grpc_client(target)

@@ -118,7 +118,7 @@ def kubelet(config: AgentConfig) -> list[Result]:
                "Kubernetes set attribution.kubelet.socket: null")
         in_kubernetes = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
         return [failed(name, detail, fix) if in_kubernetes else warned(name, detail, fix)]
-    from gpu_otel_agent.workloads.build import pod_source
+    from gpu_otel_agent.runtime.attribution_setup import pod_source
 
     source = pod_source(settings)
     if source is None:

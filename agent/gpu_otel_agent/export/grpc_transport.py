@@ -1,8 +1,8 @@
 """OTLP/gRPC: an encoded request sent as one unary call of the agent's own gRPC client.
 
-The client (``grpc_wire``) is the pure-Python ``h2`` on a socket, not grpcio: grpcio's C core
-was the largest single cost of the running agent (issue 17: 14.8 MiB of its 65 MiB resident
-set, and background threads burning about 1.1 ms of CPU a second while idle plus 1 ms per
+The client (``grpc.unary_client``) is the pure-Python ``h2`` on a socket, not grpcio: grpcio's
+C core was the largest single cost of the running agent (issue 17: 14.8 MiB of its 65 MiB
+resident set, and background threads burning about 1.1 ms of CPU a second while idle plus 1 ms per
 export). What the SDK's exporter does on top of the call is reproduced here, following the
 OTLP specification: TLS with the configured CA and client certificate, headers as call
 metadata, gzip, a deadline on every call, and retries with back-off on the retryable status
@@ -26,12 +26,12 @@ from google.rpc.status_pb2 import Status
 
 from gpu_otel_agent.export.failure_log import FailureLog
 from gpu_otel_agent.export.failure_words import grpc_words
-from gpu_otel_agent.export.grpc_connection import tls_context
-from gpu_otel_agent.export.grpc_status import GrpcError, Metadata, StatusCode
-from gpu_otel_agent.export.grpc_wire import GrpcClient
 from gpu_otel_agent.export.otlp_target import OtlpTarget
 from gpu_otel_agent.export.retry import Attempt, with_retries
 from gpu_otel_agent.export.throttle import gate_for
+from gpu_otel_agent.grpc.connection import tls_context
+from gpu_otel_agent.grpc.status import GrpcError, Metadata, StatusCode
+from gpu_otel_agent.grpc.unary_client import GrpcClient
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from gpu_otel_agent.export.proto_values import any_value, proto_resource
 from gpu_otel_agent.export.series import Run, series_runs
 from gpu_otel_agent.model.metrics import Instrument, spec_for
 from gpu_otel_agent.model.snapshot import Attributes, NodeSnapshot
-from gpu_otel_agent.runtime.costs import SERIES, Stage
+from gpu_otel_agent.threads.costs import SERIES, Stage
 
 # Bounds the cache when series come and go (processes, pods): cleared, not grown, past this.
 MAX_CACHED_ATTRIBUTE_SETS = 20_000

@@ -14,11 +14,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from gpu_otel_agent.config.holder import ConfigHolder
 from gpu_otel_agent.export.snapshot_exporters import SnapshotExporter
 from gpu_otel_agent.model.snapshot import SnapshotStore
-from gpu_otel_agent.runtime.config_holder import ConfigHolder
-from gpu_otel_agent.runtime.costs import SNAPSHOT, Stage
-from gpu_otel_agent.runtime.threads import name_pool_thread
+from gpu_otel_agent.threads.costs import SNAPSHOT, Stage
+from gpu_otel_agent.threads.named import name_pool_thread
 
 log = logging.getLogger(__name__)
 FIRST_EXPORT_POLL_SECONDS = 0.05

@@ -8,7 +8,7 @@ SDK a finished request is only possible through its private methods (``_translat
 exporter ignores the per-call timeout anyway. So the agent sends the bytes itself, with the
 settings, TLS, compression, timeouts and retries of the OTLP specification (``otlp_target``,
 ``retry``): over gRPC as one unary call of its own client (``grpc_transport`` on
-``grpc_wire``: the pure-Python ``h2`` on a socket; no grpcio and no generated ``*_pb2_grpc``
+``grpc.unary_client``: the pure-Python ``h2`` on a socket; no grpcio and no generated ``*_pb2_grpc``
 stubs, only the method's path from opentelemetry-proto's descriptor), or as a plain POST over
 ``http.client`` on a kept-alive connection (``http_transport``).
 

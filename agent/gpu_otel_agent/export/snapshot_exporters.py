@@ -11,7 +11,7 @@ from gpu_otel_agent.export.encode import encode
 from gpu_otel_agent.export.otlp_proto import ProtoEncoder
 from gpu_otel_agent.export.senders import RequestSender
 from gpu_otel_agent.model.snapshot import NodeSnapshot
-from gpu_otel_agent.runtime.costs import ENCODING, SENDING, Stage
+from gpu_otel_agent.threads.costs import ENCODING, SENDING, Stage
 
 
 class SnapshotExporter(Protocol):

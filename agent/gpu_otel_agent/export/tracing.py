@@ -20,7 +20,7 @@ from gpu_otel_agent.config.schema import AgentConfig
 from gpu_otel_agent.export.exporters import otlp_settings
 from gpu_otel_agent.export.snapshot_exporters import SnapshotExporter
 from gpu_otel_agent.model.snapshot import NodeSnapshot
-from gpu_otel_agent.runtime.threads import NamedThread
+from gpu_otel_agent.threads.named import NamedThread
 from gpu_otel_agent.version import VERSION
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from gpu_otel_agent.gpu_health.events import EventAttributes, EventValue, HealthEvent
 from gpu_otel_agent.model.workload import GpuProcess, WorkloadLookup
-from gpu_otel_agent.sampling.worker import DeviceWorker
+from gpu_otel_agent.threads.device_worker import DeviceWorker
 
 LOOKUP_TIMEOUT_S = 0.25
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from gpu_otel_agent.runtime.supervised import SupervisedThread
+from gpu_otel_agent.threads.supervised import SupervisedThread
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpu_otel_agent.export.prometheus.naming import metric_name
-from gpu_otel_agent.model.metrics import spec_for
-
 
 @dataclass(frozen=True)
 class Rename:
@@ -24,10 +21,6 @@ class Rename:
     new: str  # the OpenTelemetry name now
     why: str
     promql: str = ""  # how a query changes beyond the name, where it does
-
-    @property
-    def new_prometheus(self) -> str:
-        return metric_name(spec_for(self.new))
 
 
 @dataclass(frozen=True)

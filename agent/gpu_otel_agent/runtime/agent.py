@@ -1,7 +1,7 @@
 """The running agent: backends, one sampler per device, the exporter, signals and reload.
 
 SIGHUP reloads the configuration; SIGUSR1 logs the CPU spent so far per stage and thread
-(``runtime.costs``). Shutdown order (SIGTERM/SIGINT): stop sampling, one final export bounded by
+(``threads.costs``). Shutdown order (SIGTERM/SIGINT): stop sampling, one final export bounded by
 ``shutdown_timeout``, close the backends unless a device is stuck in a call. Hung device
 threads are daemons, so they never hold the process up.
 """
@@ -25,6 +25,7 @@ from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.backends.discovery import OpenBackend, installed_backends, open_backends
 from gpu_otel_agent.backends.protocol import PROCESS_GROUP, Backend
+from gpu_otel_agent.config.holder import ConfigHolder
 from gpu_otel_agent.config.load import ConfigError, Overrides, load, restart_needed
 from gpu_otel_agent.config.schema import AgentConfig
 from gpu_otel_agent.export.exporters import build_snapshot_exporter
@@ -36,8 +37,7 @@ from gpu_otel_agent.local.routes import Sources, build_routes
 from gpu_otel_agent.model.semconv import agent_resource
 from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
 from gpu_otel_agent.model.workload import WorkloadLookup
-from gpu_otel_agent.runtime import costs
-from gpu_otel_agent.runtime.config_holder import ConfigHolder
+from gpu_otel_agent.runtime.attribution_setup import build_attribution
 from gpu_otel_agent.runtime.config_watch import watch_config_file
 from gpu_otel_agent.runtime.health_pipeline import HealthRuntime
 from gpu_otel_agent.runtime.node_plugins import (
@@ -47,11 +47,11 @@ from gpu_otel_agent.runtime.node_plugins import (
 )
 from gpu_otel_agent.runtime.reliability import reliability_readings
 from gpu_otel_agent.runtime.self_telemetry import SelfTelemetry
-from gpu_otel_agent.sampling.relay import Relay
 from gpu_otel_agent.sampling.sampler import DeviceSampler
+from gpu_otel_agent.threads import costs
+from gpu_otel_agent.threads.relay import Relay
 from gpu_otel_agent.version import VERSION
 from gpu_otel_agent.workloads.attribution import Attribution
-from gpu_otel_agent.workloads.build import build as build_attribution
 
 if TYPE_CHECKING:
     from gpu_otel_agent.export.prometheus.server import MetricsEndpoint
@@ -162,7 +162,7 @@ class Agent:
             self.health = HealthRuntime(self._initial, resource, opened, self.store,
                                         self._workloads or attribution)
         observer = self.health.engine if self.health is not None else None
-        relay = Relay()  # the node's devices due together read in turn (sampling.relay)
+        relay = Relay()  # the node's devices due together read in turn (threads.relay)
         self.samplers = [
             DeviceSampler(device, self.store, self._holder, attribution=self.attribution,
                           observer=observer, relay=relay)

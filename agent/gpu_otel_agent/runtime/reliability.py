@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpu_otel_agent.export.throttle import gates
 from gpu_otel_agent.model.snapshot import Reading
-from gpu_otel_agent.runtime.supervised import restarts
+from gpu_otel_agent.threads.supervised import restarts
 
 
 def reliability_readings() -> tuple[Reading, ...]:

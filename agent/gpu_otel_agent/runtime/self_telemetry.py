@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from gpu_otel_agent.model.snapshot import AgentSample, Attributes, Reading
-from gpu_otel_agent.runtime.costs import SELF_TELEMETRY, Stage
 from gpu_otel_agent.sampling.sampler import DeviceSampler
+from gpu_otel_agent.threads.costs import SELF_TELEMETRY, Stage
 
 
 class StatsSource(Protocol):

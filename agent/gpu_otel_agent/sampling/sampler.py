@@ -27,6 +27,7 @@ from gpu_otel_agent.backends.protocol import (
     ProcessReader,
     ReadSkipped,
 )
+from gpu_otel_agent.config.holder import ConfigHolder
 from gpu_otel_agent.model.counters import CounterRestarts
 from gpu_otel_agent.model.snapshot import (
     DeviceSnapshot,
@@ -35,8 +36,6 @@ from gpu_otel_agent.model.snapshot import (
     Reading,
     SnapshotStore,
 )
-from gpu_otel_agent.runtime.config_holder import ConfigHolder
-from gpu_otel_agent.runtime.costs import ATTRIBUTION, SNAPSHOT, Stage
 from gpu_otel_agent.sampling.partitions import (
     Enumerated,
     PartitionState,
@@ -44,8 +43,9 @@ from gpu_otel_agent.sampling.partitions import (
     enumerate_partitions,
     read_tree,
 )
-from gpu_otel_agent.sampling.relay import Relay
-from gpu_otel_agent.sampling.worker import DeviceWorker
+from gpu_otel_agent.threads.costs import ATTRIBUTION, SNAPSHOT, Stage
+from gpu_otel_agent.threads.device_worker import DeviceWorker
+from gpu_otel_agent.threads.relay import Relay
 from gpu_otel_agent.workloads.attribution import Attribution
 
 log = logging.getLogger(__name__)

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
+from gpu_otel_agent.config.holder import ConfigHolder
 from gpu_otel_agent.config.load import load
-from gpu_otel_agent.runtime.config_holder import ConfigHolder
 
 
 def test_cancellation_is_not_swallowed_when_a_reload_wakes_the_sleeper() -> None:

@@ -9,8 +9,8 @@ import itertools
 import threading
 import time
 
-from gpu_otel_agent.sampling.relay import Relay
-from gpu_otel_agent.sampling.worker import DeviceWorker
+from gpu_otel_agent.threads.device_worker import DeviceWorker
+from gpu_otel_agent.threads.relay import Relay
 
 
 def test_jobs_submitted_before_the_thread_takes_its_batch_go_with_it() -> None:

@@ -1,4 +1,4 @@
-"""The agent's own gRPC client (``grpc_wire``) against real grpcio servers, the reference.
+"""The agent's own gRPC client (``grpc.unary_client``) against real grpcio servers, the reference.
 
 Requests must arrive byte for byte (1 MiB: past every HTTP/2 window), headers as metadata,
 gzip as gRPC frames it (sniffed on the wire); every status a servicer can end with must come
@@ -28,10 +28,10 @@ from google.protobuf.duration_pb2 import Duration
 from google.rpc.error_details_pb2 import RetryInfo
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 
-from gpu_otel_agent.export.grpc_connection import tls_context
-from gpu_otel_agent.export.grpc_status import GrpcError, StatusCode
-from gpu_otel_agent.export.grpc_wire import GrpcClient
 from gpu_otel_agent.export.senders import export_method
+from gpu_otel_agent.grpc.connection import tls_context
+from gpu_otel_agent.grpc.status import GrpcError, StatusCode
+from gpu_otel_agent.grpc.unary_client import GrpcClient
 from gpu_otel_agent.version import USER_AGENT
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.unit.core.test_otlp_transport import _silent_server

@@ -1,7 +1,7 @@
 """The contract of the OTLP fast path with the libraries under it; fails loudly when they move.
 
 The agent writes OTLP protobuf partly by hand (``otlp_proto``) and sends it through public
-APIs of ``h2`` (``grpc_wire``, ``grpc_connection``) with the method paths of
+APIs of ``h2`` (``grpc.unary_client``, ``grpc.connection``) with the method paths of
 opentelemetry-proto's descriptors, or over ``http.client`` (``http_transport``). Every name
 it relies on is checked here for presence and signature, the hand-written wire tags against
 the installed descriptors, and the whole path by a real round trip to a local receiver whose

@@ -7,10 +7,10 @@ import threading
 from dataclasses import replace
 
 from gpu_otel_agent.backends.protocol import DeviceLost
+from gpu_otel_agent.config.holder import ConfigHolder
 from gpu_otel_agent.config.load import load
 from gpu_otel_agent.config.schema import GroupConfig
 from gpu_otel_agent.model.snapshot import DeviceIdentity, HealthState, Reading, SnapshotStore
-from gpu_otel_agent.runtime.config_holder import ConfigHolder
 from gpu_otel_agent.sampling.sampler import DeviceSampler
 
 

@@ -6,6 +6,7 @@ import asyncio
 from dataclasses import replace
 
 from gpu_otel_agent.backends.protocol import DeviceLost, DeviceNeedsReset
+from gpu_otel_agent.config.holder import ConfigHolder
 from gpu_otel_agent.config.load import load
 from gpu_otel_agent.config.schema import GroupConfig
 from gpu_otel_agent.export.series import series
@@ -17,7 +18,6 @@ from gpu_otel_agent.model.snapshot import (
     Reading,
     SnapshotStore,
 )
-from gpu_otel_agent.runtime.config_holder import ConfigHolder
 from gpu_otel_agent.sampling.sampler import DeviceSampler
 
 

@@ -28,8 +28,8 @@ from gpu_otel_agent.local.routes import Sources, build_routes
 from gpu_otel_agent.model.snapshot import SnapshotStore
 from gpu_otel_agent.plugins.nvidia.kmsg import KmsgXidReader
 from gpu_otel_agent.runtime.reliability import reliability_readings
-from gpu_otel_agent.runtime.supervised import SupervisedThread, restarts
-from gpu_otel_agent.sampling.worker import DeviceWorker
+from gpu_otel_agent.threads.device_worker import DeviceWorker
+from gpu_otel_agent.threads.supervised import SupervisedThread, restarts
 from tests.integration.test_health_events import _kmsg_writable
 from tests.unit.gpu_health.collectors import Accepting
 

@@ -6,7 +6,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from gpu_otel_agent.runtime.threads import NamedThread, name_pool_thread
+from gpu_otel_agent.threads.named import NamedThread, name_pool_thread
 
 
 def _comm() -> str:

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from gpu_otel_agent.config.schema import AttributionConfig
+from gpu_otel_agent.runtime.attribution_setup import build_attribution
 from gpu_otel_agent.workloads import cn_proc, pid_filter
-from gpu_otel_agent.workloads.build import build
 from gpu_otel_agent.workloads.inotify import IN_CREATE, IN_DELETE, IN_ISDIR, Inotify
 from gpu_otel_agent.workloads.netlink import ProcConnector, kernel_filters
 from gpu_otel_agent.workloads.procfs import ProcReader
@@ -284,7 +284,7 @@ def test_private_cgroup_namespace_is_reported_once(tmp_path: Path,
         (tmp_path / who / "ns" / "cgroup").write_text(who)  # two files: two inodes
     config = AttributionConfig(proc_root=str(tmp_path), cgroup_root=str(tmp_path / "cgroup"))
     with caplog.at_level(logging.WARNING):
-        _, service = build(config, lambda callbacks: _NoProcessEvents())
+        _, service = build_attribution(config, lambda callbacks: _NoProcessEvents())
         assert caplog.text.count(PRIVATE_CGROUP_NS) == 1  # said at start...
         for cycle in range(3):  # ...and not again on the cycles and reconciles that follow
             service.resolver.process(200 + cycle)

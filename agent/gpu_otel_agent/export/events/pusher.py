@@ -22,7 +22,7 @@ bad_content``) is split in halves until the one event it will not take is found;
 is quarantined (``dead_letter``: kept beside the spool, logged, counted per code) and the rest
 go on. So one record the collector cannot take never holds back the ones after it, across
 restarts too. An event whose encoding raises is treated the same way. The three threads are
-supervised (``runtime.supervised``): a bug that ends one is logged, counted and restarted.
+supervised (``threads.supervised``): a bug that ends one is logged, counted and restarted.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from gpu_otel_agent.export.events.senders import EventSender
 from gpu_otel_agent.export.events.spool import Spool
 from gpu_otel_agent.export.retry import Attempt
 from gpu_otel_agent.gpu_health.events import HealthEvent
-from gpu_otel_agent.runtime.supervised import SupervisedThread
-from gpu_otel_agent.runtime.threads import NamedThread
+from gpu_otel_agent.threads.named import NamedThread
+from gpu_otel_agent.threads.supervised import SupervisedThread
 
 log = logging.getLogger(__name__)
 MAX_BATCH = 512

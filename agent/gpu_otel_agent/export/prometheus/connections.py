@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from gpu_otel_agent.runtime.threads import NamedThread, name_pool_thread
+from gpu_otel_agent.threads.named import NamedThread, name_pool_thread
 
 log = logging.getLogger(__name__)
 REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",

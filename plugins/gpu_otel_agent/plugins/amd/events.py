@@ -35,7 +35,7 @@ from gpu_otel_agent.backends.protocol import (
 )
 from gpu_otel_agent.plugins.amd.device import AmdDevice
 from gpu_otel_agent.plugins.amd.smi import STATUS_NO_DATA, status_of
-from gpu_otel_agent.runtime.supervised import SupervisedThread
+from gpu_otel_agent.threads.supervised import SupervisedThread
 
 log = logging.getLogger(__name__)
 WAIT_MS = 200  # shutdown waits at most this long for the waiting thread

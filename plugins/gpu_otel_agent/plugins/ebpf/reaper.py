@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gpu_otel_agent.plugins.ebpf.libbpf import Link
-from gpu_otel_agent.runtime.threads import NamedThread
+from gpu_otel_agent.threads.named import NamedThread
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,11 @@
 
 Calls are blocking unary gRPC on a worker thread (``asyncio.to_thread``), each with a deadline,
 so a wedged kubelet never stalls the loop. They go through the agent's own small gRPC client
-(``export.grpc_wire``: the pure-Python ``h2`` over the unix socket, h2c with the authority
-``localhost`` as gRPC clients send it), not grpcio, whose C core and background threads cost
-the running agent more memory and idle CPU than the rest of its export (issue 17). After a
-failure the connection is dropped and a fresh one is made on the next call, so names come back
-as soon as a restarted kubelet answers. ``Get`` (Kubernetes 1.27+, behind the
+(``gpu_otel_agent.grpc.unary_client``: the pure-Python ``h2`` over the unix socket, h2c with
+the authority ``localhost`` as gRPC clients send it), not grpcio, whose C core and background
+threads cost the running agent more memory and idle CPU than the rest of its export (issue 17).
+After a failure the connection is dropped and a fresh one is made on the next call, so names
+come back as soon as a restarted kubelet answers. ``Get`` (Kubernetes 1.27+, behind the
 ``KubeletPodResourcesGet`` gate before 1.34) is used when present; an UNIMPLEMENTED answer
 turns it off for the run.
 
@@ -25,8 +25,8 @@ from typing import TypeVar
 
 from google.protobuf.message import DecodeError, Message
 
-from gpu_otel_agent.export.grpc_status import GrpcError, StatusCode
-from gpu_otel_agent.export.grpc_wire import GrpcClient
+from gpu_otel_agent.grpc.status import GrpcError, StatusCode
+from gpu_otel_agent.grpc.unary_client import GrpcClient
 from gpu_otel_agent.plugins.kubernetes import api
 from gpu_otel_agent.plugins.kubernetes.claims import ClaimMapper
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation

@@ -38,7 +38,7 @@ from gpu_otel_agent.plugins.nvidia.error_log import ErrorCounts
 from gpu_otel_agent.plugins.nvidia.error_policy import Policy, policy
 from gpu_otel_agent.plugins.nvidia.nvml import field_value
 from gpu_otel_agent.plugins.nvidia.session import NvmlSession
-from gpu_otel_agent.runtime.supervised import SupervisedThread
+from gpu_otel_agent.threads.supervised import SupervisedThread
 
 log = logging.getLogger(__name__)
 # A wait that times out costs a wake-up, a raised NVMLError and a GIL hand-off in every GPU's

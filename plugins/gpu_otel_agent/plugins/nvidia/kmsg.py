@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 from gpu_otel_agent.backends.protocol import EVENT_XID, DeviceEvent, EventBatch
 from gpu_otel_agent.model.pci import PciKey, pci_key
-from gpu_otel_agent.runtime.supervised import SupervisedThread
+from gpu_otel_agent.threads.supervised import SupervisedThread
 
 log = logging.getLogger(__name__)
 KMSG = "/dev/kmsg"

@@ -6,8 +6,8 @@ library was 14.8 MiB of the agent's 65 MiB resident set, and its event-engine, l
 timer threads burned about 1.1 ms of CPU a second while idle and 1 ms more per export). This
 client is one socket, one lock and the ``h2`` state machine, on the caller's own thread.
 
-It follows PROTOCOL-HTTP2.md of the gRPC project: the socket and TLS are ``grpc_connection``'s,
-framing and reading the answer ``grpc_messages``', the codes ``grpc_status``'. Here: the
+It follows PROTOCOL-HTTP2.md of the gRPC project: the socket and TLS are ``grpc.connection``'s,
+framing and reading the answer ``grpc.messages``', the codes ``grpc.status``'. Here: the
 request headers (``te: trailers``, ``grpc-timeout`` from what is left of the deadline,
 ``grpc-encoding``, metadata), the message sent within HTTP/2 flow control (only what the
 server's windows allow, reading its WINDOW_UPDATEs when they are used up), and the answer read
@@ -41,14 +41,14 @@ from h2.events import (
 )
 from h2.exceptions import H2Error, NoAvailableStreamIDError
 
-from gpu_otel_agent.export.grpc_connection import (
+from gpu_otel_agent.grpc.connection import (
     Connection,
     Opener,
     left,
     tcp_opener,
     unix_opener,
 )
-from gpu_otel_agent.export.grpc_messages import (
+from gpu_otel_agent.grpc.messages import (
     PREFIX,
     Response,
     code_name,
@@ -58,7 +58,7 @@ from gpu_otel_agent.export.grpc_messages import (
     outcome,
     too_large,
 )
-from gpu_otel_agent.export.grpc_status import GrpcError, StatusCode
+from gpu_otel_agent.grpc.status import GrpcError, StatusCode
 from gpu_otel_agent.version import USER_AGENT
 
 MAX_RECEIVE = 16 * 1024 * 1024  # the largest answer accepted (the kubelet's own limit)

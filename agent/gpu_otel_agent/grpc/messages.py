@@ -20,7 +20,7 @@ from urllib.parse import unquote_to_bytes
 from h2.errors import ErrorCodes
 from h2.events import ConnectionTerminated
 
-from gpu_otel_agent.export.grpc_status import (
+from gpu_otel_agent.grpc.status import (
     GrpcError,
     Metadata,
     StatusCode,

@@ -1,4 +1,6 @@
-"""Builds the workload resolver and its service from the configuration.
+"""Builds attribution (the workload resolver) and the workload service from the configuration
+and the installed workload sources: the assembly of the ``workloads`` package with its plugins,
+so it lives with the rest of the assembly (``workloads`` stays below the plugin doors).
 
 Who devices are allocated to comes from a workload source plugin (entry-point group
 ``gpu_otel_agent.workload_sources``: the kubelet's pod-resources API); none is needed for
@@ -61,8 +63,9 @@ def pod_source(config: AttributionConfig, factories: Iterable[LoadedEntry] | Non
     return offered[0][1] if offered else None
 
 
-def build(config: AttributionConfig, process_events: ProcessEventsFactory = netlink_events,
-          ) -> tuple[Attribution, WorkloadService]:
+def build_attribution(config: AttributionConfig,
+                      process_events: ProcessEventsFactory = netlink_events,
+                      ) -> tuple[Attribution, WorkloadService]:
     proc_root = Path(config.proc_root)
     report_namespaces(proc_root)
     resolver = WorkloadResolver(

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpu_otel_agent.runtime.threads import NamedThread
+from gpu_otel_agent.threads.named import NamedThread
 
 log = logging.getLogger(__name__)
 FIRST_BACKOFF_S = 0.1

@@ -1,4 +1,4 @@
-"""The socket under the agent's gRPC client (``grpc_wire``): opening it, and HTTP/2 on it.
+"""The socket under the agent's gRPC client (``grpc.unary_client``): opening it, and HTTP/2 on it.
 
 TCP (h2c with prior knowledge, or TLS with ALPN ``h2`` and the server's name verified) or a
 unix socket (the kubelet's). Every blocking operation has a timeout equal to what is left of

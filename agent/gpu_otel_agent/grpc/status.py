@@ -1,6 +1,6 @@
 """gRPC status codes, the error a call ends with, and how HTTP/2 outcomes map onto codes.
 
-The agent's own gRPC client (``grpc_wire``) does not load grpcio, so the codes are its own:
+The agent's own gRPC client (``grpc.unary_client``) does not load grpcio, so the codes are its own:
 the 17 of https://grpc.github.io/grpc/core/md_doc_statuscodes.html with their names and
 numbers. The mappings follow the gRPC project's documents: ``http-grpc-status-mapping.md``
 for an HTTP status that is not 200, and PROTOCOL-HTTP2.md's "Errors" section for a stream

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TypeVar
 
-from gpu_otel_agent.runtime.costs import SAMPLING, Stage
-from gpu_otel_agent.runtime.supervised import SupervisedThread
-from gpu_otel_agent.sampling.relay import Relay, Round, Settle
+from gpu_otel_agent.threads.costs import SAMPLING, Stage
+from gpu_otel_agent.threads.relay import Relay, Round, Settle
+from gpu_otel_agent.threads.supervised import SupervisedThread
 
 T = TypeVar("T")
 _Job = tuple[Callable[[], object], "Future[object]"]
@@ -31,7 +31,7 @@ _Batch = tuple[list[_Job], Round | None]
 class DeviceWorker:
     def __init__(self, name: str, relay: Relay | None = None) -> None:
         """``relay``: shared by the devices of one node, so those with jobs at the same moment
-        run in turn (``sampling.relay``); without it a device's jobs go to its thread at once."""
+        run in turn (``threads.relay``); without it a device's jobs go to its thread at once."""
         self._relay = relay
         self._jobs: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
         self._lock = threading.Lock()

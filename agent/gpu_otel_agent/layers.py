@@ -1,0 +1,60 @@
+"""The core's layers, bottom first: a module imports only its own package and the packages of
+layers below its own, never one beside it or above it.
+
+Why: a maintainer who opens one package should need to know only what lies below it, and a
+change to a package can break only what lies above it. Packages in one layer are siblings that
+know nothing of each other (sampling and GPU health both read devices; ``runtime`` wires them
+together). The plugins (``gpu_otel_agent.plugins``) sit beside the layers up to
+``PLUGIN_CEILING``: a plugin imports the core's model, configuration, shared helpers and the
+doors it plugs into, never the core's machinery above them, and the core never imports a
+plugin (they come in through entry points).
+
+``tests/unit/core/test_layers.py`` reads every module's imports and checks them against this
+table, and that no packages import each other in a circle. A name here is a package or a
+top-level module of ``gpu_otel_agent``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+LAYERS: Final[tuple[tuple[str, ...], ...]] = (
+    # Leaves: the version string, logging set-up, and this table.
+    ("version", "logs", "layers"),
+    # What a reading, a device, a process and a workload are; the metric catalog.
+    ("model",),
+    # Shared helpers that know no GPU: the configuration table and its live holder, the
+    # agent's threads (named, supervised, one per device) and their CPU accounting, the gRPC
+    # client (OTLP export and the kubelet's pod-resources API both speak through it).
+    ("config", "threads", "grpc"),
+    # Who a process belongs to: PID -> cgroup -> container -> pod.
+    ("workloads",),
+    # The doors plugins come through: one entry-point group and one Protocol per kind.
+    ("extensions",),
+    # The GPU backends' Protocol and their discovery.
+    ("backends",),
+    # Reading the devices; deciding their health. Siblings: ``runtime`` joins them.
+    ("sampling", "gpu_health"),
+    # Where the snapshot and the events leave: OTLP push, Prometheus, the local endpoint.
+    ("export", "local"),
+    # Assembly: builds every part from the configuration, runs and stops them.
+    ("runtime",),
+    # Generated documentation (reads the catalogs).
+    ("docs",),
+    # Commands beside ``run``.
+    ("check", "top", "remediation", "migration_doc"),
+    # The command line, and ``python -m gpu_otel_agent``.
+    ("cli",),
+    ("__main__",),
+)
+
+# The highest layer a plugin may import from.
+PLUGIN_CEILING: Final = "backends"
+
+
+def layer_of(name: str) -> int:
+    """The layer (0 = bottom) of a package or top-level module of ``gpu_otel_agent``."""
+    for index, names in enumerate(LAYERS):
+        if name in names:
+            return index
+    raise KeyError(f"{name!r} is in no layer of gpu_otel_agent.layers.LAYERS")
