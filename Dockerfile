@@ -21,10 +21,10 @@ COPY plugins ./plugins
 # The object is package data (plugins/gpu_otel_agent/plugins/ebpf/bpf/*.bpf.o): build it in the source tree before
 # installing (build.py needs nothing but the standard library), and fail the image when it did
 # not make it into the package.
-RUN python plugins/gpu_otel_agent/plugins/ebpf/build.py \
+RUN python plugins/gpu_otel_agent/plugins/ebpf/compile_bpf.py \
     && /opt/gpu-otel-agent/bin/pip install . \
     && /opt/gpu-otel-agent/bin/python -c \
-        "from gpu_otel_agent.plugins.ebpf.build import OBJECT; assert OBJECT.is_file(), OBJECT" \
+        "from gpu_otel_agent.plugins.ebpf.compile_bpf import OBJECT; assert OBJECT.is_file(), OBJECT" \
     && /opt/gpu-otel-agent/bin/python -m compileall -q /opt/gpu-otel-agent
 
 FROM python:${PYTHON_VERSION}-slim-bookworm

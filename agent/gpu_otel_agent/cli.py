@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from gpu_otel_agent.check.command import add_check
+from gpu_otel_agent.check.check_command import add_check
 from gpu_otel_agent.config.kinds import Choice, Invalid, Seconds
 from gpu_otel_agent.config.load import (
     ConfigError,
@@ -33,8 +33,8 @@ from gpu_otel_agent.extensions.commands import COMMAND_GROUP, Commands
 from gpu_otel_agent.extensions.loading import load_group
 from gpu_otel_agent.extensions.simulation import SimulatedNodeError, simulated_node
 from gpu_otel_agent.logs import setup_logging
-from gpu_otel_agent.remediation.command import add_npd
-from gpu_otel_agent.top.command import add_top
+from gpu_otel_agent.remediation.npd_command import add_npd
+from gpu_otel_agent.top.top_command import add_top
 from gpu_otel_agent.version import VERSION
 
 log = logging.getLogger(__name__)

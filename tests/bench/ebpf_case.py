@@ -37,7 +37,7 @@ from pathlib import Path
 
 import yaml
 
-from gpu_otel_agent.plugins.ebpf.build import OBJECT
+from gpu_otel_agent.plugins.ebpf.compile_bpf import OBJECT
 from gpu_otel_agent.plugins.ebpf.support import missing_support
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, load_scenario
 from tests.bench.agent_case import run_summary, summed

@@ -5,7 +5,7 @@ simulated node is once per process. The child reads every group of every GPU in-
 ``NvidiaBackend`` -- the agent's own probe and read code -- builds the ``NodeSnapshot`` the
 exporters would see, and times one export's CPU work that does not depend on the network: the
 agent's ``ProtoEncoder`` (snapshot -> OTLP protobuf) plus serialisation, and for comparison the
-SDK path (``gpu_otel_agent.export.encode.encode`` -> ``encode_metrics`` -> serialisation). The
+SDK path (``gpu_otel_agent.export.sdk_metrics.encode`` -> ``encode_metrics`` -> serialisation). The
 snapshot is real (same library, same node, same code path), not rebuilt from what a receiver
 decoded.
 """
@@ -42,8 +42,8 @@ def _measure(node_env: Mapping[str, str], repeats: int) -> dict[str, float | int
 
     from gpu_otel_agent.backends.discovery import OpenBackend
     from gpu_otel_agent.config.load import load
-    from gpu_otel_agent.export.encode import encode
     from gpu_otel_agent.export.otlp_proto import ProtoEncoder
+    from gpu_otel_agent.export.sdk_metrics import encode
     from gpu_otel_agent.model.snapshot import DeviceSnapshot, GroupSample, HealthState, NodeSnapshot
     from gpu_otel_agent.plugins.nvidia.backend import NvidiaBackend
     from gpu_otel_agent.runtime.agent import build_resource

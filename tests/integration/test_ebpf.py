@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from gpu_otel_agent.plugins.ebpf import build as bpf_build
+from gpu_otel_agent.plugins.ebpf import compile_bpf
 from gpu_otel_agent.plugins.ebpf.libraries import LibraryFile, MappedLibrary
 from gpu_otel_agent.plugins.ebpf.plugin import EbpfSettings, open_plugin
-from gpu_otel_agent.plugins.ebpf.probes import ProbeSet
 from gpu_otel_agent.plugins.ebpf.symbols import RUNTIME_PROBES, LibraryKind
 from gpu_otel_agent.plugins.ebpf.tracer import Tracer
+from gpu_otel_agent.plugins.ebpf.uprobes import ProbeSet
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
 from gpu_otel_agent.workloads.lifecycle import ProcessCallbacks
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
@@ -46,15 +46,16 @@ LIBRARIES = "gpu_agent.ebpf.library.count"
 
 @pytest.fixture(scope="module")
 def bpf_object() -> Path:
-    """The object CI builds (``python -m gpu_otel_agent.plugins.ebpf.build``), or built here."""
+    """The object CI builds (``python -m gpu_otel_agent.plugins.ebpf.compile_bpf``), or built
+    here."""
     if os.geteuid() != 0:
         pytest.skip("loading BPF programs needs root (CAP_BPF and CAP_PERFMON)")
-    if not bpf_build.OBJECT.exists():
+    if not compile_bpf.OBJECT.exists():
         try:
-            bpf_build.build()
-        except bpf_build.BuildError as error:
+            compile_bpf.build()
+        except compile_bpf.BuildError as error:
             pytest.skip(f"cannot build the BPF object here: {error}")
-    return bpf_build.OBJECT
+    return compile_bpf.OBJECT
 
 
 @pytest.fixture
@@ -392,10 +393,10 @@ def test_the_real_cuda_runtime_has_the_functions_we_trace(
     device = real.stat().st_dev
     library = MappedLibrary(LibraryFile(f"{os.major(device):02x}:{os.minor(device):02x}",
                                         real.stat().st_ino), LibraryKind.RUNTIME, real)
-    tracer = Tracer(bpf_build.OBJECT, 1024, lambda record: None)
+    tracer = Tracer(compile_bpf.OBJECT, 1024, lambda record: None)
     probes = ProbeSet(tracer)
     try:
-        with caplog.at_level(logging.INFO, logger="gpu_otel_agent.plugins.ebpf.probes"):
+        with caplog.at_level(logging.INFO, logger="gpu_otel_agent.plugins.ebpf.uprobes"):
             probes.sync({os.getpid(): (library,)})
         assert probes.libraries == 1
         (line,) = [r.getMessage() for r in caplog.records if "tracing" in r.getMessage()]

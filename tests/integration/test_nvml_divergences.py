@@ -175,7 +175,7 @@ def test_recovery_action_pending_before_the_agent_started(node: SimulatedNode) -
     try:
         out = _client(node, """
 import threading
-from gpu_otel_agent.plugins.nvidia.events import NvmlEventWatcher
+from gpu_otel_agent.plugins.nvidia.event_sets import NvmlEventWatcher
 got = {0: [], 1: []}
 seen = threading.Event()
 def emitter(i):

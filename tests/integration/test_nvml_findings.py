@@ -59,7 +59,7 @@ def _client(node: SimulatedNode, code: str) -> dict[str, object]:
 def test_recovery_action_comes_from_its_field_not_event_data(node: SimulatedNode) -> None:
     out = _client(node, """
 import threading
-from gpu_otel_agent.plugins.nvidia.events import NvmlEventWatcher
+from gpu_otel_agent.plugins.nvidia.event_sets import NvmlEventWatcher
 got, seen = [], threading.Event()
 def emit(batch):
     got.extend(batch)

@@ -166,7 +166,7 @@ out = {"before": before, "second": second, "uuids": [d.identity.uuid for d in de
 def test_event_set_broken_by_a_driver_reload_is_replaced(node: SimulatedNode) -> None:
     out = _run(node, """
 import time
-from gpu_otel_agent.plugins.nvidia.events import NvmlEventWatcher
+from gpu_otel_agent.plugins.nvidia.event_sets import NvmlEventWatcher
 events = []
 watcher = NvmlEventWatcher(devs[0]._handle, devs[0].identity.uuid, 0,
                            session=backend._session, errors=devs[0].errors)

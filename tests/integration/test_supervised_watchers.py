@@ -33,7 +33,7 @@ def test_the_nvml_event_thread_killed_is_restarted_and_still_delivers(
     out = run_client(node, """
 import ctypes, threading
 from gpu_otel_agent.plugins.nvidia.backend import NvidiaBackend
-from gpu_otel_agent.plugins.nvidia.events import NvmlEventWatcher
+from gpu_otel_agent.plugins.nvidia.event_sets import NvmlEventWatcher
 from gpu_otel_agent.plugins.nvidia.simulator.control import command
 from gpu_otel_agent.threads.supervised import restarts
 SOCK = os.environ["GPU_SIM_SOCKET"]

@@ -40,7 +40,7 @@ DEFAULT_TIMEOUT_S = 5.0
 
 
 def _requests(resource: Resource) -> dict[str, Message]:
-    from gpu_otel_agent.export.events.encode import LogEncoder
+    from gpu_otel_agent.export.events.otlp_logs import LogEncoder
     from gpu_otel_agent.export.otlp_proto import ProtoEncoder
 
     now = time.time_ns()
@@ -83,7 +83,7 @@ def collector(config: AgentConfig, environ: Mapping[str, str] | None = None,
 def _grpc(target: OtlpTarget, request: Message, timeout_s: float) -> Problem:
     """The agent's own gRPC client (``grpc.unary_client``), as the running agent sends."""
     from gpu_otel_agent.export.grpc_transport import grpc_client
-    from gpu_otel_agent.export.senders import export_method
+    from gpu_otel_agent.export.metric_senders import export_method
     from gpu_otel_agent.grpc.status import GrpcError
 
     try:

@@ -1,8 +1,8 @@
 """Builds the metric exporter: OTLP over gRPC (default) or HTTP/protobuf, or the console.
 
-OTLP goes through the agent's own encoder and transports (``senders``), configured by
+OTLP goes through the agent's own encoder and transports (``metric_senders``), configured by
 ``otlp_target``. The SDK's exporters remain for the console, for pipeline traces and as the
-OTLP fallback (``senders`` says when). They read the standard ``OTEL_EXPORTER_OTLP_*``
+OTLP fallback (``metric_senders`` says when). They read the standard ``OTEL_EXPORTER_OTLP_*``
 variables themselves; ``otlp_settings`` passes values from the agent's configuration file
 only where the matching variable is unset, so the environment wins over the file as
 everywhere else in the agent.
@@ -19,9 +19,9 @@ from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricExport
 from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.config.schema import AgentConfig
+from gpu_otel_agent.export.metric_senders import build_request_sender, credential_provider
 from gpu_otel_agent.export.otlp_proto import ProtoEncoder, wire_contract_problem
 from gpu_otel_agent.export.otlp_target import ExporterConfigError, otlp_protocol, resolve_target
-from gpu_otel_agent.export.senders import build_request_sender, credential_provider
 from gpu_otel_agent.export.snapshot_exporters import (
     NoSnapshotExporter,
     OtlpSnapshotExporter,

@@ -32,8 +32,8 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 from opentelemetry.sdk.resources import Resource
 
-from gpu_otel_agent.export.encode import SCOPE
 from gpu_otel_agent.export.proto_values import any_value, proto_resource
+from gpu_otel_agent.export.sdk_metrics import SCOPE
 from gpu_otel_agent.export.series import Run, series_runs
 from gpu_otel_agent.model.metrics import Instrument, spec_for
 from gpu_otel_agent.model.snapshot import Attributes, NodeSnapshot

@@ -7,9 +7,9 @@ from typing import Protocol
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 from opentelemetry.sdk.resources import Resource
 
-from gpu_otel_agent.export.encode import encode
+from gpu_otel_agent.export.metric_senders import RequestSender
 from gpu_otel_agent.export.otlp_proto import ProtoEncoder
-from gpu_otel_agent.export.senders import RequestSender
+from gpu_otel_agent.export.sdk_metrics import encode
 from gpu_otel_agent.model.snapshot import NodeSnapshot
 from gpu_otel_agent.threads.costs import ENCODING, SENDING, Stage
 
@@ -31,7 +31,7 @@ class NoSnapshotExporter:
 
 
 class OtlpSnapshotExporter:
-    """Encodes straight to OTLP protobuf and sends it itself (see ``senders``)."""
+    """Encodes straight to OTLP protobuf and sends it itself (see ``metric_senders``)."""
 
     def __init__(self, sender: RequestSender, encoder: ProtoEncoder) -> None:
         self._sender = sender

@@ -13,8 +13,8 @@ from functools import partial
 from typing import Any
 
 from gpu_otel_agent.local.endpoint import Json, Route
-from gpu_otel_agent.local.events import EventRing
 from gpu_otel_agent.local.health import health_view
+from gpu_otel_agent.local.recent_events import EventRing
 from gpu_otel_agent.local.views import events_view, snapshot_view
 from gpu_otel_agent.model.snapshot import SnapshotStore
 

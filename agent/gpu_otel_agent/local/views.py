@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_otel_agent.gpu_health.events import EventValue
-from gpu_otel_agent.local.events import Recent
+from gpu_otel_agent.local.recent_events import Recent
 from gpu_otel_agent.model.snapshot import (
     Attributes,
     DeviceSnapshot,

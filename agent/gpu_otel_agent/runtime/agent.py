@@ -29,8 +29,8 @@ from gpu_otel_agent.config.holder import ConfigHolder
 from gpu_otel_agent.config.load import ConfigError, Overrides, load, restart_needed
 from gpu_otel_agent.config.schema import AgentConfig
 from gpu_otel_agent.export.exporters import build_snapshot_exporter
+from gpu_otel_agent.export.metric_pusher import MetricPusher
 from gpu_otel_agent.export.prometheus import EndpointError
-from gpu_otel_agent.export.pusher import MetricPusher
 from gpu_otel_agent.export.tracing import SpanRecorder, TracedExporter, build_tracer
 from gpu_otel_agent.local.endpoint import LocalEndpoint, LocalEndpointError
 from gpu_otel_agent.local.routes import Sources, build_routes

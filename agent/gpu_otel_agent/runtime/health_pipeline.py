@@ -30,7 +30,7 @@ from gpu_otel_agent.gpu_health.engine import EngineSettings, HealthEngine
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.storm_journal import StormJournal
 from gpu_otel_agent.gpu_health.telemetry import HealthTelemetry
-from gpu_otel_agent.local.events import EventRing
+from gpu_otel_agent.local.recent_events import EventRing
 from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
 from gpu_otel_agent.model.workload import GpuProcess, WorkloadLookup
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from gpu_otel_agent.config.schema import AgentConfig
 from gpu_otel_agent.extensions.loading import LoadedEntry, load_group
-from gpu_otel_agent.extensions.node import (
+from gpu_otel_agent.extensions.node_plugin import (
     NODE_PLUGIN_GROUP,
     NodeContext,
     NodePlugin,

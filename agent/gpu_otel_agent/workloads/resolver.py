@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from gpu_otel_agent.model.snapshot import Attributes
 from gpu_otel_agent.model.workload import Workload
-from gpu_otel_agent.workloads.claims import ClaimIndex, claim_on, holds
+from gpu_otel_agent.workloads.claim_index import ClaimIndex, claim_on, holds
 from gpu_otel_agent.workloads.devices import GpuDevice, match
 from gpu_otel_agent.workloads.names import sanitize
 from gpu_otel_agent.workloads.pods import ContainerAllocation, PodAllocation

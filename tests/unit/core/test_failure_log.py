@@ -10,8 +10,8 @@ import pytest
 
 from gpu_otel_agent.config.load import load
 from gpu_otel_agent.export.failure_log import FailureLog
+from gpu_otel_agent.export.metric_senders import build_request_sender
 from gpu_otel_agent.export.otlp_target import resolve_target
-from gpu_otel_agent.export.senders import build_request_sender
 from tests.receivers.netutil import free_port
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.receivers.otlp_http import OtlpHttpReceiver

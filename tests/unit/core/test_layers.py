@@ -142,7 +142,7 @@ def _module(tmp_path: Path, name: str, source: str) -> Module:
 
 
 @pytest.mark.parametrize(("module", "source", "culprit"), [
-    ("gpu_otel_agent.export.pusher", "from gpu_otel_agent.runtime.agent import X", "runtime"),
+    ("gpu_otel_agent.export.x", "from gpu_otel_agent.runtime.agent import X", "runtime"),
     ("gpu_otel_agent.gpu_health.delivery",  # a sibling
      "from gpu_otel_agent.sampling.sampler import DeviceSampler", "sampling"),
     ("gpu_otel_agent.model.renames",
@@ -157,8 +157,8 @@ def test_a_climbing_import_is_seen(tmp_path: Path, module: str, source: str,
 
 
 @pytest.mark.parametrize(("module", "source"), [
-    ("gpu_otel_agent.runtime.agent", "from gpu_otel_agent.export.pusher import P"),
-    ("gpu_otel_agent.export.pusher", "from gpu_otel_agent.export.retry import R"),
+    ("gpu_otel_agent.runtime.agent", "from gpu_otel_agent.export.metric_pusher import P"),
+    ("gpu_otel_agent.export.metric_pusher", "from gpu_otel_agent.export.retry import R"),
     ("gpu_otel_agent.sampling.sampler", "from . import relay"),
     ("gpu_otel_agent.cli", '"""Runs gpu_otel_agent.runtime.agent."""'),
     ("gpu_otel_agent.model.x", "import json"),
@@ -168,7 +168,7 @@ def test_a_downward_import_passes(tmp_path: Path, module: str, source: str) -> N
 
 
 def test_a_plugin_above_the_ceiling_is_seen(tmp_path: Path) -> None:
-    source = "from gpu_otel_agent.export.pusher import P\nfrom gpu_otel_agent.model import m\n"
+    source = "from gpu_otel_agent.export.x import P\nfrom gpu_otel_agent.model import m\n"
     found = above_the_ceiling([_module(tmp_path, "gpu_otel_agent.plugins.kubernetes.x", source)])
     assert [line.rpartition(" -> ")[2] for line in found] == ["export"]
 

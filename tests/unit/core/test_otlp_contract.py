@@ -26,9 +26,9 @@ from opentelemetry.util.re import parse_env_headers
 
 from gpu_otel_agent.config.load import load
 from gpu_otel_agent.export import otlp_proto
-from gpu_otel_agent.export.encode import encode
 from gpu_otel_agent.export.exporters import build_snapshot_exporter, fast_path_problem
-from gpu_otel_agent.export.senders import export_method
+from gpu_otel_agent.export.metric_senders import export_method
+from gpu_otel_agent.export.sdk_metrics import encode
 from gpu_otel_agent.export.snapshot_exporters import OtlpSnapshotExporter, SdkSnapshotExporter
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.unit.core.test_otlp_proto import RESOURCE, _snapshot

@@ -30,12 +30,12 @@ from opentelemetry.proto.collector.metrics.v1 import (
 from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.config.load import load
-from gpu_otel_agent.export.encode import encode
-from gpu_otel_agent.export.events.encode import LogEncoder
+from gpu_otel_agent.export.events.otlp_logs import LogEncoder
 from gpu_otel_agent.export.exporters import build_snapshot_exporter
+from gpu_otel_agent.export.metric_senders import build_request_sender
 from gpu_otel_agent.export.otlp_proto import ProtoEncoder
 from gpu_otel_agent.export.otlp_target import ExporterConfigError, OtlpTarget, resolve_target
-from gpu_otel_agent.export.senders import build_request_sender
+from gpu_otel_agent.export.sdk_metrics import encode
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver

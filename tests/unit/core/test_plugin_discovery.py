@@ -18,7 +18,7 @@ import pytest
 
 from gpu_otel_agent.config.load import Overrides, load
 from gpu_otel_agent.extensions.loading import load_group
-from gpu_otel_agent.extensions.node import NODE_PLUGIN_GROUP
+from gpu_otel_agent.extensions.node_plugin import NODE_PLUGIN_GROUP
 from gpu_otel_agent.model.snapshot import SnapshotStore
 from gpu_otel_agent.runtime.node_plugins import open_node_plugins
 from tests import plugin_dist

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gpu_otel_agent.backends.discovery import ENTRY_POINT_GROUP
 from gpu_otel_agent.extensions.commands import COMMAND_GROUP
-from gpu_otel_agent.extensions.node import NODE_PLUGIN_GROUP
+from gpu_otel_agent.extensions.node_plugin import NODE_PLUGIN_GROUP
 from gpu_otel_agent.extensions.simulation import SIMULATED_NODE_GROUP
 from gpu_otel_agent.extensions.workloads import WORKLOAD_SOURCE_GROUP
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import uuid
 
-from gpu_otel_agent.export.events.encode import LogEncoder
+from gpu_otel_agent.export.events.otlp_logs import LogEncoder
 from gpu_otel_agent.export.otlp_proto import ProtoEncoder
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity

@@ -52,9 +52,9 @@ def test_the_build_stage_compiles_the_bpf_object_into_the_package() -> None:
     installs = " ".join(runs)
     for package in ("clang", "llvm", "bpftool", "libbpf-dev"):
         assert re.search(rf"apt-get install [^&]*\b{re.escape(package)}\b", installs), package
-    (step,) = [run for run in runs if "plugins/gpu_otel_agent/plugins/ebpf/build.py" in run]
+    (step,) = [run for run in runs if "plugins/gpu_otel_agent/plugins/ebpf/compile_bpf.py" in run]
     # Built before the install (the object is package data), then checked in the package.
-    build = step.index("python plugins/gpu_otel_agent/plugins/ebpf/build.py")
+    build = step.index("python plugins/gpu_otel_agent/plugins/ebpf/compile_bpf.py")
     assert build < step.index("pip install .") < step.index("OBJECT.is_file()")
     package_data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"][
         "package-data"]["gpu_otel_agent.plugins.ebpf.bpf"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_otel_agent.plugins.ebpf.build import SOURCE_DIR
+from gpu_otel_agent.plugins.ebpf.compile_bpf import SOURCE_DIR
 from gpu_otel_agent.plugins.ebpf.layout import (
     CudaStats,
     CudaStatsStruct,

@@ -6,7 +6,7 @@ import os
 import re
 from pathlib import Path
 
-from gpu_otel_agent.plugins.ebpf.build import SOURCE
+from gpu_otel_agent.plugins.ebpf.compile_bpf import SOURCE
 from gpu_otel_agent.plugins.ebpf.libraries import LibraryFile, mapped_libraries, parse_maps
 from gpu_otel_agent.plugins.ebpf.symbols import PROBES, PROGRAMS, LibraryKind, library_kind
 from tests.cuda_standin.driver import CudaWorkload

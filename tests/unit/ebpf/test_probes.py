@@ -10,8 +10,8 @@ import pytest
 
 from gpu_otel_agent.plugins.ebpf.libbpf import BpfError
 from gpu_otel_agent.plugins.ebpf.libraries import LibraryFile, MappedLibrary
-from gpu_otel_agent.plugins.ebpf.probes import ENOTSUPP, ProbeSet
 from gpu_otel_agent.plugins.ebpf.symbols import DRIVER_PROBES, RUNTIME_PROBES, LibraryKind
+from gpu_otel_agent.plugins.ebpf.uprobes import ENOTSUPP, ProbeSet
 
 
 class FakeLink:

@@ -12,7 +12,7 @@ from gpu_otel_agent.plugins.ebpf.support import load_failure, missing_support
 def test_an_unbuilt_object_says_how_to_build_it(tmp_path: Path) -> None:
     reason = missing_support(tmp_path / "cuda_activity.bpf.o")
     assert reason is not None
-    assert "not built" in reason and "python -m gpu_otel_agent.plugins.ebpf.build" in reason
+    assert "not built" in reason and "python -m gpu_otel_agent.plugins.ebpf.compile_bpf" in reason
 
 
 def test_a_kernel_without_btf_or_uprobes_is_named(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import json
 import pytest
 from opentelemetry.sdk.resources import Resource
 
-from gpu_otel_agent.export.events.encode import LogEncoder
+from gpu_otel_agent.export.events.otlp_logs import LogEncoder
 from gpu_otel_agent.export.events.senders import ConsoleEventSender
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity

@@ -19,12 +19,12 @@ from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.config.load import load
 from gpu_otel_agent.export.events.dead_letter import NAME as DEAD_LETTER
-from gpu_otel_agent.export.events.encode import LogEncoder
+from gpu_otel_agent.export.events.otlp_logs import LogEncoder
 from gpu_otel_agent.export.events.pusher import EventPusher
 from gpu_otel_agent.export.events.senders import OtlpEventSender
 from gpu_otel_agent.export.events.spool import Spool
+from gpu_otel_agent.export.metric_senders import RequestSender, build_request_sender
 from gpu_otel_agent.export.otlp_target import OtlpTarget, resolve_target
-from gpu_otel_agent.export.senders import RequestSender, build_request_sender
 from gpu_otel_agent.export.throttle import gate_for
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity

@@ -25,7 +25,7 @@ from gpu_otel_agent.gpu_health.severity import Severity
 from gpu_otel_agent.local import client
 from gpu_otel_agent.local.client import LocalClientError, get
 from gpu_otel_agent.local.endpoint import LocalEndpoint, LocalEndpointError
-from gpu_otel_agent.local.events import EventRing
+from gpu_otel_agent.local.recent_events import EventRing
 from gpu_otel_agent.local.routes import Sources, build_routes
 from gpu_otel_agent.model.snapshot import (
     DeviceIdentity,

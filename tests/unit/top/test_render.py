@@ -9,7 +9,7 @@ import pytest
 
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
-from gpu_otel_agent.local.events import EventRing
+from gpu_otel_agent.local.recent_events import EventRing
 from gpu_otel_agent.local.views import events_view, snapshot_view
 from gpu_otel_agent.model.snapshot import (
     DeviceIdentity,

@@ -23,7 +23,7 @@ import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from gpu_otel_agent.plugins.kubernetes import api
-from gpu_otel_agent.plugins.kubernetes.claims import ClaimMapper
+from gpu_otel_agent.plugins.kubernetes.dra_claims import ClaimMapper
 from gpu_otel_agent.plugins.kubernetes.podresources import PodResourcesClient
 from gpu_otel_agent.workloads.pods import (
     ClaimAllocation,

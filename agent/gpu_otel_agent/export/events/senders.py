@@ -1,7 +1,7 @@
 """Where health events go: OTLP logs (gRPC or HTTP, same settings as the metrics) or stdout.
 
-Events are encoded by ``encode.LogEncoder`` and sent by the same transports as the metrics
-(``gpu_otel_agent.export.senders``), so the standard ``OTEL_EXPORTER_OTLP_*`` /
+Events are encoded by ``otlp_logs.LogEncoder`` and sent by the same transports as the metrics
+(``gpu_otel_agent.export.metric_senders``), so the standard ``OTEL_EXPORTER_OTLP_*`` /
 ``OTEL_EXPORTER_OTLP_LOGS_*`` variables, TLS, headers, compression, the timeout and retries
 behave as in every OpenTelemetry SDK. They block; the event pusher calls them on its own
 thread.
@@ -18,10 +18,10 @@ from typing import Protocol
 from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.config.schema import AgentConfig
-from gpu_otel_agent.export.events.encode import LogEncoder
+from gpu_otel_agent.export.events.otlp_logs import LogEncoder
+from gpu_otel_agent.export.metric_senders import RequestSender, build_request_sender
 from gpu_otel_agent.export.otlp_target import resolve_target
 from gpu_otel_agent.export.retry import Attempt
-from gpu_otel_agent.export.senders import RequestSender, build_request_sender
 from gpu_otel_agent.gpu_health.events import HealthEvent
 
 ACCEPTED = Attempt(ok=True)

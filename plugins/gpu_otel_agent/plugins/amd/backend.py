@@ -19,7 +19,7 @@ from gpu_otel_agent.model.snapshot import DeviceIdentity
 from gpu_otel_agent.model.workload import WorkloadLookup
 from gpu_otel_agent.plugins.amd import partitioned, smi, topology
 from gpu_otel_agent.plugins.amd.device import AmdDevice
-from gpu_otel_agent.plugins.amd.events import AmdEventReader
+from gpu_otel_agent.plugins.amd.event_notifications import AmdEventReader
 from gpu_otel_agent.plugins.amd.processes import amd_process_lookup
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """A thin ctypes layer over the system's libbpf (``libbpf.so.1``): just what the plugin uses.
 
 No BCC and no compiler at run time: the BPF object is compiled when the package is built
-(gpu_otel_agent/plugins/ebpf/build.py) and libbpf relocates it against the running kernel's BTF on
+(``compile_bpf``) and libbpf relocates it against the running kernel's BTF on
 load. libbpf 1.x returns NULL and sets errno for functions that return pointers, and a negative
 errno for those that return ints; both become :class:`BpfError` here, with libbpf's own diagnostics
 routed to this module's logger instead of stderr.

@@ -20,15 +20,15 @@ from pathlib import Path
 
 from gpu_otel_agent.model.snapshot import AgentSample, Reading
 from gpu_otel_agent.model.workload import GpuProcess
-from gpu_otel_agent.plugins.ebpf import build
+from gpu_otel_agent.plugins.ebpf import compile_bpf
 from gpu_otel_agent.plugins.ebpf.activity import Activity
 from gpu_otel_agent.plugins.ebpf.layout import Counter, CudaStats, EventKind, LifecycleEvent
 from gpu_otel_agent.plugins.ebpf.libbpf import BpfError
 from gpu_otel_agent.plugins.ebpf.libraries import MappedLibrary, mapped_libraries
-from gpu_otel_agent.plugins.ebpf.probes import ProbeSet
 from gpu_otel_agent.plugins.ebpf.reaper import LinkReaper
 from gpu_otel_agent.plugins.ebpf.support import load_failure, missing_support
 from gpu_otel_agent.plugins.ebpf.tracer import Tracer
+from gpu_otel_agent.plugins.ebpf.uprobes import ProbeSet
 from gpu_otel_agent.workloads.lifecycle import ProcessCallbacks, ProcessEvents
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ STALE_SWEEP_SECONDS = 60.0  # counters of processes whose exit event was lost ar
 
 @dataclass(frozen=True)
 class EbpfSettings:
-    object_path: Path = build.OBJECT
+    object_path: Path = compile_bpf.OBJECT
     interval: float = 1.0
     max_allocations: int = 65536
     workload_retention: float = 300.0

@@ -21,7 +21,7 @@ def missing_support(object_path: Path, btf: Path = KERNEL_BTF,
     """What is missing before loading, or None."""
     if not object_path.is_file():
         return (f"the BPF object {object_path} is not built"
-                " (run `python -m gpu_otel_agent.plugins.ebpf.build`"
+                " (run `python -m gpu_otel_agent.plugins.ebpf.compile_bpf`"
                 "; it needs clang, bpftool and libbpf-dev)")
     if not btf.exists():
         return f"the kernel has no BTF ({btf}; CONFIG_DEBUG_INFO_BTF)"

@@ -11,7 +11,7 @@ come back as soon as a restarted kubelet answers. ``Get`` (Kubernetes 1.27+, beh
 turns it off for the run.
 
 Each container's ``dynamic_resources`` (DRA claims) are read too and tied to GPUs by
-:class:`~gpu_otel_agent.plugins.kubernetes.claims.ClaimMapper`. A kubelet that predates the
+:class:`~gpu_otel_agent.plugins.kubernetes.dra_claims.ClaimMapper`. A kubelet that predates the
 field (before 1.27, or its ``KubeletPodResourcesDynamicResources`` gate off before 1.34) sends
 none, which reads as no claims: that is said once, and attribution stays as it was.
 """
@@ -28,7 +28,7 @@ from google.protobuf.message import DecodeError, Message
 from gpu_otel_agent.grpc.status import GrpcError, StatusCode
 from gpu_otel_agent.grpc.unary_client import GrpcClient
 from gpu_otel_agent.plugins.kubernetes import api
-from gpu_otel_agent.plugins.kubernetes.claims import ClaimMapper
+from gpu_otel_agent.plugins.kubernetes.dra_claims import ClaimMapper
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 
 log = logging.getLogger(__name__)

@@ -11,9 +11,10 @@ this file back to it); it writes next to ``api.proto``.
 The proto is compiled under the virtual path ``gpu_otel_agent/plugins/kubernetes/api.proto``:
 the generated module then knows its own import name, and the descriptor it registers in
 protobuf's default pool has a file name no other package uses (upstream's is ``api.proto``).
-Only messages are generated: the gRPC stub generator emits code that refuses to run with a
-grpcio older than grpcio-tools itself, and the client's calls are three plain
-``channel.unary_unary`` with the method paths read from the generated descriptor.
+Only messages are generated, no gRPC stubs: the agent does not use grpcio at run time. Its
+client (``podresources``) makes each call through the agent's own unary gRPC client
+(``gpu_otel_agent.grpc.unary_client``), with the method paths read from the generated
+descriptor. grpcio-tools is a development tool here, for its protoc only.
 """
 
 from __future__ import annotations

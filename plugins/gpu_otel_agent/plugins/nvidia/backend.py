@@ -74,7 +74,7 @@ class NvidiaBackend:
         self, devices: Sequence[Device], options: EventSourceOptions
     ) -> list[EventSource]:
         """An NVML event thread per GPU, and the kernel log reader if enabled."""
-        from gpu_otel_agent.plugins.nvidia.events import NvmlEventWatcher
+        from gpu_otel_agent.plugins.nvidia.event_sets import NvmlEventWatcher
         from gpu_otel_agent.plugins.nvidia.kmsg import KmsgXidReader
 
         sources: list[EventSource] = []

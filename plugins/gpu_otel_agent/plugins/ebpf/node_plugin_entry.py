@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 
 from gpu_otel_agent.backends.protocol import PROCESS_GROUP
-from gpu_otel_agent.extensions.node import NodeContext, NodePlugin, NodePluginFactory
+from gpu_otel_agent.extensions.node_plugin import NodeContext, NodePlugin, NodePluginFactory
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ C core (``cygrpc``) was 14.8 MiB of a 65 MiB resident set, and its event-engine,
 timer threads burned about 1.1 ms of CPU a second while idle plus about 1 ms per export, where
 the agent's whole budget is 1 % of a core and 60 MiB.
 
-The SDK path (``encode`` -> the SDK exporter's public ``export()``) stays as the fallback, and
+The SDK path (``sdk_metrics`` -> the SDK exporter's public ``export()``) stays as the fallback, and
 only it loads grpcio, chosen automatically when the encoder's wire contract with
 opentelemetry-proto does not hold (``otlp_proto.wire_contract_problem``) or when a Python-SDK
 credential-provider entry point is configured, which only the SDK's exporters know how to load.

@@ -1,6 +1,7 @@
 """The kubelet's entry point (group ``gpu_otel_agent.workload_sources``, name ``kubelet``).
 
-gRPC is imported only when ``attribution.kubelet.socket`` is set.
+The pod-resources client (protobuf messages and the agent's own gRPC client, no grpcio) is
+imported only when ``attribution.kubelet.socket`` is set.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from gpu_otel_agent.workloads.service import PodSource
 def pod_source(config: AttributionConfig) -> PodSource | None:
     if not config.kubelet.socket:
         return None
-    from gpu_otel_agent.plugins.kubernetes.claims import ClaimMapper
+    from gpu_otel_agent.plugins.kubernetes.dra_claims import ClaimMapper
     from gpu_otel_agent.plugins.kubernetes.podresources import PodResourcesClient
 
     return PodResourcesClient(Path(config.kubelet.socket), config.kubelet.timeout,

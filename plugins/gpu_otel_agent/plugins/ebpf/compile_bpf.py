@@ -1,7 +1,7 @@
 """Compile the BPF programs once, when the package is built.
 
-Run as ``python -m gpu_otel_agent.plugins.ebpf.build`` (into the installed package) or as
-``python plugins/gpu_otel_agent/plugins/ebpf/build.py`` from a source tree (the image build
+Run as ``python -m gpu_otel_agent.plugins.ebpf.compile_bpf`` (into the installed package) or as
+``python plugins/gpu_otel_agent/plugins/ebpf/compile_bpf.py`` from a source tree (the image build
 does, before installing): this module imports nothing but the standard library.
 
 CO-RE: ``vmlinux.h`` is generated from the build machine's kernel BTF and the object carries
