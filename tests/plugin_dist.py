@@ -3,10 +3,11 @@
 Written as pip would leave it: the modules next to a ``*.dist-info`` folder whose
 ``entry_points.txt`` declares them, so putting the directory on ``sys.path`` (or
 ``PYTHONPATH``) makes ``importlib.metadata`` find them exactly as it finds an installed wheel.
-Nothing in the core is edited or patched. Besides a working command group and node plugin it
-declares three that cannot load (a command group in a module that does not exist, a node plugin
-whose C library is missing, a backend in a module that does not exist) and a node plugin that
-loads but raises when started.
+Nothing in the core is edited or patched. Besides a working command group, node plugin and
+docs page it declares the page again under a name the core's own page has, three that cannot
+load (a command group in a module that does not exist, a node plugin whose C library is
+missing, a backend in a module that does not exist) and a node plugin that loads but raises
+when started.
 """
 
 from __future__ import annotations
@@ -21,13 +22,20 @@ BROKEN_COMMAND = "broken-command"
 BROKEN_NODE_PLUGIN = "broken-native"
 BROKEN_BACKEND = "broken-backend"
 CRASHING_NODE_PLUGIN = "crashing"  # loads, but its factory raises
+DOC_TOPIC = "hello-page"  # a page of ``gpu-agent docs``
+TAKEN_DOC_TOPIC = "metrics"  # the same page under a name the core's own page has
+DOC_PAGE = "# Hello\n\nA third party's page.\n"
 
 _PLUGIN = '''
-"""A third party's plugins: a `gpu-agent hello` command and a node plugin."""
+"""A third party's plugins: a `gpu-agent hello` command, a node plugin and a docs page."""
 
 import asyncio
 import os
 from pathlib import Path
+
+from gpu_otel_agent.extensions.doc_topics import DocTopic
+
+PAGE = DocTopic("a third party's page", lambda: "# Hello\\n\\nA third party's page.\\n")
 
 
 def add_hello(commands):
@@ -94,6 +102,10 @@ traces = {DIST}:open_traces
 
 [gpu_otel_agent.backends]
 {BROKEN_BACKEND} = {DIST}_missing:Backend
+
+[gpu_otel_agent.doc_topics]
+{DOC_TOPIC} = {DIST}:PAGE
+{TAKEN_DOC_TOPIC} = {DIST}:PAGE
 """
 
 

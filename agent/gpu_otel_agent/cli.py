@@ -27,7 +27,7 @@ from gpu_otel_agent.config.load import (
     to_tree,
 )
 from gpu_otel_agent.config.table import FLAGS, Key, flag_dest
-from gpu_otel_agent.docs import cli_markdown, events_markdown, metrics_markdown
+from gpu_otel_agent.docs.topics import add_docs
 from gpu_otel_agent.export.exporters import ExporterConfigError
 from gpu_otel_agent.extensions.commands import COMMAND_GROUP, Commands
 from gpu_otel_agent.extensions.loading import load_group
@@ -128,27 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         "read it; exit status 0 when valid, 1 when not")
     validate.add_argument("file", type=Path, metavar="FILE", help="YAML configuration file")
 
-    docs = commands.add_parser("docs", help="generate reference documentation")
-    docs_commands = docs.add_subparsers(dest="docs_command", required=True)
-    metrics = docs_commands.add_parser("metrics", help="the metric table (docs/metrics.md)")
-    metrics.add_argument("--output", type=Path, help="write to this file instead of stdout")
-    cli = docs_commands.add_parser("cli", help="the command-line reference (docs/cli.md)")
-    cli.add_argument("--output", type=Path, help="write to this file instead of stdout")
-    config_doc = docs_commands.add_parser("config",
-                                          help="the configuration keys (docs/config.md)")
-    config_doc.add_argument("--output", type=Path, help="write to this file instead of stdout")
-    chart_schema = docs_commands.add_parser(
-        "chart-schema", help="values.schema.json with the chart values that set agent keys "
-        "derived from the configuration table")
-    chart_schema.add_argument("schema", type=Path, help="the chart's values.schema.json")
-    chart_schema.add_argument("--output", type=Path, help="write to this file instead of stdout")
-    events = docs_commands.add_parser("events", help="the health events and the XID catalog "
-                                      "(docs/events.md)")
-    events.add_argument("--output", type=Path, help="write to this file instead of stdout")
-    migration = docs_commands.add_parser(
-        "migration", help="the renames of the move to the semantic conventions as published, "
-        "with their PromQL changes (docs/migration.md)")
-    migration.add_argument("--output", type=Path, help="write to this file instead of stdout")
+    add_docs(commands, parser)
 
     # After the core's own commands: their order is the order of `--help` and docs/cli.md.
     plugin_commands: Commands = commands  # what a command group may use of it
@@ -213,28 +193,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             for key, (variable, _) in exporter_overrides(os.environ).items():
                 print(f"# {key}: from {variable}")
             yaml.safe_dump(to_tree(config, os.environ), sys.stdout, sort_keys=False)
-            return 0
-        if args.command == "docs":
-            if args.docs_command == "config":
-                from gpu_otel_agent.config.docs import config_markdown
-
-                text = config_markdown()
-            elif args.docs_command == "chart-schema":
-                from gpu_otel_agent.config.chart import chart_schema_text
-
-                text = chart_schema_text(args.schema.read_text(encoding="utf-8"))
-            elif args.docs_command == "cli":
-                text = cli_markdown(parser)
-            elif args.docs_command == "migration":
-                from gpu_otel_agent.migration_doc import migration_markdown
-
-                text = migration_markdown()
-            else:
-                text = metrics_markdown() if args.docs_command == "metrics" else events_markdown()
-            if args.output:
-                args.output.write_text(text, encoding="utf-8")
-            else:
-                sys.stdout.write(text)
             return 0
         handler = getattr(args, "handler", None)
         if handler is not None:

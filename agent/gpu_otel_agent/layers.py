@@ -39,10 +39,10 @@ LAYERS: Final[tuple[tuple[str, ...], ...]] = (
     ("export", "local"),
     # Assembly: builds every part from the configuration, runs and stops them.
     ("runtime",),
-    # Generated documentation (reads the catalogs).
+    # The reference docs generated from the catalogs and tables (``gpu-agent docs <topic>``).
     ("docs",),
     # Commands beside ``run``.
-    ("check", "top", "remediation", "migration_doc"),
+    ("check", "top", "remediation"),
     # The command line, and ``python -m gpu_otel_agent``.
     ("cli",),
     ("__main__",),

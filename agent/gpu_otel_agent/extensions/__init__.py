@@ -9,10 +9,11 @@ it). A plugin, in this distribution or any other, declares itself in its own
 group                              the entry point's object
 =================================  ===========================================================
 ``gpu_otel_agent.backends``        a :class:`~gpu_otel_agent.backends.protocol.Backend` class
-``gpu_otel_agent.node_plugins``    a :class:`~.node.NodePluginFactory`
+``gpu_otel_agent.node_plugins``    a :class:`~.node_plugin.NodePluginFactory`
 ``gpu_otel_agent.workload_sources``  a :class:`~.workloads.PodSourceFactory`
 ``gpu_otel_agent.commands``        a :class:`~.commands.CommandGroup`
 ``gpu_otel_agent.simulated_nodes`` a :class:`~.simulation.SimulatedNodeFactory`
+``gpu_otel_agent.doc_topics``      a :class:`~.doc_topics.DocTopic` (``gpu-agent docs <name>``)
 =================================  ===========================================================
 
 A plugin that cannot be loaded (an ImportError, a missing C library) is logged once with its

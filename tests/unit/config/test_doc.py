@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from gpu_otel_agent.config.docs import COLUMNS, config_markdown
 from gpu_otel_agent.config.load import load
 from gpu_otel_agent.config.table import BY_KEY, pattern
+from gpu_otel_agent.docs.config_doc import COLUMNS, config_markdown
 from tests.unit.config.test_table import PLUGIN_GROUP, env_text, two_values
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "config.md"

@@ -24,6 +24,7 @@ from gpu_otel_agent.runtime.node_plugins import open_node_plugins
 from tests import plugin_dist
 
 SIMULATOR = "gpu_otel_agent.plugins.nvidia.simulator"
+REPO = Path(__file__).resolve().parents[3]
 # Runs the CLI's main in a fresh interpreter and says which plugin modules it imported.
 PROBE = """
 import contextlib, io, json, sys
@@ -84,6 +85,27 @@ def test_a_third_party_command_group_is_a_gpu_agent_command(tmp_path: Path) -> N
     assert len(reports) == 1, done.stderr
     assert plugin_dist.BROKEN_COMMAND in reports[0]
     assert "ModuleNotFoundError" in reports[0]
+
+
+def _docs(tmp_path: Path, topic: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gpu_otel_agent.cli", "docs", topic],
+                          env=_third_party(tmp_path), capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+def test_a_third_party_doc_topic_is_a_gpu_agent_docs_page(tmp_path: Path) -> None:
+    done = _docs(tmp_path, plugin_dist.DOC_TOPIC)
+    assert (done.returncode, done.stdout) == (0, plugin_dist.DOC_PAGE), done.stderr
+
+
+def test_a_doc_topic_cannot_take_the_name_of_a_core_page(tmp_path: Path) -> None:
+    done = _docs(tmp_path, plugin_dist.TAKEN_DOC_TOPIC)
+    committed = (REPO / "docs" / f"{plugin_dist.TAKEN_DOC_TOPIC}.md").read_text(encoding="utf-8")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip("\n") == committed.rstrip("\n")  # the core's page, not the plugin's
+    taken = [line for line in done.stderr.splitlines()
+             if f"doc topic {plugin_dist.TAKEN_DOC_TOPIC} of a plugin left out" in line]
+    assert len(taken) == 1, done.stderr
 
 
 def test_the_core_commands_still_work_beside_a_broken_plugin(tmp_path: Path) -> None:

@@ -10,13 +10,14 @@ from pathlib import Path
 
 from gpu_otel_agent.backends.discovery import ENTRY_POINT_GROUP
 from gpu_otel_agent.extensions.commands import COMMAND_GROUP
+from gpu_otel_agent.extensions.doc_topics import DOC_TOPIC_GROUP
 from gpu_otel_agent.extensions.node_plugin import NODE_PLUGIN_GROUP
 from gpu_otel_agent.extensions.simulation import SIMULATED_NODE_GROUP
 from gpu_otel_agent.extensions.workloads import WORKLOAD_SOURCE_GROUP
 
 ARCHITECTURE = Path(__file__).resolve().parents[3] / "docs" / "architecture.md"
 CORE_GROUPS = {ENTRY_POINT_GROUP, NODE_PLUGIN_GROUP, WORKLOAD_SOURCE_GROUP, COMMAND_GROUP,
-               SIMULATED_NODE_GROUP}
+               SIMULATED_NODE_GROUP, DOC_TOPIC_GROUP}
 
 
 def _declared() -> dict[str, set[str]]:

@@ -1,8 +1,9 @@
-"""Generates ``docs/migration.md`` from the rename table (``model/renames.py``)."""
+"""``docs/migration.md`` from the rename table (``model/renames.py``):
+``gpu-agent docs migration``."""
 
 from __future__ import annotations
 
-from gpu_otel_agent.docs import described
+from gpu_otel_agent.docs.cells import described
 from gpu_otel_agent.export.prometheus.naming import metric_name
 from gpu_otel_agent.model.metrics import spec_for
 from gpu_otel_agent.model.renames import CHANGES, RENAMES
