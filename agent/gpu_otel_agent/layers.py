@@ -24,9 +24,12 @@ LAYERS: Final[tuple[tuple[str, ...], ...]] = (
     # What a reading, a device, a process and a workload are; the metric catalog.
     ("model",),
     # Shared helpers that know no GPU: the configuration table and its live holder, the
-    # agent's threads (named, supervised, one per device) and their CPU accounting, the gRPC
-    # client (OTLP export and the kubelet's pod-resources API both speak through it).
-    ("config", "threads", "grpc"),
+    # agent's threads (named, supervised, one per device) and their CPU accounting.
+    ("config", "threads"),
+    # Wire protocols the agent speaks itself, on those threads: the gRPC client (OTLP export
+    # and the kubelet's pod-resources API both speak through it); an HTTP server shared by
+    # the Prometheus endpoint and the local endpoint belongs here too.
+    ("grpc",),
     # Who a process belongs to: PID -> cgroup -> container -> pod.
     ("workloads",),
     # The doors plugins come through: one entry-point group and one Protocol per kind.
