@@ -18,11 +18,14 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
+from opentelemetry.sdk.resources import Resource
+
+from gpu_otel_agent.model.snapshot import NodeSnapshot
 from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, load_scenario
 from tests.bench.results import EncodeResult
 
@@ -33,18 +36,26 @@ METHOD = (
 )
 
 
-def _measure(node_env: Mapping[str, str], repeats: int) -> dict[str, float | int]:
+@dataclass(frozen=True)
+class NodeRead:
+    """One read of every group of every GPU, as the agent's first cycles would see it."""
+
+    snapshot: NodeSnapshot
+    resource: Resource
+    read_ms: float
+    close: Callable[[], None]
+
+
+def read_node(node_env: Mapping[str, str]) -> NodeRead:
+    """Attach this process to the node and read it through ``NvidiaBackend`` (once per
+    process: pynvml attaches once)."""
     from gpu_otel_agent.plugins.nvidia.simulator import attach_in_process
 
     attach_in_process(node_env)  # before pynvml's nvmlInit, which NvidiaBackend.open calls
 
-    from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
-
     from gpu_otel_agent.backends.discovery import OpenBackend
     from gpu_otel_agent.config.load import load
-    from gpu_otel_agent.export.otlp_proto import ProtoEncoder
-    from gpu_otel_agent.export.sdk_metrics import encode
-    from gpu_otel_agent.model.snapshot import DeviceSnapshot, GroupSample, HealthState, NodeSnapshot
+    from gpu_otel_agent.model.snapshot import DeviceSnapshot, GroupSample, HealthState
     from gpu_otel_agent.plugins.nvidia.backend import NvidiaBackend
     from gpu_otel_agent.runtime.agent import build_resource
 
@@ -62,8 +73,20 @@ def _measure(node_env: Mapping[str, str], repeats: int) -> dict[str, float | int
         snapshots.append(DeviceSnapshot(device.identity, HealthState.OK, time.time_ns(),
                                         MappingProxyType(samples)))
     read_ms = (time.perf_counter() - read_started) * 1000
-    snapshot = NodeSnapshot(tuple(snapshots), time.time_ns())
     resource = build_resource(load(None), [OpenBackend(backend, info, tuple(devices))])
+    return NodeRead(NodeSnapshot(tuple(snapshots), time.time_ns()), resource, read_ms,
+                    backend.close)
+
+
+def _measure(node_env: Mapping[str, str], repeats: int) -> dict[str, float | int]:
+    read = read_node(node_env)
+
+    from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+
+    from gpu_otel_agent.export.sdk_metrics import encode
+    from gpu_otel_agent.export.otlp_proto import ProtoEncoder
+
+    snapshot, resource, read_ms = read.snapshot, read.resource, read.read_ms
     encoder = ProtoEncoder(resource)
     agent_times: list[float] = []
     sdk_times: list[float] = []
@@ -78,7 +101,7 @@ def _measure(node_env: Mapping[str, str], repeats: int) -> dict[str, float | int
         agent_times.append((t1 - t0) * 1000)
         sdk_times.append((t2 - t1) * 1000)
     assert payload == sdk_payload, "the agent's encoder must send what the SDK would"
-    backend.close()
+    read.close()
     points = sum(
         len(metric.data.data_points)
         for rm in data.resource_metrics

@@ -1,17 +1,26 @@
-"""Metric families and the Prometheus text exposition format (version 0.0.4).
+"""Metric families, and the Prometheus text format (0.0.4) as ``prometheus_client`` writes it.
 
-Families are built fresh from a snapshot on every scrape (the client_python ``Collector``
-idea): a series exists exactly while the snapshot has a reading for it, so a gone process or
-GPU vanishes from the next scrape without bookkeeping.
+Families are built fresh from a snapshot on every scrape (the client_python custom
+``Collector`` idea): a series exists exactly while the snapshot has a reading for it, so a gone
+process or GPU vanishes from the next scrape without bookkeeping. The two naming schemes fill
+:class:`Families`; :func:`render` hands them to ``prometheus_client.exposition.generate_latest``
+as ``Metric`` objects, so the escaping, number formatting and line syntax are the reference
+library's, not ours.
+
+prometheus_client writes a counter's ``TYPE`` line as ``<name>_total``; a counter whose name
+does not end in ``_total`` (the ``dcgm`` scheme keeps dcgm-exporter's names, such as
+``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``) is therefore written ``untyped`` under its own name,
+as OpenMetrics (what Prometheus negotiates) already serves it as ``unknown``.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
+
+from prometheus_client.core import Metric, Sample
+from prometheus_client.exposition import generate_latest
 
 log = logging.getLogger(__name__)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -28,7 +37,7 @@ class Family:
     def add(self, labels: Labels, value: float | int) -> None:
         # Prometheus fails the whole scrape on a duplicate series: keep the first, say so.
         if labels in self.samples:
-            warn_once(f"duplicate series {self.name}{render_labels(labels)} dropped")
+            warn_once(f"duplicate series {self.name}{dict(labels)} dropped")
             return
         self.samples[labels] = value
 
@@ -65,42 +74,40 @@ def warn_once(message: str) -> None:
         log.warning("prometheus endpoint: %s", message)
 
 
-def _escape_label_value(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+def as_metric(family: Family, name: str, type_: str) -> Metric:
+    """``family`` as a prometheus_client ``Metric`` named ``name`` (a counter's without
+    ``_total``, an info's without ``_info``) of ``type_``; samples keep the family's name.
+
+    ``Metric`` and ``Sample`` rather than ``GaugeMetricFamily.add_metric``: the latter fixes one
+    list of label names per family, and a family here may mix label sets (a process in a pod
+    and one outside any)."""
+    metric = Metric(name, family.help, type_)
+    metric.samples = [Sample(family.name, dict(labels), value)
+                      for labels, value in family.samples.items()]
+    return metric
 
 
-@lru_cache(maxsize=20_000)
-def render_labels(labels: Labels) -> str:
-    if not labels:
-        return ""
-    inner = ",".join(f'{k}="{_escape_label_value(v)}"' for k, v in labels)
-    return "{" + inner + "}"
+class Collected:
+    """Metrics as a prometheus_client collector (anything with ``collect()``)."""
+
+    def __init__(self, metrics: Iterable[Metric]) -> None:
+        self._metrics = list(metrics)
+
+    def collect(self) -> list[Metric]:
+        return self._metrics
 
 
-def format_value(value: float | int) -> str:
-    if isinstance(value, int):
-        return str(value)
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(value)
-
-
-def sample_lines(family: Family) -> Iterator[str]:
-    """The family's sample lines; text 0.0.4 and OpenMetrics write them alike."""
-    return (f"{family.name}{render_labels(labels)} {format_value(value)}"
-            for labels, value in family.samples.items())
-
-
-def render(families: Families) -> bytes:
-    lines: list[str] = []
+def _text_metrics(families: Families) -> Iterator[Metric]:
     for family in families:
         if not family.samples:
             continue
-        help_text = family.help.replace("\\", "\\\\").replace("\n", "\\n")
-        lines.append(f"# HELP {family.name} {help_text}")
-        lines.append(f"# TYPE {family.name} {family.type}")
-        lines.extend(sample_lines(family))
-    lines.append("")
-    return "\n".join(lines).encode("utf-8")
+        if family.type != "counter":
+            yield as_metric(family, family.name, family.type)
+        elif family.name.endswith("_total"):
+            yield as_metric(family, family.name.removesuffix("_total"), "counter")
+        else:
+            yield as_metric(family, family.name, "unknown")  # written "untyped"
+
+
+def render(families: Families) -> bytes:
+    return generate_latest(Collected(_text_metrics(families)))

@@ -1,6 +1,7 @@
-"""The same families in the OpenMetrics 1.0.0 text format (exemplar-free).
+"""The same families in the OpenMetrics 1.0.0 text format, written by ``prometheus_client``.
 
-What differs from text 0.0.4, and why the series names a query sees stay the same:
+This module decides what each family is served as; ``prometheus_client.openmetrics.exposition``
+writes it. What differs from text 0.0.4, and why the series names a query sees stay the same:
 
 - A counter family is named without ``_total`` and its samples carry it: ``# TYPE
   gpu_xid_errors counter`` then ``gpu_xid_errors_total{...} 3``. Prometheus stores the sample
@@ -11,7 +12,6 @@ What differs from text 0.0.4, and why the series names a query sees stay the sam
   OpenMetrics forbids for counters (negative or NaN), rather than failing the whole scrape.
 - ``target_info`` is an ``info`` family named ``target``, as the OpenTelemetry specification
   maps resource attributes to OpenMetrics.
-- Help text also escapes ``"``; the exposition ends with ``# EOF``.
 
 A family whose names would clash with an earlier one's (``x`` counter owns ``x_total`` and
 ``x_created``) is served as ``unknown`` under its own name, or dropped with a warning if even
@@ -21,21 +21,22 @@ that clashes: a clash makes a strict parser reject the whole scrape.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+
+from prometheus_client.core import Metric
+from prometheus_client.openmetrics.exposition import generate_latest
 
 from gpu_otel_agent.export.prometheus.exposition import (
+    Collected,
     Families,
     Family,
-    sample_lines,
+    as_metric,
     warn_once,
 )
 
 TARGET_INFO = "target_info"
 # Names an OpenMetrics family of each type owns beside its own (the spec's reserved suffixes).
 _SUFFIXES = {"counter": ("_total", "_created"), "info": ("_info",), "gauge": (), "unknown": ()}
-
-
-def _help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 def _counter_ok(family: Family) -> bool:
@@ -58,8 +59,7 @@ def _owned(name: str, type_: str) -> set[str]:
     return {name, *(name + suffix for suffix in _SUFFIXES[type_])}
 
 
-def render_openmetrics(families: Families) -> bytes:
-    lines: list[str] = []
+def _openmetrics_metrics(families: Families) -> Iterator[Metric]:
     seen: set[str] = set()
     for family in families:
         if not family.samples:
@@ -71,8 +71,11 @@ def render_openmetrics(families: Families) -> bytes:
                 warn_once(f"{family.name} clashes with another family in OpenMetrics; dropped")
                 continue
         seen |= _owned(name, type_)
-        lines.append(f"# TYPE {name} {type_}")
-        lines.append(f"# HELP {name} {_help(family.help)}")
-        lines.extend(sample_lines(family))
-    lines.append("# EOF\n")
-    return "\n".join(lines).encode("utf-8")
+        yield as_metric(family, name, type_)
+
+
+def render_openmetrics(families: Families) -> bytes:
+    # This generate_latest has no annotations (prometheus_client 0.26); it returns bytes.
+    body: bytes = generate_latest(  # type: ignore[no-untyped-call]
+        Collected(_openmetrics_metrics(families)))
+    return body
