@@ -27,9 +27,9 @@ LAYERS: Final[tuple[tuple[str, ...], ...]] = (
     # agent's threads (named, supervised, one per device) and their CPU accounting.
     ("config", "threads"),
     # Wire protocols the agent speaks itself, on those threads: the gRPC client (OTLP export
-    # and the kubelet's pod-resources API both speak through it); an HTTP server shared by
-    # the Prometheus endpoint and the local endpoint belongs here too.
-    ("grpc",),
+    # and the kubelet's pod-resources API both speak through it) and the bounded HTTP server
+    # the Prometheus endpoint and the local endpoint share.
+    ("grpc", "http_server"),
     # Who a process belongs to: PID -> cgroup -> container -> pod.
     ("workloads",),
     # The doors plugins come through: one entry-point group and one Protocol per kind.

@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from gpu_otel_agent.export.prometheus.connections import Limits
 from gpu_otel_agent.export.prometheus.probes import HealthCheck
 from gpu_otel_agent.export.prometheus.server import MetricsEndpoint
+from gpu_otel_agent.http_server.connections import Limits
 from gpu_otel_agent.model.snapshot import SnapshotStore
 from tests.unit.prometheus.snapshots import device, store_with
 from tests.unit.prometheus.test_endpoint import RESOURCE, config
@@ -151,12 +151,22 @@ def _read_response(sock: socket.socket) -> bytes:
 
 
 @pytest.mark.parametrize(("request_bytes", "status"), [
-    (b"POST /metrics HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi", b"405"),
-    (b"GET /metrics HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", b"400"),
+    (b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi", b"405"),
+    (b"GET /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", b"400"),
     (b"GET /metrics\r\n\r\n", b"400"),
-    (b"GET /metrics HTTP/2.0\r\n\r\n", b"505"),
+    (b"GET /metrics HTTP/2.0\r\nHost: x\r\n\r\n", b"505"),
     (b"GET /metrics HTTP/1.1\r\n bad: folding\r\n\r\n", b"400"),
-    (b"GET /metrics HTTP/1.1\r\nX-Big: " + b"a" * 40_000 + b"\r\n\r\n", b"431"),
+    (b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 40_000 + b"\r\n\r\n",
+     b"431"),
+    # Refusals h11 makes for us (RFC 9112): no Host in HTTP/1.1, two Content-Lengths that
+    # disagree (request smuggling), a space before a header field's colon.
+    (b"GET /metrics HTTP/1.1\r\n\r\n", b"400"),
+    (b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\n",
+     b"400"),
+    (b"GET /metrics HTTP/1.1\r\nHost : x\r\n\r\n", b"400"),
+    # The limit holds for a head that arrives whole as for one that trickles in.
+    (b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 17_000 + b"\r\n\r\n",
+     b"431"),
 ])
 def test_bad_requests_get_a_clear_status_and_the_connection_closes(
     start: Callable[[Limits], MetricsEndpoint], request_bytes: bytes, status: bytes,

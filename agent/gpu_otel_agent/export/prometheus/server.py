@@ -33,7 +33,6 @@ from pathlib import Path
 
 from gpu_otel_agent.config.schema import AgentConfig
 from gpu_otel_agent.export.prometheus import EndpointError
-from gpu_otel_agent.export.prometheus.connections import HttpServer, Limits, Request, Response
 from gpu_otel_agent.export.prometheus.dcgm_scheme import DcgmTranslator
 from gpu_otel_agent.export.prometheus.exposition import Families, render
 from gpu_otel_agent.export.prometheus.negotiation import Format, accepts_gzip, choose_format
@@ -43,6 +42,7 @@ from gpu_otel_agent.export.prometheus.probes import HealthCheck
 from gpu_otel_agent.export.prometheus.webconfig import BasicAuth, WebConfig, load_web_config
 from gpu_otel_agent.export.series import series
 from gpu_otel_agent.export.tracing import NoTracing, SpanRecorder
+from gpu_otel_agent.http_server.connections import HttpServer, Limits, Request, Response
 from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
 
 __all__ = ["EndpointError", "Limits", "MetricsEndpoint"]
