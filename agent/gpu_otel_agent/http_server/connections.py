@@ -7,6 +7,8 @@ few kilobytes and no thread (``http.server`` gave each connection a thread block
 on purpose), encoding a scrape, gzip — runs in a fixed pool of ``Limits.workers`` threads, so
 the agent's thread count does not grow with its clients and the loop never waits on CPU work.
 The listener is any stream socket: TCP for ``/metrics``, a Unix socket for the local endpoint.
+The loop thread is supervised (``threads/supervised.py``): a bug that ends it is counted and
+the same loop runs again, with the listener and open connections still registered.
 
 The HTTP/1.1 syntax (request line, header fields, keep-alive, framing of what is sent) is
 ``h11``'s; this module adds what a server on a GPU node needs around it.
@@ -44,7 +46,8 @@ from dataclasses import dataclass, field
 
 import h11
 
-from gpu_otel_agent.threads.named import NamedThread, name_pool_thread
+from gpu_otel_agent.threads.named import name_pool_thread
+from gpu_otel_agent.threads.supervised import SupervisedThread
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +170,8 @@ class HttpServer:
     def __init__(self, sock: socket.socket, handler: Handler,
                  tls: Callable[[], ssl.SSLContext | None],
                  headers: Callable[[], Mapping[str, str]], limits: Limits, *,
-                 error: ErrorResponse = plain_error, name: str = "prometheus") -> None:
+                 error: ErrorResponse = plain_error, name: str = "prometheus-http",
+                 worker_name: str = "prometheus-worker") -> None:
         self._sock = sock
         self._handler = handler
         self._tls = tls
@@ -177,7 +181,8 @@ class HttpServer:
         self.limits = limits
         self._loop = asyncio.new_event_loop()
         self._workers = concurrent.futures.ThreadPoolExecutor(
-            limits.workers, thread_name_prefix=f"{name}-worker", initializer=name_pool_thread)
+            limits.workers, thread_name_prefix=worker_name, initializer=name_pool_thread)
+        self._stopping = threading.Event()
         self._connections: dict[asyncio.StreamWriter, _Connection] = {}
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
@@ -196,34 +201,36 @@ class HttpServer:
 
     def start(self) -> None:
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._thread = NamedThread(target=self._run, args=(ready,), name=f"{self._name}-http",
-                                   daemon=True)
+        self._thread = SupervisedThread(self._run, self._name, args=(ready,),
+                                        stopping=self._stopping)
         self._thread.start()
         ready.result()
 
     def _run(self, ready: concurrent.futures.Future[None]) -> None:
-        asyncio.set_event_loop(self._loop)
-        try:
-            self._server = self._loop.run_until_complete(asyncio.start_server(
-                self._serve, sock=self._sock, backlog=socket.SOMAXCONN))
-        except BaseException as error:
-            ready.set_exception(error)
-            return
-        ready.set_result(None)
-        try:
-            self._loop.run_forever()
-        finally:
-            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
-            self._loop.close()
+        """The loop thread's work; run again on the same loop if a bug ends it (supervised:
+        the listener and the open connections stay registered with the loop)."""
+        if not ready.done():
+            asyncio.set_event_loop(self._loop)
+            try:
+                self._server = self._loop.run_until_complete(asyncio.start_server(
+                    self._serve, sock=self._sock, backlog=socket.SOMAXCONN))
+            except BaseException as error:
+                ready.set_exception(error)
+                return
+            ready.set_result(None)
+        self._loop.run_forever()  # until stop()
+        self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+        self._loop.close()
 
     def stop(self) -> None:
         if self._thread is None:
             return
+        self._stopping.set()
         future = asyncio.run_coroutine_threadsafe(self._close(), self._loop)
         try:
             future.result(timeout=5)
         except (concurrent.futures.TimeoutError, RuntimeError) as error:
-            log.warning("%s endpoint did not stop cleanly: %s", self._name, error)
+            log.warning("%s did not stop cleanly: %s", self._name, error)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
         self._workers.shutdown(wait=False, cancel_futures=True)
@@ -316,8 +323,7 @@ class HttpServer:
         try:
             response = await self._loop.run_in_executor(self._workers, self._handler, request)
         except Exception:
-            log.exception("%s endpoint: %s %s failed", self._name, request.method,
-                          request.target)
+            log.exception("%s: %s %s failed", self._name, request.method, request.target)
             response = Response(500, b"internal error\n", close=True)
         self.requests += 1
         await self._write(writer, _serialize(conn, response, head_only=request.method == "HEAD",

@@ -1,8 +1,13 @@
-"""The client side of the local endpoint (``gpu-agent top``, ``gpu-agent check``)."""
+"""The client side of the local endpoint (``gpu-agent top``, ``gpu-agent check``).
+
+``http.client`` over the Unix socket (standard library only: a test runs this module alone as
+another user, and ``top`` starts fast without the agent's dependencies).
+"""
 
 from __future__ import annotations
 
 import errno
+import http.client
 import json
 import socket
 from pathlib import Path
@@ -19,40 +24,61 @@ class LocalClientDenied(LocalClientError):
     """An agent's socket is there, but this user may not open it."""
 
 
+class _UnixConnection(http.client.HTTPConnection):
+    """``http.client`` on a Unix socket: only how it connects differs."""
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        super().__init__("agent", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(str(self._path))
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+def _connect(connection: _UnixConnection, path: Path) -> None:
+    try:
+        connection.connect()
+    except FileNotFoundError:
+        raise LocalClientError(f"no agent serves {path} (is it running? is "
+                               f"local_endpoint.socket set to another path?)") from None
+    except PermissionError:
+        raise LocalClientDenied(f"permission denied opening {path}: run as root or as "
+                                f"a member of its group (local_endpoint.group)") from None
+    except OSError as error:
+        if error.errno == errno.ECONNREFUSED:
+            raise LocalClientError(f"nothing listens on {path} (the agent that made it has "
+                                   f"stopped)") from None
+        raise LocalClientError(f"cannot connect to {path}: {error.strerror}") from None
+
+
 def get(path: Path, target: str, timeout: float = 3.0) -> Json:
     """``GET target`` on the agent's socket at ``path``; the JSON document it answers."""
-    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    client.settimeout(timeout)
+    connection = _UnixConnection(path, timeout)
     try:
-        try:
-            client.connect(str(path))
-        except FileNotFoundError:
-            raise LocalClientError(f"no agent serves {path} (is it running? is "
-                                   f"local_endpoint.socket set to another path?)") from None
-        except PermissionError:
-            raise LocalClientDenied(f"permission denied opening {path}: run as root or as "
-                                    f"a member of its group (local_endpoint.group)") from None
-        except OSError as error:
-            if error.errno == errno.ECONNREFUSED:
-                raise LocalClientError(f"nothing listens on {path} (the agent that made it has "
-                                       f"stopped)") from None
-            raise LocalClientError(f"cannot connect to {path}: {error.strerror}") from None
-        client.sendall(f"GET {target} HTTP/1.0\r\nHost: agent\r\n\r\n".encode("ascii"))
-        chunks = []
-        while chunk := client.recv(65536):
-            chunks.append(chunk)
+        _connect(connection, path)
+        connection.request("GET", target)
+        response = connection.getresponse()
+        status, body = response.status, response.read()
     except TimeoutError:
         raise LocalClientError(f"the agent at {path} did not answer within {timeout:g}s") from None
+    except http.client.HTTPException as error:
+        raise LocalClientError(f"{path} answered something that is not HTTP: "
+                               f"{error!r}") from None
     except OSError as error:
         raise LocalClientError(f"reading from {path} failed: {error.strerror}") from None
     finally:
-        client.close()
-    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    status = head.split(b"\r\n", 1)[0].split()
+        connection.close()
     try:
         document: Json = json.loads(body)
     except ValueError:
         raise LocalClientError(f"{path} answered something that is not JSON") from None
-    if len(status) < 2 or status[1] != b"200":
+    if status != 200:
         raise LocalClientError(f"{target}: {document.get('error', 'failed')}")
     return document

@@ -1,11 +1,11 @@
 """The local endpoint: a read-only Unix socket serving small JSON documents to local tools.
 
-Protocol (HTTP/1.0 subset, so ``curl --unix-socket PATH http://agent/v1/snapshot`` works too):
-the client connects, sends one request ``GET <path>[?<query>] HTTP/1.0`` followed by an empty
-line, and reads one response, ``HTTP/1.0 <status>`` with ``Content-Type: application/json``
-and ``Content-Length``, then the document; the server closes the connection. Only ``GET``
-exists (anything else is 405: nothing here changes the agent). Unknown paths are 404, a bad
-query is 400; every error body is ``{"error": "<what went wrong>", "routes": [...]}``.
+Protocol: HTTP/1.1 (and 1.0) on the Unix socket, served by the same bounded server as the
+Prometheus endpoint (``http_server/connections.py``), so ``curl --unix-socket PATH
+http://agent/v1/snapshot`` works too. Answers are ``application/json``; each connection
+serves one request and is closed. Only ``GET`` (and ``HEAD``) exist (anything else is 405:
+nothing here changes the agent). Unknown paths are 404, a bad query is 400, a request head over
+8 KiB is 431; every error body is ``{"error": "<what went wrong>", "routes": [...]}``.
 
 The routes are a table of path -> handler (``routes.py``); a handler gets the query parameters
 and returns a JSON-able dict. ``/v1/snapshot`` and ``/v1/events`` are the core's.
@@ -16,9 +16,9 @@ group are set between ``bind`` and ``listen``, so no client can connect before t
 world-writable directory is refused (anyone could replace the socket with their own), and so is
 a path held by another live agent or by something that is not a socket.
 
-Cost: one daemon thread blocked in ``accept``; nothing runs while nobody connects. Requests are
-served one at a time on that thread, off the event loop, each bounded by a socket timeout, and
-read only what the agent already holds (no GPU library call).
+Cost: the server's loop thread, idle in ``epoll`` while nobody connects, and one worker thread
+started at the first request. Requests are served off the agent's event loop, each bounded by
+the server's timeouts, and read only what the agent already holds (no GPU library call).
 """
 
 from __future__ import annotations
@@ -31,13 +31,12 @@ import logging
 import os
 import socket
 import stat
-import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from gpu_otel_agent.threads.supervised import SupervisedThread
+from gpu_otel_agent.http_server.connections import HttpServer, Limits, Request, Response
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +47,13 @@ Route = Callable[[Mapping[str, str]], Json]
 
 SOCKET_MODE = 0o660
 DIRECTORY_MODE = 0o755
-MAX_REQUEST_BYTES = 8192
 CLIENT_TIMEOUT_S = 2.0
+# One short request per connection from a local tool: a small head, a short wait, one worker.
+LIMITS = Limits(max_connections=64, workers=1, header_timeout=CLIENT_TIMEOUT_S,
+                idle_timeout=CLIENT_TIMEOUT_S, write_timeout=CLIENT_TIMEOUT_S,
+                max_head_bytes=8192)
 # sockaddr_un.sun_path is 108 bytes on Linux, with the terminating NUL.
 MAX_PATH_BYTES = 107
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            500: "Internal Server Error"}
 
 
 class LocalEndpointError(Exception):
@@ -132,12 +132,9 @@ def _unlink_stale(path: Path) -> None:
                                  f"removed: {error.strerror}") from None
 
 
-def _response(status: int, document: Json) -> bytes:
+def _json(status: int, document: Json) -> Response:
     body = json.dumps(document, separators=(",", ":")).encode() + b"\n"
-    head = (f"HTTP/1.0 {status} {_REASONS.get(status, 'Error')}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-            f"Connection: close\r\n\r\n")
-    return head.encode("ascii") + body
+    return Response(status, body, "application/json", close=True)
 
 
 class LocalEndpoint:
@@ -145,10 +142,7 @@ class LocalEndpoint:
         self.path = path
         self._group = group
         self._routes = dict(routes)
-        self._listener: socket.socket | None = None
-        self._thread: threading.Thread | None = None
-        self._stopping = threading.Event()
-        self.requests = 0
+        self._server: HttpServer | None = None
 
     def start(self) -> None:
         """Raises LocalEndpointError with what to change when the socket cannot be served."""
@@ -168,84 +162,44 @@ class LocalEndpoint:
             if gid is not None:
                 os.chown(self.path, -1, gid)
             listener.listen(16)
+            server = HttpServer(listener, self._answer, lambda: None, lambda: {}, LIMITS,
+                                error=self._refused, name="local-endpoint",
+                                worker_name="local-endpoint-worker")
+            server.start()
         except OSError as error:
             listener.close()
             with contextlib.suppress(OSError):
                 self.path.unlink()
             raise LocalEndpointError(f"cannot serve {self.path}: {error.strerror}") from None
-        self._listener = listener
-        self._thread = SupervisedThread(self._serve, "local-endpoint",
-                                        stopping=self._stopping)
-        self._thread.start()
+        self._server = server
         log.info("local endpoint on %s (read-only: %s)", self.path, ", ".join(self._routes))
 
+    @property
+    def requests(self) -> int:
+        return self._server.requests if self._server is not None else 0
+
     def stop(self) -> None:
-        listener = self._listener
-        if listener is None:
+        server = self._server
+        if server is None:
             return
-        self._stopping.set()
-        with contextlib.suppress(OSError):
-            listener.shutdown(socket.SHUT_RDWR)  # wakes the thread out of accept()
-        listener.close()
-        if self._thread is not None:
-            self._thread.join(timeout=CLIENT_TIMEOUT_S + 1)
+        server.stop()
         with contextlib.suppress(OSError):
             self.path.unlink()
-        self._listener = None
+        self._server = None
 
-    def _serve(self) -> None:
-        listener = self._listener
-        assert listener is not None
-        while not self._stopping.is_set():
-            try:
-                connection, _ = listener.accept()
-            except OSError as error:
-                if self._stopping.is_set() or error.errno in (errno.EBADF, errno.EINVAL):
-                    return
-                log.warning("local endpoint: accept failed: %s", error)
-                continue
-            with connection:
-                connection.settimeout(CLIENT_TIMEOUT_S)
-                # A client that goes away or stalls loses its answer, nobody else's.
-                with contextlib.suppress(OSError):
-                    connection.sendall(self._answer(_read_request(connection)))
-                self.requests += 1
+    def _refused(self, status: int, message: str) -> Response:
+        return _json(status, {"error": message, "routes": sorted(self._routes)})
 
-    def _answer(self, request: bytes | None) -> bytes:
-        routes = sorted(self._routes)
-        if request is None:
-            return _response(400, {"error": "request too long or incomplete",
-                                   "routes": routes})
-        parts = request.split(b"\n", 1)[0].decode("latin-1").strip().split()
-        if len(parts) < 2:
-            return _response(400, {"error": "expected: GET <path> HTTP/1.0", "routes": routes})
-        method, target = parts[0], parts[1]
-        if method != "GET":
-            return _response(405, {"error": f"{method}: this endpoint is read-only (GET only)",
-                                   "routes": routes})
-        url = urlsplit(target)
+    def _answer(self, request: Request) -> Response:
+        """One request, in the server's worker thread."""
+        url = urlsplit(request.target)
         route = self._routes.get(url.path)
         if route is None:
-            return _response(404, {"error": f"no route {url.path}", "routes": routes})
+            return self._refused(404, f"no route {url.path}")
         try:
-            return _response(200, route(dict(parse_qsl(url.query))))
+            return _json(200, route(dict(parse_qsl(url.query))))
         except ValueError as error:
-            return _response(400, {"error": str(error), "routes": routes})
+            return self._refused(400, str(error))
         except Exception:  # a bug in a route must not take the endpoint down
             log.exception("local endpoint: route %s failed", url.path)
-            return _response(500, {"error": f"route {url.path} failed (see the agent's log)",
-                                   "routes": routes})
-
-
-def _read_request(connection: socket.socket) -> bytes | None:
-    """The request head (up to the empty line); None if too long or cut short."""
-    data = b""
-    while True:
-        chunk = connection.recv(1024)
-        if not chunk:
-            return data or None
-        data += chunk
-        if len(data) > MAX_REQUEST_BYTES:
-            return None
-        if b"\r\n\r\n" in data or b"\n\n" in data:
-            return data
+            return self._refused(500, f"route {url.path} failed (see the agent's log)")

@@ -144,15 +144,23 @@ def _raw(path: Path, request: bytes) -> tuple[str, dict[str, object]]:
 def test_read_only_and_unknown_routes_are_refused_with_the_route_list(
         served: tuple[LocalEndpoint, EventRing]) -> None:
     endpoint, _ = served
+    # The shared HTTP/1.1 server answers an HTTP/1.0 request with an HTTP/1.1 status line
+    # (RFC 9110 6.2), then closes the connection.
     for method in ("POST", "PUT", "DELETE"):
         status, body = _raw(endpoint.path, f"{method} /v1/events HTTP/1.0\r\n\r\n".encode())
-        assert status.startswith("HTTP/1.0 405"), status
+        assert status.startswith("HTTP/1.1 405"), status
         assert "read-only" in str(body["error"])
+        assert body["routes"] == ["/v1/events", "/v1/health", "/v1/snapshot"]
     status, body = _raw(endpoint.path, b"GET /v1/nothing HTTP/1.0\r\n\r\n")
-    assert status.startswith("HTTP/1.0 404")
+    assert status.startswith("HTTP/1.1 404")
     assert body["routes"] == ["/v1/events", "/v1/health", "/v1/snapshot"]
-    status, _ = _raw(endpoint.path, b"GET /v1/snapshot HTTP/1.0\r\n" + b"x" * 9000 + b"\r\n\r\n")
-    assert status.startswith("HTTP/1.0 400")
+    status, body = _raw(endpoint.path,
+                        b"GET /v1/snapshot HTTP/1.0\r\nX: " + b"x" * 9000 + b"\r\n\r\n")
+    assert status.startswith("HTTP/1.1 431")
+    assert "too large" in str(body["error"])
+    status, body = _raw(endpoint.path, b"GET /v1/snapshot\r\n\r\n")  # no HTTP version
+    assert status.startswith("HTTP/1.1 400")
+    assert body["routes"] == ["/v1/events", "/v1/health", "/v1/snapshot"]
     # The endpoint still serves after every refusal.
     assert get(endpoint.path, "/v1/snapshot")["devices"]
 
