@@ -23,7 +23,6 @@ from prometheus_client.core import Metric, Sample
 from prometheus_client.exposition import generate_latest
 
 log = logging.getLogger(__name__)
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 Labels = tuple[tuple[str, str], ...]
 
 

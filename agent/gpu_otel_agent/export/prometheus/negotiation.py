@@ -11,6 +11,12 @@ A media range matches by its most specific form (``type/subtype;version=...`` ov
 match. The agent serves OpenMetrics 1.0.0 only when the client prefers it strictly: on a tie
 (a browser's ``*/*``, curl without a header) the plain text format wins, which a person can read.
 Malformed parts of a header are ignored, as a header the agent cannot read at all means text.
+
+Why not ``prometheus_client.exposition.choose_encoder`` and ``gzip_accepted``, when that
+library writes the page: they ignore ``q``. ``choose_encoder`` serves OpenMetrics whenever the
+header names it, even at ``q=0`` or below a text format the scraper prefers (Prometheus with
+``scrape_protocols: [PrometheusText0.0.4, OpenMetricsText1.0.0]``); ``gzip_accepted`` gzips for
+``gzip;q=0`` and not for ``*``. tests/unit/prometheus/test_negotiation.py pins each case.
 """
 
 from __future__ import annotations
