@@ -83,8 +83,8 @@ def _measure(node_env: Mapping[str, str], repeats: int) -> dict[str, float | int
 
     from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 
-    from gpu_otel_agent.export.sdk_metrics import encode
     from gpu_otel_agent.export.otlp_proto import ProtoEncoder
+    from gpu_otel_agent.export.sdk_metrics import encode
 
     snapshot, resource, read_ms = read.snapshot, read.resource, read.read_ms
     encoder = ProtoEncoder(resource)
