@@ -31,7 +31,12 @@ from gpu_otel_agent.docs.topics import add_docs
 from gpu_otel_agent.export.exporters import ExporterConfigError
 from gpu_otel_agent.extensions.commands import COMMAND_GROUP, Commands
 from gpu_otel_agent.extensions.loading import load_group
-from gpu_otel_agent.extensions.simulation import SimulatedNodeError, simulated_node
+from gpu_otel_agent.extensions.simulation import (
+    NOT_INSTALLED,
+    SIMULATION_COMMANDS,
+    SimulatedNodeError,
+    simulated_node,
+)
 from gpu_otel_agent.logs import setup_logging
 from gpu_otel_agent.remediation.npd_command import add_npd
 from gpu_otel_agent.top.top_command import add_top
@@ -180,8 +185,23 @@ def _cmd_validate(path: Path) -> int:
     return 0
 
 
+def _missing_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str | None:
+    """The simulator's command asked for where it is not installed (None: no such case)."""
+    name = next((a for a in argv if not a.startswith("-")), None)
+    if name not in SIMULATION_COMMANDS:
+        return None
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+            return None
+    return name
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    missing = _missing_command(parser, sys.argv[1:] if argv is None else argv)
+    if missing is not None:
+        print(f"gpu-agent {missing}: the simulated GPU node is {NOT_INSTALLED}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     try:
         if args.command == "run":

@@ -20,8 +20,8 @@ from typing import Any
 import yaml
 
 from gpu_otel_agent.config.schema import AgentConfig
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, load_scenario
 from gpu_otel_agent.runtime.agent import COSTS_MARK
+from gpu_otel_agent.simulation.node import SimulatedNode, load_scenario
 from tests.bench.calls import per_gpu_per_cycle
 from tests.bench.procstat import peak_rss_mib
 from tests.bench.results import AgentResult, CycleCosts

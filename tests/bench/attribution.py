@@ -31,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.bench.results import AttributionResult
 from tests.integration.cgroups import Cgroups, v2_root
 
@@ -111,7 +111,7 @@ async def _cycles(cycles: int, warmup: int, interval: float) -> dict[str, float 
 
 def _measure(node_env: Mapping[str, str], cycles: int, warmup: int,
              interval: float) -> dict[str, float | int]:
-    from gpu_otel_agent.plugins.nvidia.simulator import attach_in_process
+    from gpu_otel_agent.simulation.node import attach_in_process
 
     attach_in_process(node_env)
     return asyncio.run(_cycles(cycles, warmup, interval))

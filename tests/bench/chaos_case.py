@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.bench.procstat import rss_mib
 from tests.bench.results import ChaosResult
 from tests.bench.running import agent_on_node

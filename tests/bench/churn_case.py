@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.bench.procstat import peak_rss_mib, run_seconds
 from tests.bench.results import ChurnResult
 from tests.integration.harness import REPO, AgentProcess

@@ -39,7 +39,7 @@ import yaml
 
 from gpu_otel_agent.plugins.ebpf.compile_bpf import OBJECT
 from gpu_otel_agent.plugins.ebpf.support import missing_support
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, load_scenario
+from gpu_otel_agent.simulation.node import SimulatedNode, load_scenario
 from tests.bench.agent_case import run_summary, summed
 from tests.bench.procstat import peak_rss_mib
 from tests.bench.results import EbpfCallCostResult, EbpfLoadResult, EbpfLoadRun

@@ -26,7 +26,7 @@ from types import MappingProxyType
 from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.model.snapshot import NodeSnapshot
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, load_scenario
+from gpu_otel_agent.simulation.node import SimulatedNode, load_scenario
 from tests.bench.results import EncodeResult
 
 METHOD = (
@@ -49,7 +49,7 @@ class NodeRead:
 def read_node(node_env: Mapping[str, str]) -> NodeRead:
     """Attach this process to the node and read it through ``NvidiaBackend`` (once per
     process: pynvml attaches once)."""
-    from gpu_otel_agent.plugins.nvidia.simulator import attach_in_process
+    from gpu_otel_agent.simulation.node import attach_in_process
 
     attach_in_process(node_env)  # before pynvml's nvmlInit, which NvidiaBackend.open calls
 

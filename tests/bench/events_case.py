@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, load_scenario
+from gpu_otel_agent.simulation.node import SimulatedNode, load_scenario
 from tests.bench.agent_case import run_summary
 from tests.bench.results import EventLatencyResult
 from tests.integration.harness import AgentProcess

@@ -32,7 +32,7 @@ from pathlib import Path
 import grpc
 from google.protobuf.message import Message
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, load_scenario
+from gpu_otel_agent.simulation.node import SimulatedNode, load_scenario
 from tests.bench.results import FaultSoakResult
 from tests.integration.harness import AgentProcess
 from tests.receivers import decode

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, load_scenario
+from gpu_otel_agent.simulation.node import SimulatedNode, load_scenario
 from tests.bench.calls import CallCounts, per_gpu_per_cycle, settle
 from tests.bench.procstat import peak_rss_mib, run_child
 from tests.bench.results import AgentResult, ExporterPeerResult, OneShotPeerResult

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import yaml
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, load_scenario
+from gpu_otel_agent.simulation.node import SimulatedNode, load_scenario
 from tests.bench.results import PrometheusFloodResult
 from tests.integration.harness import AgentProcess
 from tests.receivers.netutil import free_port, wait_for_port

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, load_scenario
+from gpu_otel_agent.simulation.node import SimulatedNode, load_scenario
 from tests.integration.harness import AgentProcess
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.receivers.store import Store

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, load_scenario
+from gpu_otel_agent.simulation.node import SimulatedNode, load_scenario
 from tests.bench.agent_case import run_summary
 from tests.bench.procstat import cpu_seconds
 from tests.bench.results import StormResult

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.bench.calls import CallCounts, after_next_burst
 from tests.bench.procstat import cpu_seconds
 

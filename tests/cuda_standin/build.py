@@ -4,7 +4,7 @@ The three files land in one directory named by a hash of every input (sources, f
 version scripts, and the CUDA headers when they are used for checking), so the
 workload finds both libraries next to itself (RUNPATH ``$ORIGIN``) and a changed input
 never reuses a stale build. Compiling and the atomic rename into place are the
-simulated node's (``gpu_otel_agent.plugins.simulator_core.build``): concurrent test processes never
+simulated node's (``gpu_otel_agent.simulation.core.compiler``): concurrent test processes never
 see a half-written file.
 """
 
@@ -16,7 +16,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_otel_agent.plugins.simulator_core.build import (
+from gpu_otel_agent.simulation.core.compiler import (
     BuildError,
     Generated,
     cache_root,

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.integration.cgroups import Cgroups, cgroups, v2_root
 from tests.integration.harness import h100, write_scenario
 

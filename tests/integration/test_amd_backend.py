@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpu_otel_agent.model.metrics import DEVICE_METRICS, PROCESS_METRICS
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.integration.conftest import UUIDS
 from tests.integration.exports import assert_event_identity
 from tests.integration.harness import SCENARIOS, AgentProcess, h100, write_scenario

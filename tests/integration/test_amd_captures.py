@@ -1,8 +1,8 @@
 """Captures of real AMD machines (examples/captures/amd/, sources in examples/captures/INDEX.md)
 against the simulated node and the agent.
 
-- Replayed: every amd-smi JSON capture becomes simulated GPUs
-  (``gpu_otel_agent/plugins/amd/capture.py``); the agent's readings are compared with the capture
+- Replayed: every amd-smi JSON capture becomes simulated GPUs (the simulator's
+  ``captures/amd_smi.py``); the agent's readings are compared with the capture
   field by field through the reader's one table (``FIELDS``), divergences listed with their reasons.
 - Facts: what the text captures (rocm-smi, amd-smi tables) show about partitioned MI300X, read
   from the files themselves and compared with what the simulated node's amdsmi answers for the
@@ -19,7 +19,8 @@ import pytest
 import yaml
 
 from gpu_otel_agent.plugins.amd import capture
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.captures import amd_smi
+from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.integration.test_amd_fidelity import run_backend
 from tests.integration.test_amd_partitions import library_view
 from tests.unit.simulator.simhelpers import write_scenario
@@ -42,7 +43,7 @@ def test_there_are_captures_to_replay_and_every_one_is_in_the_index() -> None:
 @pytest.mark.parametrize("path", REPLAYED, ids=lambda p: p.name)
 def test_the_agent_exports_what_the_capture_printed(tmp_path: Path, path: Path) -> None:
     text = path.read_text(encoding="utf-8")
-    devices = capture.scenario_devices(text, path)
+    devices = amd_smi.scenario_devices(text, path)
     scenario = write_scenario(tmp_path, yaml.safe_dump({"devices": devices}))
     with SimulatedNode.start(scenario, state_dir=tmp_path / "s") as node:
         out = run_backend(node, """
@@ -70,11 +71,11 @@ def test_the_agent_exports_what_the_capture_printed(tmp_path: Path, path: Path) 
 
 def test_malformed_captures_get_a_clear_error() -> None:
     with pytest.raises(capture.AmdCaptureError, match="not JSON"):
-        capture.scenario_devices("GPU: 0\n  ASIC:", "x.txt")
+        amd_smi.scenario_devices("GPU: 0\n  ASIC:", "x.txt")
     with pytest.raises(capture.AmdCaptureError, match="a list of objects with a 'gpu' key"):
-        capture.scenario_devices('{"devices": []}', "x.json")
-    assert capture.AMD_SMI_JSON.sniff((CAPTURES / "amd-smi-metric-power.json").read_text())
-    assert not capture.AMD_SMI_JSON.sniff("<nvidia_smi_log>")
+        amd_smi.scenario_devices('{"devices": []}', "x.json")
+    assert amd_smi.AMD_SMI_JSON.sniff((CAPTURES / "amd-smi-metric-power.json").read_text())
+    assert not amd_smi.AMD_SMI_JSON.sniff("<nvidia_smi_log>")
 
 
 def _text(name: str) -> str:
@@ -181,7 +182,7 @@ def test_a_capture_of_the_node_replays_as_the_same_gpus(tmp_path: Path) -> None:
             out = capture.capture_json(backend._smi, backend._handles)
         """)
         before = run_backend(node, read)
-    devices = capture.scenario_devices(text)
+    devices = amd_smi.scenario_devices(text)
     assert [d["model"] for d in devices] == ["AMD Instinct MI210", "AMD Instinct MI300X"]
     second = write_scenario(tmp_path, yaml.safe_dump({"devices": devices}), name="second.yaml")
     with SimulatedNode.start(second, state_dir=tmp_path / "b") as node:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.unit.simulator.simhelpers import client_env, write_scenario
 
 pytestmark = pytest.mark.integration
@@ -46,7 +46,7 @@ def rd(dev, group):
     got = sorted(dev.read(group), key=lambda r: (r.metric, r.attributes))
     return [[r.metric, dict(r.attributes), r.value] for r in got]
 def send_node(req):
-    from gpu_otel_agent.plugins.nvidia.simulator.control import send
+    from gpu_otel_agent.simulation.node.control_client import send
     send(os.environ["GPU_SIM_SOCKET"], req)
 def metric(readings, name, **attrs):
     return [v for m, a, v in readings if m == name and all(a.get(k) == x for k, x in attrs.items())]
@@ -338,7 +338,7 @@ def test_cu_occupancy_is_a_percentage_or_a_count_as_the_library_reports_it(
 
 def test_cli_reset_takes_an_errno(node: SimulatedNode) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "gpu_otel_agent.plugins.nvidia.simulator.cli", "sim", "reset",
+        [sys.executable, "-m", "gpu_otel_agent.simulation.sim_commands", "sim", "reset",
          "--device", str(MI210), "--ms", "200", "--errno", "EBUSY",
          "--socket", str(node.socket_path)],
         capture_output=True, text=True, timeout=30, check=False)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.integration.harness import AgentProcess
 from tests.integration.test_amd_fidelity import run_backend
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver

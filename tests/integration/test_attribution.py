@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 from tests.integration.cgroups import Cgroups, Pod, container_id, v1_root
 from tests.integration.conftest import UUIDS

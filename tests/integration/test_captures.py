@@ -27,13 +27,18 @@ import pytest
 import yaml
 
 from gpu_otel_agent.model.metrics import spec_for
-from gpu_otel_agent.plugins.nvidia.capture import fields, formats
-from gpu_otel_agent.plugins.nvidia.capture.convert import ConvertError, not_available, number
-from gpu_otel_agent.plugins.nvidia.capture.limits import DIVERGENCES, Divergence
-from gpu_otel_agent.plugins.nvidia.capture.model import GpuCapture
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
-from gpu_otel_agent.plugins.nvidia.simulator.scenario import Scenario, load_scenario
-from gpu_otel_agent.plugins.simulator_core.captures import CaptureError, read_capture
+from gpu_otel_agent.plugins.nvidia.capture import fields
+from gpu_otel_agent.simulation.captures.nvidia_smi import formats
+from gpu_otel_agent.simulation.captures.nvidia_smi.convert import (
+    ConvertError,
+    not_available,
+    number,
+)
+from gpu_otel_agent.simulation.captures.nvidia_smi.limits import DIVERGENCES, Divergence
+from gpu_otel_agent.simulation.captures.nvidia_smi.model import GpuCapture
+from gpu_otel_agent.simulation.captures.registry import CaptureError, read_capture
+from gpu_otel_agent.simulation.node import SimulatedNode
+from gpu_otel_agent.simulation.node.scenario import Scenario, load_scenario
 from tests.integration.harness import REPO, AgentProcess, h100, write_scenario
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.receivers.records import Point

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from gpu_otel_agent.workloads.pods import PodAllocation
 from tests.integration.test_agent_tls import _self_signed
 from tests.receivers.kubelet import FakeKubelet

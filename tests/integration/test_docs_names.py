@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from gpu_otel_agent.model.semconv import SCHEMA_URL
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.integration.harness import REPO, SCENARIOS, AgentProcess
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.receivers.records import Point

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from gpu_otel_agent.workloads.pods import (
     ClaimAllocation,
     ClaimDevice,

@@ -20,7 +20,7 @@ from gpu_otel_agent.plugins.ebpf.plugin import EbpfSettings, open_plugin
 from gpu_otel_agent.plugins.ebpf.symbols import RUNTIME_PROBES, LibraryKind
 from gpu_otel_agent.plugins.ebpf.tracer import Tracer
 from gpu_otel_agent.plugins.ebpf.uprobes import ProbeSet
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from gpu_otel_agent.workloads.lifecycle import ProcessCallbacks
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 from tests.cuda_standin.driver import CudaWorkload, can_unshare_mount

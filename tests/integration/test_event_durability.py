@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.integration.conftest import UUIDS
 from tests.integration.exports import assert_event_identity
 from tests.integration.harness import AgentProcess

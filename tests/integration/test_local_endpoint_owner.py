@@ -27,7 +27,7 @@ from gpu_otel_agent.local.client import get
 from gpu_otel_agent.local.endpoint import LocalEndpoint
 from gpu_otel_agent.local.routes import Sources, build_routes
 from gpu_otel_agent.model.snapshot import SnapshotStore
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.integration.harness import AgentProcess
 
 pytestmark = pytest.mark.integration

@@ -22,8 +22,8 @@ import pynvml
 import pytest
 import yaml
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode, attach_in_process
-from gpu_otel_agent.plugins.nvidia.simulator.control import SimCommandError
+from gpu_otel_agent.simulation.node import SimulatedNode, attach_in_process
+from gpu_otel_agent.simulation.node.control_client import SimCommandError
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 from tests.integration.cgroups import Pod, cgroups, v1_root, v2_root
 from tests.integration.conftest import UUIDS

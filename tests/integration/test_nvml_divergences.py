@@ -13,7 +13,7 @@ import pytest
 
 from gpu_otel_agent.model.counters import CounterRestarts
 from gpu_otel_agent.model.snapshot import Reading
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.integration.test_nvml_findings import _AGENT as AGENT
 from tests.unit.simulator.simhelpers import run_client, run_client_dict, started_node
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.unit.simulator.simhelpers import client_env, run_client, run_client_dict, started_node
 
 pytestmark = pytest.mark.integration
@@ -32,7 +32,7 @@ timeline:
 
 _AGENT = """
 from gpu_otel_agent.plugins.nvidia.backend import NvidiaBackend
-from gpu_otel_agent.plugins.nvidia.simulator.control import command
+from gpu_otel_agent.simulation.node.control_client import command
 SOCK = os.environ["GPU_SIM_SOCKET"]
 backend = NvidiaBackend()
 backend.open()

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.unit.simulator.simhelpers import run_client, write_scenario
 
 pytestmark = pytest.mark.integration
@@ -38,7 +38,7 @@ from gpu_otel_agent.backends.protocol import DeviceLost, DeviceNeedsReset
 from gpu_otel_agent.plugins.nvidia.backend import NvidiaBackend
 from gpu_otel_agent.plugins.nvidia.backoff import Backoff
 from gpu_otel_agent.plugins.nvidia.device import NvidiaDevice
-from gpu_otel_agent.plugins.nvidia.simulator.control import command
+from gpu_otel_agent.simulation.node.control_client import command
 SOCK = os.environ["GPU_SIM_SOCKET"]
 backend = NvidiaBackend()
 backend.open()

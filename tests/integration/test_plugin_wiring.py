@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from tests import plugin_dist
 from tests.integration.exports import select, wait_export
 from tests.integration.harness import AgentProcess
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 
 pytestmark = pytest.mark.integration
-SIMULATOR = "gpu_otel_agent.plugins.nvidia.simulator"
+SIMULATOR = "gpu_otel_agent.simulation.node"
 FAST = ["--interval", "0.2", "--export-interval", "0.3"]
 MODULES_FILE_ENV = "PLUGIN_WIRING_MODULES_FILE"
 # Given the harness's command (python -m gpu_otel_agent.cli run ...) as its arguments: runs that

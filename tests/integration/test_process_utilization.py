@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.unit.simulator.simhelpers import run_client, write_scenario
 
 pytestmark = pytest.mark.integration
@@ -29,7 +29,7 @@ devices:
 # Client code: the agent's own sampler on device `dev`, attached like the agent is.
 _AGENT = """
 from gpu_otel_agent.plugins.nvidia.processes import ProcessSampler
-from gpu_otel_agent.plugins.nvidia.simulator.control import command
+from gpu_otel_agent.simulation.node.control_client import command
 SOCK = os.environ["GPU_SIM_SOCKET"]
 def sampler(dev):
     s = ProcessSampler(h[dev], lambda name, fn, *a: fn(*a))

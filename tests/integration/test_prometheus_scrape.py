@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 from tests.integration.cgroups import Cgroups, Pod, cgroups, v1_root, v2_root
 from tests.integration.conftest import UUIDS

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator import ScenarioError, SimCommandError, SimulatedNode
-from gpu_otel_agent.plugins.nvidia.simulator.cli import main as sim_cli
+from gpu_otel_agent.simulation.node import ScenarioError, SimCommandError, SimulatedNode
+from gpu_otel_agent.simulation.sim_commands import main as sim_cli
 from tests.unit.simulator.simhelpers import client_env, run_client, write_scenario
 
 pytestmark = pytest.mark.integration

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
-from gpu_otel_agent.plugins.nvidia.simulator.cgroups import ROOT, hierarchy
+from gpu_otel_agent.simulation.node import SimulatedNode
+from gpu_otel_agent.simulation.node.cgroups import ROOT, hierarchy
 from tests.integration.harness import h100, write_scenario
 from tests.integration.terminal import Terminal
 

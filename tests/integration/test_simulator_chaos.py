@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimCommandError, SimulatedNode, nvml_returns
+from gpu_otel_agent.simulation.node import SimCommandError, SimulatedNode
+from gpu_otel_agent.simulation.nvidia import nvml_returns
 from tests.unit.simulator.simhelpers import run_client, write_scenario
 
 pytestmark = pytest.mark.integration
@@ -26,7 +27,7 @@ devices:
 """
 
 FN = ["nvmlDeviceGetPowerUsage"]
-SEND = "from gpu_otel_agent.plugins.nvidia.simulator.control import send\n"
+SEND = "from gpu_otel_agent.simulation.node.control_client import send\n"
 # A client calls these in this order; the pattern of errors is its "fault fingerprint".
 FINGERPRINT = """
 seq = []

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator.control import command
+from gpu_otel_agent.simulation.node.control_client import command
 from tests.unit.simulator.simhelpers import write_scenario
 
 pytestmark = pytest.mark.integration
@@ -22,7 +22,7 @@ A = "devices: [{model: NVIDIA H100 80GB HBM3, power_w: 500}]\n"
 B = "devices: [{model: Tesla T4, power_w: 50}, {model: Tesla T4}]\n"
 CLIENT = """
 import json, os, sys
-from gpu_otel_agent.plugins.nvidia.simulator import attach_in_process
+from gpu_otel_agent.simulation.node import attach_in_process
 attach_in_process(dict(os.environ))
 import pynvml as N
 N.nvmlInit()

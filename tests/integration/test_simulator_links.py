@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimCommandError, SimulatedNode
+from gpu_otel_agent.simulation.node import SimCommandError, SimulatedNode
 from tests.unit.simulator.simhelpers import run_client, write_scenario
 
 pytestmark = pytest.mark.integration

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimCommandError, SimulatedNode
+from gpu_otel_agent.simulation.node import SimCommandError, SimulatedNode
 from tests.unit.simulator.simhelpers import (
     client_env,
     read_json_line,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator import ScenarioError, SimCommandError, SimulatedNode
-from gpu_otel_agent.plugins.nvidia.simulator.control import send
+from gpu_otel_agent.simulation.node import ScenarioError, SimCommandError, SimulatedNode
+from gpu_otel_agent.simulation.node.control_client import send
 from tests.unit.simulator.simhelpers import (
     client_env,
     read_json_line,
@@ -336,7 +336,7 @@ def test_bad_commands_leave_node_running(node: SimulatedNode) -> None:
 
 def test_proc_add_rm_and_cli(node: SimulatedNode) -> None:
     env = client_env(node)
-    base = [sys.executable, "-m", "gpu_otel_agent.plugins.nvidia.simulator.cli", "sim"]
+    base = [sys.executable, "-m", "gpu_otel_agent.simulation.sim_commands", "sim"]
     add = subprocess.run(
         [
             *base,

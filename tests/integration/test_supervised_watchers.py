@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.unit.simulator.simhelpers import run_client, write_scenario
 
 pytestmark = pytest.mark.integration
@@ -34,7 +34,7 @@ def test_the_nvml_event_thread_killed_is_restarted_and_still_delivers(
 import ctypes, threading
 from gpu_otel_agent.plugins.nvidia.backend import NvidiaBackend
 from gpu_otel_agent.plugins.nvidia.event_sets import NvmlEventWatcher
-from gpu_otel_agent.plugins.nvidia.simulator.control import command
+from gpu_otel_agent.simulation.node.control_client import command
 from gpu_otel_agent.threads.supervised import restarts
 SOCK = os.environ["GPU_SIM_SOCKET"]
 backend = NvidiaBackend()
@@ -88,7 +88,7 @@ def test_the_amd_event_thread_killed_is_restarted_and_still_delivers(
 import ctypes, json, os, threading, time
 from gpu_otel_agent.backends.protocol import EventSourceOptions
 from gpu_otel_agent.plugins.amd.backend import AmdBackend
-from gpu_otel_agent.plugins.nvidia.simulator.control import command
+from gpu_otel_agent.simulation.node.control_client import command
 from gpu_otel_agent.threads.supervised import restarts
 SOCK = os.environ["GPU_SIM_SOCKET"]
 backend = AmdBackend()

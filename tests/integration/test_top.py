@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 from tests.integration.cgroups import Cgroups
 from tests.integration.conftest import UUIDS

@@ -3,6 +3,6 @@ messages from Kubernetes' own ``api.proto``), under the name the tests use."""
 
 from __future__ import annotations
 
-from gpu_otel_agent.plugins.nvidia.simulator.kubelet import PodResourcesServer as FakeKubelet
+from gpu_otel_agent.simulation.node.kubelet import PodResourcesServer as FakeKubelet
 
 __all__ = ["FakeKubelet"]

@@ -141,7 +141,7 @@ class Agent:
             log.error(
                 "no GPU backend could start on this node; nothing to monitor "
                 "(without a GPU, try: gpu-agent run --simulate h100-8gpu, a simulated "
-                "node shipped with the agent)"
+                "node: gpu-otel-agent-simulator)"
             )
             return 1
         resource = build_resource(self._initial, opened)

@@ -52,7 +52,7 @@ class Source:
 
 
 SIMULATE_HINT = "without a GPU, try: gpu-agent top --simulate h100-8gpu (a simulated node " \
-    "shipped with the agent)"
+    "of gpu-otel-agent-simulator)"
 
 
 class NoAgent(SourceError):

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
+from gpu_otel_agent.extensions.simulation import require_simulated_node
 from gpu_otel_agent.local.arguments import add_endpoint_arguments, endpoint_path
 from gpu_otel_agent.local.client import LocalClientError
 from gpu_otel_agent.top.render import Options, plain, render
@@ -41,7 +42,7 @@ def add_top(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "Keys: s sort, / filter (pod:NAME ns:NAME gpu:N), Esc clear filter, p pause, q quit.")
     top.add_argument("--simulate", type=Path, metavar="SCENARIO",
                      help="run an agent of its own on the simulated node of SCENARIO (a file, "
-                     "or a scenario shipped with the agent by name: h100-8gpu)")
+                     "or a scenario shipped with the simulated node by name: h100-8gpu)")
     add_endpoint_arguments(top)
     top.add_argument("--once", action="store_true",
                      help="print one plain-text snapshot and exit (the default without a "
@@ -61,6 +62,7 @@ def add_top(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 @contextlib.contextmanager
 def _source(args: argparse.Namespace) -> Iterator[Source]:
     if args.simulate is not None:
+        require_simulated_node()  # the agent it starts would fail where top cannot show why
         with standalone(args.simulate) as source:
             yield source
         return

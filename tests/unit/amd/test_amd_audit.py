@@ -1,8 +1,8 @@
-"""The amdsmi audit table (plugins/gpu_otel_agent/plugins/amd/simulator/AMD_AUDIT.md) names every
+"""The amdsmi audit table (simulator/gpu_otel_agent/simulation/amd/AMD_AUDIT.md) names every
 amdsmi function the simulated library implements and every one the agent calls.
 
 The simulator's functions are its ``AMD_FUNCS`` (read from the C source); the agent's calls are
-found by AST in ``gpu_otel_agent/plugins/amd`` (the simulator excluded): each attribute named
+found by AST in ``gpu_otel_agent/plugins/amd``: each attribute named
 ``amdsmi_*`` that is a function of the ``amdsmi`` package, and each string literal naming one (the
 call names the agent logs and classifies by)."""
 
@@ -12,10 +12,10 @@ import ast
 import re
 from pathlib import Path
 
-from gpu_otel_agent.plugins.amd.simulator.scenario import function_names
+from gpu_otel_agent.simulation.amd.scenario import function_names
 
 PLUGIN = Path(__file__).resolve().parents[3] / "plugins/gpu_otel_agent/plugins/amd"
-AUDIT = PLUGIN / "simulator" / "AMD_AUDIT.md"
+AUDIT = PLUGIN.parents[3] / "simulator/gpu_otel_agent/simulation/amd/AMD_AUDIT.md"
 _NAME = re.compile(r"^amdsmi_(get|set|init|stop|shut|status|free)\w*$")
 
 

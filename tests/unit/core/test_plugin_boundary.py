@@ -1,4 +1,6 @@
-"""The core (``agent/``) never imports a plugin: plugins come in through entry points only.
+"""The core (``agent/``) never imports a plugin, and no production module (core or plugin)
+imports the simulated node (``gpu_otel_agent.simulation``, the gpu-otel-agent-simulator
+distribution, absent from a GPU node): both come in through entry points only.
 
 Every module under agent/ is parsed (not grepped: a comment or a docstring naming a plugin is
 fine, an import in any form is not): ``import``, ``from ... import`` (relative ones resolved
@@ -10,9 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.core.imports import core_modules, imported_names
+from tests.unit.core.imports import core_modules, imported_names, plugin_modules
 
 PLUGINS = "gpu_otel_agent.plugins"
+SIMULATION = "gpu_otel_agent.simulation"
 
 
 def _is_plugin(name: str) -> bool:
@@ -21,6 +24,14 @@ def _is_plugin(name: str) -> bool:
 
 def plugin_imports(source: str, module: str, is_package: bool = False) -> list[str]:
     return sorted({n for n in imported_names(source, module, is_package) if _is_plugin(n)})
+
+
+def _is_simulation(name: str) -> bool:
+    return name == SIMULATION or name.startswith(SIMULATION + ".")
+
+
+def simulation_imports(source: str, module: str, is_package: bool = False) -> list[str]:
+    return sorted({n for n in imported_names(source, module, is_package) if _is_simulation(n)})
 
 
 def test_no_core_module_imports_a_plugin() -> None:
@@ -33,6 +44,33 @@ def test_no_core_module_imports_a_plugin() -> None:
                                     module.is_package))
     }
     assert offenders == {}
+
+
+def test_no_production_module_imports_the_simulated_node() -> None:
+    """A GPU node installs the agent alone: an import of the simulation package anywhere in
+    the core or a plugin would fail there (or drag the simulator into the production wheel)."""
+    plugins = plugin_modules()
+    assert len(plugins) > 50, "the scan found too few plugin modules to be looking at plugins/"
+    offenders = {
+        module.where: found
+        for module in [*core_modules(), *plugins]
+        if (found := simulation_imports(module.path.read_text(encoding="utf-8"), module.name,
+                                        module.is_package))
+    }
+    assert offenders == {}
+
+
+@pytest.mark.parametrize(("source", "module"), [
+    ("from gpu_otel_agent.simulation.captures.registry import write_whole",
+     "gpu_otel_agent.plugins.nvidia.capture.writer"),
+    ("from gpu_otel_agent.simulation.nvidia import nvml_returns", "gpu_otel_agent.plugins.x"),
+    ("from gpu_otel_agent import simulation", "gpu_otel_agent.plugins.amd.capture"),
+    ("from ...simulation import node", "gpu_otel_agent.plugins.nvidia.error_policy_doc"),
+    ("importlib.import_module('gpu_otel_agent.simulation.captures.registry')",
+     "gpu_otel_agent.plugins.amd.capture"),
+])
+def test_the_scan_sees_every_import_of_the_simulation(source: str, module: str) -> None:
+    assert simulation_imports(source, module)
 
 
 @pytest.mark.parametrize(("source", "module"), [

@@ -23,16 +23,18 @@ from gpu_otel_agent.model.snapshot import SnapshotStore
 from gpu_otel_agent.runtime.node_plugins import open_node_plugins
 from tests import plugin_dist
 
-SIMULATOR = "gpu_otel_agent.plugins.nvidia.simulator"
+SIMULATOR = "gpu_otel_agent.simulation.node"
 REPO = Path(__file__).resolve().parents[3]
-# Runs the CLI's main in a fresh interpreter and says which plugin modules it imported.
+# Runs the CLI's main in a fresh interpreter and says which plugin (and simulator) modules it
+# imported.
 PROBE = """
 import contextlib, io, json, sys
 from gpu_otel_agent.cli import main
 with contextlib.redirect_stdout(io.StringIO()):
     code = main(sys.argv[1:])
 print(json.dumps({"code": code, "modules": sorted(
-    m for m in sys.modules if m.startswith("gpu_otel_agent.plugins"))}))
+    m for m in sys.modules if m.startswith(("gpu_otel_agent.plugins",
+                                            "gpu_otel_agent.simulation")))}))
 """
 
 
@@ -56,7 +58,7 @@ def test_commands_without_the_simulated_node_do_not_import_the_simulator(
     code, modules = _probe(*argv)
     assert code == 0
     # The sim command group's arguments are loaded (every command builds the whole parser)...
-    assert "gpu_otel_agent.plugins.nvidia.sim_commands" in modules
+    assert "gpu_otel_agent.simulation.sim_commands" in modules
     # ...but not the simulator itself.
     assert not [m for m in modules if m == SIMULATOR or m.startswith(SIMULATOR + ".")]
 
@@ -65,7 +67,7 @@ def test_a_sim_command_does_import_the_simulator(tmp_path: Path) -> None:
     # The same probe sees the simulator when it is used: the test above can fail.
     code, modules = _probe("sim", "stats", "--socket", str(tmp_path / "no-node.sock"))
     assert code == 1  # no node there
-    assert f"{SIMULATOR}.control" in modules
+    assert f"{SIMULATOR}.control_client" in modules
 
 
 def _third_party(tmp_path: Path) -> dict[str, str]:
@@ -156,4 +158,4 @@ def test_run_simulate_brings_the_simulated_node_through_its_entry_point(tmp_path
     result = json.loads(done.stdout.splitlines()[-1])
     assert result["code"] == 2  # a scenario that cannot be read is a clear error...
     assert f"gpu-agent: simulated node: {missing}" in done.stderr
-    assert f"{SIMULATOR}.simulate" in result["modules"]  # ...said by the plugin's node
+    assert f"{SIMULATOR}.run_simulate" in result["modules"]  # ...said by the simulator's node

@@ -1,5 +1,6 @@
-"""The entry-point groups the core reads are the ones this distribution declares, and the
-architecture page's table of them (docs/architecture.md) says what the installed metadata says."""
+"""The entry-point groups the core reads are the ones this repository's two distributions declare
+(the agent's and the simulator's, gpu-otel-agent-simulator), and the architecture page's table of
+them (docs/architecture.md) says what the installed metadata says."""
 
 from __future__ import annotations
 
@@ -20,12 +21,16 @@ CORE_GROUPS = {ENTRY_POINT_GROUP, NODE_PLUGIN_GROUP, WORKLOAD_SOURCE_GROUP, COMM
                SIMULATED_NODE_GROUP, DOC_TOPIC_GROUP}
 
 
+DISTRIBUTIONS = ("gpu-otel-agent", "gpu-otel-agent-simulator")
+
+
 def _declared() -> dict[str, set[str]]:
-    """Group -> entry names, from the installed distribution's own metadata."""
+    """Group -> entry names, from the installed distributions' own metadata."""
     groups: dict[str, set[str]] = defaultdict(set)
-    for entry in distribution("gpu-otel-agent").entry_points:
-        if entry.group != "console_scripts":
-            groups[entry.group].add(entry.name)
+    for name in DISTRIBUTIONS:
+        for entry in distribution(name).entry_points:
+            if entry.group != "console_scripts":
+                groups[entry.group].add(entry.name)
     return dict(groups)
 
 

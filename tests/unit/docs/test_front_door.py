@@ -129,6 +129,7 @@ def test_the_readme_install_and_test_commands_are_what_ci_runs() -> None:
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     develop = next(line for line in lines if "pip install -e '.[dev]'" in line)
     venv, install = (part.strip() for part in develop.split("&&"))
+    assert install.endswith(" -e ./simulator")  # the simulated node, which the tests run on
     assert venv in ci
     assert install.replace("pip install", "pip install --quiet") in ci
     assert ".venv/bin/pytest" in lines
@@ -165,13 +166,18 @@ def test_the_readme_headline_costs_are_the_benchmark_pages_figures() -> None:
     assert rows[1][1:] == peer.groups()
 
 
-def test_every_extra_the_readme_installs_exists() -> None:
-    """`pip install '.[sim]'`: an extra pip does not know is only a warning, then --simulate
-    fails for want of nvml.h."""
+def test_every_extra_and_folder_the_readme_installs_exists() -> None:
+    """`pip install '.[x]'`: an extra pip does not know is only a warning; `pip install
+    ./simulator`: the folder must be the simulated node's distribution, or --simulate fails."""
     import tomllib
 
+    readme = README.read_text(encoding="utf-8")
     extras = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"][
         "optional-dependencies"]
-    named = re.findall(r"pip install (?:-e )?'\.\[([a-z,]+)\]'", README.read_text(encoding="utf-8"))
-    assert "sim" in named
+    named = re.findall(r"pip install (?:-e )?'\.\[([a-z,]+)\]'", readme)
     assert {e for group in named for e in group.split(",")} <= set(extras)
+    folders = set(re.findall(r"pip install .*?(?:-e )?(\./[\w/]+)", readme))
+    assert folders == {"./simulator"}, folders
+    project = tomllib.loads((REPO / "simulator" / "pyproject.toml").read_text(encoding="utf-8"))
+    assert project["project"]["name"] == "gpu-otel-agent-simulator"
+    assert "sim" in project["project"]["entry-points"]["gpu_otel_agent.commands"]

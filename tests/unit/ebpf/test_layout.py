@@ -18,7 +18,7 @@ from gpu_otel_agent.plugins.ebpf.layout import (
     LifecycleEventStruct,
     SettingsStruct,
 )
-from gpu_otel_agent.plugins.simulator_core.build import BuildError, find_compiler
+from gpu_otel_agent.simulation.core.compiler import BuildError, find_compiler
 
 MIRRORS: dict[str, type[ctypes.Structure]] = {
     "cuda_stats": CudaStatsStruct,

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpu_otel_agent.plugins.nvidia.capture import docs, fields, limits
+from gpu_otel_agent.plugins.nvidia.capture import fields
+from gpu_otel_agent.simulation.captures import docs
+from gpu_otel_agent.simulation.captures.nvidia_smi import limits
 
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "captures.md"
 
 
 def test_the_committed_page_is_what_the_table_generates() -> None:
     assert PAGE.read_text(encoding="utf-8") == docs.render(), (
-        "docs/captures.md is stale: run python -m gpu_otel_agent.plugins.nvidia.capture.docs "
+        "docs/captures.md is stale: run python -m gpu_otel_agent.simulation.captures.docs "
         "--output docs/captures.md")
 
 

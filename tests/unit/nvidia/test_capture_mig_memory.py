@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gpu_otel_agent.plugins.nvidia.capture.formats import parse
-from gpu_otel_agent.plugins.nvidia.simulator import mig_profiles
-from gpu_otel_agent.plugins.nvidia.simulator.models import model_info
+from gpu_otel_agent.simulation.captures.nvidia_smi.formats import parse
+from gpu_otel_agent.simulation.nvidia import mig_profiles
+from gpu_otel_agent.simulation.nvidia.models import model_info
 
 CORPUS = Path(__file__).resolve().parents[3] / "examples" / "captures" / "nvidia"
 _LGIP = re.compile(r"^\|\s+\d+\s+MIG (\S+)\s+\d+\s+\d+/\d+\s+([\d.]+)\s", re.M)

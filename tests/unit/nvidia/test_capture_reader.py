@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from gpu_otel_agent.plugins.nvidia.capture import fields, writer
-from gpu_otel_agent.plugins.nvidia.capture.convert import cuda_version, number
-from gpu_otel_agent.plugins.nvidia.capture.formats import NVIDIA_SMI_TEXT, NVIDIA_SMI_XML
-from gpu_otel_agent.plugins.nvidia.simulator.scenario import ScenarioError, parse_scenario
-from gpu_otel_agent.plugins.simulator_core.captures import (
+from gpu_otel_agent.simulation.captures.nvidia_smi.convert import cuda_version, number
+from gpu_otel_agent.simulation.captures.nvidia_smi.formats import NVIDIA_SMI_TEXT, NVIDIA_SMI_XML
+from gpu_otel_agent.simulation.captures.registry import (
     CaptureError,
     CaptureFormat,
     capture_formats,
     read_capture,
 )
+from gpu_otel_agent.simulation.node.scenario import ScenarioError, parse_scenario
 
 REPO = Path(__file__).resolve().parents[3]
 CORPUS = REPO / "examples" / "captures" / "nvidia"

@@ -12,9 +12,9 @@ from gpu_otel_agent.backends.protocol import DeviceLost, DeviceNeedsReset
 from gpu_otel_agent.plugins.nvidia.backoff import Backoff
 from gpu_otel_agent.plugins.nvidia.error_log import ErrorCounts, ErrorLogLimiter
 from gpu_otel_agent.plugins.nvidia.error_policy import BY_CODE, CODES, Policy, policy
-from gpu_otel_agent.plugins.nvidia.error_policy_doc import render
 from gpu_otel_agent.plugins.nvidia.nvml import NvmlUninitialized, Unavailable, classify
-from gpu_otel_agent.plugins.nvidia.simulator import nvml_returns
+from gpu_otel_agent.simulation.nvidia import nvml_returns
+from gpu_otel_agent.simulation.nvidia.error_policy_doc import render
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "nvml-error-policy.md"
 
@@ -64,7 +64,7 @@ def test_no_permission_is_backed_off_and_unknown_codes_are_transient() -> None:
 
 def test_generated_doc_is_committed() -> None:
     assert DOC.read_text() == render(), (
-        "regenerate: python -m gpu_otel_agent.plugins.nvidia.error_policy_doc")
+        "regenerate: python -m gpu_otel_agent.simulation.nvidia.error_policy_doc")
 
 
 def test_doc_lists_the_calls_and_their_documented_codes() -> None:

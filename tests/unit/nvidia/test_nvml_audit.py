@@ -1,6 +1,6 @@
 """The NVML audit table names every NVML function the agent calls.
 
-The agent's calls are found in its source (gpu_otel_agent/plugins/nvidia, the simulator excluded)
+The agent's calls are found in its source (gpu_otel_agent/plugins/nvidia)
 by AST: each attribute of ``pynvml`` named ``nvml*`` that is a function, and each string literal
 naming an NVML C symbol (the names the agent looks up itself, e.g. the ``_v3`` process lists).
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 import pynvml
 
 PLUGIN = Path(__file__).resolve().parents[3] / "plugins/gpu_otel_agent/plugins/nvidia"
-AUDIT = PLUGIN / "simulator" / "NVML_AUDIT.md"
+AUDIT = PLUGIN.parents[3] / "simulator/gpu_otel_agent/simulation/nvidia/NVML_AUDIT.md"
 _NAME = re.compile(r"^nvml[A-Z]\w*$")
 
 

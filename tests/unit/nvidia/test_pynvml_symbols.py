@@ -79,7 +79,7 @@ def test_field_ids_the_plugin_takes_from_pynvml_are_nvml_h_s() -> None:
     """pynvml's constants are typed by hand: up to 13.580.65 it numbered the clock-event reason
     counters 251-253, which nvml.h (12.8, 13.0.87+) gives power smoothing. Every NVML_FI_* the
     plugin takes from the installed pynvml must have the installed nvml.h's value."""
-    from gpu_otel_agent.plugins.nvidia.simulator.build import find_nvml_header
+    from gpu_otel_agent.simulation.nvidia.build_nvml import find_nvml_header
 
     header = find_nvml_header().read_text(errors="replace")
     defines = {m.group(1): int(m.group(2)) for m in re.finditer(

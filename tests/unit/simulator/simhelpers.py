@@ -12,14 +12,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 
 REPO = Path(__file__).resolve().parents[3]
 
 _PRELUDE = """
 import json, os, sys, time
 sys.path.insert(0, {repo!r})
-from gpu_otel_agent.plugins.nvidia.simulator import attach_in_process
+from gpu_otel_agent.simulation.node import attach_in_process
 attach_in_process(dict(os.environ))
 import pynvml as N
 N.nvmlInit()

@@ -7,8 +7,8 @@ import subprocess
 import sys
 import textwrap
 
-from gpu_otel_agent.plugins.amd.simulator._lib import AmdNodeLib
-from gpu_otel_agent.plugins.amd.simulator.build import (
+from gpu_otel_agent.simulation.amd.amdsmi_control import AmdNodeLib
+from gpu_otel_agent.simulation.amd.build_amdsmi import (
     build_library,
     find_wrapper,
     implemented_functions,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu_otel_agent.plugins.amd.simulator.partitions import PartitionSpec, partition_readings
-from gpu_otel_agent.plugins.nvidia.simulator.scenario import ScenarioError, load_scenario
+from gpu_otel_agent.simulation.amd.partitions import PartitionSpec, partition_readings
+from gpu_otel_agent.simulation.node.scenario import ScenarioError, load_scenario
 from tests.unit.simulator.simhelpers import write_scenario
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator.build import (
+from gpu_otel_agent.simulation.nvidia.build_nvml import (
     BuildError,
     build_library,
     find_nvml_header,

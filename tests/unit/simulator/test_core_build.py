@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_otel_agent.plugins.simulator_core import build as core_build
+from gpu_otel_agent.simulation.core import compiler as core_build
 
 _ROOT = Path(__file__).resolve().parents[3]
 
@@ -30,7 +30,7 @@ def test_digest_covers_every_core_header(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_core_headers_are_package_data() -> None:
-    config = tomllib.loads((_ROOT / "pyproject.toml").read_text())
-    globs = config["tool"]["setuptools"]["package-data"]["gpu_otel_agent.plugins.simulator_core"]
+    config = tomllib.loads((_ROOT / "simulator" / "pyproject.toml").read_text())
+    globs = config["tool"]["setuptools"]["package-data"]["gpu_otel_agent.simulation.core"]
     shipped = {p.name for g in globs for p in core_build.CORE_DIR.glob(g)}
     assert {"simcore.h", "simcore_state.h"} <= shipped

@@ -6,16 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator.faults import (
+from gpu_otel_agent.simulation.node.scenario import (
+    ScenarioError,
+    function_names,
+    parse_scenario,
+)
+from gpu_otel_agent.simulation.nvidia.faults import (
     FaultSpecError,
     parse_chaos,
     parse_code,
     parse_fail,
-)
-from gpu_otel_agent.plugins.nvidia.simulator.scenario import (
-    ScenarioError,
-    function_names,
-    parse_scenario,
 )
 
 FNS = function_names()

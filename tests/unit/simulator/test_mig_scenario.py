@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator.mig_profiles import (
+from gpu_otel_agent.simulation.node.scenario import ScenarioError, load_scenario
+from gpu_otel_agent.simulation.nvidia.mig_profiles import (
     MODELS,
     MigConfigError,
     check,
     memory_mib,
 )
-from gpu_otel_agent.plugins.nvidia.simulator.models import model_readings
-from gpu_otel_agent.plugins.nvidia.simulator.scenario import ScenarioError, load_scenario
+from gpu_otel_agent.simulation.nvidia.models import model_readings
 from tests.unit.simulator.simhelpers import write_scenario
 
 A100 = """

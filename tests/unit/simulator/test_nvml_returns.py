@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 
-from gpu_otel_agent.plugins.nvidia.simulator import nvml_returns
-from gpu_otel_agent.plugins.nvidia.simulator.build import find_nvml_header
+from gpu_otel_agent.simulation.nvidia import nvml_returns
+from gpu_otel_agent.simulation.nvidia.build_nvml import find_nvml_header
 
 
 def test_committed_file_matches_installed_header() -> None:
     committed = json.loads(nvml_returns.DATA.read_text())
     fresh = json.loads(nvml_returns.render(find_nvml_header()))
     assert committed == fresh, (
-        "nvml_returns.json is stale: run python -m gpu_otel_agent.plugins.nvidia.simulator."
+        "nvml_returns.json is stale: run python -m gpu_otel_agent.simulation.node."
         "nvml_returns"
     )
 

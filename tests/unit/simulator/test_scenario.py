@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.simulator.models import BASE, GENERIC, MODELS
-from gpu_otel_agent.plugins.nvidia.simulator.scenario import (
+from gpu_otel_agent.simulation.node.scenario import (
     Random,
     ScenarioError,
     Sine,
@@ -15,6 +14,7 @@ from gpu_otel_agent.plugins.nvidia.simulator.scenario import (
     load_scenario,
     reading_names,
 )
+from gpu_otel_agent.simulation.nvidia.models import BASE, GENERIC, MODELS
 from tests.unit.simulator.simhelpers import REPO, write_scenario
 
 EXAMPLES = sorted((REPO / "examples" / "scenarios").glob("*.yaml"))

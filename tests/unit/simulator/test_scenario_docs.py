@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gpu_otel_agent.plugins.amd.simulator import models as amd_models
-from gpu_otel_agent.plugins.amd.simulator import scenario as amd_scenario
-from gpu_otel_agent.plugins.nvidia.simulator import models, scenario
+from gpu_otel_agent.simulation.amd import models as amd_models
+from gpu_otel_agent.simulation.amd import scenario as amd_scenario
+from gpu_otel_agent.simulation.node import scenario
+from gpu_otel_agent.simulation.nvidia import models
 
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "simulator.md"
 PER_LINK = re.compile(r"^nvlink_(state|crc_flit_errors|replay_errors|recovery_errors)_\d+$")

@@ -1,33 +1,24 @@
-"""``amd-smi static/metric --json`` captures of real machines as simulated AMD GPUs.
+"""``amd-smi static/metric --json`` captures: written from the node the agent sees
+(``gpu-agent capture --vendor amd``) and read as numbers.
 
 amd-smi prints one object per GPU: a JSON list up to ROCm 6.x, ``{"gpu_data": [...]}`` from ROCm
 7 (ROCm/amdsmi issue 134). A value is ``{"value": N, "unit": U}`` or a bare number; what the
-library could not read is ``"N/A"``, served as not available. :data:`FIELDS` is the one table
-from a capture's field to the scenario reading the simulated node serves and the metric the agent
-exports, used both to read a capture and to compare the agent's export with it.
-
-:data:`AMD_SMI_JSON` satisfies the ``CaptureFormat`` Protocol of the simulator's capture
-replay (``plugins/simulator_core/captures.py``, engineer nv-capture's): it is registered with one
-line in that module's ``CAPTURE_FORMATS``, ``"gpu_otel_agent.plugins.amd.capture:AMD_SMI_JSON"``.
-:func:`scenario_devices` is the same reading without that module, for a scenario file.
+library could not read is ``"N/A"``. :data:`FIELDS` is the one table from a capture's field to
+the scenario reading a simulated node serves it as and the metric the agent exports, used to
+write a capture, to read one back (the simulator's ``gpu_otel_agent.simulation.captures.amd_smi``
+replays it as simulated GPUs) and to compare the agent's export with it.
 """
-
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpu_otel_agent.plugins.amd.simulator.models import UNNAMED_CAPTURED
-
 MIB = 1024 * 1024
 _UNIT_MIB = {"B": 1 / MIB, "KB": 1 / 1024, "MB": 1.0, "GB": 1024.0}
 
-
-UNNAMED = UNNAMED_CAPTURED
 
 
 class AmdCaptureError(ValueError):
@@ -118,7 +109,7 @@ IDENTITY: tuple[tuple[tuple[str, ...], str], ...] = (
 )
 
 
-def _get(gpu: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+def lookup(gpu: Mapping[str, Any], path: tuple[str, ...]) -> Any:
     node: Any = gpu
     for key in path:
         if not isinstance(node, Mapping) or key not in node:
@@ -153,27 +144,6 @@ def gpus(text: str, source: Path | str = "<capture>") -> list[Mapping[str, Any]]
     return sorted(data, key=lambda g: int(g["gpu"]))
 
 
-def scenario_devices(text: str, source: Path | str = "<capture>") -> list[dict[str, object]]:
-    """Scenario ``devices`` entries serving what the capture printed: its values, and not
-    available (``null``) where it printed ``"N/A"``."""
-    out: list[dict[str, object]] = []
-    for gpu in gpus(text, source):
-        # A metric-only capture does not name the part: a generic AMD GPU serves it.
-        device: dict[str, object] = {"vendor": "amd", "model": UNNAMED}
-        for path, key in IDENTITY:
-            raw = _get(gpu, path)
-            if isinstance(raw, str) and raw and raw != "N/A":
-                device[key] = raw.removeprefix("0x") if key == "serial" else raw
-        for field in FIELDS:
-            raw = _get(gpu, field.path)
-            if raw is None:
-                continue  # not in this capture
-            got = value_of(raw)
-            device[field.reading] = None if got is None else field.to_reading(*got)
-        out.append(device)
-    return out
-
-
 def expected_metrics(text: str) -> list[list[tuple[Field, float | None]]]:
     """Per GPU: each field the capture shows and the metric value the agent should export
     (None: absent)."""
@@ -181,7 +151,7 @@ def expected_metrics(text: str) -> list[list[tuple[Field, float | None]]]:
     for gpu in gpus(text):
         rows: list[tuple[Field, float | None]] = []
         for field in FIELDS:
-            raw = _get(gpu, field.path)
+            raw = lookup(gpu, field.path)
             if raw is None:
                 continue
             got = value_of(raw)
@@ -218,29 +188,3 @@ def capture_json(smi: Any, handles: list[Any]) -> str:
                 "value": int(value) if float(value).is_integer() else value, "unit": field.unit}
         out.append(gpu)
     return json.dumps({"gpu_data": out}, indent=4) + "\n"
-
-
-@dataclass(frozen=True)
-class AmdSmiJson:
-    """The ``CaptureFormat`` of ``amd-smi static/metric --json``."""
-
-    name: str = "amd-smi-json"
-    vendor: str = "amd"
-
-    def sniff(self, head: str) -> bool:
-        start = head.lstrip()
-        return (start.startswith("[") or start.startswith("{")) and '"gpu"' in head and (
-            "nvidia" not in head.lower())
-
-    def read(self, text: str, source: Path) -> Any:
-        # The vendor-neutral capture module (engineer nv-capture's), imported when it is used.
-        captures = importlib.import_module("gpu_otel_agent.plugins.simulator_core.captures")
-        try:
-            devices = scenario_devices(text, source)
-        except AmdCaptureError as error:
-            raise captures.CaptureError(str(error)) from error
-        return captures.CaptureFragment(source=source, format=self.name, vendor=self.vendor,
-                                        devices=tuple(devices))
-
-
-AMD_SMI_JSON = AmdSmiJson()

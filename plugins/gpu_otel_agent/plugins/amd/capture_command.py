@@ -1,6 +1,6 @@
 """Runs ``gpu-agent capture --vendor amd``: the AMD GPUs amdsmi shows, as ``amd-smi
 static/metric --json`` (:func:`~.capture.capture_json`), registered in ``CAPTURE_WRITERS`` of
-:mod:`gpu_otel_agent.plugins.simulator_core.captures`. The JSON holds no process list, so
+:mod:`gpu_otel_agent.plugins.capture.writers`. The JSON holds no process list, so
 there are no names to scrub."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from gpu_otel_agent.backends.protocol import BackendUnavailable
 from gpu_otel_agent.plugins.amd import smi
 from gpu_otel_agent.plugins.amd.capture import capture_json
-from gpu_otel_agent.plugins.simulator_core.captures import write_whole
+from gpu_otel_agent.plugins.capture.writers import write_whole
 
 
 def run(out: Path | None, *, keep_names: bool) -> int:

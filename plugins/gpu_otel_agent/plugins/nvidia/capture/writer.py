@@ -11,14 +11,17 @@ Calls that answer an error print as nvidia-smi prints them: ``[N/A]`` for NOT_SU
 
 from __future__ import annotations
 
+import sys
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 import pynvml
 
+from gpu_otel_agent.plugins.capture.writers import write_whole
 from gpu_otel_agent.plugins.nvidia.capture import fields
 
 MIB = 1024 * 1024
@@ -324,3 +327,17 @@ def _processes(gpu: ET.Element, handle: Handle, keep_names: bool) -> None:
             ET.SubElement(info, "process_name").text = name
             used = proc.usedGpuMemory
             ET.SubElement(info, "used_memory").text = "N/A" if used is None else _mib(used)
+
+
+def run(out: Path | None, *, keep_names: bool) -> int:
+    """``gpu-agent capture --vendor nvidia`` (``CAPTURE_WRITERS`` of plugins.capture.writers)."""
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as error:
+        print(f"gpu-agent capture: cannot open NVML: {error}", file=sys.stderr)
+        return 1
+    try:
+        text = capture_xml(keep_names=keep_names)
+    finally:
+        pynvml.nvmlShutdown()
+    return write_whole(text, out)
