@@ -11,7 +11,7 @@
  * node.  The node daemon drives the state through the exported simamd_* functions.
  *
  * The wrapper binds ~180 symbols at import time; the ones not implemented here are
- * generated as stubs returning AMDSMI_STATUS_NOT_SUPPORTED by build.py (counted too).
+ * generated as stubs returning AMDSMI_STATUS_NOT_SUPPORTED by build_amdsmi.py (counted too).
  */
 #define _GNU_SOURCE
 #include "simcore.h"
@@ -228,7 +228,7 @@ enum { AMD_READINGS(X_ENUM) R_COUNT };
 #define X_STR(n) #n,
 static const char *const g_reading_names[] = {AMD_READINGS(X_STR)};
 
-/* The amdsmi functions implemented here (others are generated stubs, see build.py). */
+/* The amdsmi functions implemented here (others are generated stubs, see build_amdsmi.py). */
 #define AMD_FUNCS(X)                                                                  \
     X(amdsmi_init) X(amdsmi_shut_down) X(amdsmi_get_socket_handles)                   \
     X(amdsmi_get_socket_info) X(amdsmi_get_processor_handles)                         \
