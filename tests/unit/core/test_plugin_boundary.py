@@ -65,7 +65,7 @@ def test_no_production_module_imports_the_simulated_node() -> None:
      "gpu_otel_agent.plugins.nvidia.capture.writer"),
     ("from gpu_otel_agent.simulation.nvidia import nvml_returns", "gpu_otel_agent.plugins.x"),
     ("from gpu_otel_agent import simulation", "gpu_otel_agent.plugins.amd.capture"),
-    ("from ...simulation import node", "gpu_otel_agent.plugins.nvidia.error_policy_doc"),
+    ("from ...simulation import node", "gpu_otel_agent.plugins.nvidia.backend"),
     ("importlib.import_module('gpu_otel_agent.simulation.captures.registry')",
      "gpu_otel_agent.plugins.amd.capture"),
 ])
