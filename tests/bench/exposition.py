@@ -24,7 +24,7 @@ import types
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "examples/scenarios/bench-16gpu-256proc.yaml"
