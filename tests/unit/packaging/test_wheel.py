@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import configparser
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -29,24 +30,44 @@ SIMULATION = "gpu_otel_agent/simulation/"
 INSTALL_HINT = "pip install ./simulator"
 
 
-def _build(source: Path, out: Path, pattern: str) -> Path:
+# What a distribution's build reads (its pyproject.toml names the rest), and what a working
+# tree may hold beside it that a build must not see: setuptools builds in the tree and reuses
+# its `build/` folder, where a module moved away since the last build would still be found.
+AGENT_SOURCES = ("pyproject.toml", "README.md", "agent", "plugins")
+NOT_SOURCES = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+
+
+def _build(sources: Path, out: Path, pattern: str) -> Path:
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
-         "--wheel-dir", str(out), str(source)],
+         "--wheel-dir", str(out), str(sources)],
         check=True, capture_output=True, timeout=300,
     )
     (built,) = out.glob(pattern)
     return built
 
 
+def _copy(source: Path, names: tuple[str, ...], target: Path) -> Path:
+    """``names`` of ``source`` copied to ``target``: a clean tree to build from."""
+    for name in names:
+        if (source / name).is_dir():
+            shutil.copytree(source / name, target / name, ignore=NOT_SOURCES)
+        else:
+            shutil.copy2(source / name, target / name)
+    return target
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _build(REPO, tmp_path_factory.mktemp("wheel"), "gpu_otel_agent-*.whl")
+    sources = _copy(REPO, AGENT_SOURCES, tmp_path_factory.mktemp("agent-sources"))
+    return _build(sources, tmp_path_factory.mktemp("wheel"), "gpu_otel_agent-*.whl")
 
 
 @pytest.fixture(scope="module")
 def simulator_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _build(SIMULATOR, tmp_path_factory.mktemp("simulator-wheel"),
+    sources = tmp_path_factory.mktemp("simulator-sources") / "simulator"
+    shutil.copytree(SIMULATOR, sources, ignore=NOT_SOURCES)
+    return _build(sources, tmp_path_factory.mktemp("simulator-wheel"),
                   "gpu_otel_agent_simulator-*.whl")
 
 
