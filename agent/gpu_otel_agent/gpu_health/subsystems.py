@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gpu_otel_agent.model.snapshot import HealthState, HeldCondition, Reading, worst
+from gpu_otel_agent.model.snapshot import (
+    HealthState,
+    HeldCondition,
+    Reading,
+    SubsystemHealth,
+    worst,
+)
 
 PCIE, NVLINK, MEMORY, THERMAL, POWER, DRIVER, SM = (
     "pcie", "nvlink", "memory", "thermal", "power", "driver", "sm")
@@ -55,6 +61,15 @@ def states(conditions: Iterable[HeldCondition]) -> dict[str, HealthState]:
     for condition in conditions:
         found[condition.subsystem].append(condition.state)
     return {name: worst(*states) for name, states in found.items()}
+
+
+def subsystem_health(conditions: Iterable[HeldCondition]) -> tuple[SubsystemHealth, ...]:
+    """Every subsystem's state and the distinct reasons of its conditions (sorted)."""
+    held = tuple(conditions)
+    return tuple(
+        SubsystemHealth(name, worst(*(c.state for c in held if c.subsystem == name)),
+                        tuple(sorted({c.reason for c in held if c.subsystem == name and c.reason})))
+        for name in SUBSYSTEMS)
 
 
 def status_readings(by_subsystem: dict[str, HealthState]) -> tuple[Reading, ...]:

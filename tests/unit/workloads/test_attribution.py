@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpu_otel_agent.model.process import ProcessUsage
-from gpu_otel_agent.model.snapshot import DeviceIdentity, Reading
+from gpu_otel_agent.model.snapshot import DeviceIdentity, GroupSample, Reading
 from gpu_otel_agent.workloads.attribution import Attribution, AttributionSettings
 from gpu_otel_agent.workloads.procfs import ProcReader
 from gpu_otel_agent.workloads.resolver import WorkloadResolver
@@ -46,15 +46,19 @@ def test_exit_drops_the_series_at_once_and_lookup_follows(tmp_path: Path) -> Non
     _proc(tmp_path, 10)
     _proc(tmp_path, 11)
     resolver = WorkloadResolver(ProcReader(tmp_path))
-    attribution = Attribution(resolver, AttributionSettings())
-    refreshed: list[int] = []
-    attribution.watch_device(GPU.uuid, lambda: refreshed.append(1))
-    attribution.readings(GPU, (ProcessUsage(10, 1), ProcessUsage(11, 2)))
+    attribution = Attribution(resolver, AttributionSettings(), clock_ns=lambda: 7)
+    published: list[tuple[str, GroupSample | None]] = []
+    attribution.on_processes(lambda uuid, sample: published.append((uuid, sample)))
+    attribution.publish(GPU, (ProcessUsage(10, 1), ProcessUsage(11, 2)), None, 5)
     assert [p.pid for p in attribution.processes_on(GPU.uuid)] == [10, 11]
     resolver.on_exit(11)
-    assert refreshed == [1]  # the sampler republishes without waiting for its next cycle
-    readings = attribution.readings(GPU, None)  # same list: the GPU still shows pid 11
-    pids = [dict(r.attributes)["process.pid"] for r in readings
+    # Republished at once from the same list (the GPU still shows pid 11), by attribution
+    # itself: the sampler is not asked and its next cycle not awaited.
+    assert [(uuid, s.group, s.time_ns) for uuid, s in published if s] == [
+        (GPU.uuid, "processes", 5), (GPU.uuid, "processes", 7)]
+    sample = published[-1][1]
+    assert sample is not None
+    pids = [dict(r.attributes)["process.pid"] for r in sample.readings
             if r.metric == "gpu.process.memory.usage"]
     assert pids == [10]
     (process,) = attribution.processes_on(GPU.uuid)
