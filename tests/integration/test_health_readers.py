@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,14 +72,25 @@ def _all_say(store: Store, port: int, agent: AgentProcess, uuid: str, state: str
     return check
 
 
-def _agent(tmp_path: Path, receiver: OtlpGrpcReceiver, node: SimulatedNode, port: int,
-           health: bool) -> AgentProcess:
+@contextlib.contextmanager
+def _running(tmp_path: Path, receiver: OtlpGrpcReceiver, node: SimulatedNode,
+             health: bool) -> Iterator[tuple[AgentProcess, int]]:
+    """The agent pushing to ``receiver``, serving Prometheus on a port and its local socket,
+    once it answers for every GPU; stopped cleanly at the end."""
+    port = free_port()
     config = tmp_path / "agent.yaml"
     config.write_text(
         "call_timeout: 0.5\nlost_reprobe_interval: 0.5\n"
         f"prometheus: {{enabled: true, listen: '127.0.0.1:{port}'}}\n"
         f"health: {{enabled: {str(health).lower()}}}\n", encoding="utf-8")
-    return AgentProcess(tmp_path, receiver.endpoint, node.env, ["--config", str(config), *FAST])
+    agent = AgentProcess(tmp_path, receiver.endpoint, node.env,
+                         ["--config", str(config), *FAST]).serving(port)
+    try:
+        agent.answering()
+        yield agent, port
+    finally:
+        agent.shutdown()
+        agent.close()
 
 
 def _wait(store: Store, port: int, agent: AgentProcess, uuid: str, state: str) -> None:
@@ -95,10 +106,8 @@ def _health(agent: AgentProcess) -> dict[str, Any]:
 def test_a_degraded_gpu_lost_and_back_reads_the_same_everywhere(
     four_gpu_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path,
 ) -> None:
-    node, store, port = four_gpu_node, otlp_grpc_receiver.store, free_port()
-    agent = _agent(tmp_path, otlp_grpc_receiver, node, port, health=True).serving(port)
-    try:
-        agent.answering()
+    node, store = four_gpu_node, otlp_grpc_receiver.store
+    with _running(tmp_path, otlp_grpc_receiver, node, health=True) as (agent, port):
         _wait(store, port, agent, UUIDS[GPU], "ok")
         # XID 48: the engine holds the GPU degraded (its memory), the sampler still reads it.
         node.command({"op": "xid", "device": GPU, "code": 48})
@@ -116,18 +125,13 @@ def test_a_degraded_gpu_lost_and_back_reads_the_same_everywhere(
         node.command({"op": "recover", "device": GPU})
         _wait(store, port, agent, UUIDS[GPU], "ok")
         assert _health(agent)["health_engine"] is True
-    finally:
-        agent.shutdown()
-        agent.close()
 
 
 def test_with_health_events_off_a_lost_gpu_reads_failed_everywhere(
     four_gpu_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path,
 ) -> None:
-    node, store, port = four_gpu_node, otlp_grpc_receiver.store, free_port()
-    agent = _agent(tmp_path, otlp_grpc_receiver, node, port, health=False).serving(port)
-    try:
-        agent.answering()
+    node, store = four_gpu_node, otlp_grpc_receiver.store
+    with _running(tmp_path, otlp_grpc_receiver, node, health=False) as (agent, port):
         node.command({"op": "xid", "device": GPU, "code": 48})  # no engine: not judged
         node.command({"op": "lost", "device": GPU})
         _wait(store, port, agent, UUIDS[GPU], "failed")
@@ -139,6 +143,3 @@ def test_with_health_events_off_a_lost_gpu_reads_failed_everywhere(
         assert not store.points("gpu.health.status")  # the engine's series: none without it
         node.command({"op": "recover", "device": GPU})
         _wait(store, port, agent, UUIDS[GPU], "ok")
-    finally:
-        agent.shutdown()
-        agent.close()

@@ -499,8 +499,12 @@ class DeviceSampler:
         if self._snapshot.health is not HealthState.OK:
             return  # a late answer from a device already marked down must not revive it
         now = self._clock_ns()
-        if readings is not None and group != PROCESS_GROUP:  # processes: attribution's
-            snapshot = self._snapshot.with_sample(GroupSample(group, readings, now))
+        if readings is not None:
+            snapshot = self._snapshot
+            # Processes are attribution's (published by it); the device is put all the same,
+            # so one that serves only that group is in the store for its processes to join.
+            if group != PROCESS_GROUP:
+                snapshot = snapshot.with_sample(GroupSample(group, readings, now))
             if self._counters.observe(readings, now):
                 snapshot = replace(snapshot, counter_starts=MappingProxyType(
                     self._counters.starts()))
@@ -524,4 +528,4 @@ class DeviceSampler:
             readings = self._readings(part.snapshot, group, data)
             if group != PROCESS_GROUP:  # processes: published by attribution
                 part.snapshot = part.snapshot.with_sample(GroupSample(group, readings, now))
-                self._store.put(part.snapshot)
+            self._store.put(part.snapshot)
