@@ -18,8 +18,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpu_otel_agent.backends.protocol import PROCESS_GROUP
-from gpu_otel_agent.model.process import ProcessUsage
+from gpu_otel_agent.model.process import PROCESS_GROUP, ProcessUsage
 from gpu_otel_agent.model.snapshot import (
     Attributes,
     AttributeValue,
