@@ -63,13 +63,21 @@ def states(conditions: Iterable[HeldCondition]) -> dict[str, HealthState]:
     return {name: worst(*states) for name, states in found.items()}
 
 
+_ALL_OK = tuple(SubsystemHealth(name, HealthState.OK) for name in SUBSYSTEMS)
+
+
 def subsystem_health(conditions: Iterable[HeldCondition]) -> tuple[SubsystemHealth, ...]:
     """Every subsystem's state and the distinct reasons of its conditions (sorted)."""
-    held = tuple(conditions)
+    by_name: dict[str, list[HeldCondition]] = {}
+    for condition in conditions:
+        by_name.setdefault(condition.subsystem, []).append(condition)
+    if not by_name:
+        return _ALL_OK  # most GPUs, most of the time: one tuple for all of them
     return tuple(
-        SubsystemHealth(name, worst(*(c.state for c in held if c.subsystem == name)),
-                        tuple(sorted({c.reason for c in held if c.subsystem == name and c.reason})))
-        for name in SUBSYSTEMS)
+        SubsystemHealth(name, worst(*(c.state for c in mine)),
+                        tuple(sorted({c.reason for c in mine if c.reason})))
+        if (mine := by_name.get(name)) else ok
+        for name, ok in zip(SUBSYSTEMS, _ALL_OK, strict=True))
 
 
 def status_readings(by_subsystem: dict[str, HealthState]) -> tuple[Reading, ...]:

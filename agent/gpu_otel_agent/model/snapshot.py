@@ -175,10 +175,13 @@ class HeldCondition:
     reason: str
 
 
+_STATUS = {state: tuple(Reading("hw.status", int(s is state), (("hw.state", s.value),))
+                        for s in HealthState) for state in HealthState}
+
+
 def status_readings(state: HealthState) -> tuple[Reading, ...]:
-    """``hw.status``: 1 for ``state``, 0 for the other states."""
-    return tuple(Reading("hw.status", int(s is state), (("hw.state", s.value),))
-                 for s in HealthState)
+    """``hw.status``: 1 for ``state``, 0 for the other states (made once per state)."""
+    return _STATUS[state]
 
 
 @dataclass(frozen=True)
@@ -246,6 +249,9 @@ class SnapshotStore:
         self._devices: dict[str, DeviceSnapshot] = {}
         self._health: dict[str, DeviceHealth] = {}
         self._processes: dict[str, GroupSample] = {}
+        # The last device joined with its processes, by UUID: rebuilt only when either changes
+        # (a snapshot is taken every export; processes change every few seconds).
+        self._joined: dict[str, tuple[DeviceSnapshot, GroupSample, DeviceSnapshot]] = {}
         self._agent_source: Callable[[int], AgentSample] | None = None
         self._node: dict[str, tuple[AgentSample, ...]] = {}
         self._attributes: dict[str, Attributes] = {}
@@ -269,6 +275,7 @@ class SnapshotStore:
         with self._lock:
             if sample is None:
                 self._processes.pop(uuid, None)
+                self._joined.pop(uuid, None)
             else:
                 self._processes[uuid] = sample
 
@@ -291,19 +298,29 @@ class SnapshotStore:
             self._devices.pop(uuid, None)
             self._health.pop(uuid, None)
             self._processes.pop(uuid, None)
+            self._joined.pop(uuid, None)
             self._attributes.pop(uuid, None)
 
     def _sorted_devices(self) -> tuple[DeviceSnapshot, ...]:
         """Each device as its sampler left it, with its processes as attribution left them
         (under the lock)."""
         devices = sorted(self._devices.values(), key=lambda d: d.identity.order)
-        processes = self._processes
-        if not processes:
+        if not self._processes:
             return tuple(devices)
-        return tuple(
-            replace(d, samples=MappingProxyType({**d.samples, sample.group: sample}))
-            if (sample := processes.get(d.identity.uuid)) is not None else d
-            for d in devices)
+        return tuple(self._join(d) for d in devices)
+
+    def _join(self, device: DeviceSnapshot) -> DeviceSnapshot:
+        uuid = device.identity.uuid
+        sample = self._processes.get(uuid)
+        if sample is None:
+            return device
+        kept = self._joined.get(uuid)
+        if kept is not None and kept[0] is device and kept[1] is sample:
+            return kept[2]
+        joined = replace(device, samples=MappingProxyType({**device.samples,
+                                                           sample.group: sample}))
+        self._joined[uuid] = (device, sample, joined)
+        return joined
 
     def devices(self) -> tuple[DeviceSnapshot, ...]:
         """The devices alone: no health, no self-telemetry (a liveness check needs no more)."""
