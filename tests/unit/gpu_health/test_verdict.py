@@ -9,6 +9,7 @@ import threading
 from dataclasses import replace
 from typing import Any
 
+from gpu_otel_agent.config.holder import ConfigHolder
 from gpu_otel_agent.config.load import load
 from gpu_otel_agent.config.schema import GroupConfig
 from gpu_otel_agent.export.series import series
@@ -26,7 +27,6 @@ from gpu_otel_agent.model.snapshot import (
     Reading,
     SnapshotStore,
 )
-from gpu_otel_agent.runtime.config_holder import ConfigHolder
 from gpu_otel_agent.sampling.sampler import DeviceSampler
 
 GPU = DeviceIdentity("GPU-a", 0, "nvidia", "H100", "00:18")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_otel_agent.backends.protocol import Device, DeviceLost
+from gpu_otel_agent.config.holder import ConfigHolder
 from gpu_otel_agent.config.load import load
 from gpu_otel_agent.config.schema import GroupConfig
 from gpu_otel_agent.model.process import ProcessUsage
@@ -20,7 +21,6 @@ from gpu_otel_agent.model.snapshot import (
     Reading,
     SnapshotStore,
 )
-from gpu_otel_agent.runtime.config_holder import ConfigHolder
 from gpu_otel_agent.sampling.sampler import DeviceSampler
 from gpu_otel_agent.workloads.attribution import Attribution, AttributionSettings
 from gpu_otel_agent.workloads.procfs import ProcReader
