@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpu_otel_agent.local.client import LocalClientError, get
-from gpu_otel_agent.plugins.nvidia.simulator import SimulatedNode
+from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.integration.conftest import UUIDS
 from tests.integration.harness import AgentProcess
 from tests.receivers.netutil import free_port
