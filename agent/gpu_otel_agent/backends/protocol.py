@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from gpu_otel_agent.model import process
 from gpu_otel_agent.model.process import ProcessUsage
 from gpu_otel_agent.model.snapshot import DeviceIdentity, Reading
 from gpu_otel_agent.model.workload import WorkloadLookup
@@ -60,7 +61,7 @@ class Device(Protocol):
         """Read one metric group; unreadable values are left out. Raises DeviceLost."""
 
 
-PROCESS_GROUP = "processes"
+PROCESS_GROUP = process.PROCESS_GROUP  # defined with the model: attribution publishes it too
 
 
 @runtime_checkable

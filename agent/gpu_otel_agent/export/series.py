@@ -1,7 +1,8 @@
 """The data points a snapshot stands for, grouped by metric: what every encoder writes out.
 
-This is where the device attributes are attached, ``hw.status`` is derived from the device's
-health, and unreadable (non-finite) values are dropped — once, for every exporter.
+This is where the device attributes are attached, the device's health is written out (its
+``hw.status`` and the health engine's series, as ``gpu_health/verdict.py`` decided them), and
+unreadable (non-finite) values are dropped — once, for every exporter.
 """
 
 from __future__ import annotations
@@ -15,13 +16,10 @@ from gpu_otel_agent.model.semconv import dropped_device_attributes
 from gpu_otel_agent.model.snapshot import (
     Attributes,
     DeviceIdentity,
-    DeviceOverlay,
     DeviceSnapshot,
     GroupSample,
-    HealthState,
     NodeSnapshot,
     Reading,
-    worst,
 )
 
 
@@ -33,17 +31,6 @@ class SeriesPoint(NamedTuple):
     start_time_ns: int  # start of the cumulative counter (used for sums)
     time_ns: int
     value: float | int
-
-
-def status_readings(
-    device: DeviceSnapshot, overlay: DeviceOverlay | None = None
-) -> tuple[Reading, ...]:
-    """``hw.status``: the worse of the sampler's view and the health engine's."""
-    health = device.health if overlay is None else worst(device.health, overlay.health)
-    return tuple(
-        Reading("hw.status", int(state is health), (("hw.state", state.value),))
-        for state in HealthState
-    )
 
 
 Run = list[SeriesPoint]  # one metric's points from one sample
@@ -139,10 +126,8 @@ def series_runs(snapshot: NodeSnapshot) -> dict[str, list[Run]]:
     for device in snapshot.devices:
         # Attributes a workload source gives the device (a DRA claim's driver/pool/device).
         extra = snapshot.device_attributes.get(device.identity.uuid, ())
-        overlay = snapshot.overlays.get(device.identity.uuid)
-        now = list(status_readings(device, overlay))
-        if overlay is not None:
-            now.extend(overlay.readings)
+        health = snapshot.health_of(device.identity.uuid)
+        now = (*health.status, *health.readings)
         for group in device.samples.values():
             for metric, run in _sample_runs(device, group, extra).items():
                 runs[metric].append(run)

@@ -5,6 +5,8 @@ threads), and the sampler's observations (a call overran its deadline, the GPU i
 answers again, a slow-group reading). The engine keeps one state machine per GPU, counts XIDs,
 drops the second sighting of one fault, summarises storms, attaches the workloads on the GPU
 and hands finished events to delivery (``delivery.py``: workloads attached, sink in order).
+Its view of each GPU (state, conditions, XID counts) goes to the health board
+(``verdict.py``), which decides the GPU's health with the sampler's and publishes it.
 """
 
 from __future__ import annotations
@@ -44,11 +46,11 @@ from gpu_otel_agent.gpu_health.state import HealthMachine, Transition
 from gpu_otel_agent.gpu_health.storm import StormControl, Summary
 from gpu_otel_agent.gpu_health.storm_journal import OpenWindow, StormJournal
 from gpu_otel_agent.gpu_health.ulid import ulid
+from gpu_otel_agent.gpu_health.verdict import EngineView, HealthBoard
 from gpu_otel_agent.gpu_health.watch import Change, GrayWatch
 from gpu_otel_agent.gpu_health.xid import ACTIONS, UNKNOWN_XID, lookup
 from gpu_otel_agent.model.snapshot import (
     DeviceIdentity,
-    DeviceOverlay,
     HealthState,
     Reading,
     SnapshotStore,
@@ -115,7 +117,12 @@ class HealthEngine:
         *,
         clock: Callable[[], float] = time.monotonic,
         wall_ns: Callable[[], int] = time.time_ns,
+        board: HealthBoard | None = None,
     ) -> None:
+        """``store``: read for the latest readings and partitions; ``board``: where the
+        engine's view of each GPU goes (the agent's, shared with the samplers; by default one
+        of its own on ``store``)."""
+        self._board = board if board is not None else HealthBoard(store)
         self._gpus = {d.uuid: _Gpu(d, HealthMachine(), PolledWatcher(), {},
                                    GrayWatch(settings.debounce)) for d in devices}
         self._store = store
@@ -460,8 +467,8 @@ class HealthEngine:
                          for code, count in sorted(gpu.xids.items()))
         held = subsystems.held(gpu.machine.causes())
         readings += subsystems.status_readings(subsystems.states(held))
-        self._store.put_overlay(gpu.identity.uuid,
-                                DeviceOverlay(gpu.machine.state, readings, held))
+        self._board.engine_view(gpu.identity.uuid,
+                                EngineView(gpu.machine.state, held, readings))
 
     # -- tasks ---------------------------------------------------------------------------
 

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gpu_otel_agent.model.snapshot import HealthState, HeldCondition, Reading, worst
+from gpu_otel_agent.model.snapshot import (
+    HealthState,
+    HeldCondition,
+    Reading,
+    SubsystemHealth,
+    worst,
+)
 
 PCIE, NVLINK, MEMORY, THERMAL, POWER, DRIVER, SM = (
     "pcie", "nvlink", "memory", "thermal", "power", "driver", "sm")
@@ -55,6 +61,23 @@ def states(conditions: Iterable[HeldCondition]) -> dict[str, HealthState]:
     for condition in conditions:
         found[condition.subsystem].append(condition.state)
     return {name: worst(*states) for name, states in found.items()}
+
+
+_ALL_OK = tuple(SubsystemHealth(name, HealthState.OK) for name in SUBSYSTEMS)
+
+
+def subsystem_health(conditions: Iterable[HeldCondition]) -> tuple[SubsystemHealth, ...]:
+    """Every subsystem's state and the distinct reasons of its conditions (sorted)."""
+    by_name: dict[str, list[HeldCondition]] = {}
+    for condition in conditions:
+        by_name.setdefault(condition.subsystem, []).append(condition)
+    if not by_name:
+        return _ALL_OK  # most GPUs, most of the time: one tuple for all of them
+    return tuple(
+        SubsystemHealth(name, worst(*(c.state for c in mine)),
+                        tuple(sorted({c.reason for c in mine if c.reason})))
+        if (mine := by_name.get(name)) else ok
+        for name, ok in zip(SUBSYSTEMS, _ALL_OK, strict=True))
 
 
 def status_readings(by_subsystem: dict[str, HealthState]) -> tuple[Reading, ...]:

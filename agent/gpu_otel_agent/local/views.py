@@ -1,7 +1,8 @@
 """The JSON documents of the local endpoint, built from what the agent already holds.
 
 Nothing here calls a GPU library: the snapshot view reads :class:`SnapshotStore` (the samplers'
-latest readings and the health engine's overlays), the event view reads the :class:`EventRing`.
+latest readings and each device's health as the health board decided it), the event view reads
+the :class:`EventRing`.
 Processes come from the per-process readings the attribution already made (``gpu.process.*``),
 so a client sees the same container, pod, namespace and Slurm job as the exported series.
 """
@@ -17,7 +18,6 @@ from gpu_otel_agent.model.snapshot import (
     DeviceSnapshot,
     NodeSnapshot,
     Reading,
-    worst,
 )
 
 Json = dict[str, Any]
@@ -62,14 +62,12 @@ def _processes(readings: list[Reading]) -> list[Json]:
 
 def device_view(device: DeviceSnapshot, snapshot: NodeSnapshot) -> Json:
     identity = device.identity
-    overlay = snapshot.overlays.get(identity.uuid)
+    health = snapshot.health_of(identity.uuid)
     readings = [r for s in sorted(device.samples.values(), key=lambda s: s.group)
                 for r in s.readings]
-    if overlay is not None:
-        readings.extend(overlay.readings)
+    readings.extend(health.readings)
     own = [r for r in readings if not r.metric.startswith((PROCESS_METRIC_PREFIX,
                                                             CONTAINER_METRIC_PREFIX))]
-    health = worst(device.health, *(() if overlay is None else (overlay.health,)))
     partition = identity.partition
     return {
         "uuid": identity.uuid,
@@ -81,8 +79,8 @@ def device_view(device: DeviceSnapshot, snapshot: NodeSnapshot) -> Json:
         "partition": None if partition is None else {
             "kind": partition.kind, "profile": partition.profile,
             "attributes": dict(partition.attributes)},
-        "health": health.value,
-        "reason": device.reason,
+        "health": health.state.value,
+        "reason": health.reason,
         "sampled_ns": max((s.time_ns for s in device.samples.values()), default=None),
         "readings": [_reading(r) for r in own],
         "processes": _processes(readings),

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The metric group of the per-process readings (a backend serves it, attribution publishes it).
+PROCESS_GROUP = "processes"
+
 # hw.gpu.task values of telemetry.md: the engine a utilization figure is about.
 TASK_GENERAL = "general"
 TASK_ENCODER = "encoder"

@@ -1,8 +1,10 @@
 """Immutable samples and the snapshot the exporters read.
 
-Samplers publish a new :class:`DeviceSnapshot` after every group read; exporters take
-:meth:`SnapshotStore.current` and never touch a GPU library, so a hung NVML call can never
-stall an export (the failure mode of OTel observable callbacks).
+Samplers publish a new :class:`DeviceSnapshot` after every group read; attribution publishes each
+device's processes; the health board (``gpu_health/verdict.py``) publishes each device's final
+:class:`DeviceHealth`. Exporters take :meth:`SnapshotStore.current` and never touch a GPU
+library, so a hung NVML call can never stall an export (the failure mode of OTel observable
+callbacks). Each part of a snapshot has one writer; readers only read.
 """
 
 from __future__ import annotations
@@ -137,10 +139,13 @@ class GroupSample:
 @dataclass(frozen=True)
 class DeviceSnapshot:
     identity: DeviceIdentity
+    # The sampler's reachability of the device: OK (it answers), DEGRADED (a call hangs),
+    # FAILED (lost). Its own bookkeeping and an input of the device's health, not the health
+    # itself: readers of health read NodeSnapshot.health (decided in gpu_health/verdict.py).
     health: HealthState
     start_time_ns: int  # start of the cumulative counters we report for this device
     samples: Mapping[str, GroupSample] = field(default_factory=lambda: MappingProxyType({}))
-    reason: str = ""  # why the device is not ok, for logs and events
+    reason: str = ""  # why the device does not answer, for logs and events
     # Counter series that restarted (went backwards: driver reload, GPU reset, wrap): their
     # own start time, by (metric, attributes); the rest start at ``start_time_ns``.
     counter_starts: Mapping[tuple[str, Attributes], int] = field(
@@ -170,15 +175,42 @@ class HeldCondition:
     reason: str
 
 
-@dataclass(frozen=True)
-class DeviceOverlay:
-    """What the health engine adds to a device's series: its view of the health state (from
-    events the sampler cannot see, like an XID), its event counters and the conditions behind
-    the state (not exported as series: read by the local endpoint's ``/v1/health``)."""
+_STATUS = {state: tuple(Reading("hw.status", int(s is state), (("hw.state", s.value),))
+                        for s in HealthState) for state in HealthState}
 
-    health: HealthState
-    readings: tuple[Reading, ...]
-    conditions: tuple[HeldCondition, ...] = ()
+
+def status_readings(state: HealthState) -> tuple[Reading, ...]:
+    """``hw.status``: 1 for ``state``, 0 for the other states (made once per state)."""
+    return _STATUS[state]
+
+
+@dataclass(frozen=True)
+class SubsystemHealth:
+    """One part of a GPU (``gpu.health.subsystem``): its state and the reasons behind it."""
+
+    name: str
+    state: HealthState
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DeviceHealth:
+    """A device's final health, decided once (``gpu_health/verdict.py``) and only read after:
+    ``hw.status`` in every exporter, ``health`` in the local endpoint's documents (and so in
+    ``gpu-agent top`` and ``check``), ``/v1/health``."""
+
+    state: HealthState
+    status: tuple[Reading, ...]  # hw.status for ``state``
+    reason: str = ""  # why the device does not answer (lost, hung); empty while it answers
+    # The health engine's series of the device: gpu.xid.errors, gpu.health.status.
+    readings: tuple[Reading, ...] = ()
+    subsystems: tuple[SubsystemHealth, ...] = ()  # every subsystem, in catalog order
+    engine: bool = False  # the health engine judged it (health events on), not only reachability
+
+
+# The health of a device no board has judged: a snapshot made without an agent (a test, the
+# test record of ``gpu-agent check``). A running agent publishes one for every device first.
+UNJUDGED = DeviceHealth(HealthState.OK, status_readings(HealthState.OK))
 
 
 @dataclass(frozen=True)
@@ -195,7 +227,8 @@ class NodeSnapshot:
     devices: tuple[DeviceSnapshot, ...]
     taken_ns: int
     agent: AgentSample | None = None
-    overlays: Mapping[str, DeviceOverlay] = field(default_factory=lambda: MappingProxyType({}))
+    # Each device's final health by UUID (read it with ``health_of``).
+    health: Mapping[str, DeviceHealth] = field(default_factory=lambda: MappingProxyType({}))
     # Readings of the node tied to no one device (per-process CUDA activity): each sample has
     # its own counter start (a process's, a container's), its readings their own attributes.
     node: tuple[AgentSample, ...] = ()
@@ -204,6 +237,9 @@ class NodeSnapshot:
     device_attributes: Mapping[str, Attributes] = field(
         default_factory=lambda: MappingProxyType({}))
 
+    def health_of(self, uuid: str) -> DeviceHealth:
+        return self.health.get(uuid, UNJUDGED)
+
 
 class SnapshotStore:
     """Holds the latest snapshot per device; writers replace, readers get an immutable view."""
@@ -211,7 +247,11 @@ class SnapshotStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._devices: dict[str, DeviceSnapshot] = {}
-        self._overlays: dict[str, DeviceOverlay] = {}
+        self._health: dict[str, DeviceHealth] = {}
+        self._processes: dict[str, GroupSample] = {}
+        # The last device joined with its processes, by UUID: rebuilt only when either changes
+        # (a snapshot is taken every export; processes change every few seconds).
+        self._joined: dict[str, tuple[DeviceSnapshot, GroupSample, DeviceSnapshot]] = {}
         self._agent_source: Callable[[int], AgentSample] | None = None
         self._node: dict[str, tuple[AgentSample, ...]] = {}
         self._attributes: dict[str, Attributes] = {}
@@ -224,9 +264,20 @@ class SnapshotStore:
             else:
                 self._attributes.pop(uuid, None)
 
-    def put_overlay(self, uuid: str, overlay: DeviceOverlay) -> None:
+    def put_health(self, uuid: str, health: DeviceHealth) -> None:
+        """The device's final health (the health board is the one writer)."""
         with self._lock:
-            self._overlays[uuid] = overlay
+            self._health[uuid] = health
+
+    def put_processes(self, uuid: str, sample: GroupSample | None) -> None:
+        """The device's attributed processes (attribution is the one writer); ``None``
+        withdraws them. Readers find them among the device's samples."""
+        with self._lock:
+            if sample is None:
+                self._processes.pop(uuid, None)
+                self._joined.pop(uuid, None)
+            else:
+                self._processes[uuid] = sample
 
     def set_agent_source(self, source: Callable[[int], AgentSample]) -> None:
         """Self-telemetry read into every snapshot, so every exporter carries it."""
@@ -245,29 +296,53 @@ class SnapshotStore:
         """A partition was destroyed (reconfiguration): its series vanish with it."""
         with self._lock:
             self._devices.pop(uuid, None)
-            self._overlays.pop(uuid, None)
+            self._health.pop(uuid, None)
+            self._processes.pop(uuid, None)
+            self._joined.pop(uuid, None)
             self._attributes.pop(uuid, None)
 
+    def _sorted_devices(self) -> tuple[DeviceSnapshot, ...]:
+        """Each device as its sampler left it, with its processes as attribution left them
+        (under the lock)."""
+        devices = sorted(self._devices.values(), key=lambda d: d.identity.order)
+        if not self._processes:
+            return tuple(devices)
+        return tuple(self._join(d) for d in devices)
+
+    def _join(self, device: DeviceSnapshot) -> DeviceSnapshot:
+        uuid = device.identity.uuid
+        sample = self._processes.get(uuid)
+        if sample is None:
+            return device
+        kept = self._joined.get(uuid)
+        if kept is not None and kept[0] is device and kept[1] is sample:
+            return kept[2]
+        joined = replace(device, samples=MappingProxyType({**device.samples,
+                                                           sample.group: sample}))
+        self._joined[uuid] = (device, sample, joined)
+        return joined
+
     def devices(self) -> tuple[DeviceSnapshot, ...]:
-        """The devices alone: no overlays, no self-telemetry (a liveness check needs no more)."""
+        """The devices alone: no health, no self-telemetry (a liveness check needs no more)."""
         with self._lock:
-            return tuple(sorted(self._devices.values(), key=lambda d: d.identity.order))
+            return self._sorted_devices()
 
     def covers(self, device_count: int) -> bool:
         """Every one of ``device_count`` (physical) devices has been sampled or found unhealthy."""
         with self._lock:
             physical = [d for d in self._devices.values() if d.identity.partition is None]
             return len(physical) >= device_count and all(
-                d.samples or d.health is not HealthState.OK for d in physical
+                d.samples or d.identity.uuid in self._processes
+                or d.health is not HealthState.OK for d in physical
             )
 
     def current(self, now_ns: int) -> NodeSnapshot:
         with self._lock:
-            devices = tuple(sorted(self._devices.values(), key=lambda d: d.identity.order))
-            overlays = MappingProxyType(dict(self._overlays))
+            devices = self._sorted_devices()
+            health = MappingProxyType(dict(self._health))
             node = tuple(s for _, samples in sorted(self._node.items()) for s in samples)
             attributes = MappingProxyType(dict(self._attributes))
         source = self._agent_source
         agent = source(now_ns) if source is not None else None
-        return NodeSnapshot(devices=devices, taken_ns=now_ns, agent=agent, overlays=overlays,
+        return NodeSnapshot(devices=devices, taken_ns=now_ns, agent=agent, health=health,
                             node=node, device_attributes=attributes)

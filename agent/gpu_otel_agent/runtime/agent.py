@@ -32,6 +32,7 @@ from gpu_otel_agent.export.exporters import build_snapshot_exporter
 from gpu_otel_agent.export.metric_pusher import MetricPusher
 from gpu_otel_agent.export.prometheus import EndpointError
 from gpu_otel_agent.export.tracing import SpanRecorder, TracedExporter, build_tracer
+from gpu_otel_agent.gpu_health.verdict import HealthBoard
 from gpu_otel_agent.local.endpoint import LocalEndpoint, LocalEndpointError
 from gpu_otel_agent.local.routes import Sources, build_routes
 from gpu_otel_agent.model.semconv import agent_resource
@@ -99,6 +100,8 @@ class Agent:
         self._backends = backends
         self._stop = asyncio.Event()
         self.store = SnapshotStore()
+        # Decides each device's health, from its sampler and (events on) the health engine.
+        self.board = HealthBoard(self.store)
         self.samplers: list[DeviceSampler] = []
         self.attribution: Attribution | None = None
         self.node_plugins: list[RunningNodePlugin] = []
@@ -153,6 +156,7 @@ class Agent:
             self.attribution, workload_service = build_attribution(
                 self._initial.attribution, process_events(self._initial, self.node_plugins))
             self.attribution.on_device_attributes(self.store.put_device_attributes)
+            self.attribution.on_processes(self.store.put_processes)
         if self._initial.health.enabled:
             # Attribution's lookup knows containers and pods; the backend's only PIDs. It is
             # filled by the processes group, so without that group it would name nobody.
@@ -160,12 +164,12 @@ class Agent:
             attribution = (self.attribution if processes is not None and processes.enabled
                            else None)
             self.health = HealthRuntime(self._initial, resource, opened, self.store,
-                                        self._workloads or attribution)
+                                        self._workloads or attribution, board=self.board)
         observer = self.health.engine if self.health is not None else None
         relay = Relay()  # the node's devices due together read in turn (threads.relay)
         self.samplers = [
             DeviceSampler(device, self.store, self._holder, attribution=self.attribution,
-                          observer=observer, relay=relay)
+                          observer=observer, relay=relay, health=self.board)
             for backend in opened
             for device in backend.devices
         ]

@@ -1,7 +1,8 @@
 """Wires the health pipeline: vendor event sources -> engine -> event pusher (+ spool).
 
 Sources run on their own threads and hand batches to the loop with ``call_soon_threadsafe``;
-the samplers report to the engine directly (it is their ``DeviceObserver``).
+the samplers report to the engine directly (it is their ``DeviceObserver``); the engine's view
+of each GPU goes to the agent's health board, which publishes the GPU's health.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from gpu_otel_agent.gpu_health.engine import EngineSettings, HealthEngine
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.storm_journal import StormJournal
 from gpu_otel_agent.gpu_health.telemetry import HealthTelemetry
+from gpu_otel_agent.gpu_health.verdict import HealthBoard
 from gpu_otel_agent.local.recent_events import EventRing
 from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
 from gpu_otel_agent.model.workload import GpuProcess, WorkloadLookup
@@ -65,6 +67,8 @@ class HealthRuntime:
         opened: Sequence[OpenBackend],
         store: SnapshotStore,
         workloads: WorkloadLookup | None = None,
+        *,
+        board: HealthBoard | None = None,
     ) -> None:
         health = config.health
         if workloads is None:
@@ -87,7 +91,7 @@ class HealthRuntime:
             [d.identity for b in opened for d in b.devices], deliver, store,
             EngineSettings(storm_window=health.storm_window, dedup_window=health.dedup_window,
                            debounce=DebounceSettings(health.degrade_after, health.clear_after)),
-            workloads,
+            workloads, board=board,
         )
         options = EventSourceOptions(kmsg=health.kmsg)
         self.sources: list[EventSource] = []

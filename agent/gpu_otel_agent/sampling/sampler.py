@@ -3,6 +3,11 @@
 All device calls run on the device's own worker thread under a deadline. A call that overruns
 marks the device unresponsive (its readings go absent) without delaying any other device; a
 lost device is re-probed at a low rate and resumes when it answers again.
+
+Where what it learns goes (each one way, nothing calls back): readings into the snapshot store;
+whether each device answers to the health board (``HealthReport``), which decides the device's
+health; what it sees happen to the device to the health engine (``DeviceObserver``: events);
+process lists to attribution, which publishes the attributed processes itself.
 """
 
 from __future__ import annotations
@@ -67,6 +72,15 @@ class SamplerStats:
     last_read_seconds: dict[str, float] = field(default_factory=dict)  # per group
 
 
+class HealthReport(Protocol):
+    """Where the sampler says whether each device answers (``gpu_health.verdict.HealthBoard``
+    implements it): ``state`` OK, DEGRADED (a call hangs) or FAILED (lost). On the event loop."""
+
+    def reachability(self, uuid: str, state: HealthState, reason: str) -> None: ...
+
+    def forget(self, uuid: str) -> None: ...
+
+
 class DeviceObserver(Protocol):
     """Told what the sampler sees happen to its device (the health engine implements it).
 
@@ -108,9 +122,11 @@ class DeviceSampler:
         *,
         observer: DeviceObserver | None = None,
         relay: Relay | None = None,
+        health: HealthReport | None = None,
     ) -> None:
         self._device = device
         self._observer = observer
+        self._health = health
         self._store = store
         self._config = config
         self._clock_ns = clock_ns
@@ -133,8 +149,7 @@ class DeviceSampler:
         self._hung = False  # a call overran its deadline and has not returned yet
         self._logged_failures: set[tuple[str, str]] = set()  # (what, exception type) logged
         self._attribution = attribution if isinstance(device, ProcessReader) else None
-        if self._attribution is not None:
-            self._attribution.watch_device(device.identity.uuid, self._republish_processes)
+        self._report(self._snapshot)
 
     @property
     def busy(self) -> bool:
@@ -232,6 +247,10 @@ class DeviceSampler:
         if self._snapshot.health is HealthState.DEGRADED:
             self._set_health(HealthState.OK, "")
 
+    def _report(self, snapshot: DeviceSnapshot) -> None:
+        if self._health is not None:
+            self._health.reachability(snapshot.identity.uuid, snapshot.health, snapshot.reason)
+
     def _set_health(self, health: HealthState, reason: str) -> None:
         if health is self._snapshot.health and reason == self._snapshot.reason:
             return
@@ -240,10 +259,20 @@ class DeviceSampler:
                      else "ok")
         else:
             log.warning("%s: %s", self._name, reason)
+            self._withdraw_processes()  # absent, like every other reading
         self._publish(self._snapshot.with_health(health, reason))
+        self._report(self._snapshot)
         for part in self._partitions.values():  # they live on the parent's thread and fate
             part.snapshot = part.snapshot.with_health(health, reason)
             self._store.put(part.snapshot)
+            self._report(part.snapshot)
+
+    def _withdraw_processes(self) -> None:
+        """The device's and its partitions' process series go until their next list."""
+        if self._attribution is None:
+            return
+        for uuid in (self._uuid, *self._partitions):
+            self._attribution.withdraw(uuid)
 
     def _mark_lost(self, reason: str) -> None:
         self._available.clear()
@@ -331,6 +360,7 @@ class DeviceSampler:
                      ", ".join(sorted(groups)))
             self._partitions[uuid] = PartitionState(
                 device, groups, DeviceSnapshot(device.identity, HealthState.OK, self._clock_ns()))
+            self._report(self._partitions[uuid].snapshot)
         added = set().union(*(p.groups for p in self._partitions.values())) - self._groups
         if added:
             self._groups = self._groups | added
@@ -341,6 +371,8 @@ class DeviceSampler:
             return
         log.info("%s: partition %s is gone", self._name, uuid)
         self._store.remove(uuid)
+        if self._health is not None:
+            self._health.forget(uuid)
         if self._attribution is not None:
             self._attribution.forget(uuid)
 
@@ -356,6 +388,8 @@ class DeviceSampler:
             if settings is None or not settings.enabled:
                 if group in self._snapshot.samples:
                     self._publish(self._snapshot.without_group(group))
+                if group == PROCESS_GROUP:
+                    self._withdraw_processes()
                 await self._config.sleep(3600.0)
                 next_due = loop.time()
                 continue
@@ -389,28 +423,6 @@ class DeviceSampler:
                 return int(reading.value)
         return None
 
-    def _republish_processes(self) -> None:
-        """Attribution changed (a process exited, names arrived): rebuild from the last list."""
-        if self._attribution is None or self._snapshot.health is not HealthState.OK:
-            return
-        with Stage(ATTRIBUTION):
-            self._republish()
-
-    def _republish(self) -> None:
-        assert self._attribution is not None
-        now = self._clock_ns()
-        if PROCESS_GROUP in self._snapshot.samples:
-            readings = self._attribution.readings(self._device.identity, None,
-                                                  self._memory_total(self._snapshot))
-            self._publish(self._snapshot.with_sample(GroupSample(PROCESS_GROUP, readings, now)))
-        for part in self._partitions.values():
-            if PROCESS_GROUP in part.snapshot.samples:
-                readings = self._attribution.readings(part.device.identity, None,
-                                                      self._memory_total(part.snapshot))
-                part.snapshot = part.snapshot.with_sample(
-                    GroupSample(PROCESS_GROUP, readings, now))
-                self._store.put(part.snapshot)
-
     def _serves(self, group: str) -> Callable[[str, frozenset[str]], bool]:
         def serves(uuid: str, probed: frozenset[str]) -> bool:
             part = self._partitions.get(uuid)
@@ -437,12 +449,19 @@ class DeviceSampler:
 
     def _readings(self, identity_snapshot: DeviceSnapshot, group: str,
                   data: Any) -> tuple[Reading, ...]:
+        """A group's readings. A process list goes to attribution, which publishes the
+        attributed processes into the store itself (and again whenever attribution changes),
+        unless the device is down (a late answer is recorded, not published)."""
         if group != PROCESS_GROUP:
             return tuple(data)
         assert self._attribution is not None
+        identity = identity_snapshot.identity
+        memory_total = self._memory_total(identity_snapshot)
         with Stage(ATTRIBUTION):
-            return self._attribution.readings(identity_snapshot.identity, tuple(data),
-                                              self._memory_total(identity_snapshot))
+            if identity_snapshot.health is HealthState.OK:
+                return self._attribution.publish(identity, tuple(data), memory_total,
+                                                 self._clock_ns())
+            return self._attribution.readings(identity, tuple(data), memory_total)
 
     async def _sample(self, group: str) -> None:
         started = time.perf_counter()
@@ -481,7 +500,11 @@ class DeviceSampler:
             return  # a late answer from a device already marked down must not revive it
         now = self._clock_ns()
         if readings is not None:
-            snapshot = self._snapshot.with_sample(GroupSample(group, readings, now))
+            snapshot = self._snapshot
+            # Processes are attribution's (published by it); the device is put all the same,
+            # so one that serves only that group is in the store for its processes to join.
+            if group != PROCESS_GROUP:
+                snapshot = snapshot.with_sample(GroupSample(group, readings, now))
             if self._counters.observe(readings, now):
                 snapshot = replace(snapshot, counter_starts=MappingProxyType(
                     self._counters.starts()))
@@ -503,5 +526,6 @@ class DeviceSampler:
             if part is None:
                 continue
             readings = self._readings(part.snapshot, group, data)
-            part.snapshot = part.snapshot.with_sample(GroupSample(group, readings, now))
+            if group != PROCESS_GROUP:  # processes: published by attribution
+                part.snapshot = part.snapshot.with_sample(GroupSample(group, readings, now))
             self._store.put(part.snapshot)

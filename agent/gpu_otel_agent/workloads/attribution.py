@@ -5,17 +5,29 @@ The sampler hands each device's process list here on the event loop; this turns 
 capped per GPU (largest memory first); the processes left out are counted in
 ``gpu.process.series.overflow`` and still count towards their container's totals, so nothing is
 silently folded into another series.
+
+Attribution publishes the readings itself (``on_processes``: into the snapshot store), on each
+list and again whenever what it knows changes (a process exited, a pod's name arrived), from
+the device's last list: sampler -> attribution -> store, nothing calls back into the sampler.
 """
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpu_otel_agent.model.process import ProcessUsage
-from gpu_otel_agent.model.snapshot import Attributes, AttributeValue, DeviceIdentity, Reading
+from gpu_otel_agent.model.process import PROCESS_GROUP, ProcessUsage
+from gpu_otel_agent.model.snapshot import (
+    Attributes,
+    AttributeValue,
+    DeviceIdentity,
+    GroupSample,
+    Reading,
+)
 from gpu_otel_agent.model.workload import GpuProcess, Workload
+from gpu_otel_agent.threads.costs import ATTRIBUTION, Stage
 from gpu_otel_agent.workloads.devices import GpuDevice
 from gpu_otel_agent.workloads.procfs import ProcessFacts
 from gpu_otel_agent.workloads.resolver import WorkloadResolver
@@ -55,11 +67,15 @@ class _Attributed:
 class Attribution:
     """A :class:`~gpu_otel_agent.model.workload.WorkloadLookup` from the latest process lists."""
 
-    def __init__(self, resolver: WorkloadResolver, settings: AttributionSettings) -> None:
+    def __init__(self, resolver: WorkloadResolver, settings: AttributionSettings,
+                 clock_ns: Callable[[], int] = time.time_ns) -> None:
         self.resolver = resolver
         self.settings = settings
+        self._clock_ns = clock_ns
         self._lists: dict[str, tuple[ProcessUsage, ...]] = {}
-        self._refresh: dict[str, Callable[[], None]] = {}
+        # Devices whose processes are published: what a republish needs (their memory total).
+        self._live: dict[str, tuple[DeviceIdentity, int | None]] = {}
+        self._put: Callable[[str, GroupSample | None], None] = lambda uuid, sample: None
         self._identities: dict[tuple[str, int], _Identity] = {}
         self._on_gpu: dict[str, tuple[GpuProcess, ...]] = {}
         self._partitions: dict[str, frozenset[str]] = {}  # parent UUID -> partition UUIDs
@@ -72,18 +88,38 @@ class Attribution:
         identity changes (the DRA device a claim holds it as)."""
         self._publish = publish
 
-    def watch_device(self, uuid: str, refresh: Callable[[], None]) -> None:
-        """``refresh`` republishes the device's readings when attribution changes."""
-        self._refresh[uuid] = refresh
+    def on_processes(self, put: Callable[[str, GroupSample | None], None]) -> None:
+        """``put(uuid, sample)`` publishes a device's process readings (``None``: none)."""
+        self._put = put
+
+    def publish(self, identity: DeviceIdentity, processes: tuple[ProcessUsage, ...],
+                memory_total: int | None, time_ns: int) -> tuple[Reading, ...]:
+        """A device's new list: its readings, published (and republished on every change
+        until :meth:`withdraw`)."""
+        readings = self.readings(identity, processes, memory_total)
+        self._live[identity.uuid] = (identity, memory_total)
+        self._put(identity.uuid, GroupSample(PROCESS_GROUP, readings, time_ns))
+        return readings
+
+    def withdraw(self, uuid: str) -> None:
+        """The device is down or its processes group off: no series until its next list (its
+        list stays, so events still name who was on it)."""
+        if self._live.pop(uuid, None) is not None:
+            self._put(uuid, None)
 
     def _on_change(self) -> None:
         self._identities.clear()
-        for refresh in self._refresh.values():
-            refresh()
+        if not self._live:
+            return
+        with Stage(ATTRIBUTION):
+            now = self._clock_ns()
+            for uuid, (identity, memory_total) in list(self._live.items()):
+                readings = self.readings(identity, None, memory_total)
+                self._put(uuid, GroupSample(PROCESS_GROUP, readings, now))
 
     def forget(self, uuid: str) -> None:
         """A partition was destroyed: its list and series go, its PIDs are no longer held."""
-        self._refresh.pop(uuid, None)
+        self.withdraw(uuid)
         self._on_gpu.pop(uuid, None)
         self._device_attributes.pop(uuid, None)
         self._partitions = {parent: children - {uuid}

@@ -4,6 +4,7 @@ from opentelemetry.sdk.metrics.export import Gauge, Sum
 from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.export.sdk_metrics import encode
+from gpu_otel_agent.gpu_health.verdict import HealthBoard
 from gpu_otel_agent.model.snapshot import (
     DeviceIdentity,
     DeviceSnapshot,
@@ -11,6 +12,7 @@ from gpu_otel_agent.model.snapshot import (
     HealthState,
     NodeSnapshot,
     Reading,
+    SnapshotStore,
 )
 
 IDENTITY = DeviceIdentity("GPU-1", 0, "nvidia", "H100", "00000000:18:00.0")
@@ -53,7 +55,10 @@ def test_failed_device_reports_status_and_no_readings() -> None:
         .with_sample(sample)
         .with_health(HealthState.FAILED, "lost")
     )
-    metrics = _metrics(NodeSnapshot((device,), 5))
+    store = SnapshotStore()
+    store.put(device)
+    HealthBoard(store).reachability(IDENTITY.uuid, device.health, device.reason)  # the sampler
+    metrics = _metrics(store.current(5))
     assert "hw.power" not in metrics
     status = metrics["hw.status"].data  # type: ignore[attr-defined]
     states = {p.attributes["hw.state"]: p.value for p in status.data_points}

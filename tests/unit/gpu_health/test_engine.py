@@ -96,13 +96,13 @@ def test_xid_79_event_with_workloads_health_and_counter() -> None:
         assert dict(health.attributes)["hw.state"] == "failed"
 
     store = run(scenario, lookup=lookup)
-    overlay = store.current(0).overlays["GPU-a"]
-    assert overlay.health is HealthState.FAILED
-    assert [(r.metric, r.value, r.attributes) for r in overlay.readings
+    health = store.current(0).health["GPU-a"]
+    assert health.state is HealthState.FAILED
+    assert [(r.metric, r.value, r.attributes) for r in health.readings
             if r.metric == "gpu.xid.errors"] == [("gpu.xid.errors", 1, (("gpu.xid.code", 79),))]
     # XID 79 (fell off the bus) is the PCIe subsystem's: failed there, ok elsewhere.
     held = {dict(r.attributes)["gpu.health.subsystem"]: dict(r.attributes)["hw.state"]
-            for r in overlay.readings if r.metric == "gpu.health.status" and r.value == 1}
+            for r in health.readings if r.metric == "gpu.health.status" and r.value == 1}
     assert held == {"pcie": "failed", "nvlink": "ok", "memory": "ok", "thermal": "ok",
                     "power": "ok", "driver": "ok", "sm": "ok"}
 
@@ -148,7 +148,7 @@ def test_storm_first_out_then_summary_with_the_count() -> None:
         assert engine.stats.suppressed == 499
 
     store = run(scenario)
-    (counter,) = [r for r in store.current(0).overlays["GPU-a"].readings
+    (counter,) = [r for r in store.current(0).health["GPU-a"].readings
                   if r.metric == "gpu.xid.errors"]
     assert counter.value == 500
 
@@ -240,8 +240,8 @@ def test_an_xid_scoped_to_a_partition_names_it_and_is_counted_on_its_gpu() -> No
         assert asked == ["MIG-1"]  # the workloads on the instance
 
     store = run(scenario, lookup=PerDevice())
-    overlay = store.current(0).overlays["GPU-a"]  # counted on the physical GPU
-    assert [(r.metric, r.value) for r in overlay.readings
+    health = store.current(0).health["GPU-a"]  # counted on the physical GPU
+    assert [(r.metric, r.value) for r in health.readings
             if r.metric == "gpu.xid.errors"] == [("gpu.xid.errors", 1)]
 
 

@@ -1,5 +1,5 @@
 """The health engine's gray-failure path: slow reads in, gpu.degraded / gpu.healthy and the
-subsystem overlay out; a MIG-enabled GPU's NVLink links (which NVML reports down) not judged."""
+subsystem states out; a MIG-enabled GPU's NVLink links (which NVML reports down) not judged."""
 
 from __future__ import annotations
 
@@ -57,14 +57,14 @@ def test_a_link_down_for_two_reads_is_degraded_nvlink() -> None:
     assert (attrs["gpu.health.subsystem"], attrs["gpu.health.condition"]) == (
         "nvlink", "nvlink_link_down")
     assert attrs["gpu.health.reason"] == "NVLink link(s) 1 down of 2"
-    overlay = store.current(0).overlays["GPU-a"]
-    assert overlay.health is HealthState.DEGRADED
+    health = store.current(0).health["GPU-a"]
+    assert health.state is HealthState.DEGRADED
     status = {dict(r.attributes)["gpu.health.subsystem"]: dict(r.attributes)["hw.state"]
-              for r in overlay.readings if r.metric == "gpu.health.status" and r.value == 1}
+              for r in health.readings if r.metric == "gpu.health.status" and r.value == 1}
     assert status["nvlink"] == "degraded" and status["pcie"] == "ok"
 
 
 def test_a_mig_enabled_gpus_links_are_not_judged() -> None:
     sink, store = degraded_after(4, mig=True)
     assert not [e for e in sink if e.name == "gpu.degraded"]
-    assert store.current(0).overlays["GPU-a"].health is HealthState.OK
+    assert store.current(0).health["GPU-a"].state is HealthState.OK

@@ -9,16 +9,16 @@ import pytest
 
 from gpu_otel_agent.gpu_health import gray, siblings, subsystems
 from gpu_otel_agent.gpu_health.debounce import Debounce, DebounceSettings
+from gpu_otel_agent.gpu_health.verdict import EngineView, HealthBoard
 from gpu_otel_agent.gpu_health.watch import GrayWatch
 from gpu_otel_agent.local.health import health_view
 from gpu_otel_agent.model.snapshot import (
     DeviceIdentity,
-    DeviceOverlay,
     DeviceSnapshot,
     HealthState,
     HeldCondition,
-    NodeSnapshot,
     Reading,
+    SnapshotStore,
 )
 
 BUSY = Reading("hw.gpu.utilization", 0.9, (("hw.gpu.task", "general"),))
@@ -175,9 +175,13 @@ def test_subsystems_place_causes_and_a_view_reports_them() -> None:
                             ("xid:79", HealthState.FAILED, "XID 79")))
     lost = DeviceSnapshot(DeviceIdentity("GPU-b", 1, "nvidia", "H100", "00:19"),
                           HealthState.FAILED, 0, reason="lost: GPU_IS_LOST")
-    view = health_view(NodeSnapshot(
-        (DeviceSnapshot(identity, HealthState.OK, 0), lost), 1,
-        overlays={"GPU-a": DeviceOverlay(HealthState.FAILED, (), held)}))
+    store = SnapshotStore()
+    store.put(DeviceSnapshot(identity, HealthState.OK, 0))
+    store.put(lost)
+    board = HealthBoard(store)  # what the engine and the sampler tell it, as they would
+    board.engine_view("GPU-a", EngineView(HealthState.FAILED, held))
+    board.reachability("GPU-b", HealthState.FAILED, "lost: GPU_IS_LOST")
+    view = health_view(store.current(1))
     first, second = view["devices"]
     assert first["state"] == "failed"
     assert first["subsystems"]["pcie"] == {"state": "failed", "reasons": ["XID 79", "x8 of x16"]}

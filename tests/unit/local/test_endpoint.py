@@ -22,6 +22,7 @@ import pytest
 
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
+from gpu_otel_agent.gpu_health.verdict import EngineView, HealthBoard
 from gpu_otel_agent.local import client
 from gpu_otel_agent.local.client import LocalClientError, get
 from gpu_otel_agent.local.endpoint import LocalEndpoint, LocalEndpointError
@@ -29,7 +30,6 @@ from gpu_otel_agent.local.recent_events import EventRing
 from gpu_otel_agent.local.routes import Sources, build_routes
 from gpu_otel_agent.model.snapshot import (
     DeviceIdentity,
-    DeviceOverlay,
     DevicePartition,
     DeviceSnapshot,
     GroupSample,
@@ -70,7 +70,7 @@ def _store() -> SnapshotStore:
         Reading("gpu.container.memory.usage", 2048, POD),
     ), 6)))
     # The health engine's view wins when worse (an XID the sampler cannot see).
-    store.put_overlay("GPU-0", DeviceOverlay(HealthState.FAILED, (
+    HealthBoard(store).engine_view("GPU-0", EngineView(HealthState.FAILED, (), (
         Reading("gpu.xid.errors", 1, (("gpu.xid.code", 79),)),)))
     return store
 

@@ -138,7 +138,7 @@ def test_a_mig_instance_carries_dcgm_exporters_instance_labels_and_its_gpus_uuid
         Reading("gpu.container.memory.usage", 900 * 1024 * 1024, POD_B),
     ), now))
     snapshot = node(now)
-    snapshot = NodeSnapshot((*snapshot.devices, mig), now, snapshot.agent, snapshot.overlays)
+    snapshot = NodeSnapshot((*snapshot.devices, mig), now, snapshot.agent, snapshot.health)
     dcgm = parsed(DcgmTranslator(RESOURCE).families(series(snapshot)))
     assert one(dcgm, "DCGM_FI_DEV_FB_USED", GPU_I_ID="2") == 1000
     assert one(dcgm, "DCGM_FI_DEV_FB_FREE", GPU_I_ID="2") == 40960 - 1000
@@ -173,7 +173,7 @@ def test_alike_compute_instances_of_one_gpu_instance_keep_their_own_dcgm_series(
 
     snapshot = node(now)
     snapshot = NodeSnapshot((*snapshot.devices, compute(0, 200), compute(1, 700)), now,
-                            snapshot.agent, snapshot.overlays)
+                            snapshot.agent, snapshot.health)
     dcgm = parsed(DcgmTranslator(RESOURCE).families(series(snapshot)))
     found = {lab["GPU_CI_ID"]: (lab["GPU_I_PROFILE"], lab["GPU_I_ID"], value)
              for lab, value in dcgm["DCGM_FI_PROF_SM_ACTIVE"] if "GPU_CI_ID" in lab}
@@ -193,7 +193,7 @@ def test_amd_partitions_sharing_a_uuid_get_dcgm_instance_labels() -> None:
         parts.append(DeviceSnapshot(identity, HealthState.OK, 0).with_sample(GroupSample(
             "fast", (Reading("hw.gpu.memory.usage", (100 + xcp) * 1024 * 1024),), now)))
     snapshot = node(now)
-    snapshot = NodeSnapshot((*snapshot.devices, *parts), now, snapshot.agent, snapshot.overlays)
+    snapshot = NodeSnapshot((*snapshot.devices, *parts), now, snapshot.agent, snapshot.health)
     dcgm = parsed(DcgmTranslator(RESOURCE).families(series(snapshot)))
     assert one(dcgm, "DCGM_FI_DEV_FB_USED", GPU_I_ID="0", UUID=parent) == 100
     assert one(dcgm, "DCGM_FI_DEV_FB_USED", GPU_I_ID="1", UUID=parent) == 101

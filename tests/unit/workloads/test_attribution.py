@@ -5,7 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpu_otel_agent.model.process import ProcessUsage
-from gpu_otel_agent.model.snapshot import DeviceIdentity, Reading
+from gpu_otel_agent.model.snapshot import (
+    DeviceIdentity,
+    DeviceSnapshot,
+    GroupSample,
+    HealthState,
+    Reading,
+    SnapshotStore,
+)
 from gpu_otel_agent.workloads.attribution import Attribution, AttributionSettings
 from gpu_otel_agent.workloads.procfs import ProcReader
 from gpu_otel_agent.workloads.resolver import WorkloadResolver
@@ -46,16 +53,52 @@ def test_exit_drops_the_series_at_once_and_lookup_follows(tmp_path: Path) -> Non
     _proc(tmp_path, 10)
     _proc(tmp_path, 11)
     resolver = WorkloadResolver(ProcReader(tmp_path))
-    attribution = Attribution(resolver, AttributionSettings())
-    refreshed: list[int] = []
-    attribution.watch_device(GPU.uuid, lambda: refreshed.append(1))
-    attribution.readings(GPU, (ProcessUsage(10, 1), ProcessUsage(11, 2)))
+    attribution = Attribution(resolver, AttributionSettings(), clock_ns=lambda: 7)
+    published: list[tuple[str, GroupSample | None]] = []
+    attribution.on_processes(lambda uuid, sample: published.append((uuid, sample)))
+    attribution.publish(GPU, (ProcessUsage(10, 1), ProcessUsage(11, 2)), None, 5)
     assert [p.pid for p in attribution.processes_on(GPU.uuid)] == [10, 11]
     resolver.on_exit(11)
-    assert refreshed == [1]  # the sampler republishes without waiting for its next cycle
-    readings = attribution.readings(GPU, None)  # same list: the GPU still shows pid 11
-    pids = [dict(r.attributes)["process.pid"] for r in readings
+    # Republished at once from the same list (the GPU still shows pid 11), by attribution
+    # itself: the sampler is not asked and its next cycle not awaited.
+    assert [(uuid, s.group, s.time_ns) for uuid, s in published if s] == [
+        (GPU.uuid, "processes", 5), (GPU.uuid, "processes", 7)]
+    sample = published[-1][1]
+    assert sample is not None
+    pids = [dict(r.attributes)["process.pid"] for r in sample.readings
             if r.metric == "gpu.process.memory.usage"]
     assert pids == [10]
     (process,) = attribution.processes_on(GPU.uuid)
     assert (process.pid, process.executable, process.workload.pod_uid) == (10, "worker", UID)
+
+
+def test_processes_reach_the_store_from_attribution_and_leave_when_withdrawn(
+        tmp_path: Path) -> None:
+    """One way: the sampler hands a list to attribution, attribution publishes into the store
+    (and again when a process exits), readers find it among the device's samples."""
+    _proc(tmp_path, 10)
+    _proc(tmp_path, 11)
+    resolver = WorkloadResolver(ProcReader(tmp_path))
+    attribution = Attribution(resolver, AttributionSettings())
+    store = SnapshotStore()
+    attribution.on_processes(store.put_processes)
+    store.put(DeviceSnapshot(GPU, HealthState.OK, 0))  # the sampler's: no processes in it
+    assert not store.covers(1)
+    attribution.publish(GPU, (ProcessUsage(10, 1), ProcessUsage(11, 2)), None, 5)
+    assert store.covers(1)  # a node that samples processes only is ready too
+
+    def pids() -> list[object]:
+        (device,) = store.current(9).devices
+        sample = device.samples.get("processes")
+        return [] if sample is None else [dict(r.attributes)["process.pid"]
+                                          for r in sample.readings
+                                          if r.metric == "gpu.process.memory.usage"]
+
+    assert pids() == [11, 10]  # largest memory first
+    resolver.on_exit(11)
+    assert pids() == [10]
+    attribution.withdraw(GPU.uuid)  # the GPU went down: its processes' series go
+    assert pids() == []
+    resolver.on_exit(10)  # a change while withdrawn publishes nothing
+    assert pids() == []
+    assert [p.pid for p in attribution.processes_on(GPU.uuid)] == [10]  # events still name it
