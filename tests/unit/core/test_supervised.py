@@ -38,9 +38,11 @@ class Bug(Exception):
     """What a bug raises inside a thread."""
 
 
-def kill(name: str) -> None:
-    """Raise :class:`Bug` inside the running thread called ``name`` (at its next bytecode)."""
-    thread = next(t for t in threading.enumerate() if t.name == name)
+def kill(name: str, started_after: frozenset[threading.Thread] = frozenset()) -> None:
+    """Raise :class:`Bug` inside the running thread called ``name`` (at its next bytecode);
+    the one started after the threads ``started_after``, where an earlier test may have left
+    a thread of the same name behind."""
+    (thread,) = [t for t in threading.enumerate() if t.name == name and t not in started_after]
     assert thread.ident is not None
     done = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
                                                       ctypes.py_object(Bug))
@@ -99,14 +101,15 @@ def test_each_event_thread_killed_is_restarted_and_events_still_arrive(
 ) -> None:
     collector = Accepting()
     before = restarts().get(name, 0)
+    running = frozenset(threading.enumerate())
 
     async def main() -> None:
         pusher = EventPusher(collector, Spool(tmp_path / "spool", 1 << 20), retry=0.01)
         task = asyncio.create_task(pusher.run())
         try:
-            await asyncio.to_thread(wait, lambda: name in {t.name for t in
-                                                           threading.enumerate()})
-            kill(name)
+            await asyncio.to_thread(wait, lambda: name in {
+                t.name for t in threading.enumerate() if t not in running})
+            kill(name, started_after=running)
             for i in range(1, 50):  # events wake the thread: the exception fires in it
                 pusher.submit(HealthEvent("gpu.xid", i, Severity.ERROR, "x", ()))
                 await asyncio.sleep(0.02)
@@ -128,11 +131,12 @@ def test_the_local_endpoint_killed_is_restarted_and_still_answers() -> None:
     try:
         path = directory / "agent.sock"
         endpoint = LocalEndpoint(path, None, build_routes(Sources(SnapshotStore(), None, {})))
+        running = frozenset(threading.enumerate())
         endpoint.start()
         before = restarts().get("local-endpoint", 0)
         try:
             assert "devices" in get(path, "/v1/snapshot", timeout=10.0)  # it is serving
-            kill("local-endpoint")
+            kill("local-endpoint", started_after=running)
             with socket.socket(socket.AF_UNIX) as poke:  # wakes its accept()
                 poke.connect(str(path))
             wait(lambda: restarts().get("local-endpoint", 0) > before)
@@ -144,11 +148,12 @@ def test_the_local_endpoint_killed_is_restarted_and_still_answers() -> None:
 
 
 def test_a_device_thread_killed_is_restarted_and_still_runs_jobs() -> None:
+    running = frozenset(threading.enumerate())
     worker = DeviceWorker("device-test")
     before = restarts().get("device-test", 0)
     try:
         assert worker.submit(lambda: 1).result(10) == 1
-        kill("device-test")
+        kill("device-test", started_after=running)
         # Wakes it. Killed in its wait, it may lose this one job (a bug in its own code
         # would strike after the batch is in hand, and that batch is finished after the
         # restart); the jobs after it run.
@@ -166,6 +171,7 @@ def test_the_kernel_log_reader_killed_is_restarted_and_still_reads() -> None:
     domain = 0xF000 + os.getpid() % 0xFFF  # a PCI domain no real GPU of this host has
     reader = KmsgXidReader({f"{domain:08x}:3B:00.0": "GPU-test"})
     before = restarts().get("kmsg-xid", 0)
+    running = frozenset(threading.enumerate())
 
     def xid(code: int) -> None:
         with open("/dev/kmsg", "w") as kmsg:
@@ -176,7 +182,7 @@ def test_the_kernel_log_reader_killed_is_restarted_and_still_reads() -> None:
         time.sleep(0.2)  # it reads from the end of the log: start first
         xid(13)
         wait(lambda: 13 in seen)
-        kill("kmsg-xid")
+        kill("kmsg-xid", started_after=running)
         xid(31)  # wakes its poll(): the bug fires
         wait(lambda: restarts().get("kmsg-xid", 0) > before)
         xid(43)
