@@ -5,17 +5,28 @@ back once the errors stop."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
+from gpu_otel_agent.plugins.nvidia.backoff import FIRST_ENV
 from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.integration.harness import AgentProcess
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
+from tests.receivers.store import Store
 
 pytestmark = pytest.mark.integration
 FAST = ["--interval", "0.25", "--export-interval", "0.25"]
+# The back-off's first wait, 30 s in production, cut to 2 s: the same back-off (absent, asked
+# again later, doubling), without half a minute of waiting per test.
+SHORT_BACKOFF = {FIRST_ENV: "2"}
+
+
+def _exports_pass(store: Store, count: int) -> None:
+    """Wait for ``count`` more metric exports: time measured in the agent's cycles."""
+    seen = len(store.received("metrics"))
+    store.wait_for(lambda s: len(s.received("metrics")) >= seen + count, timeout=60,
+                   what=f"{count} more metric exports")
 
 
 def test_a_transient_unknown_on_a_process_list_is_not_logged_as_an_error(
@@ -29,9 +40,8 @@ def test_a_transient_unknown_on_a_process_list_is_not_logged_as_an_error(
             node.command({"op": "fail", "device": device,
                           "function": "nvmlDeviceGetComputeRunningProcesses_v3",
                           "code": "UNKNOWN", "count": 8})
-        time.sleep(6)  # several process reads on every GPU meet the error
-        exports = len(store.received("metrics"))
-        store.wait_for(lambda s: len(s.received("metrics")) > exports + 4, timeout=30)
+        _exports_pass(store, 24)  # 6 s of cycles: several process reads on every GPU fail
+        _exports_pass(store, 4)  # and the agent goes on exporting
     finally:
         agent.shutdown()
         agent.close()
@@ -50,7 +60,7 @@ def test_a_reading_backed_off_after_no_permission_comes_back_when_it_is_granted(
     from tests.integration.conftest import UUIDS
 
     node, store = four_gpu_node, otlp_grpc_receiver.store
-    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env, FAST)
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env, FAST, SHORT_BACKOFF)
 
     def power_points() -> int:
         return sum(1 for p in store.points("hw.power") if p.attributes.get("hw.id") == UUIDS[0])
@@ -61,12 +71,12 @@ def test_a_reading_backed_off_after_no_permission_comes_back_when_it_is_granted(
                       "code": "NO_PERMISSION"})
         node.command({"op": "fail", "device": 0, "function": "nvmlDeviceGetPowerUsage",
                       "code": "NO_PERMISSION"})
-        time.sleep(3)
+        _exports_pass(store, 4)  # the refusal met, the readings before it exported
         before = power_points()
-        time.sleep(3)
+        _exports_pass(store, 12)  # 3 s of cycles: past the first retry (2 s), still refused
         assert power_points() == before  # backed off: absent, not zero
         node.command({"op": "fail", "device": 0, "off": True})
-        # The first back-off is 30 s: the reading is asked again then, and served.
+        # The reading is asked again at its next due time, and served.
         store.wait_for(lambda s: power_points() > before, timeout=120,
                        what="hw.power of GPU 0 after the permission came back")
     finally:
@@ -87,7 +97,7 @@ def test_a_reading_refused_at_start_with_no_permission_comes_back_when_it_is_gra
                   "code": "NO_PERMISSION"})
     node.command({"op": "fail", "device": 0, "function": "nvmlDeviceGetPowerUsage",
                   "code": "NO_PERMISSION"})
-    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env, FAST)
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env, FAST, SHORT_BACKOFF)
 
     def power_points(uuid: str) -> int:
         return sum(1 for p in store.points("hw.power") if p.attributes.get("hw.id") == uuid)

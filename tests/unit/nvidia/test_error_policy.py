@@ -9,7 +9,7 @@ import pynvml
 import pytest
 
 from gpu_otel_agent.backends.protocol import DeviceLost, DeviceNeedsReset
-from gpu_otel_agent.plugins.nvidia.backoff import Backoff
+from gpu_otel_agent.plugins.nvidia.backoff import FIRST_ENV, FIRST_S, Backoff, first_wait
 from gpu_otel_agent.plugins.nvidia.error_log import ErrorCounts, ErrorLogLimiter
 from gpu_otel_agent.plugins.nvidia.error_policy import BY_CODE, CODES, Policy, policy
 from gpu_otel_agent.plugins.nvidia.nvml import NvmlUninitialized, Unavailable, classify
@@ -104,3 +104,13 @@ def test_backoff_doubles_to_its_cap_and_forgets_on_success() -> None:
     assert backoff.due("x")
     backoff.succeeded("x")
     assert backoff.failed("x") == 10
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (None, FIRST_S), ("2", 2.0), ("0.5", 0.5),
+    ("0", FIRST_S), ("-1", FIRST_S), ("soon", FIRST_S), ("nan", FIRST_S), ("3600", FIRST_S),
+])
+def test_the_first_backoff_is_30_s_unless_the_environment_gives_seconds(
+    value: str | None, expected: float,
+) -> None:
+    assert first_wait({} if value is None else {FIRST_ENV: value}) == expected

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -19,6 +20,7 @@ from gpu_otel_agent.backends.protocol import (
 )
 from gpu_otel_agent.model.snapshot import DeviceIdentity
 from gpu_otel_agent.model.workload import WorkloadLookup
+from gpu_otel_agent.plugins.nvidia.backoff import Backoff, first_wait
 from gpu_otel_agent.plugins.nvidia.device import NvidiaDevice
 from gpu_otel_agent.plugins.nvidia.error_policy import Policy, policy
 from gpu_otel_agent.plugins.nvidia.session import NvmlSession
@@ -38,11 +40,15 @@ def _text(value: Any) -> str:
 class NvidiaBackend:
     name = "nvidia"
 
-    def __init__(self) -> None:
+    def __init__(self, *, backoff_first_s: float | None = None) -> None:
+        """``backoff_first_s``: the first wait of a backed-off reading (default
+        :func:`~gpu_otel_agent.plugins.nvidia.backoff.first_wait` of the environment)."""
         self._open = False
         self._handles: dict[str, Any] = {}
         self._session = NvmlSession()
         self._driver = ""
+        self._backoff_first_s = (first_wait(os.environ) if backoff_first_s is None
+                                 else backoff_first_s)
 
     def open(self) -> BackendInfo:
         try:
@@ -67,7 +73,8 @@ class NvidiaBackend:
                 log.error("GPU %d cannot be identified and is not monitored: %s", index, error)
                 continue
             self._handles[identity.uuid] = handle
-            found.append(NvidiaDevice(handle, identity, self._session))
+            found.append(NvidiaDevice(handle, identity, self._session,
+                                      backoff=Backoff(self._backoff_first_s)))
         return found
 
     def event_sources(
