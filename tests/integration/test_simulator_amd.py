@@ -94,14 +94,19 @@ def test_events_lost_reset_and_call_counts(node: SimulatedNode) -> None:
             E = A.AmdSmiEvtNotificationType
             r = A.AmdSmiEventReader(h[1], [E.VMFAULT, E.GPU_PRE_RESET, E.GPU_POST_RESET])
             print("ready", flush=True)
-            seen = []
-            deadline = time.monotonic() + 20
+            seen, during = [], None
+            deadline = time.monotonic() + 60
             while len(seen) < 3 and time.monotonic() < deadline:
                 try:
                     seen += [(e["event"], e["message"]) for e in r.read(500)]
                 except A.AmdSmiLibraryException as e:
                     assert e.get_error_code() == 40  # NO_DATA: the wait timed out
-            print(json.dumps(seen), flush=True)
+                if during is None and [s[0] for s in seen][-1:] == ["GPU_PRE_RESET"]:
+                    # Inside the reset, known by the event order (the reset began, its end
+                    # not read yet), not by a wall-clock window after the command.
+                    during = [err(A.amdsmi_get_gpu_activity, h[1]),
+                              err(A.amdsmi_get_gpu_device_bdf, h[1])]
+            print(json.dumps({"seen": seen, "during": during}), flush=True)
         """)],
         env=client_env(node), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
@@ -111,19 +116,18 @@ def test_events_lost_reset_and_call_counts(node: SimulatedNode) -> None:
         node.command({"op": "event", "device": 1, "type": "vm_fault", "message": "not mine"})
         node.command({"op": "event", "device": 2, "type": "thermal_throttle"})  # masked out
         node.command({"op": "event", "device": 2, "type": "vm_fault", "message": "fault at 0x10"})
-        node.command({"op": "reset", "device": 2, "ms": 300})
-        during = run_amd(node, """
-            out = [err(A.amdsmi_get_gpu_activity, h[1]), err(A.amdsmi_get_gpu_device_bdf, h[1])]
-        """)
-        # amdgpu answers EPERM during a reset: rocm_smi's ErrnoToRsmiStatus says NOT_SUPPORTED;
-        # the BDF amdsmi holds from init still answers.
-        assert during == [2, "ok"]
-        seen = json.loads(reader.stdout.readline())
+        # The reset lasts 3 s of the node's clock: long beside one call made as soon as its
+        # beginning is read (the reader's wait wakes on the event).
+        node.command({"op": "reset", "device": 2, "ms": 3000})
+        result = json.loads(reader.stdout.readline())
     finally:
         reader.kill()
         reader.wait()
-    assert seen == [["VMFAULT", "fault at 0x10"], ["GPU_PRE_RESET", "GPU reset begin"],
-                    ["GPU_POST_RESET", "GPU reset end"]]
+    assert result["seen"] == [["VMFAULT", "fault at 0x10"], ["GPU_PRE_RESET", "GPU reset begin"],
+                              ["GPU_POST_RESET", "GPU reset end"]]
+    # amdgpu answers EPERM during a reset: rocm_smi's ErrnoToRsmiStatus says NOT_SUPPORTED;
+    # the BDF amdsmi holds from init still answers.
+    assert result["during"] == [2, "ok"]
     assert run_amd(node, 'out = err(A.amdsmi_get_gpu_activity, h[1])') == "ok"
 
     node.command({"op": "lost", "device": 1})

@@ -47,7 +47,7 @@ def _config() -> ConfigHolder:
                                 lost_reprobe_interval=0.1))
 
 
-async def _until(predicate: object, timeout: float = 5.0) -> None:
+async def _until(predicate: object, timeout: float = 30.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while not predicate():  # type: ignore[operator]
         assert asyncio.get_running_loop().time() < deadline, "condition not reached"
@@ -66,9 +66,12 @@ def test_hung_device_is_unresponsive_while_others_keep_sampling() -> None:
         await _until(lambda: samplers[0].snapshot.health is HealthState.DEGRADED)
         assert "slowCall" in samplers[0].snapshot.reason
         assert not samplers[0].snapshot.samples  # readings absent, not stale
-        before = healthy.reads
-        await asyncio.sleep(0.5)
-        assert healthy.reads >= before + 5
+        # The healthy GPU keeps its cycles while the other's call is still stuck: counted in
+        # its own reads, not in a wall-clock window (a loaded machine may run few per second).
+        before, stuck = healthy.reads, hung.reads
+        await _until(lambda: healthy.reads >= before + 5, timeout=60)
+        assert hung.reads == stuck  # still inside the one hung call
+        assert samplers[0].snapshot.health is HealthState.DEGRADED
         hung.gate.set()
         await _until(lambda: samplers[0].snapshot.health is HealthState.OK)
         await _until(lambda: bool(samplers[0].snapshot.samples))
