@@ -1,1 +1,1 @@
-pytest_plugins = ["tests.receivers.fixtures", "tests.skip_policy"]
+pytest_plugins = ["tests.receivers.fixtures", "tests.skip_policy", "tests.harness_marker"]

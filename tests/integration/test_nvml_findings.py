@@ -94,6 +94,7 @@ out = {"reply": reply, "events": [[e.kind, e.code] for e in got],
     assert out["timeline"] == 2  # the scenario's timeline action reached device 3
 
 
+@pytest.mark.harness  # the simulated node, not the agent
 def test_sim_recovery_command_line(node: SimulatedNode) -> None:
     cli = [sys.executable, "-m", "gpu_otel_agent.cli", "sim", "recovery", "--device", "1",
            "--action", "7", "--socket", str(node.socket_path)]

@@ -76,6 +76,7 @@ def _client(node: SimulatedNode, code: str) -> dict[str, object]:
     return out
 
 
+@pytest.mark.harness  # the simulated node, not the agent
 def test_sim_serves_no_sample_for_idle_process_and_not_found_when_none(
         node: SimulatedNode, sleepers: list[int]) -> None:
     busy, idle = sleepers[:2]

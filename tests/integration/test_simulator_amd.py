@@ -17,7 +17,7 @@ from gpu_otel_agent.simulation.node import ScenarioError, SimCommandError, Simul
 from gpu_otel_agent.simulation.sim_commands import main as sim_cli
 from tests.unit.simulator.simhelpers import client_env, run_client, write_scenario
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.harness]  # tests the simulated node
 
 SCENARIO = """
 devices:

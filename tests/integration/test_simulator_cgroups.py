@@ -49,6 +49,7 @@ def _placeholders(node: SimulatedNode) -> list[int]:
         time.sleep(0.1)
 
 
+@pytest.mark.harness  # the simulated node, not the agent
 def test_placeholder_processes_go_in_real_cgroups_or_none(tmp_path: Path) -> None:
     relative = f"gpu-sim-test/kubepods/burstable/pod{uuid.uuid4()}/{uuid.uuid4().hex}"
     scenario = write_scenario(tmp_path, {
@@ -76,6 +77,7 @@ def test_placeholder_processes_go_in_real_cgroups_or_none(tmp_path: Path) -> Non
         assert not (base / relative.split("/", maxsplit=1)[0]).exists()
 
 
+@pytest.mark.harness  # the simulated node, not the agent
 def test_a_scenario_pod_is_named_by_the_nodes_own_kubelet(tmp_path: Path) -> None:
     """`pod: {name, namespace}` on a scenario process: the node puts it in a kubepods cgroup
     and serves the pod on a kubelet pod-resources socket of its own, which `--simulate` hands

@@ -13,7 +13,7 @@ from gpu_otel_agent.simulation.node import SimCommandError, SimulatedNode
 from gpu_otel_agent.simulation.nvidia import nvml_returns
 from tests.unit.simulator.simhelpers import run_client, write_scenario
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.harness]  # tests the simulated node
 
 SCENARIO = """
 devices:

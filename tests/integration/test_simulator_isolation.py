@@ -16,7 +16,7 @@ import pytest
 from gpu_otel_agent.simulation.node.control_client import command
 from tests.unit.simulator.simhelpers import write_scenario
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.harness]  # tests the simulated node
 
 A = "devices: [{model: NVIDIA H100 80GB HBM3, power_w: 500}]\n"
 B = "devices: [{model: Tesla T4, power_w: 50}, {model: Tesla T4}]\n"

@@ -16,7 +16,7 @@ import pytest
 from gpu_otel_agent.simulation.node import SimCommandError, SimulatedNode
 from tests.unit.simulator.simhelpers import run_client, write_scenario
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.harness]  # tests the simulated node
 
 SCENARIO = """
 devices:

@@ -26,7 +26,7 @@ from tests.unit.simulator.simhelpers import (
     write_scenario,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.harness]  # tests the simulated node
 MIB = 1024 * 1024
 MIG_A = "MIG-0a1b2c3d-0000-5000-8000-000000000001"
 

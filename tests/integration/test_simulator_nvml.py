@@ -23,7 +23,7 @@ from tests.unit.simulator.simhelpers import (
     write_scenario,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.harness]  # tests the simulated node
 
 SCENARIO = """
 driver_version: "580.95.05"
