@@ -9,7 +9,9 @@ import pytest
 
 from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.integration.harness import SCENARIOS, AgentProcess
+from tests.receivers import decode
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
+from tests.receivers.records import Point
 from tests.receivers.store import Store
 
 pytestmark = pytest.mark.integration
@@ -22,6 +24,21 @@ def _uuid_of(store: Store, index: int) -> str:
         timeout=15, what=f"GPU {index}",
     )
     return str(point.attributes["hw.id"])
+
+
+def _exports(store: Store) -> list[list[Point]]:
+    return [list(decode.points(r.request, r.received_at))  # type: ignore[arg-type]
+            for r in store.received("metrics")]
+
+
+def _powers(points: list[Point], uuid: str) -> list[Point]:
+    return [p for p in points if p.metric == "hw.power" and p.attributes.get("hw.id") == uuid]
+
+
+def _last_exports_say_only_the_a100_powers(store: Store, t4: str, a100: str) -> bool:
+    last = _exports(store)[-2:]
+    return len(last) == 2 and all(_powers(points, a100) and not _powers(points, t4)
+                                  for points in last)
 
 
 def test_mixed_node_older_driver_and_a_gpu_falling_off_the_bus(
@@ -52,12 +69,14 @@ def test_mixed_node_older_driver_and_a_gpu_falling_off_the_bus(
                 timeout=40, what="T4 failed",
             )
             lost_after = time.monotonic() - started
-            failed_seen = time.time()
-            time.sleep(1.5)
-            assert [p for p in store.points("hw.power", {"hw.id": a100})
-                    if p.received_at > failed_seen]
+            # Not in a window of seconds: the T4's power stops (the newest exports carry the
+            # A100's alone), and no T4 reading exported was taken after the failure.
+            store.wait_for(lambda s: _last_exports_say_only_the_a100_powers(s, t4, a100),
+                           timeout=30, what="exports with the A100's power and not the T4's")
+            failed_at = min(p.time_unix_nano for p in store.points(
+                "hw.status", {"hw.id": t4, "hw.state": "failed"}) if p.value == 1)
             assert [p for p in store.points("hw.power", {"hw.id": t4})
-                    if p.received_at > failed_seen + 0.6] == []
+                    if p.time_unix_nano > failed_at] == []
             assert lost_after > 15
         finally:
             agent.shutdown()

@@ -5,6 +5,8 @@ back once the errors stop."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from gpu_otel_agent.plugins.nvidia.backoff import FIRST_ENV
 from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.integration.harness import AgentProcess
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
+from tests.receivers.records import Point
 from tests.receivers.store import Store
 
 pytestmark = pytest.mark.integration
@@ -33,15 +36,33 @@ def test_a_transient_unknown_on_a_process_list_is_not_logged_as_an_error(
     four_gpu_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path,
 ) -> None:
     node, store = four_gpu_node, otlp_grpc_receiver.store
-    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env, FAST)
+    pid = os.getpid()  # a real process, so attribution finds it
+    node.command({"op": "proc_add", "device": 0, "pid": pid, "used_memory_mib": 1000,
+                  "sm_util": 10})
+    config = tmp_path / "agent.yaml"
+    config.write_text("groups: {processes: {interval: 0.25}}\n", encoding="utf-8")
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env,
+                         [*FAST, "--config", str(config)])
+
+    def process_points(since: float) -> list[Point]:
+        return [p for p in store.points("gpu.process.memory.usage", {"process.pid": pid})
+                if p.received_at > since]
+
     try:
-        store.wait_for(lambda s: s.points("hw.power"), timeout=30)
+        store.wait_for(lambda s: process_points(0), timeout=30, what="the process, read")
         for device in range(4):
             node.command({"op": "fail", "device": device,
                           "function": "nvmlDeviceGetComputeRunningProcesses_v3",
                           "code": "UNKNOWN", "count": 8})
-        _exports_pass(store, 24)  # 6 s of cycles: several process reads on every GPU fail
-        _exports_pass(store, 4)  # and the agent goes on exporting
+        # Every GPU's process list fails eight reads in a row (counted by the node) ...
+        deadline = time.monotonic() + 60
+        while [f["hits"] for f in node.stats()["chaos"]["faults"]] != [8] * 4:  # type: ignore[index]
+            assert time.monotonic() < deadline, node.stats()["chaos"]
+            time.sleep(0.1)
+        # ... and is read again after them: a transient error costs a cycle, not the list.
+        errors_over = time.time()
+        store.wait_for(lambda s: process_points(errors_over), timeout=30,
+                       what="the process, read again after the errors")
     finally:
         agent.shutdown()
         agent.close()

@@ -179,9 +179,13 @@ def test_the_kernel_log_reader_killed_is_restarted_and_still_reads() -> None:
 
     try:
         reader.start(lambda batch: seen.extend(e.code for e in batch))
-        time.sleep(0.2)  # it reads from the end of the log: start first
-        xid(13)
-        wait(lambda: 13 in seen)
+        # It reads from the end of the log, from when its thread opened it: write until it
+        # has read one (not once after a guessed 0.2 s).
+        deadline = time.monotonic() + 30
+        while 13 not in seen:
+            assert time.monotonic() < deadline, "the reader never read an XID line"
+            xid(13)
+            time.sleep(0.2)
         kill("kmsg-xid", started_after=running)
         xid(31)  # wakes its poll(): the bug fires
         wait(lambda: restarts().get("kmsg-xid", 0) > before)
