@@ -137,6 +137,9 @@ def _agent(workdir: Path, node: SimulatedNode, receiver: OtlpGrpcReceiver, *, sc
     config.write_text(yaml.safe_dump({
         "groups": {"slow": {"interval": 1.0}, "gpm": {"interval": 1.0},
                    "processes": {"interval": 0.5}},
+        # A recovered GPU is found at the next re-probe: every second here, not every 30 s,
+        # so GpuLost resolves on the same clock as the rules (minutes read as seconds).
+        "lost_reprobe_interval": 1.0,
         "prometheus": {"enabled": True, "listen": f"127.0.0.1:{port}", "scheme": scheme},
         "attribution": {"reconcile_interval": 1, "memory_resources": {MEMORY_RESOURCE: MIB},
                         "kubelet": {"socket": str(kubelet), "refresh_interval": 1}},
