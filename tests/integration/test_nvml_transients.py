@@ -98,7 +98,7 @@ def test_a_reading_backed_off_after_no_permission_comes_back_when_it_is_granted(
         assert power_points() == before  # backed off: absent, not zero
         node.command({"op": "fail", "device": 0, "off": True})
         # The reading is asked again at its next due time, and served.
-        store.wait_for(lambda s: power_points() > before, timeout=120,
+        store.wait_for(lambda s: power_points() > before, timeout=60,
                        what="hw.power of GPU 0 after the permission came back")
     finally:
         agent.shutdown()
@@ -127,7 +127,7 @@ def test_a_reading_refused_at_start_with_no_permission_comes_back_when_it_is_gra
         store.wait_for(lambda s: power_points(UUIDS[1]) > 4, timeout=30)
         assert power_points(UUIDS[0]) == 0
         node.command({"op": "fail", "device": 0, "off": True})
-        store.wait_for(lambda s: power_points(UUIDS[0]) > 0, timeout=120,
+        store.wait_for(lambda s: power_points(UUIDS[0]) > 0, timeout=60,
                        what="hw.power of GPU 0 after the permission came back")
     finally:
         agent.shutdown()
