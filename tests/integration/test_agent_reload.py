@@ -26,6 +26,12 @@ def _slow_points_after(store: Store, since: float) -> list[object]:
             if p.received_at > since]
 
 
+def _exports_pass(store: Store, count: int) -> None:
+    seen = len(store.received("metrics"))
+    store.wait_for(lambda s: len(s.received("metrics")) >= seen + count, timeout=60,
+                   what=f"{count} more metric exports")
+
+
 def test_sighup_and_file_change_reload_groups_and_reject_bad_files(
     four_gpu_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path
 ) -> None:
@@ -39,16 +45,19 @@ def test_sighup_and_file_change_reload_groups_and_reject_bad_files(
         store.wait_for(lambda s: _slow_points_after(s, 0), timeout=15)
         config.write_text(DISABLED, encoding="utf-8")
         agent.process.send_signal(signal.SIGHUP)
-        store.wait_for(lambda s: "configuration reloaded" in agent.log() or None, timeout=5)
-        settled = time.time() + 0.6  # one export may still carry the last slow sample
-        time.sleep(1.5)
+        store.wait_for(lambda s: "configuration reloaded" in agent.log() or None, timeout=30)
+        # Counted in exports, not seconds: the next few may still carry the last slow
+        # sample; none after them does, while the fast group goes on.
+        _exports_pass(store, 3)
+        settled = time.time()
+        _exports_pass(store, 6)
         assert _slow_points_after(store, settled) == []
         assert [p for p in store.points("hw.power") if p.received_at > settled]
 
         # A broken file is refused with its reason; the agent keeps its configuration.
         config.write_text("groups: {slow: {interval: -3}}\n", encoding="utf-8")
         agent.process.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30
         while "reload rejected" not in agent.log():
             assert time.monotonic() < deadline, agent.log()
             time.sleep(0.1)
@@ -58,7 +67,7 @@ def test_sighup_and_file_change_reload_groups_and_reject_bad_files(
         # Editing the file (no signal) is picked up by the watcher.
         config.write_text(ENABLED, encoding="utf-8")
         enabled_at = time.time()
-        store.wait_for(lambda s: _slow_points_after(s, enabled_at), timeout=10)
+        store.wait_for(lambda s: _slow_points_after(s, enabled_at), timeout=30)
     finally:
         agent.shutdown()
         agent.close()

@@ -141,9 +141,10 @@ def test_busy_while_sampling_is_one_absent_cycle(node: SimulatedNode) -> None:
         d = devs[{MI300X}]
         d.probe()
         out = {{"before": metric(rd(d, "fast"), "hw.power")}}
-        send_node({{"op": "reset", "device": {MI300X}, "ms": 800, "errno": "EBUSY"}})
+        # The read right after the command is inside a 3 s reset; the one after 3.5 s past it.
+        send_node({{"op": "reset", "device": {MI300X}, "ms": 3000, "errno": "EBUSY"}})
         out["during"] = metric(rd(d, "fast"), "hw.power")
-        time.sleep(1.2)
+        time.sleep(3.5)
         out["after"] = metric(rd(d, "fast"), "hw.power")
     """)
     assert out == {"before": [600], "during": [], "after": [600]}
