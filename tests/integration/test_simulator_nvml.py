@@ -195,8 +195,14 @@ def test_process_utilization_last_seen(node: SimulatedNode) -> None:
             again = "ok"
         except N.NVMLError_NotFound:
             again = "NotFound"
-        time.sleep(1.3)
-        s2 = N.nvmlDeviceGetProcessUtilization(h[0], last)
+        deadline = time.monotonic() + 30
+        s2 = []
+        while len({x.pid for x in s2}) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)  # the node samples every second: wait for its next sample
+            try:
+                s2 = N.nvmlDeviceGetProcessUtilization(h[0], last)
+            except N.NVMLError_NotFound:
+                s2 = []
         newest = {}
         for x in s:  # several samples per process, in no promised order: the newest counts
             if x.pid not in newest or x.timeStamp > newest[x.pid].timeStamp:
@@ -499,16 +505,24 @@ def test_a_utilization_set_at_run_time_bounds_the_gpus_processes(tmp_path: Path)
         processes:
           - {device: 0, pid: 4242, used_memory_mib: 1000, sm_util: 97}
     """)
-    read = """
-        time.sleep(1.3)
-        s = N.nvmlDeviceGetProcessUtilization(h[0], 0)
-        out = {"gpu": N.nvmlDeviceGetUtilizationRates(h[0]).gpu,
-               "sm": max(s, key=lambda x: x.timeStamp).smUtil}
-    """
+    def read(gpu: int) -> str:
+        # The newest sample, once the node has taken one that agrees (it samples every
+        # second; waited for, not assumed after 1.3 s); what it last said otherwise.
+        return f"""
+        deadline = time.monotonic() + 30
+        while True:
+            s = N.nvmlDeviceGetProcessUtilization(h[0], 0)
+            out = {{"gpu": N.nvmlDeviceGetUtilizationRates(h[0]).gpu,
+                   "sm": max(s, key=lambda x: x.timeStamp).smUtil}}
+            if out["sm"] == {gpu} or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        """
+
     with SimulatedNode.start(path) as node:
-        assert run_client(node, read) == {"gpu": 97, "sm": 97}
+        assert run_client(node, read(97), timeout=60) == {"gpu": 97, "sm": 97}
         node.command({"op": "set", "device": 0, "values": {"utilization_gpu": 10}})
-        assert run_client(node, read) == {"gpu": 10, "sm": 10}
+        assert run_client(node, read(10), timeout=60) == {"gpu": 10, "sm": 10}
 
 
 def test_xid_79_loses_the_gpu(tmp_path: Path) -> None:
