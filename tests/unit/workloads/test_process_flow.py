@@ -81,15 +81,19 @@ def _holder() -> ConfigHolder:
         call_timeout=1.0, lost_reprobe_interval=0.05))
 
 
+def _wired(proc: Path) -> tuple[SnapshotStore, Attribution, ConfigHolder]:
+    """A store, attribution publishing into it (as the agent wires them), a config holder."""
+    store = SnapshotStore()
+    attribution = Attribution(WorkloadResolver(ProcReader(proc)), AttributionSettings())
+    attribution.on_processes(store.put_processes)
+    return store, attribution, _holder()
+
+
 def test_a_lost_gpu_loses_its_process_series_and_gets_them_back(tmp_path: Path) -> None:
     _write_proc(tmp_path)
 
     async def scenario() -> None:
-        store = SnapshotStore()
-        attribution = Attribution(WorkloadResolver(ProcReader(tmp_path)),
-                                  AttributionSettings())
-        attribution.on_processes(store.put_processes)
-        holder = _holder()
+        store, attribution, holder = _wired(tmp_path)
         device = _Device()
         sampler = DeviceSampler(device, store, holder, attribution=attribution)
         task = asyncio.create_task(sampler.run())
@@ -139,11 +143,7 @@ def test_switching_the_processes_group_off_withdraws_the_partitions_processes_to
     _write_proc(tmp_path)
 
     async def scenario() -> None:
-        store = SnapshotStore()
-        attribution = Attribution(WorkloadResolver(ProcReader(tmp_path)),
-                                  AttributionSettings())
-        attribution.on_processes(store.put_processes)
-        holder = _holder()
+        store, attribution, holder = _wired(tmp_path)
         parent = _Parent()
         sampler = DeviceSampler(parent, store, holder, attribution=attribution)
         task = asyncio.create_task(sampler.run())
