@@ -28,7 +28,7 @@ def config_args(tmp_path: Path, text: str) -> list[str]:
     return ["--config", str(path)]
 
 
-def one(store: Store, name: str, timeout: float = 10.0, **attrs: object) -> LogEvent:
+def one(store: Store, name: str, timeout: float = 30.0, **attrs: object) -> LogEvent:
     events = store.wait_for(lambda s: s.logs(name, attrs), timeout=timeout,
                             what=f"{name} {attrs}")
     return events[0]
@@ -155,7 +155,7 @@ def test_events_fired_while_the_collector_is_down_all_arrive_after(
         otlp_grpc_receiver.stop()
         for device, code in XIDS:
             node.command({"op": "xid", "device": device, "code": code})
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline and _spooled_lines(spool) < len(XIDS):
             time.sleep(0.1)
         assert _spooled_lines(spool) >= len(XIDS), agent.log()
@@ -169,7 +169,8 @@ def test_events_fired_while_the_collector_is_down_all_arrive_after(
             time.sleep(2)  # the new agent starts while the collector is still away
         otlp_grpc_receiver.start()
         expected = sorted((UUIDS[d], c) for d, c in XIDS)
-        store.wait_for(lambda s: _xids(s) == expected, timeout=20,
+        # Generous: the sender's retry back-off grew while the collector was away.
+        store.wait_for(lambda s: _xids(s) == expected, timeout=90,
                        what="the five XIDs fired during the outage")
         time.sleep(1.0)
         assert _xids(store) == expected  # each once
@@ -303,9 +304,12 @@ def test_xid_storm_is_bounded_first_occurrence_out_and_sampling_stays_on_time(
         assert summarised + 1 == counter.value  # every counted XID is in an event's count
         # Sampling went on on every GPU during and after the storm: each one's samples keep
         # increasing (its cadence under load is the benchmark suite's missed_cycles).
+        # Eventually, not by a deadline: on a loaded machine the storm may settle before the
+        # next sample of a GPU is exported.
         for uuid in UUIDS[:4]:
+            store.wait_for(lambda s, u=uuid: _samples_since(s, u, started) > samples[u],
+                           timeout=60, what=f"GPU {uuid} sampling during the storm")
             during = _samples_since(store, uuid, started)
-            assert during > samples[uuid], uuid
             store.wait_for(lambda s, u=uuid, n=during: _samples_since(s, u, started) > n,
                            timeout=60, what=f"GPU {uuid} still sampling after the storm")
     finally:
