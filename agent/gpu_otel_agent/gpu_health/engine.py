@@ -40,6 +40,7 @@ from gpu_otel_agent.gpu_health.dedup import CrossSourceDedup
 from gpu_otel_agent.gpu_health.delivery import Delivery, Pending
 from gpu_otel_agent.gpu_health.events import EventAttributes, EventValue, HealthEvent
 from gpu_otel_agent.gpu_health.polled import PolledWatcher
+from gpu_otel_agent.gpu_health.sampling_requests import NoSampling, SamplingRequests
 from gpu_otel_agent.gpu_health.severity import Severity
 from gpu_otel_agent.gpu_health.siblings import Peer
 from gpu_otel_agent.gpu_health.state import HealthMachine, Transition
@@ -118,10 +119,12 @@ class HealthEngine:
         clock: Callable[[], float] = time.monotonic,
         wall_ns: Callable[[], int] = time.time_ns,
         board: HealthBoard | None = None,
+        sampling: SamplingRequests | None = None,
     ) -> None:
         """``store``: read for the latest readings and partitions; ``board``: where the
         engine's view of each GPU goes (the agent's, shared with the samplers; by default one
-        of its own on ``store``)."""
+        of its own on ``store``); ``sampling``: whom to ask for a re-probe or a partition
+        rescan when an event calls for one (by default nobody)."""
         self._board = board if board is not None else HealthBoard(store)
         self._gpus = {d.uuid: _Gpu(d, HealthMachine(), PolledWatcher(), {},
                                    GrayWatch(settings.debounce)) for d in devices}
@@ -138,10 +141,7 @@ class HealthEngine:
         self._dedup = CrossSourceDedup(settings.dedup_window, wildcard=UNKNOWN_XID)
         self._delivery = Delivery(sink, workloads)
         self.stats = HealthStats()
-        # Set by the agent: ask a lost GPU's sampler to probe it at once (vendor said it's back).
-        self.reprobe: Callable[[str], None] | None = None
-        # Set by the agent: ask a GPU's sampler to enumerate its partitions again.
-        self.repartition: Callable[[str], None] | None = None
+        self._sampling: SamplingRequests = sampling if sampling is not None else NoSampling()
         for gpu in self._gpus.values():
             self._publish(gpu)
 
@@ -156,8 +156,7 @@ class HealthEngine:
             if event.kind == EVENT_XID:
                 self._xid(gpu, event)
             elif event.kind == EVENT_PARTITIONS_CHANGED:
-                if self.repartition is not None:
-                    self.repartition(gpu.identity.uuid)
+                self._sampling.rescan_partitions(gpu.identity.uuid)
             elif event.kind in (EVENT_ECC_CORRECTED, EVENT_ECC_UNCORRECTED):
                 self._ecc(gpu, event)
             elif event.kind == EVENT_RECOVERY_ACTION:
@@ -174,8 +173,8 @@ class HealthEngine:
                            f"GPU {gpu.identity.index} is being reset; it is lost until the "
                            f"reset ends ({event.detail or 'no message'})", event.time_ns)
             elif event.kind == EVENT_GPU_RESET_END:
-                if self.reprobe is not None:
-                    self.reprobe(event.uuid)  # its sampler: read again now, not at the re-probe
+                # Its sampler reads again now, not at its next re-probe.
+                self._sampling.reprobe(event.uuid)
                 self.available(event.uuid)
             elif event.kind == EVENT_THERMAL_THROTTLE:
                 self._emit_admitted(gpu, ev.THROTTLE, Severity.WARN,

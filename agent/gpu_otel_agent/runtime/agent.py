@@ -47,6 +47,7 @@ from gpu_otel_agent.runtime.node_plugins import (
     process_events,
 )
 from gpu_otel_agent.runtime.reliability import reliability_readings
+from gpu_otel_agent.runtime.sampler_directory import SamplerDirectory
 from gpu_otel_agent.runtime.self_telemetry import SelfTelemetry
 from gpu_otel_agent.sampling.sampler import DeviceSampler
 from gpu_otel_agent.threads import costs
@@ -157,6 +158,7 @@ class Agent:
                 self._initial.attribution, process_events(self._initial, self.node_plugins))
             self.attribution.on_device_attributes(self.store.put_device_attributes)
             self.attribution.on_processes(self.store.put_processes)
+        directory = SamplerDirectory()  # filled below, once the samplers exist
         if self._initial.health.enabled:
             # Attribution's lookup knows containers and pods; the backend's only PIDs. It is
             # filled by the processes group, so without that group it would name nobody.
@@ -164,7 +166,8 @@ class Agent:
             attribution = (self.attribution if processes is not None and processes.enabled
                            else None)
             self.health = HealthRuntime(self._initial, resource, opened, self.store,
-                                        self._workloads or attribution, board=self.board)
+                                        self._workloads or attribution, board=self.board,
+                                        sampling=directory)
         observer = self.health.engine if self.health is not None else None
         relay = Relay()  # the node's devices due together read in turn (threads.relay)
         self.samplers = [
@@ -173,12 +176,7 @@ class Agent:
             for backend in opened
             for device in backend.devices
         ]
-        if self.health is not None:
-            by_uuid = {s.snapshot.identity.uuid: s for s in self.samplers}
-            self.health.engine.reprobe = lambda uuid: (
-                by_uuid[uuid].reprobe_now() if uuid in by_uuid else None)
-            self.health.engine.repartition = lambda uuid: (
-                by_uuid[uuid].rescan_partitions() if uuid in by_uuid else None)
+        directory.add(self.samplers)  # the engine's re-probe and rescan requests reach them
         tracer = build_tracer(self._initial, resource)
         exporter = build_snapshot_exporter(self._initial, resource)
         pusher = MetricPusher(

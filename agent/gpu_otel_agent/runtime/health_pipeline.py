@@ -29,6 +29,7 @@ from gpu_otel_agent.export.events.spool import Spool
 from gpu_otel_agent.gpu_health.debounce import DebounceSettings
 from gpu_otel_agent.gpu_health.engine import EngineSettings, HealthEngine
 from gpu_otel_agent.gpu_health.events import HealthEvent
+from gpu_otel_agent.gpu_health.sampling_requests import SamplingRequests
 from gpu_otel_agent.gpu_health.storm_journal import StormJournal
 from gpu_otel_agent.gpu_health.telemetry import HealthTelemetry
 from gpu_otel_agent.gpu_health.verdict import HealthBoard
@@ -69,6 +70,7 @@ class HealthRuntime:
         workloads: WorkloadLookup | None = None,
         *,
         board: HealthBoard | None = None,
+        sampling: SamplingRequests | None = None,
     ) -> None:
         health = config.health
         if workloads is None:
@@ -91,7 +93,7 @@ class HealthRuntime:
             [d.identity for b in opened for d in b.devices], deliver, store,
             EngineSettings(storm_window=health.storm_window, dedup_window=health.dedup_window,
                            debounce=DebounceSettings(health.degrade_after, health.clear_after)),
-            workloads, board=board,
+            workloads, board=board, sampling=sampling,
         )
         options = EventSourceOptions(kmsg=health.kmsg)
         self.sources: list[EventSource] = []

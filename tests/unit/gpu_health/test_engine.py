@@ -9,6 +9,9 @@ from collections.abc import Awaitable, Callable
 from gpu_otel_agent.backends.protocol import (
     EVENT_ECC_CORRECTED,
     EVENT_FATAL_POISON,
+    EVENT_GPU_RESET_END,
+    EVENT_GPU_RESET_START,
+    EVENT_PARTITIONS_CHANGED,
     EVENT_RECOVERY_ACTION,
     EVENT_XID,
     RECOVERY_ACTION_UNKNOWN,
@@ -261,3 +264,33 @@ def test_unknown_xid_from_nvml_and_the_kernel_log_line_are_one_fault() -> None:
         assert xids()[1]["gpu.xid.name"] == "UNKNOWN_XID"
 
     run(scenario)
+
+
+class Requests:
+    """The samplers' side of SamplingRequests: what the engine asked, in order."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str]] = []
+
+    def reprobe(self, uuid: str) -> None:
+        self.asked.append(("reprobe", uuid))
+
+    def rescan_partitions(self, uuid: str) -> None:
+        self.asked.append(("rescan_partitions", uuid))
+
+
+def test_a_reset_that_ends_and_partitions_that_change_are_asked_of_the_samplers() -> None:
+    """A reset's end asks the GPU's sampler to probe at once (the GPU is back before its next
+    re-probe), a partition change to enumerate them again; other events ask nothing."""
+    requests = Requests()
+    sink: list[HealthEvent] = []
+    engine = HealthEngine([GPU], sink.append, SnapshotStore(), EngineSettings(),
+                          sampling=requests)
+    now = time.time_ns()
+    engine.on_events([DeviceEvent("GPU-a", EVENT_GPU_RESET_START, now, source="nvml")])
+    assert requests.asked == []
+    engine.on_events([DeviceEvent("GPU-a", EVENT_GPU_RESET_END, now + 1, source="nvml"),
+                      DeviceEvent("GPU-a", EVENT_PARTITIONS_CHANGED, now + 2, source="nvml"),
+                      DeviceEvent("GPU-unknown", EVENT_GPU_RESET_END, now + 3, source="nvml")])
+    assert requests.asked == [("reprobe", "GPU-a"), ("rescan_partitions", "GPU-a")]
+    engine.close()
