@@ -192,13 +192,16 @@ def test_top_without_an_agent_samples_the_node_itself_and_writes_nothing(
     spool, no socket, nothing it leaves behind."""
     work = tmp_path / "top"
     work.mkdir()
-    before = set(Path("/tmp").glob("gpu-agent-top-*"))
-    first, gpus = _once([], work, _no_agent_env(work, **node.env))
+    # Its temporary directory goes where TMPDIR says: one of this test's own, so that other
+    # runs on the machine (their `top`s in /tmp) cannot confuse the check.
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    first, gpus = _once([], work, _no_agent_env(work, TMPDIR=str(temporary), **node.env))
     assert re.match(r"gpu-agent top \d\d:\d\d:\d\d · standalone: sim up node \(pid \d+; "
                     r"no agent\)$", first), first
     assert gpus == 2
     assert list(work.iterdir()) == []  # no spool, no socket
-    assert set(Path("/tmp").glob("gpu-agent-top-*")) == before
+    assert list(temporary.iterdir()) == []  # its temporary directory removed
 
 
 def test_top_without_an_agent_or_a_gpu_says_so_and_what_to_try(tmp_path: Path) -> None:
