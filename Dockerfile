@@ -19,7 +19,7 @@ COPY pyproject.toml README.md ./
 COPY agent ./agent
 COPY plugins ./plugins
 # The object is package data (plugins/gpu_otel_agent/plugins/ebpf/bpf/*.bpf.o): build it in the source tree before
-# installing (build.py needs nothing but the standard library), and fail the image when it did
+# installing (compile_bpf.py needs nothing but the standard library), and fail the image when it did
 # not make it into the package.
 RUN python plugins/gpu_otel_agent/plugins/ebpf/compile_bpf.py \
     && /opt/gpu-otel-agent/bin/pip install . \

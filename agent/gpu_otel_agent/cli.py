@@ -59,7 +59,7 @@ def _flag_type(row: Key) -> Callable[[str], object]:
 
 
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
-    """``--config`` and one flag per table row that has one (``agent/config/table.py``)."""
+    """``--config`` and one flag per table row that has one (``gpu_otel_agent/config/table.py``)."""
     parser.add_argument("--config", type=Path, metavar="FILE", help="YAML configuration file")
     for flag, row in FLAGS.items():
         choices = row.kind.choices if isinstance(row.kind, Choice) else None

@@ -71,7 +71,7 @@ class PrometheusConfig:
 
 @dataclass(frozen=True)
 class LocalEndpointConfig:
-    """The local read-only Unix socket of ``gpu-agent top`` (``agent/local``)."""
+    """The local read-only Unix socket of ``gpu-agent top`` (``gpu_otel_agent/local``)."""
 
     enabled: bool = _d("local_endpoint.enabled")
     socket: str = _d("local_endpoint.socket")
@@ -114,7 +114,7 @@ class AttributionConfig:
 
 @dataclass(frozen=True)
 class EbpfConfig:
-    """Per-process CUDA activity from uprobes (plugins/ebpf); off unless enabled."""
+    """Per-process CUDA activity from uprobes (gpu_otel_agent/plugins/ebpf); off unless enabled."""
 
     enabled: bool = _d("ebpf.enabled")
     object_path: str | None = _d("ebpf.object_path")  # None: the object built into the package

@@ -163,7 +163,8 @@ TABLE: tuple[Key, ...] = (
             "`gpu.container.*`).", "Seconds between process-list reads."),
     *_group(ANY_GROUP, 10.0, "A group a plugin adds (any other name under `groups`): read it.",
             "Seconds between reads of that group."),
-    # Per-process / per-container attribution (agent/workloads, plugins/kubernetes).
+    # Per-process / per-container attribution (gpu_otel_agent/workloads,
+    # gpu_otel_agent/plugins/kubernetes).
     Key("attribution.enabled", Flag(), True, RESTART,
         "Attribute GPU use to processes, containers, pods and Slurm jobs."),
     Key("attribution.max_process_series", Count(), 256, RESTART,
@@ -198,7 +199,8 @@ TABLE: tuple[Key, ...] = (
         "Where process exec/exit events come from: `netlink` (the kernel's process connector; "
         "needs CAP_NET_ADMIN in the host network namespace) or `ebpf` (the eBPF plugin's "
         "scheduler tracepoints; needs `ebpf.enabled`)."),
-    # Per-process CUDA activity from eBPF uprobes (plugins/ebpf); needs CAP_BPF + CAP_PERFMON.
+    # Per-process CUDA activity from eBPF uprobes (gpu_otel_agent/plugins/ebpf); needs CAP_BPF +
+    # CAP_PERFMON.
     Key("ebpf.enabled", Flag(), False, RESTART,
         "Per-process CUDA activity from uprobes on the CUDA libraries GPU processes map "
         "(`gpu.process.cuda.*`); needs CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, CAP_SYS_PTRACE "

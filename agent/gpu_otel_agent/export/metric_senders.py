@@ -51,7 +51,7 @@ class RequestSender(Protocol):
 
     def deliver(self, request: Message | bytes, timeout_s: float | None = None) -> Attempt:
         """As :meth:`send`, with the outcome: a request the collector refused for good
-        (``Attempt.refused``, with its code) must be dropped, not sent again."""
+        (``Attempt.bad_content``, with its code) must be dropped, not sent again."""
 
     def shutdown(self) -> None: ...
 

@@ -326,8 +326,8 @@ PROCESS_METRICS: tuple[MetricSpec, ...] = (
 _LAUNCH = "gpu.cuda.launch.type"
 
 # Per process and per container across the node's GPUs, from uprobes on the CUDA runtime and
-# driver libraries (plugins/ebpf; off unless `ebpf.enabled`). A uprobe sees the call, not the
-# device it targets, so these carry no device attributes.
+# driver libraries (gpu_otel_agent/plugins/ebpf; off unless `ebpf.enabled`). A uprobe sees the
+# call, not the device it targets, so these carry no device attributes.
 CUDA_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("gpu.process.cuda.kernel_launches", C, "{launch}",
                "CUDA kernel launch calls (`kernel`) and CUDA graph launch calls (`graph`) the "

@@ -122,7 +122,7 @@ def standalone(scenario: Path | None, interval: float = STANDALONE_INTERVAL_S,
 
 
 def _warnings(log_path: Path) -> tuple[str, ...]:
-    """The messages of the WARNING lines of the agent's log so far (agent/logs.py's format:
+    """The messages of the WARNING lines of the agent's log so far (gpu_otel_agent/logs.py's format:
     ``date time LEVEL logger: message``), but the event spool's: top turned it off."""
     notes = []
     for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines():

@@ -22,7 +22,8 @@ DEFAULTS = AgentConfig()
 CHART = REPO / "helm" / "gpu-otel-agent"
 KUBE_VERSIONS = ("1.36.0", "1.37.0")
 CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}  # Prometheus Operator CRDs, checked below
-# The eBPF plugin's documented set (plugins/ebpf/support.py): programs and tracepoints,
+# The eBPF plugin's documented set (gpu_otel_agent/plugins/ebpf/support.py): programs and
+# tracepoints,
 # uprobes (CAP_SYS_ADMIN since Linux 6.17), other containers' libraries via /proc/PID/root.
 EBPF_CAPS = ["BPF", "PERFMON", "SYS_ADMIN", "SYS_PTRACE"]
 TOGGLED: dict[str, Any] = {

@@ -27,7 +27,8 @@ default :data:`CURRENT`), since dashboards key on them and releases moved them:
   a ResourceClaim, ``dra_claim_name``, ``dra_claim_namespace``, ``dra_driver_name``,
   ``dra_pool_name``, ``dra_device_name``, and on a MIG device ``dra_mig_profile`` and
   ``dra_mig_device_uuid`` (internal/pkg/transformation/const.go, kubernetes.go). dcgm-exporter
-  resolves claims through ResourceSlices; here they come from the node (plugins/kubernetes).
+  resolves claims through ResourceSlices; here they come from the node
+  (gpu_otel_agent/plugins/kubernetes).
 - ``DCGM_FI_DRIVER_VERSION`` is a label on every device series (a ``label`` field of the
   default counters since 2.4.6-2.6.10, #89), valued with the NVIDIA driver version.
 """

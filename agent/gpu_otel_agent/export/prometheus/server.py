@@ -2,8 +2,8 @@
 
 Scrapes never touch a GPU library and never run on the agent's event loop: the endpoint's own
 loop thread handles the connections and a small fixed pool of threads takes the current
-snapshot and encodes it (``connections.py``), so a slow scraper, a flood of idle clients or a
-hung GPU cannot delay sampling or each other. TLS is negotiated per connection with the
+snapshot and encodes it (``http_server/connections.py``), so a slow scraper, a flood of idle
+clients or a hung GPU cannot delay sampling or each other. TLS is negotiated per connection with the
 context of the moment, and the web configuration file is re-read when it changes (certificate
 rotation without a restart; users and headers apply from the next request, also on a kept-alive
 connection), as exporter-toolkit does.

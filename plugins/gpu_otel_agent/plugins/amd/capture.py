@@ -166,7 +166,7 @@ def capture_json(smi: Any, handles: list[Any]) -> str:
     ``gpu_data`` form), through :data:`FIELDS`: one object per processor, as amd-smi lists them
     (a partitioned GPU's partitions each on their own); what the library cannot read is
     ``"N/A"``. What ``gpu-agent capture`` writes for AMD GPUs; read back by
-    :func:`scenario_devices`."""
+    :func:`gpu_otel_agent.simulation.captures.amd_smi.scenario_devices`."""
     out = []
     for index, handle in enumerate(handles):
         asic = smi.amdsmi_get_gpu_asic_info(handle)

@@ -3,7 +3,8 @@
 One row per ``nvmlReturn_t`` code: its policy and why, quoting the enum's doc comment in
 ``nvml.h`` (NVML 13, lines 1522-1553) or the function comments that give it meaning. A few
 functions document a code as their normal answer (``NORMAL_ANSWERS``); their callers handle
-it before the policy is asked. ``python -m gpu_otel_agent.plugins.nvidia.error_policy`` writes
+it before the policy is asked. ``gpu-agent docs nvml-error-policy`` (with the simulator installed:
+the generator reads its tables) writes
 ``docs/nvml-error-policy.md`` from this table and the documented ``@return`` lists of the
 functions the agent calls; a test compares the committed file.
 """

@@ -5,7 +5,8 @@ shows pod names off Kubernetes; the tests start their own to change pods at will
 
 It registers the real service and method names (``/v1.PodResourcesLister/List`` …) with the
 real message encoding: messages and names come from the code generated from Kubernetes' own
-``api.proto`` (vendored in ``plugins/kubernetes``), so the agent's client cannot tell it from a
+``api.proto`` (vendored in ``gpu_otel_agent/plugins/kubernetes``), so the agent's client cannot
+tell it from a
 kubelet, and a field the agent got wrong would not round-trip here either. Tests change its
 pods at any time and can stop it (socket removed) and start it again (a kubelet restart).
 ``without_claims`` answers as a kubelet that predates ``dynamic_resources`` (before 1.27 or

@@ -278,8 +278,8 @@ BASE: Mapping[str, float | None] = MappingProxyType(
         "jpg_util": 0,
         "ofa_util": 0,
         "clocks_event_reasons": 1,
-        # pcie_link_gen / pcie_link_width: absent here, so they follow the max (node._DERIVED)
-        # until a scenario or `sim set` trains the link down.
+        # pcie_link_gen / pcie_link_width: absent here, so they follow the max
+        # (node.daemon._DERIVED) until a scenario or `sim set` trains the link down.
         "energy_mj": 0,
         "pcie_tx_bytes": 0,
         "pcie_rx_bytes": 0,

@@ -4,8 +4,8 @@ Each row names a capture field twice (its XML path under ``<gpu>`` in ``nvidia-s
 its label path under ``GPU <bus id>`` in ``nvidia-smi -q``; several per form where drivers renamed
 it), the scenario key that serves it on the simulated node, the NVML call a client reads it
 through, and the metric (from the agent's catalog) or attribute it arrives as. The readers
-(``xml_reader``, ``text_reader``), the capture writer (``gpu-agent capture``), the comparison
-tests and ``docs/captures.md`` all read this table.
+(``gpu_otel_agent.simulation.captures.nvidia_smi``: ``reader``, ``table_reader``), the capture
+writer (``gpu-agent capture``), the comparison tests and ``docs/captures.md`` all read this table.
 
 Paths: ``a/b`` is a child; ``a/b+a/c`` is the sum of both (ECC counts, split by memory kind on
 newer drivers). Values print as ``81559 MiB``, ``67.03 W``, ``P0``, ``Enabled``, ``Active``;
