@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from gpu_otel_agent.runtime.config_watch import watch_config_file
+from tests.polling import until as _until
 
 Change = Callable[[Path], None]
 
@@ -33,12 +34,6 @@ def _configmap_swap(config: Path) -> None:
     (new / "agent.yaml").write_text("log_level: error\n", encoding="utf-8")
     (directory / "..data_tmp").symlink_to(new.name)
     (directory / "..data_tmp").replace(directory / "..data")
-
-
-async def _until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.01)
 
 
 def _watching(config: Path, body: Callable[[list[int]], Awaitable[None]]) -> None:

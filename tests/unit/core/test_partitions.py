@@ -22,6 +22,7 @@ from gpu_otel_agent.model.snapshot import (
     SnapshotStore,
 )
 from gpu_otel_agent.sampling.sampler import DeviceSampler
+from tests.polling import until as _until
 
 
 class Child:
@@ -75,13 +76,6 @@ def _config() -> ConfigHolder:
     groups = {"fast": GroupConfig(True, 0.05), "slow": GroupConfig(True, 0.3)}
     return ConfigHolder(replace(base, groups=groups, call_timeout=0.3,
                                 lost_reprobe_interval=0.1))
-
-
-async def _until(predicate: object, timeout: float = 30.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
-        await asyncio.sleep(0.02)
 
 
 def _uuids(store: SnapshotStore) -> list[str]:

@@ -12,6 +12,7 @@ from gpu_otel_agent.config.load import load
 from gpu_otel_agent.config.schema import GroupConfig
 from gpu_otel_agent.model.snapshot import DeviceIdentity, HealthState, Reading, SnapshotStore
 from gpu_otel_agent.sampling.sampler import DeviceSampler
+from tests.polling import until as _until
 
 
 class ScriptedDevice:
@@ -45,13 +46,6 @@ def _config() -> ConfigHolder:
     groups = {"fast": GroupConfig(True, 0.05)}
     return ConfigHolder(replace(base, groups=groups, call_timeout=0.2,
                                 lost_reprobe_interval=0.1))
-
-
-async def _until(predicate: object, timeout: float = 30.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
-        await asyncio.sleep(0.02)
 
 
 def test_hung_device_is_unresponsive_while_others_keep_sampling() -> None:

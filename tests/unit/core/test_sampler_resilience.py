@@ -19,6 +19,7 @@ from gpu_otel_agent.model.snapshot import (
     SnapshotStore,
 )
 from gpu_otel_agent.sampling.sampler import DeviceSampler
+from tests.polling import until as _until
 
 
 class FlakyDevice:
@@ -51,13 +52,6 @@ def _config() -> ConfigHolder:
     base = load(None, environ={})
     return ConfigHolder(replace(base, groups={"fast": GroupConfig(True, 0.02)},
                                 call_timeout=1.0, lost_reprobe_interval=0.05))
-
-
-async def _until(predicate: object, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
-        await asyncio.sleep(0.01)
 
 
 def _run(device: FlakyDevice, until: object) -> DeviceSampler:

@@ -13,7 +13,6 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,6 +30,7 @@ from gpu_otel_agent.runtime.reliability import reliability_readings
 from gpu_otel_agent.threads.device_worker import DeviceWorker
 from gpu_otel_agent.threads.supervised import SupervisedThread, restarts
 from tests.integration.test_health_events import _kmsg_writable
+from tests.polling import wait_until as wait
 from tests.unit.gpu_health.collectors import Accepting
 
 
@@ -47,13 +47,6 @@ def kill(name: str, started_after: frozenset[threading.Thread] = frozenset()) ->
     done = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
                                                       ctypes.py_object(Bug))
     assert done == 1
-
-
-def wait(condition: Callable[[], bool], seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 def test_a_failing_thread_is_logged_counted_and_restarted(

@@ -27,6 +27,7 @@ from gpu_otel_agent.model.snapshot import (
     SnapshotStore,
 )
 from gpu_otel_agent.model.workload import GpuProcess, Workload
+from tests.polling import until
 
 GPU = DeviceIdentity("GPU-a", 0, "nvidia", "NVIDIA H100", "00000000:18:00.0")
 
@@ -69,13 +70,6 @@ def run(scenario: Callable[[HealthEngine, list[HealthEvent], Clock], Awaitable[N
 
     asyncio.run(main())
     return store
-
-
-async def until(predicate: Callable[[], bool], timeout: float = 2.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.005)
 
 
 def xid(code: int, source: str = "nvml") -> DeviceEvent:

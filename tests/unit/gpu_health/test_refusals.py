@@ -28,6 +28,7 @@ from gpu_otel_agent.export.otlp_target import OtlpTarget, resolve_target
 from gpu_otel_agent.export.throttle import gate_for
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
+from tests.polling import wait_until as wait
 from tests.receivers import decode
 from tests.receivers.otlp_grpc import Answer, OtlpGrpcReceiver, throttled
 from tests.receivers.otlp_http import OtlpHttpReceiver
@@ -82,13 +83,6 @@ def run_pusher(sender: OtlpEventSender, spool_dir: Path,
 def accepted_numbers(receiver: OtlpGrpcReceiver) -> list[object]:
     return [e.attributes["n"] for r in receiver.store.received("logs", accepted=True)
             for e in decode.log_events(r.request, r.received_at)]  # type: ignore[arg-type]
-
-
-def wait(condition: Callable[[], bool], seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def test_a_record_refused_for_good_is_quarantined_and_the_queue_moves_on_across_restarts(

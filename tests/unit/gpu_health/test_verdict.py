@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import replace
-from typing import Any
 
 from gpu_otel_agent.config.holder import ConfigHolder
 from gpu_otel_agent.config.load import load
@@ -28,6 +27,7 @@ from gpu_otel_agent.model.snapshot import (
     SnapshotStore,
 )
 from gpu_otel_agent.sampling.sampler import DeviceSampler
+from tests.polling import until as _until
 
 GPU = DeviceIdentity("GPU-a", 0, "nvidia", "H100", "00:18")
 XID_48 = HeldCondition("memory", HealthState.DEGRADED, "XID 48 DBE")
@@ -98,13 +98,6 @@ class _Device:
         self.gate.wait()
         self.reads += 1
         return (Reading("hw.power", 300.0),)
-
-
-async def _until(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
-        await asyncio.sleep(0.02)
 
 
 def test_a_hung_gpu_reaches_every_reader_through_the_board() -> None:

@@ -22,14 +22,7 @@ from gpu_otel_agent.workloads.inotify import IN_CREATE, IN_DELETE, IN_ISDIR, Ino
 from gpu_otel_agent.workloads.netlink import ProcConnector, kernel_filters
 from gpu_otel_agent.workloads.procfs import ProcReader
 from gpu_otel_agent.workloads.resolver import WorkloadResolver
-
-
-async def _until(condition: object, timeout: float = 5.0) -> None:
-    assert callable(condition)
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "event did not arrive"
-        await asyncio.sleep(0.01)
+from tests.polling import until as _until
 
 
 async def _ended(process: asyncio.subprocess.Process, exits: list[int]) -> None:

@@ -8,7 +8,6 @@ import asyncio
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from gpu_otel_agent.backends.protocol import Device, DeviceLost
 from gpu_otel_agent.config.holder import ConfigHolder
@@ -25,6 +24,7 @@ from gpu_otel_agent.sampling.sampler import DeviceSampler
 from gpu_otel_agent.workloads.attribution import Attribution, AttributionSettings
 from gpu_otel_agent.workloads.procfs import ProcReader
 from gpu_otel_agent.workloads.resolver import WorkloadResolver
+from tests.polling import until as _until
 
 
 class _Device:
@@ -49,13 +49,6 @@ class _Device:
         if self.lost.is_set():
             raise DeviceLost("gone")
         return (ProcessUsage(10, 1 << 20),)
-
-
-async def _until(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
-        await asyncio.sleep(0.02)
 
 
 def _write_proc(root: Path) -> None:
