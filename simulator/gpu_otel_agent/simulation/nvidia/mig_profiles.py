@@ -72,6 +72,18 @@ _A100_40 = _model(14, ("5gb", "10gb", "20gb", "40gb"))
 _A100_80 = _model(14, ("10gb", "20gb", "40gb", "80gb"))
 _H100_80 = _model(16, ("10gb", "20gb", "40gb", "80gb"))
 _H200 = _model(16, ("18gb", "35gb", "71gb", "141gb"))
+# Added for issue 37. Names: NVIDIA's MIG user guide (B200) and nvidia-smi mig -lgip captures
+# (GB200: NVIDIA/gpu-operator#1303; GB300: an NVIDIA DGX Station walk-through), the rest from
+# NVIDIA/mig-parted config-default.yaml (commit bd7160f), whose device filters tie names to PCI
+# device ids (0x2901 B200, 0x3182 B300, 0x2342 GH200, 0x2329 H20). SMs per compute slice: 18 on
+# B200 and GB200 (-lgip), 16 on GH200 (a GH200 144G -lgip, examples/captures/nvidia), 8 on H20
+# (an H20-3e instance of 4 slices printed 32 SMs); B300/GB300 take B200's 18 (reading).
+_B200 = _model(18, ("23gb", "45gb", "90gb", "180gb"))
+_GB200 = _model(18, ("24gb", "47gb", "93gb", "189gb"))
+_B300 = _model(18, ("34gb", "67gb", "135gb", "269gb"))
+_GB300 = _model(18, ("35gb", "70gb", "139gb", "278gb"))
+_HOPPER_96 = _model(16, ("12gb", "24gb", "48gb", "96gb"))
+_H20 = _model(8, ("12gb", "24gb", "48gb", "96gb"))
 
 MODELS: Mapping[str, MigModel] = MappingProxyType({
     "NVIDIA A100-SXM4-40GB": _A100_40,
@@ -79,6 +91,12 @@ MODELS: Mapping[str, MigModel] = MappingProxyType({
     "NVIDIA H100 80GB HBM3": _H100_80,
     "NVIDIA H100 PCIe": _H100_80,
     "NVIDIA H200": _H200,
+    "NVIDIA B200": _B200,
+    "NVIDIA GB200": _GB200,
+    "NVIDIA B300 SXM6 AC": _B300,
+    "NVIDIA GB300": _GB300,
+    "NVIDIA GH200 480GB": _HOPPER_96,
+    "NVIDIA H20": _H20,
 })
 
 
@@ -144,6 +162,11 @@ REPORTED_GIB: Mapping[str, Mapping[int, float]] = MappingProxyType({
     "NVIDIA H100 80GB HBM3": _H100_80_GIB,
     "NVIDIA H100 PCIe": _H100_80_GIB,
     "NVIDIA H200": MappingProxyType({1: 16.00, 2: 32.25, 4: 69.50, 8: 139.75}),
+    # https://github.com/NVIDIA/mig-parted/pull/166 (B200 -lgip): 1g.23gb 22.00, 1g.45gb and
+    # 2g.45gb 44.25; https://github.com/NVIDIA/gpu-operator/pull/1303 (HGX GB200 -lgip):
+    # 1g.47gb and 2g.47gb 45.50. Other sizes of these models are derived.
+    "NVIDIA B200": MappingProxyType({1: 22.00, 2: 44.25}),
+    "NVIDIA GB200": MappingProxyType({2: 45.50}),
 })
 # Where no capture shows a model's figure: the captured share of the slices' nominal memory
 # (A100-SXM4-80GB of 81920 MiB for 1, 2, 4 slices; H200 of 143771 MiB for 8). Reading-derived.
