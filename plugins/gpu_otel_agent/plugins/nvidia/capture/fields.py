@@ -86,7 +86,7 @@ def _power(*names: tuple[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
 IDENTITY: tuple[CaptureField, ...] = (
     _f("model", "product_name", "Product Name", "nvmlDeviceGetName",
        "Product name, served verbatim; the simulator's model table supplies what the capture "
-       "does not print (architecture, PCI device id)", kind="text", metric="attr:hw.model"),
+       "does not print", kind="text", metric="attr:hw.model"),
     _f("uuid", "uuid", "GPU UUID", "nvmlDeviceGetUUID", "GPU UUID", kind="text",
        metric="attr:hw.id"),
     _f("pci_bus_id", ("pci/pci_bus_id", "@id"), ("PCI/Bus Id", "@id"),
@@ -98,6 +98,17 @@ IDENTITY: tuple[CaptureField, ...] = (
        "VBIOS version", kind="text"),
     _f("board_part", "board_part_number", "Board Part Number", "nvmlDeviceGetBoardPartNumber",
        "Board part number", kind="text"),
+    # Served as printed, so that a replayed part the simulator's table does not know answers
+    # its own architecture and PCI id (not a generic one); `gpu-agent capture` does not write
+    # them yet.
+    _f("architecture", "product_architecture", "Product Architecture",
+       "nvmlDeviceGetArchitecture", "Architecture name (Hopper, Blackwell ...), served as nvml.h's "
+       "NVML_DEVICE_ARCH_* number", kind="text", writer=False),
+    _f("pci_device_id", "pci/pci_device_id", "PCI/Device Id", "nvmlDeviceGetPciInfo_v3 "
+       "(pciDeviceId)", "PCI device and vendor id (0x233010DE)", kind="text", writer=False),
+    _f("pci_subsystem_id", "pci/pci_sub_system_id", "PCI/Sub System Id",
+       "nvmlDeviceGetPciInfo_v3 (pciSubSystemId)", "PCI subsystem id", kind="text",
+       writer=False),
 )
 
 READINGS: tuple[CaptureField, ...] = (

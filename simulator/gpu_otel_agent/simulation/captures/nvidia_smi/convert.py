@@ -33,6 +33,14 @@ _COMPUTE_MODES = {"default": 0.0, "exclusive_thread": 1.0, "prohibited": 2.0,
 NVML_PSTATE_UNKNOWN = 32.0
 
 
+# Identity numbers NVML always answers: what the node serves when the capture printed N/A.
+_UNPRINTED_IDENTITY: Mapping[str, str] = MappingProxyType({
+    "architecture": "the model table's, else NVML_DEVICE_ARCH_UNKNOWN",
+    "pci_device_id": "the model table's, else 0x000010DE (device id unknown)",
+    "pci_subsystem_id": "the model table's, else 0",
+})
+
+
 class ConvertError(ValueError):
     """A value cannot be read as its field's kind."""
 
@@ -98,8 +106,9 @@ def _device(i: int, gpu: GpuCapture, not_served: list[NotServed]
         if printed is None:
             continue
         if not_available(printed):
-            not_served.append(NotServed(i, f.key, printed, "an identity string: the simulated "
-                                        "node serves a generated one"))
+            reason = _UNPRINTED_IDENTITY.get(
+                f.key, "an identity string: the simulated node serves a generated one")
+            not_served.append(NotServed(i, f.key, printed, reason))
             continue
         value = printed.strip()
         if f.key == "model" and value.endswith("..."):

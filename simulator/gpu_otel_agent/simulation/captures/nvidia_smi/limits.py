@@ -49,9 +49,14 @@ RULES: tuple[tuple[str, str], ...] = (
      "NVML answers them with a string; the node serves a generated one"),
     ("[Unknown Error] and other errors", "served as NVML_ERROR_NOT_SUPPORTED (the agent drops "
                                          "the reading either way)"),
-    ("architecture, CUDA capability, PCI device id", "not in nvidia-smi -q: from the "
-                                                     "simulator's model table (generic for "
-                                                     "models it does not know)"),
+    ("architecture, PCI device and subsystem id", "served as printed (Product Architecture, "
+                                                  "PCI Device Id, Sub System Id); where not "
+                                                  "printed, the simulator's model table, and "
+                                                  "for a model it does not know NVML's "
+                                                  "NVML_DEVICE_ARCH_UNKNOWN and device id 0"),
+    ("CUDA capability, GPM support", "not in nvidia-smi -q: the model table's; for a model it "
+                                     "does not know, they follow from the printed "
+                                     "architecture"),
     ("clocks event reason counters (SW Power Capping ... us)",
      "not read from captures yet: the node's violation_*_ns counters grow while a reason is "
      "active, so a printed total is a starting point, not a value to compare"),
