@@ -12,6 +12,7 @@ from gpu_otel_agent.simulation.node import SimulatedNode
 from gpu_otel_agent.simulation.nvidia.models import MODELS
 from tests.integration.harness import AgentProcess, write_scenario
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
+from tests.receivers.store import Point, Store
 
 pytestmark = pytest.mark.integration
 MIB = 1024 * 1024
@@ -38,30 +39,30 @@ def test_each_model_s_limits_and_activity_arrive_as_the_part_s(
         try:
             store = otlp_grpc_receiver.store
 
-            def latest(metric: str, model: str) -> float | None:
-                point = store.latest(metric, {"hw.model": model})
-                return None if point is None else float(point.value)
-
-            expected = {name: (MODELS[name].readings["memory_total_mib"],
-                               MODELS[name].readings["power_limit_w"]) for name in KNOWN}
-            expected[str(UNKNOWN["model"])] = (95830, 400)
+            expected: dict[str, tuple[float, float]] = {
+                name: (float(MODELS[name].readings["memory_total_mib"] or 0),
+                       float(MODELS[name].readings["power_limit_w"] or 0)) for name in KNOWN}
+            expected[str(UNKNOWN["model"])] = (95830.0, 400.0)
             for name, (memory_mib, limit_w) in expected.items():
-                assert store.wait_for(
-                    lambda s, n=name: latest("hw.gpu.memory.limit", n), timeout=30,
-                    what=f"memory limit of {name}") == memory_mib * MIB
-                assert store.wait_for(
-                    lambda s, n=name: latest("gpu.power.limit", n), timeout=30,
-                    what=f"power limit of {name}") == pytest.approx(limit_w)
+                assert _arrived(store, "hw.gpu.memory.limit", name) == memory_mib * MIB
+                assert _arrived(store, "gpu.power.limit", name) == pytest.approx(limit_w)
             # GPM arrives for the Hopper and Blackwell data-centre parts (two samples apart) ...
             for name, gpm in GPM.items():
                 if gpm:
-                    store.wait_for(lambda s, n=name: latest("gpu.sm.utilization", n) is not None,
-                                   timeout=30, what=f"gpu.sm.utilization of {name}")
+                    _arrived(store, "gpu.sm.utilization", name)
             # ... and, exports later, never for the others (their GPM query is NOT_SUPPORTED).
             seen = len(store.points("gpu.sm.utilization"))
             store.wait_for(lambda s: len(s.points("gpu.sm.utilization")) > seen + 3, timeout=30,
                            what="more GPM exports")
             for name, gpm in GPM.items():
-                assert (latest("gpu.sm.utilization", name) is not None) == gpm, name
+                point = store.latest("gpu.sm.utilization", {"hw.model": name})
+                assert (point is not None) == gpm, name
         finally:
             agent.close()
+
+
+def _arrived(store: Store, metric: str, model: str) -> float:
+    """The latest value of ``metric`` on the GPU of ``model``, once one has arrived."""
+    def found(s: Store) -> Point | None:
+        return s.latest(metric, {"hw.model": model})
+    return float(store.wait_for(found, timeout=30, what=f"{metric} of {model}").value)
