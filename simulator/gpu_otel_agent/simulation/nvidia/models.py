@@ -327,11 +327,12 @@ MODELS: Mapping[str, ModelInfo] = MappingProxyType(
                     "https://github.com/NVIDIA/gpu-operator/pull/1303 (nvidia-smi mig -lgip on an "
                     "HGX GB200, 2025-03-01): 1g.24gb, 1g.47gb and 2g.47gb (45.50 GiB), 18 SMs "
                     "per 1g instance",
+                    "public kernel benchmark notes of a GB200 node (GitHub, 2026-09-16; "
+                    "repository not named by the index): NVIDIA GB200, 152 SMs",
                 ),
                 from_reading=("memory_reserved_mib", "power_min_limit_w", "power_max_limit_w",
                               "max_sm_clock_mhz", "max_memory_clock_mhz", "max_video_clock_mhz",
-                              "pcie_max_link_gen", "multiprocessor_count", "bar1_total_mib",
-                              "board_part"),
+                              "pcie_max_link_gen", "bar1_total_mib", "board_part"),
             ),
             _m(
                 "NVIDIA B300 SXM6 AC",
@@ -465,10 +466,12 @@ MODELS: Mapping[str, ModelInfo] = MappingProxyType(
                     "search): NVIDIA H20, 97871 MiB, 500 W cap",
                     "examples/captures/nvidia/h20-3e-mig-device.q.txt (Project-HAMi/HAMi#1422): "
                     "an H20-3e GPU instance of 4 slices has 32 SMs (8 per slice)",
+                    "a public CUTLASS benchmark log (GitHub, 2026-05-26; repository not named "
+                    "by the index): NVIDIA H20, 78 SMs",
                 ),
                 from_reading=("memory_reserved_mib", "power_min_limit_w", "power_max_limit_w",
                               "max_sm_clock_mhz", "max_memory_clock_mhz", "max_video_clock_mhz",
-                              "multiprocessor_count", "bar1_total_mib", "board_part"),
+                              "bar1_total_mib", "board_part"),
             ),
             _m(
                 "NVIDIA L40S",
@@ -500,10 +503,11 @@ MODELS: Mapping[str, ModelInfo] = MappingProxyType(
                     "nvidia-smi total 46068MiB",
                     "public nvidia-smi tables of L40S (driver 550.163.01 and others; GitHub files "
                     "found by exact-string search): 350 W cap, passive (fan N/A)",
+                    "the README of the cuda-device-query crate (a deviceQuery in Rust, GitHub): "
+                    "NVIDIA L40S, CC 8.9, 142 SMs, max clock 2520 MHz, memory clock 9001 MHz",
                 ),
-                from_reading=("memory_reserved_mib", "power_min_limit_w", "max_sm_clock_mhz",
-                              "max_memory_clock_mhz", "max_video_clock_mhz",
-                              "multiprocessor_count", "bar1_total_mib", "board_part"),
+                from_reading=("memory_reserved_mib", "power_min_limit_w", "max_video_clock_mhz",
+                              "bar1_total_mib", "board_part"),
             ),
             _m(
                 "NVIDIA RTX PRO 6000 Blackwell Server Edition",
@@ -610,10 +614,14 @@ MODELS: Mapping[str, ModelInfo] = MappingProxyType(
                     "public nvidia-smi tables of RTX 5090 (driver 595.71.05 and others; GitHub "
                     "files found by exact-string search): 32607 MiB, 575 W cap (one board "
                     "600 W), fan printed, ECC N/A",
+                    "public deviceQuery outputs of RTX 5090 (CUDA 13.0 driver; GitHub files "
+                    "found by exact-string search): CC 12.0, 170 SMs, memory clock 14001 MHz, "
+                    "CUDA max clock 2407 MHz (the GeForce boost NVML reports is higher: 3090 "
+                    "here is reading)",
                 ),
                 from_reading=("pci_subsystem_id", "memory_reserved_mib", "power_min_limit_w",
-                              "max_sm_clock_mhz", "max_memory_clock_mhz", "max_video_clock_mhz",
-                              "multiprocessor_count", "bar1_total_mib", "board_part"),
+                              "max_sm_clock_mhz", "max_video_clock_mhz", "bar1_total_mib",
+                              "board_part"),
             ),
         )
     }
