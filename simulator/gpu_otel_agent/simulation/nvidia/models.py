@@ -10,20 +10,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from gpu_otel_agent.plugins.nvidia.capture.fields import ARCHITECTURE_NAMES
 from gpu_otel_agent.simulation.nvidia import nvlinks
 
 # nvml.h NVML_DEVICE_ARCH_*, NVML_BRAND_*
 ARCH_TURING, ARCH_AMPERE, ARCH_ADA, ARCH_HOPPER, ARCH_BLACKWELL = 6, 7, 8, 9, 10
-ARCH_RUBIN = 13
 ARCH_UNKNOWN = 0xFFFFFFFF  # NVML_DEVICE_ARCH_UNKNOWN: "anything else, presumably something newer"
 BRAND_TESLA, BRAND_GEFORCE, BRAND_NVIDIA_RTX, BRAND_NVIDIA = 2, 5, 13, 14
 
-# nvml.h's names of NVML_DEVICE_ARCH_* as `nvidia-smi -q` prints them ("Product Architecture").
+# Architecture names a scenario or a capture may give (lower case): nvidia-smi's, and "ada".
 ARCHITECTURES: Mapping[str, int] = MappingProxyType({
-    "kepler": 2, "maxwell": 3, "pascal": 4, "volta": 5, "turing": ARCH_TURING,
-    "ampere": ARCH_AMPERE, "ada": ARCH_ADA, "ada lovelace": ARCH_ADA, "hopper": ARCH_HOPPER,
-    "blackwell": ARCH_BLACKWELL, "rubin": ARCH_RUBIN,
-})
+    **{name.lower(): number for number, name in ARCHITECTURE_NAMES.items()}, "ada": ARCH_ADA})
 
 
 @dataclass(frozen=True)

@@ -99,17 +99,22 @@ IDENTITY: tuple[CaptureField, ...] = (
     _f("board_part", "board_part_number", "Board Part Number", "nvmlDeviceGetBoardPartNumber",
        "Board part number", kind="text"),
     # Served as printed, so that a replayed part the simulator's table does not know answers
-    # its own architecture and PCI id (not a generic one); `gpu-agent capture` does not write
-    # them yet.
+    # its own architecture and PCI ids (not a generic part's).
     _f("architecture", "product_architecture", "Product Architecture",
        "nvmlDeviceGetArchitecture", "Architecture name (Hopper, Blackwell ...), served as nvml.h's "
-       "NVML_DEVICE_ARCH_* number", kind="text", writer=False),
+       "NVML_DEVICE_ARCH_* number", kind="text"),
     _f("pci_device_id", "pci/pci_device_id", "PCI/Device Id", "nvmlDeviceGetPciInfo_v3 "
-       "(pciDeviceId)", "PCI device and vendor id (0x233010DE)", kind="text", writer=False),
+       "(pciDeviceId)", "PCI device and vendor id (0x233010DE; the XML prints 233010DE)",
+       kind="text"),
     _f("pci_subsystem_id", "pci/pci_sub_system_id", "PCI/Sub System Id",
-       "nvmlDeviceGetPciInfo_v3 (pciSubSystemId)", "PCI subsystem id", kind="text",
-       writer=False),
+       "nvmlDeviceGetPciInfo_v3 (pciSubSystemId)", "PCI subsystem id", kind="text"),
 )
+
+# nvml.h NVML_DEVICE_ARCH_* -> the name `nvidia-smi -q` prints as "Product Architecture".
+ARCHITECTURE_NAMES: Mapping[int, str] = MappingProxyType({
+    2: "Kepler", 3: "Maxwell", 4: "Pascal", 5: "Volta", 6: "Turing", 7: "Ampere",
+    8: "Ada Lovelace", 9: "Hopper", 10: "Blackwell", 13: "Rubin",
+})
 
 READINGS: tuple[CaptureField, ...] = (
     _f("minor_number", "minor_number", "Minor Number", "nvmlDeviceGetMinorNumber",

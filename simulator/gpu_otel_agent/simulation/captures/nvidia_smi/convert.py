@@ -19,7 +19,7 @@ from gpu_otel_agent.simulation.captures.nvidia_smi.model import (
     SmiCapture,
 )
 from gpu_otel_agent.simulation.captures.registry import CaptureFragment, NotServed
-from gpu_otel_agent.simulation.nvidia import mig_profiles
+from gpu_otel_agent.simulation.nvidia import mig_profiles, models
 
 _NOT_AVAILABLE = re.compile(
     r"^\[?\s*(n/a|not supported|unknown error|insufficient permissions|not found|no data|"
@@ -117,6 +117,10 @@ def _device(i: int, gpu: GpuCapture, not_served: list[NotServed]
             continue
         if f.key == "pci_bus_id" and re.match(r"^[0-9a-fA-F]{4}:", value):
             value = "0000" + value
+        unreadable = _unreadable_identity(f.key, value)
+        if unreadable is not None:
+            not_served.append(NotServed(i, f.key, printed, unreadable))
+            continue
         device[f.key] = value
     if "model" not in device:
         if "model" not in gpu.values:  # nvidia-smi -q -d ...: which GPU is it?
@@ -143,6 +147,17 @@ def _device(i: int, gpu: GpuCapture, not_served: list[NotServed]
         if mig is not None:
             device["mig"] = mig
     return device, gi_positions
+
+
+def _unreadable_identity(key: str, value: str) -> str | None:
+    """Why a printed architecture or PCI id cannot be served as NVML's number, else None."""
+    if key == "architecture" and value.lower() not in models.ARCHITECTURES:
+        return ("an architecture nvml.h does not name: served as the model table's, else "
+                "NVML_DEVICE_ARCH_UNKNOWN")
+    if key in ("pci_device_id", "pci_subsystem_id") and not re.fullmatch(
+            r"(0x)?[0-9a-fA-F]{1,8}", value):
+        return "not a PCI id: served as the model table's, else 0"
+    return None
 
 
 def _clock_mask(events: Mapping[str, str]) -> float | None:
