@@ -115,9 +115,11 @@ def test_every_model_row_cites_its_sources() -> None:
 @pytest.mark.parametrize("name", [n for n in NEW if n in mig_profiles.MODELS])
 def test_new_mig_models_enable_their_profiles(tmp_path: Path, name: str) -> None:
     table = mig_profiles.mig_model(name)
-    half, eighth = (next(p for p in table.profiles.values() if p.slices == n) for n in (3, 1))
+    # Half the memory and the smallest compute: 3g + 1g on a 7-slice part, 2g + 1g on RTX PRO.
+    half, small = (next(p for p in table.profiles.values() if test(p)) for test in (
+        lambda p: p.memory_slices == 4, lambda p: p.slices == 1))
     devices = (f"  - model: {name}\n    mig:\n      - {{profile: {half.name}}}\n"
-               f"      - {{profile: {eighth.name}}}\n")
+               f"      - {{profile: {small.name}}}\n")
     with SimulatedNode.start(write_scenario(tmp_path, _scenario(devices)),
                              state_dir=tmp_path / "state") as node:
         out = run_client(node, """
@@ -125,8 +127,8 @@ def test_new_mig_models_enable_their_profiles(tmp_path: Path, name: str) -> None
             out = sorted([N.nvmlDeviceGetName(m).rsplit(" ", 1)[-1],
                           N.nvmlDeviceGetAttributes_v2(m).multiprocessorCount] for m in migs)
         """)
-    assert sorted([[half.name, 3 * table.sms_per_slice], [eighth.name, table.sms_per_slice]]) \
-        == out
+    assert sorted([[half.name, half.slices * table.sms_per_slice],
+                   [small.name, table.sms_per_slice]]) == out
 
 
 _H100_CAPTURE = REPO / "examples" / "captures" / "nvidia" / "h100-sxm-x8-535.161.08.q.txt"

@@ -33,6 +33,9 @@ from types import MappingProxyType
 # nvml.h NVML_GPU_INSTANCE_PROFILE_* ids
 _1_SLICE, _2_SLICE, _3_SLICE, _4_SLICE, _7_SLICE = 0x0, 0x1, 0x2, 0x3, 0x4
 _1_SLICE_REV1, _1_SLICE_REV2 = 0x7, 0x9  # +me (media extensions); 1 slice with 2/8 memory
+# GB20x (RTX PRO) profiles: graphics capable, without media engines, with all of them.
+_1_SLICE_GFX, _2_SLICE_GFX, _4_SLICE_GFX = 0x0A, 0x0B, 0x0C
+_1_SLICE_NO_ME, _2_SLICE_NO_ME, _1_SLICE_ALL_ME, _2_SLICE_ALL_ME = 0x0D, 0x0E, 0x0F, 0x10
 
 COMPUTE_SLICES = 7
 MEMORY_SLICES = 8
@@ -85,6 +88,33 @@ _GB300 = _model(18, ("35gb", "70gb", "139gb", "278gb"))
 _HOPPER_96 = _model(16, ("12gb", "24gb", "48gb", "96gb"))
 _H20 = _model(8, ("12gb", "24gb", "48gb", "96gb"))
 
+
+def _quarters(sms_per_slice: int, gb: tuple[str, str, str]) -> MigModel:
+    """A GPU of four compute and four memory slices (NVIDIA's MIG user guide, "RTX PRO 6000
+    Blackwell MIG Profiles": 1g = 1/4, 2g = 1/2, 4g = the whole GPU), in this module's eighths:
+    a quarter of the memory is two memory slices, so the totals check and the GPU instance ids
+    (quarters 3-6, halves 1-2, whole 0; the A30 capture in examples/captures/nvidia prints ids
+    from 3 for its quarter-GPU instances) hold as they are. ``gb`` names 1/4, 1/2, 4/4."""
+    quarter, half, full = gb
+    rows = (
+        MigProfile(f"1g.{quarter}", 1, 2, _1_SLICE, 4),
+        MigProfile(f"1g.{quarter}+me", 1, 2, _1_SLICE_REV1, 1),
+        MigProfile(f"1g.{quarter}+gfx", 1, 2, _1_SLICE_GFX, 4),
+        MigProfile(f"1g.{quarter}+me.all", 1, 2, _1_SLICE_ALL_ME, 1),
+        MigProfile(f"1g.{quarter}-me", 1, 2, _1_SLICE_NO_ME, 4),
+        MigProfile(f"2g.{half}", 2, 4, _2_SLICE, 2),
+        MigProfile(f"2g.{half}+gfx", 2, 4, _2_SLICE_GFX, 2),
+        MigProfile(f"2g.{half}+me.all", 2, 4, _2_SLICE_ALL_ME, 1),
+        MigProfile(f"2g.{half}-me", 2, 4, _2_SLICE_NO_ME, 2),
+        MigProfile(f"4g.{full}", 4, 8, _4_SLICE, 1),
+        MigProfile(f"4g.{full}+gfx", 4, 8, _4_SLICE_GFX, 1),
+    )
+    return MigModel(sms_per_slice, MappingProxyType({p.name: p for p in rows}))
+
+
+# 188 SMs in four compute slices of 47 (reading: no -lgip of the part was found).
+_RTX_PRO_6000 = _quarters(47, ("24gb", "48gb", "96gb"))
+
 MODELS: Mapping[str, MigModel] = MappingProxyType({
     "NVIDIA A100-SXM4-40GB": _A100_40,
     "NVIDIA A100-SXM4-80GB": _A100_80,
@@ -97,6 +127,8 @@ MODELS: Mapping[str, MigModel] = MappingProxyType({
     "NVIDIA GB300": _GB300,
     "NVIDIA GH200 480GB": _HOPPER_96,
     "NVIDIA H20": _H20,
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition": _RTX_PRO_6000,
+    "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition": _RTX_PRO_6000,
 })
 
 
