@@ -116,8 +116,9 @@ def test_every_model_row_cites_its_sources() -> None:
 def test_new_mig_models_enable_their_profiles(tmp_path: Path, name: str) -> None:
     table = mig_profiles.mig_model(name)
     # Half the memory and the smallest compute: 3g + 1g on a 7-slice part, 2g + 1g on RTX PRO.
-    half, small = (next(p for p in table.profiles.values() if test(p)) for test in (
-        lambda p: p.memory_slices == 4, lambda p: p.slices == 1))
+    profiles = list(table.profiles.values())
+    half = next(p for p in profiles if p.memory_slices == 4)
+    small = next(p for p in profiles if p.slices == 1)
     devices = (f"  - model: {name}\n    mig:\n      - {{profile: {half.name}}}\n"
                f"      - {{profile: {small.name}}}\n")
     with SimulatedNode.start(write_scenario(tmp_path, _scenario(devices)),
