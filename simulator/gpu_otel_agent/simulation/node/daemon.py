@@ -36,6 +36,7 @@ from gpu_otel_agent.simulation.amd import models as amd_models
 from gpu_otel_agent.simulation.amd import partitions as amd_partitions
 from gpu_otel_agent.simulation.amd import scenario as amd_scenario
 from gpu_otel_agent.simulation.amd.build_amdsmi import build_library as build_amd_library
+from gpu_otel_agent.simulation.captures.registry import not_served_lines
 from gpu_otel_agent.simulation.node import statedir
 from gpu_otel_agent.simulation.node.cgroups import Placement
 from gpu_otel_agent.simulation.node.scenario import (
@@ -1006,6 +1007,8 @@ def main(argv: list[str] | None = None) -> int:
             f"# simulated node: {len(scenario.devices)} GPU(s), control socket "
             f"{node.socket_path}",
             *([f"# {missing}"] if (missing := node.pods_missing()) else []),
+            *(f"# not served: {line}" for fragment in scenario.captures
+              for line in not_served_lines(fragment)),
             "export " + " ".join(f"{k}={v}" for k, v in env.items()),
         )
     )
