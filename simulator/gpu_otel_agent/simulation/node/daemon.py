@@ -402,7 +402,9 @@ class Node:
                             # A partitioned GPU's VRAM use is the device's: its partitions' sum.
                             share = value / len(targets)
                         for target in targets:
-                            if name not in self.amd_overrides.get(target, {}):
+                            # amd_overrides is keyed by amdsmi slots, whose numbers NVIDIA's
+                            # slots share: only an AMD target may be held by one.
+                            if vendor != "amd" or name not in self.amd_overrides.get(target, {}):
                                 lib.set_reading(target, name, share)
             if device is None:
                 # A MIG-enabled GPU's used memory is what its instances use.
