@@ -24,7 +24,9 @@ devices:
 def test_an_mi300x_partitions_list_leaves_the_nvidia_gpus_readings_alone(tmp_path: Path) -> None:
     with started_node(tmp_path, SCENARIO) as node:
         out = run_client(node, """
+            mib = 1024 * 1024
             out = [[N.nvmlDeviceGetUtilizationRates(d).gpu,
-                    N.nvmlDeviceGetMemoryInfo(d, version=N.nvmlMemory_v2).used // (1024 * 1024)] for d in h]
+                    N.nvmlDeviceGetMemoryInfo(d, version=N.nvmlMemory_v2).used // mib]
+                   for d in h]
         """)
     assert out == [[87, 40000], [55, 12000]]
