@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from gpu_otel_agent.simulation.amd.partitions import family
+
 _NO_FAN: dict[str, float | None] = {"fan_percent": None}
 
 MODELS: Mapping[str, Mapping[str, float | None]] = MappingProxyType(
@@ -85,4 +87,7 @@ UNNAMED_CAPTURED = "AMD GPU (capture)"
 
 
 def model_readings(model: str) -> Mapping[str, float | None]:
-    return MODELS.get(model, GENERIC)
+    """The model's data; a board variant's name ("AMD Instinct MI300X OAM", "... MI300X-O")
+    takes its family's."""
+    found = family(model, tuple(MODELS))
+    return MODELS[found] if found is not None else GENERIC

@@ -35,6 +35,19 @@ MEMORY_PARTITIONS: Mapping[str, int] = MappingProxyType({"NPS1": 1, "NPS4": 4})
 UUID_MODES = ("shared", "per_partition")
 # Parts with partition sysfs files; others answer NOT_SUPPORTED to the partition queries.
 PARTITIONABLE = frozenset({"AMD Instinct MI300X"})
+
+
+def family(model: str, names: frozenset[str] | tuple[str, ...]) -> str | None:
+    """The name of ``names`` that ``model`` is a variant of: itself, or a name followed by a
+    space or a dash (real MI300X boards print "AMD Instinct MI300X OAM" or "... MI300X-O"
+    where the simulator's tables say "AMD Instinct MI300X")."""
+    if model in names:
+        return model
+    return next((n for n in names if model.startswith((n + " ", n + "-"))), None)
+
+
+def partitionable(model: str) -> bool:
+    return family(model, PARTITIONABLE) is not None
 _KEYS = ("compute", "memory", "uuid")
 # What one partition of a scenario's ``partitions:`` list may set: its own activity (the per-XCP
 # busy of gpu_metrics v1.6) and its VRAM use (a part of the device's, which is their sum).
@@ -146,7 +159,7 @@ class PartitionSpec:
 
 def parse(raw: object, model: str) -> PartitionSpec:
     """``partition:`` of a device entry; ValueError says what is wrong."""
-    if model not in PARTITIONABLE:
+    if not partitionable(model):
         only = ", ".join(sorted(PARTITIONABLE))
         raise ValueError(f"{model!r} cannot be partitioned (only {only})")
     if not isinstance(raw, dict):

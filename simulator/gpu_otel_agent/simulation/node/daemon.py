@@ -283,7 +283,7 @@ class Node:
             earlier = sum(1 for o in self.scenario.devices[: d.index] if o.model == d.model)
             vals["package_power_here"] = 1.0 if earlier % 2 == 0 else 0.0
         spec = d.partition
-        if spec is None and d.model in amd_partitions.PARTITIONABLE:
+        if spec is None and amd_partitions.partitionable(d.model):
             spec = amd_partitions.PartitionSpec()  # SPX/NPS1: what an MI300X reports by default
         if spec is not None:
             vals.update(amd_partitions.partition_readings(vals, spec))  # a partition's share

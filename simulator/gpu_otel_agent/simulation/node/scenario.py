@@ -417,6 +417,8 @@ def _known_model(ctx: _Ctx, key: str, model: str, vendor: str,
              else tuple(models.MODELS))
     if model in known or "memory_total_mib" in entry:
         return
+    if vendor == "amd" and amd_partitions.family(model, tuple(amd_models.MODELS)) is not None:
+        return  # a board variant's name ("AMD Instinct MI300X OAM"): its family's data
     raise ctx.fail(key, f"unknown {vendor} model {model!r}; known: {', '.join(known)} "
                         f"(or give memory_total_mib and the limits of a model not listed)")
 
