@@ -100,14 +100,33 @@ def xcp_reader(partition_id: int, table: SharedTable) -> Read:
     return read
 
 
-def vram_totals(totals: Sequence[int], splits: bool) -> tuple[int, tuple[int, ...]]:
+# Partitions a compute mode makes ("On MI300X, SPX: 1, DPX: 2, QPX: 4, CPX: 8": amdsmi's
+# amdsmi_accelerator_partition_profile_t). CPX is one partition per XCD: 8 on the 8-XCD parts
+# (MI300X, MI325X, MI350X, MI355X); an MI300A has 6 XCDs (its CPX count rests on that reading).
+MODE_PARTITIONS = {"SPX": 1, "DPX": 2, "TPX": 3, "QPX": 4, "CPX": 8}
+CPX_6_XCD = ("AMD Instinct MI300A",)
+
+
+def mode_partitions(mode: str | None, model: str, visible: int) -> int:
+    """How many partitions the socket's mode makes: a node may show fewer (two real 8x MI300X
+    CPX nodes list 63 of 64), and a partition's VRAM is its share of the mode's count, as
+    KFD's is, not of the partitions that happen to be visible."""
+    count = MODE_PARTITIONS.get((mode or "").upper())
+    if count == 8 and model.startswith(CPX_6_XCD):
+        count = 6
+    return max(count or 0, visible)
+
+
+def vram_totals(totals: Sequence[int], splits: bool,
+                partitions: int | None = None) -> tuple[int, tuple[int, ...]]:
     """(the device's VRAM total, each partition's share) from what each partition reports.
 
     Partitions that disagree: the largest is the whole device (ROCm 7.0.1 reports it on XCP 0
     and the share on the others). Partitions that agree: each reports the whole device on a
     library that does not split (``splits`` False), its share on one that does. A partition
-    never gets more than the device divided among them."""
-    count = len(totals)
+    never gets more than the device divided among the mode's ``partitions`` (default: those
+    that report)."""
+    count = max(partitions or 0, len(totals))
     device = totals[0] * count if splits else totals[0]
     if len(set(totals)) > 1:
         device = max(totals)
@@ -121,6 +140,7 @@ class SocketVram:
     smi: Any
     handles: tuple[Any, ...]  # by partition position, XCP 0 first
     splits: bool
+    partitions: int | None = None  # the mode's count (mode_partitions); None: the handles'
     _totals: tuple[int, tuple[int, ...]] | None = None
 
     def __post_init__(self) -> None:
@@ -138,7 +158,7 @@ class SocketVram:
                         raise self.smi.AmdSmiLibraryException(self.smi.amdsmi_wrapper.
                                                               AMDSMI_STATUS_NOT_SUPPORTED)
                     reported.append(int(total))
-                self._totals = vram_totals(reported, self.splits)
+                self._totals = vram_totals(reported, self.splits, self.partitions)
             return self._totals
 
     def socket_read(self, smi: Any, _handle: Any) -> tuple[Reading, ...]:

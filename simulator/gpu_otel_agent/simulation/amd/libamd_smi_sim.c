@@ -492,8 +492,15 @@ static double socket_sum(amd_dev_t *d, int r) {
         if (g_st->dev[i].socket1 == d->socket1 && !g_st->dev[i].na[r]) sum += g_st->dev[i].val[r];
     return sum;
 }
+/* The partitions the socket's compute mode makes, served or not: a node may list fewer (two
+ * real 8x MI300X CPX nodes list 63 of 64), and the XCCs and the VRAM are still divided by the
+ * mode ("On MI300X, SPX: 1, DPX: 2, QPX: 4, CPX: 8", amdsmi's partition profile). */
 static unsigned socket_partitions(amd_dev_t *d) {
     if (d->socket1 <= 0) return 1;
+    static const struct { const char *mode; unsigned n; } modes[] = {
+        {"SPX", 1}, {"DPX", 2}, {"TPX", 3}, {"QPX", 4}, {"CPX", 8}};
+    for (unsigned k = 0; k < sizeof modes / sizeof modes[0]; k++)
+        if (strcmp(d->compute_partition, modes[k].mode) == 0) return modes[k].n;
     unsigned n = 0;
     for (unsigned i = 0; i < g_st->n_devices; i++) n += g_st->dev[i].socket1 == d->socket1;
     return n ? n : 1;
@@ -706,7 +713,10 @@ SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_vram_usage(void *h, amdsmi_vram_usage_
      * 196592 MB on XCP 0, 98296 MB on XCP 1 of a DPX MI300X, ROCm/k8s-gpu-dra-driver issue 20;
      * rocm-systems PR 8419, still open, would give every partition KFD's share). */
     int share = (d->lib_flags & LIB_VRAM_SPLIT) && d->partition_id != 0;
-    v->vram_total = u32(share ? RV(memory_total_mib) : socket_sum(d, R_memory_total_mib));
+    /* The whole device: a partition's share times the mode's partitions (not the sum over
+     * the partitions served: one may be missing). */
+    v->vram_total = u32(share || d->socket1 <= 0 ? RV(memory_total_mib)
+                        : RV(memory_total_mib) * socket_partitions(d));
     v->vram_used = u32(socket_sum(d, R_memory_used_mib));
     return AMDSMI_STATUS_SUCCESS;
 }

@@ -48,7 +48,7 @@ def family(model: str, names: frozenset[str] | tuple[str, ...]) -> str | None:
 
 def partitionable(model: str) -> bool:
     return family(model, PARTITIONABLE) is not None
-_KEYS = ("compute", "memory", "uuid")
+_KEYS = ("compute", "memory", "uuid", "missing")
 # What one partition of a scenario's ``partitions:`` list may set: its own activity (the per-XCP
 # busy of gpu_metrics v1.6) and its VRAM use (a part of the device's, which is their sum).
 PARTITION_READINGS = ("utilization_gpu", "memory_used_mib")
@@ -146,10 +146,20 @@ class PartitionSpec:
     compute: str = "SPX"
     memory: str = "NPS1"
     uuid: str = "library"  # shared | per_partition | library: as the node's ROCm release does
+    # Partitions the node does not serve: two real 8x MI300X CPX nodes list 63 partitions, not
+    # 64 (issue 38). The mode's count stays what it is (a partition's VRAM and CUs are its
+    # share of the mode's count, as KFD's are).
+    missing: tuple[int, ...] = ()
 
     @property
     def count(self) -> int:
+        """The partitions the mode makes (served or not)."""
         return COMPUTE_PARTITIONS[self.compute]
+
+    @property
+    def served(self) -> tuple[int, ...]:
+        """The partition ids the node serves, in order (XCP 0 always)."""
+        return tuple(p for p in range(self.count) if p not in self.missing)
 
     def uuid_per_partition(self, library: Library) -> bool:
         if self.uuid == "library":
@@ -180,7 +190,20 @@ def parse(raw: object, model: str) -> PartitionSpec:
         raise ValueError(f"memory: {memory} needs compute: CPX on the MI300X (got {compute})")
     if uuid not in (*UUID_MODES, "library"):
         raise ValueError(f"uuid: expected one of {', '.join(UUID_MODES)}, got {uuid!r}")
-    return PartitionSpec(compute, memory, uuid)
+    missing = _missing(raw.get("missing", []), COMPUTE_PARTITIONS[compute])
+    return PartitionSpec(compute, memory, uuid, missing)
+
+
+def _missing(raw: object, count: int) -> tuple[int, ...]:
+    """``missing: [5]``: partition ids 1..count-1 (XCP 0 answers for the socket)."""
+    if not isinstance(raw, list) or not all(
+            isinstance(p, int) and not isinstance(p, bool) for p in raw):
+        raise ValueError("missing: expected a list of partition ids, like [5]")
+    bad = [p for p in raw if not 0 < p < count]
+    if bad:
+        raise ValueError(f"missing: partition ids are 1..{count - 1} (XCP 0 is always "
+                         f"served), got {bad}")
+    return tuple(sorted(set(raw)))
 
 
 def partition_readings(base: Mapping[str, V], spec: PartitionSpec) -> dict[str, float]:

@@ -549,9 +549,9 @@ def _process(ctx: _Ctx, raw: object, i: int, devices: Sequence[DeviceSpec]) -> P
         partition = _int(ctx, p["partition"], f"{key}.partition")
         spec = devices[dev].partition
         count = spec.count if spec is not None else 1
-        if partition >= count:
+        if partition >= count or (spec is not None and partition not in spec.served):
             raise ctx.fail(f"{key}.partition", f"device {dev} has {count} compute "
-                           f"partition(s), no partition {partition}")
+                           f"partition(s), no partition {partition} served")
     pod = _pod(ctx, p["pod"], f"{key}.pod") if p.get("pod") is not None else None
     if pod is not None:
         if pid is not None:
