@@ -17,7 +17,11 @@ return per-partition activity data"; ROCm/device-metrics-exporter issue 139: the
   absent, never the socket's figure under the partition's name;
 - a partition's ``hw.gpu.memory.limit`` is its share of the device's VRAM (see
   :func:`vram_totals`), so the partitions' limits never add up to more than the socket's.
-  Its VRAM use is not reported per partition by any library (its processes' use is).
+  Its ``hw.gpu.memory.usage`` is its own where the library answers it per partition:
+  ``amdsmi_get_gpu_memory_usage`` (the DRM node's ``mem_info_vram_used``) on amdsmi 26 and later
+  (amd-smi 26.0.0, ROCm 7.0.1: 283 MB and 492 MB on the two partitions of one DPX MI300X,
+  ROCm/k8s-gpu-dra-driver issue 20); older libraries are not read for it (on ROCm 6.4 every
+  partition shows the device's use, ROCm/ROCm issue 4750). The device's use stays on the socket.
 """
 
 from __future__ import annotations
@@ -174,13 +178,33 @@ class SocketVram:
         return read
 
 
+# amdsmi_get_lib_version from which amdsmi_get_gpu_memory_usage answers a partition's own use.
+PARTITION_MEMORY_FROM = (26, 0)
+
+
+def partition_memory_reader(enabled: bool) -> Read:
+    """A partition's own VRAM use (bytes); nothing where the library does not give it."""
+
+    def read(smi: Any, handle: Any) -> tuple[Reading, ...]:
+        if not enabled:
+            return ()
+        used = number(smi.amdsmi_get_gpu_memory_usage(handle, smi.AmdSmiMemoryType.VRAM))
+        return () if used is None else (Reading("hw.gpu.memory.usage", float(used)),)
+
+    return read
+
+
+def library_at_least(smi: Any, version: tuple[int, int]) -> bool:
+    try:
+        found = smi.amdsmi_get_lib_version()
+        return (int(found["major"]), int(found["minor"])) >= version
+    except (smi.AmdSmiException, KeyError, TypeError, ValueError):
+        return True  # the libraries deployed today (ROCm 7)
+
+
 def library_splits(smi: Any) -> bool:
     """Whether this library reports a partition's VRAM total as its share."""
-    try:
-        version = smi.amdsmi_get_lib_version()
-        return (int(version["major"]), int(version["minor"])) >= VRAM_SPLIT_FROM
-    except (smi.AmdSmiException, KeyError, TypeError, ValueError):
-        return True  # the libraries deployed today (ROCm 7) split
+    return library_at_least(smi, VRAM_SPLIT_FROM)
 
 
 def socket_groups(vram: SocketVram) -> dict[str, tuple[CallReading, ...]]:
@@ -192,9 +216,13 @@ def socket_groups(vram: SocketVram) -> dict[str, tuple[CallReading, ...]]:
 
 
 def partition_groups(partition_id: int, position: int, table: SharedTable,
-                     vram: SocketVram) -> dict[str, tuple[CallReading, ...]]:
-    """A partition's calls: its own activity (v1.6+ tables) and its VRAM share."""
+                     vram: SocketVram, own_memory: bool = False
+                     ) -> dict[str, tuple[CallReading, ...]]:
+    """A partition's calls: its own activity (v1.6+ tables), its VRAM share and (``own_memory``:
+    a library that answers it per partition) its own VRAM use."""
     return {
         "fast": (CallReading("amdsmi_get_gpu_metrics_info", xcp_reader(partition_id, table)),),
-        "slow": (CallReading("amdsmi_get_gpu_vram_usage", vram.partition_reader(position)),),
+        "slow": (CallReading("amdsmi_get_gpu_vram_usage", vram.partition_reader(position)),
+                 CallReading("amdsmi_get_gpu_memory_usage",
+                             partition_memory_reader(own_memory))),
     }

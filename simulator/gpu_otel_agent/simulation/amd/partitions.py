@@ -88,6 +88,13 @@ class Library:
         return self.rocm >= (7, 0)
 
     @property
+    def partition_memory_usage(self) -> bool:
+        """``amdsmi_get_gpu_memory_usage`` answers a partition's own VRAM use: amd-smi 26.0.0
+        on ROCm 7.0.1 prints 283 MB and 492 MB on the two partitions of one DPX MI300X
+        (ROCm/k8s-gpu-dra-driver issue 20); before 7.0 modelled as the device's."""
+        return self.rocm >= (7, 0)
+
+    @property
     def modes_everywhere(self) -> bool:
         return self.rocm >= (7, 12)
 

@@ -315,7 +315,8 @@ class Node:
                 self.amd.set_partition(part, local, partition_id, spec.compute, spec.memory,
                                        uuid_per_partition=spec.uuid_per_partition(library),
                                        vram_split=library.vram_split,
-                                       modes_everywhere=library.modes_everywhere)
+                                       modes_everywhere=library.modes_everywhere,
+                                       partition_memory=library.partition_memory_usage)
             # A partition's own readings (``partitions:``) stay as given, like a `set` on it.
             if partition_id < len(d.partition_readings):
                 own = dict(d.partition_readings[partition_id])
