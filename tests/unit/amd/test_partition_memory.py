@@ -77,3 +77,24 @@ def test_each_partition_reports_its_own_vram_use_where_the_library_does(
     else:  # the device's figure on every partition: not a partition's, not exported there
         assert out["library"] == [(first + second) * MIB] * 2
         assert out["partitions"] == [[], []]
+
+
+_VRAM = """
+import json
+import amdsmi as A
+A.amdsmi_init(A.AmdSmiInitFlags.INIT_AMD_GPUS)
+print(json.dumps([A.amdsmi_get_gpu_vram_usage(h)["vram_used"]
+                  for h in A.amdsmi_get_processor_handles()]))
+"""
+
+
+def test_vram_megabytes_are_truncated_as_amdsmi_does(tmp_path: Path) -> None:
+    # amdsmi_get_gpu_vram_usage divides bytes by 2^20 in integers (amd_smi.cc, ROCm/amdsmi
+    # 0ceca28): 1000.75 MiB in use is reported as 1000, not rounded to 1001.
+    scenario = ("devices:\n  - {vendor: amd, model: AMD Instinct MI300X, "
+                "memory_used_mib: 1000.75}\n")
+    with started_node(tmp_path, scenario) as node:
+        proc = subprocess.run([sys.executable, "-c", _VRAM], env=client_env(node),
+                              capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [1000]

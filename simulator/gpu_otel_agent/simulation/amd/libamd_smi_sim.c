@@ -423,6 +423,10 @@ static amdsmi_status_t dev_enter(int fn, const void *h, amd_dev_t **out) {
 
 static uint32_t u32(double v) { return v <= 0 ? 0u : v >= 4294967295.0 ? 4294967295u : (uint32_t)llround(v); }
 static uint64_t u64(double v) { return v <= 0 ? 0ull : (uint64_t)llround(v); }
+/* MB as amdgpu_get_gpu_vram_usage reports them: bytes / 2^20 in integer arithmetic, so a part
+ * of a MB is dropped, not rounded (amd_smi.cc at ROCm/amdsmi 0ceca28).  The epsilon keeps a
+ * whole figure computed in floating point (196592 / 8 * 8) whole. */
+static uint32_t mb(double v) { return v <= 0 ? 0u : v >= 4294967295.0 ? 4294967295u : (uint32_t)floor(v + 1e-6); }
 /* AMD reports an unreadable field in band: all ones (or 0xFFFF for 16-bit activity). */
 static uint32_t v32(amd_dev_t *d, int r) { return d->na[r] ? AMD_NA32 : u32(d->val[r]); }
 static uint64_t v64(amd_dev_t *d, int r) { return d->na[r] ? AMD_NA64 : u64(d->val[r]); }
@@ -716,9 +720,9 @@ SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_vram_usage(void *h, amdsmi_vram_usage_
     int share = (d->lib_flags & LIB_VRAM_SPLIT) && d->partition_id != 0;
     /* The whole device: a partition's share times the mode's partitions (not the sum over
      * the partitions served: one may be missing). */
-    v->vram_total = u32(share || d->socket1 <= 0 ? RV(memory_total_mib)
-                        : RV(memory_total_mib) * socket_partitions(d));
-    v->vram_used = u32(socket_sum(d, R_memory_used_mib));
+    v->vram_total = mb(share || d->socket1 <= 0 ? RV(memory_total_mib)
+                       : RV(memory_total_mib) * socket_partitions(d));
+    v->vram_used = mb(socket_sum(d, R_memory_used_mib));
     return AMDSMI_STATUS_SUCCESS;
 }
 
