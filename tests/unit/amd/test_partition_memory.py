@@ -7,6 +7,7 @@ the GPU (issue 38)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -23,6 +24,7 @@ CAPTURE = (Path(__file__).resolve().parents[3] / "examples" / "captures" / "amd"
 
 _CLIENT = """
 import json
+import os
 import amdsmi as A
 from gpu_otel_agent.plugins.amd.backend import AmdBackend
 A.amdsmi_init(A.AmdSmiInitFlags.INIT_AMD_GPUS)
@@ -81,6 +83,7 @@ def test_each_partition_reports_its_own_vram_use_where_the_library_does(
 
 _VRAM = """
 import json
+import os
 import amdsmi as A
 A.amdsmi_init(A.AmdSmiInitFlags.INIT_AMD_GPUS)
 print(json.dumps([A.amdsmi_get_gpu_vram_usage(h)["vram_used"]
@@ -98,3 +101,32 @@ def test_vram_megabytes_are_truncated_as_amdsmi_does(tmp_path: Path) -> None:
                               capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == [1000]
+
+
+_PROCS = """
+import json
+import os
+import amdsmi as A
+A.amdsmi_init(A.AmdSmiInitFlags.INIT_AMD_GPUS)
+(h,) = A.amdsmi_get_processor_handles()
+print(json.dumps([p["memory_usage"]["vram_mem"] for p in A.amdsmi_get_gpu_process_list(h)]))
+"""
+
+
+@pytest.mark.parametrize(("rocm", "per_kib"), [("6.3", 1024), ("7.0", 1000), ("7.12", 1024)])
+def test_process_vram_is_in_the_units_of_the_library_release(tmp_path: Path, rocm: str,
+                                                             per_kib: int) -> None:
+    # fdinfo prints KiB; amdsmi turned them into bytes x 1024 (0ceca28, ROCm 6.3), x 1000
+    # (0e0d8b7) and x kKiB again (rocm-systems 5b3c8b5).
+    scenario = textwrap.dedent(f"""
+        amd_rocm_version: "{rocm}"
+        devices:
+          - {{vendor: amd, model: AMD Instinct MI300X}}
+        processes:
+          - {{device: 0, pid: {os.getpid()}, used_memory_mib: 1000}}
+    """)
+    with started_node(tmp_path, scenario) as node:
+        proc = subprocess.run([sys.executable, "-c", _PROCS], env=client_env(node),
+                              capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [1000 * 1024 * per_kib]

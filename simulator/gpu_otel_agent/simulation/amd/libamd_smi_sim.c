@@ -426,6 +426,13 @@ static uint64_t u64(double v) { return v <= 0 ? 0ull : (uint64_t)llround(v); }
 /* MB as amdgpu_get_gpu_vram_usage reports them: bytes / 2^20 in integer arithmetic, so a part
  * of a MB is dropped, not rounded (amd_smi.cc at ROCm/amdsmi 0ceca28).  The epsilon keeps a
  * whole figure computed in floating point (196592 / 8 * 8) whole. */
+/* Bytes per fdinfo KiB in the process list, by the modelled library (see the process list). */
+static uint64_t kib_factor(void) {
+    unsigned major = g_st && g_st->lib_major ? g_st->lib_major : 26;
+    unsigned minor = g_st && g_st->lib_major ? g_st->lib_minor : 0;
+    if (major < 25 || (major == 26 && minor >= 12) || major > 26) return 1024;
+    return 1000;
+}
 static uint32_t mb(double v) { return v <= 0 ? 0u : v >= 4294967295.0 ? 4294967295u : (uint32_t)floor(v + 1e-6); }
 /* AMD reports an unreadable field in band: all ones (or 0xFFFF for 16-bit activity). */
 static uint32_t v32(amd_dev_t *d, int r) { return d->na[r] ? AMD_NA32 : u32(d->val[r]); }
@@ -1089,12 +1096,15 @@ SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_process_list(void *h, uint32_t *max_pr
         memset(p, 0, sizeof *p);
         proc_name(snap[i].pid, p->name, sizeof p->name);
         p->pid = snap[i].pid;
-        /* fdinfo prints KiB; amdsmi's fdinfo.cc multiplies by 1000 (ROCm/amdsmi 0e0d8b7,
-         * "info.memory_usage.vram_mem += mem * 1000"; 1024 at 0ceca28 and kKiB in later
-         * rocm-systems): the modelled library's figure is 2.3 % short of the bytes. */
-        p->memory_usage.gtt_mem = snap[i].gtt_bytes / 1024 * 1000;
-        p->memory_usage.cpu_mem = snap[i].cpu_bytes / 1024 * 1000;
-        p->memory_usage.vram_mem = snap[i].vram_bytes / 1024 * 1000;
+        /* fdinfo prints KiB; amdsmi's fdinfo.cc has turned them into bytes three ways:
+         * x 1024 at ROCm/amdsmi 0ceca28 (the library of ROCm 6.3, 24.x), x 1000 at 0e0d8b7
+         * ("info.memory_usage.vram_mem += mem * 1000": 2.3 % short of the bytes) and x kKiB
+         * again in rocm-systems (5b3c8b5).  Which releases carry 0e0d8b7 rests on reading:
+         * modelled as libraries 25.x-26.11 (ROCm 6.4-7.11), x 1024 before and from 26.12. */
+        uint64_t per_kib = kib_factor();
+        p->memory_usage.gtt_mem = snap[i].gtt_bytes / 1024 * per_kib;
+        p->memory_usage.cpu_mem = snap[i].cpu_bytes / 1024 * per_kib;
+        p->memory_usage.vram_mem = snap[i].vram_bytes / 1024 * per_kib;
         p->mem = p->memory_usage.vram_mem + p->memory_usage.gtt_mem + p->memory_usage.cpu_mem;
         p->engine_usage.gfx = (uint64_t)snap[i].gfx_ns;
         p->engine_usage.enc = (uint64_t)snap[i].enc_ns;
