@@ -34,7 +34,9 @@ COMPUTE_PARTITIONS: Mapping[str, int] = MappingProxyType({"SPX": 1, "DPX": 2, "Q
 MEMORY_PARTITIONS: Mapping[str, int] = MappingProxyType({"NPS1": 1, "NPS4": 4})
 UUID_MODES = ("shared", "per_partition")
 # Parts with partition sysfs files; others answer NOT_SUPPORTED to the partition queries.
-PARTITIONABLE = frozenset({"AMD Instinct MI300X"})
+# The 8-XCD parts: MI325X and MI355X take the MI300X's compute modes (AMD's partition docs list
+# SPX/DPX/QPX/CPX for the MI300 series; the MI355X's QPX and NPS2 are not modelled).
+PARTITIONABLE = frozenset({"AMD Instinct MI300X", "AMD Instinct MI325X", "AMD Instinct MI355X"})
 
 
 def family(model: str, names: frozenset[str] | tuple[str, ...]) -> str | None:
