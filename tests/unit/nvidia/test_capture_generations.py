@@ -7,7 +7,10 @@ Each test here failed on the reader written for drivers up to 555 (issue 38).
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -229,3 +232,30 @@ def test_no_corpus_capture_has_a_field_left_unplaced() -> None:
             continue
         assert not [n for n in fragment.not_served
                     if n.reason.startswith("met but not placed")], path.name
+
+
+def test_sim_up_prints_a_field_it_could_not_place(tmp_path: Path) -> None:
+    """`gpu-agent sim up --capture FILE`'s announcement names each field met but not placed."""
+    renamed = tmp_path / "renamed.q.txt"
+    renamed.write_text(H100_535.read_text(encoding="utf-8").replace(
+        "        Power Draw                        :",
+        "        Momentary Power Draw              :", 1), encoding="utf-8")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpu_otel_agent.simulation.node.daemon", "--capture",
+         str(renamed), "--dir", str(tmp_path / "node")],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        lines: list[str] = []
+        for line in proc.stdout:  # the announcement ends with the attach line
+            lines.append(line.rstrip("\n"))
+            if line.startswith("export "):
+                break
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert json.loads(lines[0])["ready"] is True
+    unplaced = [line for line in lines if "met but not placed" in line]
+    assert len(unplaced) == 1
+    assert unplaced[0].startswith("# not served: capture renamed.q.txt: GPU 0: "
+                                  "GPU Power Readings/Momentary Power Draw = '67.74 W'")
