@@ -470,6 +470,8 @@ def _known_model(ctx: _Ctx, key: str, model: str, vendor: str,
                  else tuple(models.MODELS))
         if model in known or "memory_total_mib" in entry:
             return
+        if vendor == "amd" and amd_partitions.family(model, tuple(amd_models.MODELS)) is not None:
+            return  # a board variant's name ("AMD Instinct MI300X OAM"): its family's data
         raise ctx.fail(key, f"unknown {vendor} model {model!r}; known: {', '.join(known)} "
                             f"(or give memory_total_mib and the limits of a model not listed)")
     if model in models.MODELS:
@@ -613,9 +615,9 @@ def _process(ctx: _Ctx, raw: object, i: int, devices: Sequence[DeviceSpec]) -> P
         partition = _int(ctx, p["partition"], f"{key}.partition")
         spec = devices[dev].partition
         count = spec.count if spec is not None else 1
-        if partition >= count:
+        if partition >= count or (spec is not None and partition not in spec.served):
             raise ctx.fail(f"{key}.partition", f"device {dev} has {count} compute "
-                           f"partition(s), no partition {partition}")
+                           f"partition(s), no partition {partition} served")
     pod = _pod(ctx, p["pod"], f"{key}.pod") if p.get("pod") is not None else None
     if pod is not None:
         if pid is not None:

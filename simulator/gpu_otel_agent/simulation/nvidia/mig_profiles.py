@@ -13,7 +13,8 @@ the same amount in MiB: nvitop#8's A100-SXM4-80GB shows 2g.20gb MIG devices of 1
 19.50 GiB). The figure depends on the memory slices only (3g.71gb and 4g.71gb both print
 69.50). A model or slice count no capture shows is derived from the captured ones (see
 :func:`memory_mib`). Its SM count is ``slices`` times the SMs of one compute slice of the model
-(A100: 14, H100/H200: 16), as ``nvidia-smi mig -lgip`` lists them.
+(A100: 14, H100/H200: 16) only for compute instances smaller than their GPU instance; a GPU
+instance's own count is the profile's (``MigProfile.sms``: an H100 3g.40gb has 60, not 48).
 
 A GPU instance holds one or several compute instances (``nvidia-smi mig -cci``); one spanning
 it is named like it ("3g.40gb"), a smaller one "<n>c.<GPU instance profile>" ("1c.3g.40gb",
@@ -48,6 +49,7 @@ class MigProfile:
     memory_slices: int  # memory slices (of 8)
     profile_id: int  # NVML_GPU_INSTANCE_PROFILE_*
     max_instances: int  # how many a GPU can hold
+    sms: int = 0  # its SM count as nvidia-smi mig -lgip prints it (not slices x a constant)
 
 
 @dataclass(frozen=True)
@@ -56,25 +58,36 @@ class MigModel:
     profiles: Mapping[str, MigProfile]
 
 
-def _model(sms_per_slice: int, gb: tuple[str, str, str, str]) -> MigModel:
-    """The seven profiles of the guide's tables; ``gb`` names the memory of 1/8, 2/8, 4/8, 8/8."""
+def _model(sms_per_slice: int, gb: tuple[str, str, str, str],
+           sms: tuple[int, int, int, int, int, int, int] | None = None) -> MigModel:
+    """The seven profiles of the guide's tables; ``gb`` names the memory of 1/8, 2/8, 4/8, 8/8;
+    ``sms`` each profile's SM count, in the rows' order, where a real ``-lgip`` printed them
+    (else 0: slices x ``sms_per_slice``, see :func:`sm_count`)."""
     eighth, quarter, half, full = gb
+    sms = sms or (0, 0, 0, 0, 0, 0, 0)
     rows = (
-        MigProfile(f"1g.{eighth}", 1, 1, _1_SLICE, 7),
-        MigProfile(f"1g.{eighth}+me", 1, 1, _1_SLICE_REV1, 1),
-        MigProfile(f"1g.{quarter}", 1, 2, _1_SLICE_REV2, 4),
-        MigProfile(f"2g.{quarter}", 2, 2, _2_SLICE, 3),
-        MigProfile(f"3g.{half}", 3, 4, _3_SLICE, 2),
-        MigProfile(f"4g.{half}", 4, 4, _4_SLICE, 1),
-        MigProfile(f"7g.{full}", 7, 8, _7_SLICE, 1),
+        MigProfile(f"1g.{eighth}", 1, 1, _1_SLICE, 7, sms[0]),
+        MigProfile(f"1g.{eighth}+me", 1, 1, _1_SLICE_REV1, 1, sms[1]),
+        MigProfile(f"1g.{quarter}", 1, 2, _1_SLICE_REV2, 4, sms[2]),
+        MigProfile(f"2g.{quarter}", 2, 2, _2_SLICE, 3, sms[3]),
+        MigProfile(f"3g.{half}", 3, 4, _3_SLICE, 2, sms[4]),
+        MigProfile(f"4g.{half}", 4, 4, _4_SLICE, 1, sms[5]),
+        MigProfile(f"7g.{full}", 7, 8, _7_SLICE, 1, sms[6]),
     )
     return MigModel(sms_per_slice, MappingProxyType({p.name: p for p in rows}))
 
 
-_A100_40 = _model(14, ("5gb", "10gb", "20gb", "40gb"))
-_A100_80 = _model(14, ("10gb", "20gb", "40gb", "80gb"))
-_H100_80 = _model(16, ("10gb", "20gb", "40gb", "80gb"))
-_H200 = _model(16, ("18gb", "35gb", "71gb", "141gb"))
+# SMs per profile. Hopper is not "slices x 16": the H200's `nvidia-smi mig -lgip`
+# (examples/captures/nvidia/h200-mig-lgip.txt, NVIDIA/mig-parted#120) prints 1g 16, 1g.35gb 26,
+# 3g 60, 4g 64, 7g 132; the H100 80GB takes the same (132 SMs whole; 2g as 2 x 16 and the
+# quarter-memory 1g as on the H200 rest on that capture alone). A100 (108 SMs, 98 usable under
+# MIG): 14 per compute slice, as nvitop#8's 2g.20gb MIG devices of 28 SMs show.
+_HOPPER_SMS = (16, 16, 26, 32, 60, 64, 132)
+_A100_SMS = (14, 14, 14, 28, 42, 56, 98)
+_A100_40 = _model(14, ("5gb", "10gb", "20gb", "40gb"), _A100_SMS)
+_A100_80 = _model(14, ("10gb", "20gb", "40gb", "80gb"), _A100_SMS)
+_H100_80 = _model(16, ("10gb", "20gb", "40gb", "80gb"), _HOPPER_SMS)
+_H200 = _model(16, ("18gb", "35gb", "71gb", "141gb"), _HOPPER_SMS)
 # Added for issue 37. Names: NVIDIA's MIG user guide (B200) and nvidia-smi mig -lgip captures
 # (GB200: NVIDIA/gpu-operator#1303; GB300: an NVIDIA DGX Station walk-through), the rest from
 # NVIDIA/mig-parted config-default.yaml (commit bd7160f), whose device filters tie names to PCI
@@ -283,4 +296,4 @@ def check_compute(gpu_instance: MigProfile, profiles: Sequence[ComputeProfile]) 
 
 
 def sm_count(profile: MigProfile, model: str) -> int:
-    return profile.slices * mig_model(model).sms_per_slice
+    return profile.sms or profile.slices * mig_model(model).sms_per_slice
