@@ -52,7 +52,7 @@ PAGES: dict[str, DocTopic] = {
     "migration": DocTopic("the renames of the move to the semantic conventions as published, "
                           "with their PromQL changes (docs/migration.md)", _migration),
 }
-RESERVED = frozenset({*PAGES, "cli", "chart-schema"})
+RESERVED = frozenset({*PAGES, "cli", "chart-schema", "dcgm-4.9-rules"})
 
 
 def plugin_topics() -> dict[str, DocTopic]:
@@ -80,6 +80,7 @@ def add_docs(commands: argparse._SubParsersAction[argparse.ArgumentParser],
     _add_chart_schema(topics)
     _add_page(topics, "events", PAGES["events"])
     _add_page(topics, "migration", PAGES["migration"])
+    _add_dcgm_49_rules(topics)
     for name, topic in plugin_topics().items():
         _add_page(topics, name, topic)
 
@@ -110,6 +111,23 @@ def _add_chart_schema(topics: argparse._SubParsersAction[argparse.ArgumentParser
         return _write(chart_schema_text(args.schema.read_text(encoding="utf-8")), args.output)
 
     chart_schema.set_defaults(handler=handler)
+
+
+def _add_dcgm_49_rules(topics: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    rules = topics.add_parser(
+        "dcgm-4.9-rules", help="the dcgm-4.9 scheme's alert rules (or their promtool tests) "
+        "from the shipped ones, with dcgm-exporter 4.9's names")
+    rules.add_argument("rules", type=Path, help="otel-config/alerts/gpu-alerts.rules.yaml "
+                       "or gpu-alerts.test.yaml")
+    rules.add_argument("--output", type=Path, help="write to this file instead of stdout")
+
+    def handler(args: argparse.Namespace) -> int:
+        from gpu_otel_agent.docs.dcgm49_rules import dcgm_49_rules
+
+        return _write(dcgm_49_rules(args.rules.read_text(encoding="utf-8"), args.rules.name),
+                      args.output)
+
+    rules.set_defaults(handler=handler)
 
 
 def _write(text: str, output: Path | None) -> int:
