@@ -12,6 +12,7 @@ the alerts on renamed fields fire through Alertmanager.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -271,6 +272,47 @@ def test_every_shipped_4_9_expression_returns_data_on_a_faulty_node(scenario: Sc
     finally:
         for command in HEALED:
             scenario.node.command(command)
+
+
+DASHBOARD = REPO / "otel-config" / "dashboards-dcgm" / "gpu-dcgm.json"
+
+
+def test_the_dcgm_dashboard_shows_the_same_figures_from_either_scheme(
+        scenario: Scenario) -> None:
+    """Each panel of the generated dashboard returns data from both schemes' Prometheus, the
+    same values for the same GPUs (4.9's units from the 4.9 name, or the <= 4.8 name times
+    the factor); the energy-rate panel only has to return data (two agents, two clocks)."""
+    board = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    for stack in scenario.stacks.values():
+        stack.wait_query('DCGM_CUSTOM_PROCESS_MEM_USED{PodName="rocm-a"}', bool, timeout=30)
+    node_variable = board["templating"]["list"][1]["query"]["query"]
+    inner = node_variable.removeprefix("label_values(").rsplit(",", 1)[0]
+    for stack in scenario.stacks.values():
+        assert {r["metric"]["NodeName"] for r in stack.query(inner)} == {NODE}
+    for panel in board["panels"]:
+        expr = _substituted(panel["targets"][0]["expr"])
+        rate = "rate(" in expr
+        # The two agents read the node on their own clocks: poll until they agree.
+        deadline = time.monotonic() + 30
+        while True:
+            found = {scheme: _by_identity(stack.query(expr))
+                     for scheme, stack in scenario.stacks.items()}
+            agree = all(found.values()) and (rate or _same(found["dcgm"], found["dcgm-4.9"]))
+            if agree or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert all(found.values()), panel["title"]
+        if not rate:
+            assert found["dcgm"].keys() == found["dcgm-4.9"].keys(), panel["title"]
+            for identity, value in found["dcgm"].items():
+                assert found["dcgm-4.9"][identity] == pytest.approx(value, rel=1e-12,
+                                                                    abs=1e-9), panel["title"]
+
+
+def _same(a: dict[frozenset[tuple[str, str]], float],
+          b: dict[frozenset[tuple[str, str]], float]) -> bool:
+    return a.keys() == b.keys() and all(b[k] == pytest.approx(v, rel=1e-12, abs=1e-9)
+                                        for k, v in a.items())
 
 
 def _notified(stack: Stack, name: str, status: str, uuid: str) -> bool:

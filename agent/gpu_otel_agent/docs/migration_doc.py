@@ -95,5 +95,5 @@ def _dcgm_49_lines() -> list[str]:
             f"{row.source.value}.", "" if row.default else "Not a 4.8 default.", row.note)
             if part)
         lines.append(f"| `{row.old}`{kind} | `{row.new}` | {row.field_id} | {unit} | "
-                     f"{row.factor:g} | {described(row.old, notes)} |")
+                     f"{row.factor:.15g} | {described(row.old, notes)} |")
     return lines

@@ -36,6 +36,12 @@ def _config() -> str:
     return config_markdown()
 
 
+def _dcgm_dashboard() -> str:
+    from gpu_otel_agent.docs.dcgm_dashboard import dashboard_json
+
+    return dashboard_json()
+
+
 def _migration() -> str:
     from gpu_otel_agent.docs.migration_doc import migration_markdown
 
@@ -51,6 +57,8 @@ PAGES: dict[str, DocTopic] = {
     "events": DocTopic("the health events and the XID catalog (docs/events.md)", _events),
     "migration": DocTopic("the renames of the move to the semantic conventions as published, "
                           "with their PromQL changes (docs/migration.md)", _migration),
+    "dcgm-dashboard": DocTopic("the Grafana dashboard of the dcgm and dcgm-4.9 schemes "
+                               "(otel-config/dashboards-dcgm/gpu-dcgm.json)", _dcgm_dashboard),
 }
 RESERVED = frozenset({*PAGES, "cli", "chart-schema", "dcgm-4.9-rules"})
 
@@ -81,6 +89,7 @@ def add_docs(commands: argparse._SubParsersAction[argparse.ArgumentParser],
     _add_page(topics, "events", PAGES["events"])
     _add_page(topics, "migration", PAGES["migration"])
     _add_dcgm_49_rules(topics)
+    _add_page(topics, "dcgm-dashboard", PAGES["dcgm-dashboard"])
     for name, topic in plugin_topics().items():
         _add_page(topics, name, topic)
 

@@ -5,6 +5,7 @@ them when the scheme is chosen; its Prometheus Adapter rules name only 4.9's fie
 from __future__ import annotations
 
 import copy
+import json
 import re
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 import yaml
 
 from gpu_otel_agent.docs.dcgm49_rules import RULES, RULES_49, dcgm_49_rules
+from gpu_otel_agent.docs.dcgm_dashboard import dashboard_json, exact, panel_rows
 from gpu_otel_agent.model.dcgm_names import RENAMES_49
 
 REPO = Path(__file__).resolve().parents[3]
@@ -95,3 +97,25 @@ def test_the_dcgm_49_adapter_rules_name_only_4_9_fields() -> None:
         assert not re.search(rf"\b{row.old}\b", queries), row.old
     series = {r["seriesQuery"].split("{", 1)[0] for r in rules}
     assert {"DCGM_FI_DEV_GPU_UTIL_RATIO", "DCGM_FI_DEV_FB_USED_BYTES"} <= series
+
+
+DASHBOARD = REPO / "otel-config" / "dashboards-dcgm" / "gpu-dcgm.json"
+
+
+def test_the_dcgm_dashboard_is_generated_from_the_table() -> None:
+    assert DASHBOARD.read_text(encoding="utf-8") == dashboard_json(), (
+        "gpu-dcgm.json is stale: run gpu-agent docs dcgm-dashboard "
+        "--output otel-config/dashboards-dcgm/gpu-dcgm.json")
+    board = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    queries = [t["expr"] for p in board["panels"] for t in p["targets"]]
+    # One panel per renamed field the agent serves, reading either scheme.
+    assert len(queries) == len(panel_rows()) >= 15
+    for row, query in zip(panel_rows(), queries, strict=True):
+        assert row.new in query and row.old in query
+        if row.unit_changed and row.unit_before != "mJ":
+            assert query.endswith(f"* {exact(row.factor)}") and float(exact(row.factor)) == \
+                row.factor
+    ids = [p["id"] for p in board["panels"]]
+    assert len(set(ids)) == len(ids)
+    assert all(p["gridPos"]["x"] >= 0 and p["gridPos"]["x"] + p["gridPos"]["w"] <= 24
+               for p in board["panels"])
