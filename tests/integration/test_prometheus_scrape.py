@@ -42,7 +42,7 @@ DASHBOARDS = REPO / "otel-config" / "dashboards"
 MI300X = "0000:0c:00.0"
 A100_INDEX, MI300X_INDEX = 4, 5
 # Grafana's variables as a user on this node would pick them.
-VARIABLES = {"$node": "gpu-node-a", "$gpu": ".*", "$namespace": "ml", "$pod": ".*",
+VARIABLES = {"$node": "gpu-node-a", "$gpu": ".*", "$namespace": "ml", "$pod": ".+",
              "$__rate_interval": "5s", "$__interval": "5s", "$__range": "1m"}
 NODE = "gpu-node-a"
 TEXT_JOB = "gpu-agent-text"
