@@ -121,3 +121,37 @@ def test_the_pods_dashboard_shows_only_pods(tmp_path: Path) -> None:
     result = subprocess.run(["promtool", "test", "rules", "t.yaml"], capture_output=True,
                             text=True, cwd=tmp_path, timeout=60, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_adapter_ratio_keeps_same_named_pods_of_two_namespaces_apart(
+        tmp_path: Path) -> None:
+    """The Prometheus Adapter's memory-ratio rule as the adapter expands it for pod `infer`
+    in namespace team-a (LabelMatchers on both resource labels, grouped by pod), evaluated by
+    Prometheus' engine: team-a's use over team-a's allocation, not over both namespaces'."""
+    import yaml
+
+    adapter = yaml.safe_load((REPO / "helm" / "examples" / "prometheus-adapter-values.yaml")
+                             .read_text(encoding="utf-8"))
+    (rule,) = [r for r in adapter["rules"]["custom"] if "name" in r
+               and r["name"]["as"].endswith("_GPU_MEM_USED_RATIO")]
+    expr = (rule["metricsQuery"].replace("<<.Series>>", "DCGM_CUSTOM_PROCESS_MEM_USED")
+            .replace("<<.LabelMatchers>>", 'NamespaceName="team-a",PodName=~"infer"')
+            .replace("<<.GroupBy>>", "PodName"))
+    series = {}
+    for namespace, used, allocated in (("team-a", 1000, 8192), ("team-b", 3000, 4096)):
+        labels = f'NamespaceName="{namespace}",PodName="infer",ContainerName="server"'
+        series[f'DCGM_CUSTOM_PROCESS_MEM_USED{{{labels},ProcessId="1"}}'] = used
+        series[f"DCGM_CUSTOM_CONTAINER_MEM_ALLOCATED{{{labels}}}"] = allocated
+    (tmp_path / "empty.rules.yaml").write_text("groups: []\n", encoding="utf-8")
+    test = {"rule_files": ["empty.rules.yaml"], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m",
+        "input_series": [{"series": s, "values": f"{v} {v}"} for s, v in series.items()],
+        "promql_expr_test": [{"expr": expr, "eval_time": "1m", "exp_samples": [
+            {"labels": '{PodName="infer"}', "value": 1000 / 8192}]}],
+    }]}
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(test), encoding="utf-8")
+    if shutil.which("promtool") is None:
+        pytest.skip("promtool not installed")
+    result = subprocess.run(["promtool", "test", "rules", "t.yaml"], capture_output=True,
+                            text=True, cwd=tmp_path, timeout=60, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
