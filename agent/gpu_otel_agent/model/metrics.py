@@ -35,6 +35,13 @@ class MetricSpec:
 
 
 G, C, U = Instrument.GAUGE, Instrument.COUNTER, Instrument.UPDOWNCOUNTER
+
+# Measurements in these units go out as doubles (OTLP as_double), whatever type the library
+# served: NVML's temperatures are unsigned ints, amdsmi's watts and degrees ints, the
+# simulated node's whatever its scenario wrote. One metric, one value type on every device
+# (an OpenTelemetry SDK instrument is int or float, never both; a backend may keep the first
+# type it saw). Counts (bytes, {error}, ...), states and clocks (whole hertz) stay as read.
+DOUBLE_UNITS = frozenset({"W", "Cel", "J", "s"})
 NVIDIA_ONLY = ("nvidia",)
 AMD_ONLY = ("amd",)
 
