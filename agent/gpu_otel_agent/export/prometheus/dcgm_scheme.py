@@ -43,7 +43,6 @@ row's factor.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -211,7 +210,8 @@ THROTTLE_BITS: Mapping[str, int] = {
 _DEVICE_KEYS = {"hw.id", "hw.type", "hw.vendor", "hw.model", "gpu.index", "gpu.pci.bus_id",
                 "hw.driver_version", "hw.serial_number", "hw.firmware_version",
                 "hw.parent", "gpu.mig.profile", "gpu.mig.gpu_instance.id",
-                "gpu.mig.compute_instance.id", "amd.partition.id", "amd.partition.compute_mode",
+                "gpu.mig.compute_instance.id", "gpu.mig.compute_instance.profile",
+                "amd.partition.id", "amd.partition.compute_mode",
                 "amd.partition.memory_mode"}
 _WORKLOAD_DCGM = {"k8s.namespace.name": "namespace", "k8s.pod.name": "pod",
                   "k8s.container.name": "container"}
@@ -219,23 +219,17 @@ _WORKLOAD_CUSTOM = {"k8s.namespace.name": "NamespaceName", "k8s.pod.name": "PodN
                     "k8s.container.name": "ContainerName", "process.pid": "ProcessId"}
 
 
-# A compute instance smaller than its GPU instance: NVML names its MIG device "<n>c.<GPU
-# instance profile>" ("1c.3g.40gb"); a GPU instance may hold several such (even alike).
-_COMPUTE_PROFILE = re.compile(r"^\d+c\.(?P<gpu_instance>.+)$")
-
-
 def _mig_labels(attrs: Mapping[str, object]) -> Labels:
     """dcgm-exporter's instance labels: the GPU instance's profile and id. A compute
-    instance smaller than its GPU instance adds ``GPU_CI_ID`` (dcgm-exporter has no label for
-    it): without it, alike compute instances of one GPU instance share every label, and all
-    but one of their series would be dropped from the scrape as repeats."""
-    profile = str(attrs["gpu.mig.profile"])
-    labels = [("GPU_I_ID", str(attrs.get("gpu.mig.gpu_instance.id", "")))]
-    found = _COMPUTE_PROFILE.match(profile)
-    if found is None:
-        return (("GPU_I_PROFILE", profile), *labels)
-    return (("GPU_I_PROFILE", found["gpu_instance"]), *labels,
-            ("GPU_CI_ID", str(attrs.get("gpu.mig.compute_instance.id", ""))))
+    instance smaller than its GPU instance (``gpu.mig.compute_instance.profile``, NVML's
+    ``1c.3g.40gb``) adds ``GPU_CI_ID`` (dcgm-exporter has no label for it): without it, alike
+    compute instances of one GPU instance share every label, and all but one of their series
+    would be dropped from the scrape as repeats."""
+    labels = (("GPU_I_PROFILE", str(attrs["gpu.mig.profile"])),
+              ("GPU_I_ID", str(attrs.get("gpu.mig.gpu_instance.id", ""))))
+    if "gpu.mig.compute_instance.profile" not in attrs:
+        return labels
+    return (*labels, ("GPU_CI_ID", str(attrs.get("gpu.mig.compute_instance.id", ""))))
 
 
 def release(tag: str) -> tuple[int, ...]:
