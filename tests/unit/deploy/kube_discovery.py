@@ -115,13 +115,20 @@ def discovery_server(crds: bool) -> Iterator[str]:
         thread.join()
 
 
-def install_manifests(chart: Path, values: dict[str, Any], crds: bool = True,
-                      namespace: str = "monitoring") -> list[dict[str, Any]]:
-    """The manifests ``helm install --dry-run=server`` makes of ``chart`` on a cluster with
-    (or without) the Prometheus Operator's CRDs. Hooks (the helm test's pod) are not in a
-    release's manifest."""
+def install_release(chart: Path, values: dict[str, Any], crds: bool = True,
+                    namespace: str = "monitoring") -> dict[str, Any]:
+    """The release ``helm install --dry-run=server`` makes of ``chart`` on a cluster with
+    (or without) the Prometheus Operator's CRDs: its ``manifest`` and ``notes``."""
     with discovery_server(crds) as url, helm.Chart.load(chart) as loaded:
         config = helm.Config(kube_apiserver=url, namespace=namespace)
-        release = config.install(loaded, "gpu", copy.deepcopy(values), namespace=namespace,
-                                 dry_run="server")
+        release: dict[str, Any] = config.install(loaded, "gpu", copy.deepcopy(values),
+                                                 namespace=namespace, dry_run="server")
+    return release
+
+
+def install_manifests(chart: Path, values: dict[str, Any], crds: bool = True,
+                      namespace: str = "monitoring") -> list[dict[str, Any]]:
+    """The manifests of :func:`install_release`. Hooks (the helm test's pod) are not in a
+    release's manifest."""
+    release = install_release(chart, values, crds, namespace)
     return [d for d in yaml.safe_load_all(release["manifest"]) if d]

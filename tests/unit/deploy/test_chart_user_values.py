@@ -18,7 +18,7 @@ import helm_python as helm
 import kubernetes_validate
 import pytest
 
-from tests.unit.deploy.kube_discovery import install_manifests
+from tests.unit.deploy.kube_discovery import install_manifests, install_release
 from tests.unit.deploy.test_helm_chart import CHART, CRD_KINDS, KUBE_VERSIONS, render
 
 Docs = list[dict[str, Any]]
@@ -241,6 +241,12 @@ def test_monitors_and_rules_are_made_only_where_their_crds_are() -> None:
     assert "DaemonSet" in without  # the rest installs
     pods = {d["kind"] for d in install({"podMonitor": MONITOR}, crds=False)}
     assert "PodMonitor" not in pods
+    # The notes say what was left out and why.
+    notes = install_release(CHART, values, crds=False)["notes"]
+    assert "WARNING: no ServiceMonitor was made" in notes
+    assert "WARNING: no PrometheusRule was made" in notes
+    assert "WARNING" not in install_release(CHART, {**values, "otlp": {
+        "endpoint": "http://gateway:4317"}})["notes"]
 
 
 def test_a_service_monitor_and_a_pod_monitor_together_are_refused() -> None:
