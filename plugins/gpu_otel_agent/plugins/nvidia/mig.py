@@ -32,7 +32,7 @@ import pynvml
 
 from gpu_otel_agent.backends.protocol import PROCESS_GROUP, PartitionGone
 from gpu_otel_agent.model.process import ProcessUsage
-from gpu_otel_agent.model.snapshot import DeviceIdentity, DevicePartition, Reading
+from gpu_otel_agent.model.snapshot import Attributes, DeviceIdentity, DevicePartition, Reading
 from gpu_otel_agent.plugins.nvidia.gpm import GpmReader
 from gpu_otel_agent.plugins.nvidia.nvml import Unavailable
 from gpu_otel_agent.plugins.nvidia.processes import ProcessSampler
@@ -66,7 +66,7 @@ class MigPlace:
                 (f"MIG-{parent.uuid}/{self.gpu_instance}/{self.compute_instance}",)))
 
 
-    def _attributes(self) -> tuple[tuple[str, object], ...]:
+    def _attributes(self) -> Attributes:
         """``gpu.mig.profile`` is the GPU instance's profile (telemetry.md: ``3g.40gb``), what
         dcgm-exporter's GPU_I_PROFILE and the dashboards group by; a compute instance smaller
         than its GPU instance (NVML names its MIG device ``1c.3g.40gb``) adds its own profile
