@@ -470,7 +470,7 @@ def test_a_hung_amd_call_is_named_in_gpu_unresponsive(
         agent.close()
 
 
-def test_measurements_go_out_as_doubles_whatever_type_the_library_served(
+def test_each_metric_has_one_value_type_doubles_for_measurements(
     mixed_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path
 ) -> None:
     """NVML serves temperatures as unsigned ints and amdsmi watts and degrees as ints: a
@@ -499,3 +499,8 @@ def test_measurements_go_out_as_doubles_whatever_type_the_library_served(
     ints = sorted({(p.metric, str(p.attributes.get("hw.id"))) for p in typed
                    if not isinstance(p.value, float)})
     assert ints == []
+    # And every other metric has one value type on every device of the node too.
+    types: dict[str, set[str]] = {}
+    for p in points:
+        types.setdefault(p.metric, set()).add(type(p.value).__name__)
+    assert {m: t for m, t in types.items() if len(t) > 1} == {}
