@@ -4,22 +4,20 @@ them when the scheme is chosen; its Prometheus Adapter rules name only 4.9's fie
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import helm_python as helm
 import pytest
 import yaml
 
 from gpu_otel_agent.docs.dcgm49_rules import RULES, RULES_49, dcgm_49_rules
 from gpu_otel_agent.docs.dcgm_dashboard import dashboard_json, exact, panel_rows
 from gpu_otel_agent.model.dcgm_names import RENAMES_49
+from tests.unit.deploy.kube_discovery import install_manifests
 
 REPO = Path(__file__).resolve().parents[3]
 ALERTS = REPO / "otel-config" / "alerts"
@@ -66,28 +64,19 @@ def test_the_chart_ships_the_generated_file() -> None:
     assert (CHART / "files" / RULES_49).read_bytes() == (ALERTS / RULES_49).read_bytes()
 
 
-@pytest.fixture(scope="module")
-def chart() -> Iterator[helm.Chart]:
-    with helm.Chart.load(CHART) as loaded:
-        yield loaded
-
-
-def _rule_spec(chart: helm.Chart, scheme: str) -> Any:
+def _rule_spec(scheme: str) -> Any:
+    """The PrometheusRule the chart makes on a cluster with the Prometheus Operator's CRDs
+    (only there: kube_discovery serves the discovery that says so)."""
     values = {"prometheus": {"scheme": scheme}, "prometheusRule": {"enabled": True}}
-    manifests = chart.render(values=copy.deepcopy(values), name="gpu", namespace="monitoring",
-                             is_install=True)
-    docs = [d for name, text in manifests.items() if not name.endswith("NOTES.txt")
-            for d in yaml.safe_load_all(text) if d]
-    (rule,) = [d for d in docs if d["kind"] == "PrometheusRule"]
+    (rule,) = [d for d in install_manifests(CHART, values) if d["kind"] == "PrometheusRule"]
     return rule["spec"]
 
 
 @pytest.mark.parametrize(("scheme", "rules"), [("dcgm-4.9", RULES_49), ("dcgm", RULES),
                                                 ("otel", RULES)])
-def test_the_chart_installs_the_rules_of_its_scheme(chart: helm.Chart, scheme: str,
-                                                     rules: str) -> None:
+def test_the_chart_installs_the_rules_of_its_scheme(scheme: str, rules: str) -> None:
     shipped = yaml.safe_load((ALERTS / rules).read_text(encoding="utf-8"))
-    assert _rule_spec(chart, scheme) == shipped
+    assert _rule_spec(scheme) == shipped
 
 
 def test_the_dcgm_49_adapter_rules_name_only_4_9_fields() -> None:

@@ -123,15 +123,16 @@ def test_the_pods_dashboard_shows_only_pods(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.parametrize("values", ["prometheus-adapter-values.yaml",
+                                    "prometheus-adapter-values-dcgm-4.9.yaml"])
 def test_the_adapter_ratio_keeps_same_named_pods_of_two_namespaces_apart(
-        tmp_path: Path) -> None:
+        tmp_path: Path, values: str) -> None:
     """The Prometheus Adapter's memory-ratio rule as the adapter expands it for pod `infer`
     in namespace team-a (LabelMatchers on both resource labels, grouped by pod), evaluated by
     Prometheus' engine: team-a's use over team-a's allocation, not over both namespaces'."""
     import yaml
 
-    adapter = yaml.safe_load((REPO / "helm" / "examples" / "prometheus-adapter-values.yaml")
-                             .read_text(encoding="utf-8"))
+    adapter = yaml.safe_load((REPO / "helm" / "examples" / values).read_text(encoding="utf-8"))
     (rule,) = [r for r in adapter["rules"]["custom"] if "name" in r
                and r["name"]["as"].endswith("_GPU_MEM_USED_RATIO")]
     expr = (rule["metricsQuery"].replace("<<.Series>>", "DCGM_CUSTOM_PROCESS_MEM_USED")
