@@ -45,13 +45,13 @@ it (a list such as capabilities.add given there replaces the chart's). */}}
 {{- end }}
 
 {{/* The endpoint settings shared by the ServiceMonitor and the PodMonitor (Prometheus
-Operator spells them alike): honorLabels defaults to true in the dcgm scheme, whose series
+Operator spells them alike): honorLabels defaults to true in the dcgm schemes, whose series
 carry their own pod/namespace/container labels (the workload's), which the target's labels
 would otherwise rename exported_pod...; the node relabeling, then the user's. */}}
 {{- define "gpu-otel-agent.monitorEndpoint" -}}
 {{- $m := .monitor -}}
 {{- $honor := $m.honorLabels -}}
-{{- if kindIs "invalid" $honor }}{{ $honor = eq .root.Values.prometheus.scheme "dcgm" }}{{ end -}}
+{{- if kindIs "invalid" $honor }}{{ $honor = hasPrefix "dcgm" .root.Values.prometheus.scheme }}{{ end -}}
 {{- $relabelings := prepend (default (list) $m.relabelings) (dict "sourceLabels" (list "__meta_kubernetes_pod_node_name") "targetLabel" "node" "action" "replace") -}}
 {{- $endpoint := dict "port" "metrics" "path" "/metrics" "interval" $m.interval "scrapeTimeout" $m.scrapeTimeout "honorLabels" $honor "relabelings" $relabelings -}}
 {{- with $m.metricRelabelings }}{{ $_ := set $endpoint "metricRelabelings" . }}{{ end -}}

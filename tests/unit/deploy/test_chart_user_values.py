@@ -222,11 +222,13 @@ def render_check_pod(values: dict[str, Any]) -> Docs:
         return [d for d in render(chart, values) if d["kind"] == "Pod"]
 
 
-def test_honor_labels_defaults_to_true_in_the_dcgm_scheme_only() -> None:
+def test_honor_labels_defaults_to_true_in_the_dcgm_schemes_only() -> None:
     """The dcgm scheme's series carry the workload's pod/namespace/container labels, which
     the target's own labels would rename exported_pod ... unless honored; the otel scheme's
     are k8s_pod_name ..., which clash with none."""
-    _honor_labels(True)(install({"prometheus": {"scheme": "dcgm"}, "serviceMonitor": MONITOR}))
+    for scheme in ("dcgm", "dcgm-4.9"):
+        _honor_labels(True)(install({"prometheus": {"scheme": scheme},
+                                     "serviceMonitor": MONITOR}))
     _honor_labels(False)(install({"serviceMonitor": MONITOR}))
     _honor_labels(False)(install({"prometheus": {"scheme": "dcgm"},
                                   "serviceMonitor": {**MONITOR, "honorLabels": False}}))
