@@ -68,7 +68,7 @@ class EventPusher:
         self._sender = sender
         self._spool = spool
         self.dead_letters = (dead_letters if dead_letters is not None
-                             else DeadLetters(spool.path))
+                             else DeadLetters(spool))
         self._retry = retry
         self._lock = threading.Lock()  # guards the three queues below
         self._pending: deque[HealthEvent] = deque()  # not yet written
