@@ -59,6 +59,9 @@ async def watch_config_file(path: Path, on_change: Callable[[], None]) -> None:
             current = mtime(path)
             if current != last:
                 last = current
-                on_change()
+                try:
+                    on_change()
+                except Exception:  # a bug in the reload must not end the watch for good
+                    log.exception("configuration file %s: reload failed; still watching", path)
     finally:
         inotify.stop()
