@@ -20,11 +20,13 @@ from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.integration.harness import AgentProcess
 from tests.polling import wait_until
 from tests.receivers.hostile import (
+    PasswordFlood,
     close_all,
     closed_by_server,
     get,
     rss_mib,
     silent_connections,
+    timed,
 )
 
 pytestmark = pytest.mark.integration
@@ -33,6 +35,9 @@ WAVES, PER_WAVE = 3, 500
 # The old code grew by about 300 MiB over the three waves; a bounded one by a few MiB. The
 # bound sits far from both: a loaded machine's noise cannot fail it, the old growth cannot pass.
 MAX_GROWTH_MIB = 60.0
+# Password checks (401 answers) another request may see finish while it waits: the checks in
+# flight when it arrived, not the queue of every guesser (64 here).
+MAX_OVERTAKEN = 12
 
 
 @dataclass
@@ -98,3 +103,22 @@ def test_waves_of_silent_tls_connections_are_closed_and_cost_no_memory(
             close_all(wave)
         assert get(endpoint.port, "/healthz") == 200  # and still serves
     assert peak - baseline < MAX_GROWTH_MIB, (baseline, peak)
+
+
+def test_a_probe_and_a_known_scraper_do_not_wait_behind_password_guesses(
+    endpoint: Endpoint,
+) -> None:
+    flood = PasswordFlood(endpoint.port, clients=64).start()
+    try:
+        wait_until(lambda: flood.answered() >= 32, timeout=120, what="guesses answered")
+        for _ in range(3):
+            status, sent, done = timed(lambda: get(endpoint.port, "/healthz"))
+            assert status == 200
+            assert flood.refused_between(sent, done) <= MAX_OVERTAKEN
+            status, sent, done = timed(
+                lambda: get(endpoint.port, "/metrics", (USER, PASSWORD)))
+            assert status == 200
+            assert flood.refused_between(sent, done) <= MAX_OVERTAKEN
+        assert flood.answered() > 0
+    finally:
+        flood.stop()

@@ -32,6 +32,12 @@ Limits, and what happens at them:
   ``RECORD_BYTES`` buffered, TLS is this server's own (``tls.py``: no state at all until
   the client sends its first bytes, then reads of one TLS record, not asyncio's 256 KiB
   buffer per connection), and a request head is read in slices of ``max_head_bytes``.
+- Requests are sorted on the loop before any thread is asked (``triage``): what costs
+  nothing (a probe, a refusal of a malformed credential, a credential verified before) is
+  answered or passed on at once; a credential never seen goes to ``check`` on a thread of its
+  own (bcrypt is slow on purpose), at most ``max_checks`` waiting or running, past which the
+  request is answered 429 at once. So probes and known scrapers never wait behind password
+  guesses (issue 39: 64 guessing clients made every /healthz exceed the kubelet's 5 s).
 - ``max_handshakes`` TLS handshakes under way at once: one more evicts the oldest (a client
   that sent part of a ClientHello and stopped), so stalled handshakes hold a bounded amount.
 """
@@ -67,6 +73,8 @@ class Limits:
     # done): one more evicts the oldest. A stalled handshake holds OpenSSL's state (about
     # 45 KiB measured); a real one takes milliseconds.
     max_handshakes: int = 64
+    # Credential checks (``check``) waiting or running; one more is answered 429.
+    max_checks: int = 8
     workers: int = 2
     header_timeout: float = 10.0
     idle_timeout: float = 75.0
@@ -74,7 +82,8 @@ class Limits:
     max_head_bytes: int = 16 * 1024
 
     def __post_init__(self) -> None:
-        for name in ("max_connections", "max_handshakes", "workers", "max_head_bytes"):
+        for name in ("max_connections", "max_handshakes", "max_checks", "workers",
+                     "max_head_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"Limits.{name} must be at least 1")
         for name in ("header_timeout", "idle_timeout", "write_timeout"):
@@ -107,6 +116,11 @@ class Response:
 
 
 Handler = Callable[[Request], Response]
+# On the loop, before any thread: a Response to send now; True, on to the handler; False,
+# the request needs ``Check`` first.
+Triage = Callable[[Request], "Response | bool"]
+# On the checking thread: None, on to the handler; else the refusal to send.
+Check = Callable[[Request], "Response | None"]
 # The answer to a refused request (status, what was wrong); plain text unless a listener
 # speaks another language (the local endpoint answers JSON).
 ErrorResponse = Callable[[int, str], Response]
@@ -206,9 +220,15 @@ class HttpServer:
                  tls: Callable[[], ssl.SSLContext | None],
                  headers: Callable[[], Mapping[str, str]], limits: Limits, *,
                  error: ErrorResponse = plain_error, name: str = "prometheus-http",
-                 worker_name: str = "prometheus-worker") -> None:
+                 worker_name: str = "prometheus-worker", triage: Triage | None = None,
+                 check: Check | None = None) -> None:
         self._sock = sock
         self._handler = handler
+        self._triage = triage
+        self._check = check
+        self._checks = 0  # waiting or running on the checker
+        self._checker = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix=f"{worker_name}-auth", initializer=name_pool_thread)
         self._tls = tls
         self._headers = headers
         self._error = error
@@ -224,6 +244,7 @@ class HttpServer:
         self._thread: threading.Thread | None = None
         self.evicted = 0
         self.evicted_handshakes = 0
+        self.throttled = 0  # requests answered 429: too many credential checks at once
         self.refused = 0
         self.requests = 0
 
@@ -274,6 +295,7 @@ class HttpServer:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
         self._workers.shutdown(wait=False, cancel_futures=True)
+        self._checker.shutdown(wait=False, cancel_futures=True)
         self._thread = None
 
     async def _close(self) -> None:
@@ -379,7 +401,10 @@ class HttpServer:
             await self._refuse(conn, writer, refusal)
             return False
         try:
-            response = await self._loop.run_in_executor(self._workers, self._handler, request)
+            response = await self._sorted(request)
+            if response is None:
+                response = await self._loop.run_in_executor(self._workers, self._handler,
+                                                            request)
         except Exception:
             log.exception("%s: %s %s failed", self._name, request.method, request.target)
             response = Response(500, b"internal error\n", close=True)
@@ -391,6 +416,23 @@ class HttpServer:
         # (HTTP/1.0, ``Connection: close`` either way: MUST_CLOSE).
         ended = isinstance(conn.next_event(), h11.EndOfMessage)
         return ended and conn.our_state is h11.DONE and conn.their_state is h11.DONE
+
+    async def _sorted(self, request: Request) -> Response | None:
+        """The answer triage and check give (None: on to the handler)."""
+        verdict = self._triage(request) if self._triage is not None else True
+        if isinstance(verdict, Response):
+            return verdict
+        if verdict or self._check is None:
+            return None
+        if self._checks >= self.limits.max_checks:
+            self.throttled += 1
+            return Response(429, b"too many credential checks at once; retry later\n",
+                            headers=(("Retry-After", "1"),))
+        self._checks += 1
+        try:
+            return await self._loop.run_in_executor(self._checker, self._check, request)
+        finally:
+            self._checks -= 1
 
     async def _refuse(self, conn: h11.Connection, writer: Stream,
                       refusal: BadRequest) -> None:
