@@ -49,12 +49,20 @@ _RETRY_INFO_KEY = "google.rpc.retryinfo-bin"  # the older place of a RetryInfo
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"  # a google.rpc.Status: the standard place
 
 
+# The most of an answer read (the gRPC client's max receive size): an OTLP answer is a
+# partial success, a count and a message, and is not even read. A collector answering more
+# (a 15 MiB message was taken whole, up to the client's 16 MiB default: +55 MiB resident) is
+# cut off there, the connection dropped and the export counted failed (issue 39).
+MAX_ANSWER_BYTES = 1024 * 1024
+
+
 def grpc_client(target: OtlpTarget) -> GrpcClient:
     """The client for ``target``; TLS files are read now: a missing one is a configuration
     error at start-up, not a failed export later."""
     context = (tls_context(target.certificate, target.client_certificate, target.client_key)
                if target.tls else None)
-    return GrpcClient.tcp(target.endpoint, context, gzip=target.compression == "gzip")
+    return GrpcClient.tcp(target.endpoint, context, gzip=target.compression == "gzip",
+                          max_receive=MAX_ANSWER_BYTES)
 
 
 def _bytes(value: str | bytes) -> bytes:
