@@ -241,9 +241,14 @@ class EventPusher:
 
     def _oldest(self) -> tuple[int | None, list[HealthEvent]]:
         with self._lock:
+            first = self._spool.oldest_number()
+            # Segments older than the spool's oldest went with a removed directory (the
+            # spool recreated it): their copies here are dropped, not offered.
+            for stale in [n for n in self._hot if first is not None and n < first]:
+                self._hot_events -= len(self._hot.pop(stale))
             if self._hot:
                 number = min(self._hot)
-                if self._spool.oldest_number() == number:
+                if first == number:
                     events = self._hot.pop(number)
                     self._hot_events -= len(events)
                     return number, events

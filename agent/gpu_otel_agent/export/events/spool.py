@@ -239,14 +239,17 @@ class Spool:
             temporary = target + ".tmp"
             data = b"".join(lines)
             started = time.perf_counter_ns()
-            dir_fd = self._dir_fd
-            assert dir_fd is not None
             try:
-                self._write(dir_fd, temporary, data)
-                os.rename(temporary, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                try:
+                    self._write_segment(temporary, target, data)
+                except FileNotFoundError:
+                    if not self._recreate():
+                        raise
+                    number = self._next
+                    target = self._segment(number)
+                    temporary = target + ".tmp"
+                    self._write_segment(temporary, target, data)
             except OSError as error:
-                with contextlib.suppress(OSError):
-                    os.unlink(temporary, dir_fd=dir_fd)
                 self._failed(error)
                 return Written(None, 0, full=False)
             self._next += 1
@@ -259,6 +262,62 @@ class Spool:
             self.stats.spooled += len(lines)
             self._refresh()
             return Written(number, len(lines), full)
+
+    def _write_segment(self, temporary: str, target: str, data: bytes) -> None:
+        dir_fd = self._dir_fd
+        assert dir_fd is not None
+        try:
+            self._write(dir_fd, temporary, data)
+            os.rename(temporary, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary, dir_fd=dir_fd)
+            raise
+
+    def _recreate(self) -> bool:
+        """The directory was removed while the agent ran (an operator's ``rm -rf``, a
+        cleaner): make it again and take it, as at start, so later events are durable again
+        (issue 39: nothing was, until a restart). The segments that went with it are
+        forgotten. False when it was not removed, or cannot be made again."""
+        assert self._path is not None and self._dir_fd is not None
+        with contextlib.suppress(OSError):
+            if os.fstat(self._dir_fd).st_nlink > 0:
+                return False  # still there: the error was something else
+        try:
+            prepare(self._path)
+            dir_fd = os.open(self._path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as error:
+            log.error("event spool %s was removed and cannot be made again (%s)", self._path,
+                      error.strerror or error)
+            return False
+        try:
+            problem = _problem(self._path, os.fstat(dir_fd))
+            if problem is not None:
+                raise SpoolTooOpen(problem)
+            lock = os.fdopen(open_private(dir_fd, ".lock", os.O_WRONLY | os.O_APPEND), "ab")
+            try:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                lock.close()
+                raise
+        except (OSError, SpoolTooOpen) as error:
+            os.close(dir_fd)
+            log.error("event spool %s was removed; the one now there is not usable (%s)",
+                      self._path, error)
+            return False
+        lost = self.stats.records
+        assert self._lock_file is not None
+        self._lock_file.close()
+        os.close(self._dir_fd)
+        self._lock_file, self._dir_fd = lock, dir_fd
+        self._segments.clear()
+        self._unsynced.clear()
+        self._refresh()
+        self.stats.errors += 1
+        log.error("event spool %s was removed while the agent ran: made again (%d event(s) "
+                  "waiting in it went with it; counted in gpu_agent.events.spool.errors)",
+                  self._path, lost)
+        return True
 
     @staticmethod
     def _write(dir_fd: int, name: str, data: bytes) -> None:
