@@ -12,7 +12,8 @@ file watch (and at start printed a traceback). So:
 - the bytes must be UTF-8 (YAML 1.2's encodings include UTF-16, but PyYAML reads a ``str``,
   and a file saved as UTF-16 by an editor is a mistake to name, not to guess around); a
   UTF-8 byte-order mark is accepted;
-- every refusal is a :class:`FileRefused` whose text is one line naming the file and what to do.
+- every refusal is a :class:`FileRefused` whose text is one line, the file first (as YAML
+  errors name it: ``FILE:LINE: ...``), then what to do.
 """
 
 from __future__ import annotations
@@ -38,15 +39,15 @@ def read_text(path: Path, what: str = "configuration file") -> str:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as error:
-        raise FileRefused(f"cannot read {what} {path}: {error.strerror or error}") from None
+        raise FileRefused(f"{path}: cannot read {what}: {error.strerror or error}") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a file")
-            raise FileRefused(f"{what} {path} is not a regular file ({kind}): not read; "
+            raise FileRefused(f"{path}: the {what} is not a regular file ({kind}): not read; "
                               "point the path at a regular file")
         if info.st_size > MAX_BYTES:
-            raise FileRefused(f"{what} {path} is {info.st_size} bytes, more than the "
+            raise FileRefused(f"{path}: the {what} is {info.st_size} bytes, more than the "
                               f"{MAX_BYTES} read: not read")
         chunks: list[bytes] = []
         size = 0
@@ -57,21 +58,22 @@ def read_text(path: Path, what: str = "configuration file") -> str:
             chunks.append(chunk)
             size += len(chunk)
     except OSError as error:
-        raise FileRefused(f"cannot read {what} {path}: {error.strerror or error}") from None
+        raise FileRefused(f"{path}: cannot read {what}: {error.strerror or error}") from None
     finally:
         os.close(fd)
     if size > MAX_BYTES:  # it grew while read
-        raise FileRefused(f"{what} {path} is more than {MAX_BYTES} bytes: not read")
+        raise FileRefused(f"{path}: the {what} is more than {MAX_BYTES} bytes: not read")
     return decode(path, b"".join(chunks), what)
 
 
 def decode(path: Path, data: bytes, what: str = "configuration file") -> str:
     if data.startswith(_UTF16_BOMS) or (b"\x00" in data[:64] and len(data) >= 2):
-        raise FileRefused(f"{what} {path} is UTF-16 (or has NUL bytes), not UTF-8: save it "
-                          "as UTF-8")
+        raise FileRefused(f"{path}: the {what} is UTF-16 (or has NUL bytes), not UTF-8: "
+                          "save it as UTF-8")
     try:
         return data.removeprefix(_UTF8_BOM).decode("utf-8")
     except UnicodeDecodeError as error:
         line = data[:error.start].count(b"\n") + 1
-        raise FileRefused(f"{what} {path}:{line}: not UTF-8 (byte 0x{data[error.start]:02x} "
-                          f"at offset {error.start}): save it as UTF-8") from None
+        byte = data[error.start]
+        raise FileRefused(f"{path}:{line}: the {what} is not UTF-8 (byte 0x{byte:02x} at "
+                          f"offset {error.start}): save it as UTF-8") from None
