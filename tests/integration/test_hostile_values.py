@@ -7,7 +7,9 @@ has no encoding. One such value must cost its own point, never the export of eve
 
 from __future__ import annotations
 
+import socket
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -23,10 +25,25 @@ FAST = ["--interval", "0.25", "--export-interval", "0.25"]
 U64_MAX = 2**64 - 1
 
 
-def _config(tmp_path: Path) -> list[str]:
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _config(tmp_path: Path, port: int | None = None) -> list[str]:
     path = tmp_path / "agent.yaml"
-    path.write_text("groups.slow.interval: 0.5\n", encoding="utf-8")
+    text = "groups.slow.interval: 0.5\n"
+    if port is not None:
+        text += f"prometheus: {{enabled: true, listen: '127.0.0.1:{port}'}}\n"
+    path.write_text(text, encoding="utf-8")
     return ["--config", str(path), *FAST]
+
+
+def _scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60) as answer:
+        assert answer.status == 200
+        return str(answer.read().decode())
 
 
 def _fresh(store: Store, metric: str, uuid: str, after: float) -> bool:
@@ -40,7 +57,9 @@ def test_a_counter_at_2_64_minus_1_costs_its_point_only(
                                                       h100(1, uuid=UUIDS[1])]})
     store = otlp_grpc_receiver.store
     with SimulatedNode.start(scenario, state_dir=tmp_path / "node") as node:
-        agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env, _config(tmp_path))
+        port = _free_port()
+        agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env,
+                             _config(tmp_path, port))
         try:
             store.wait_for(lambda s: s.points("hw.errors", {"hw.id": UUIDS[1]}), timeout=30)
             # The simulated library saturates: 2^64 is served as 2^64-1 (ULLONG_MAX).
@@ -60,6 +79,14 @@ def test_a_counter_at_2_64_minus_1_costs_its_point_only(
                 lambda s: [p for p in s.points("gpu_agent.readings.dropped") if p.value >= 1],
                 timeout=30, what="gpu_agent.readings.dropped >= 1")
             assert dropped[-1].value == 1  # one series, counted once however many exports
+            # Prometheus shows the same series: GPU 1's corrected count is left out, the
+            # rest of the scrape is there.
+            text = _scrape(port)
+            errors = [line for line in text.splitlines() if line.startswith("hw_errors")]
+            assert any(UUIDS[0] in line and 'error_type="corrected"' in line for line in errors)
+            assert not any(UUIDS[1] in line and 'error_type="corrected"' in line
+                           for line in errors), errors
+            assert any(UUIDS[1] in line for line in errors)
             log = agent.log()
             assert "Traceback" not in log
             assert log.count(str(U64_MAX)) == 1, log  # said once, with the value
