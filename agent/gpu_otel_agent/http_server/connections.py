@@ -257,6 +257,11 @@ class HttpServer:
     def open_connections(self) -> int:
         return len(self._connections)
 
+    @property
+    def handshakes(self) -> int:
+        """TLS handshakes under way (the client has sent bytes, the handshake is not done)."""
+        return len(self._handshaking)
+
     def start(self) -> None:
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._thread = SupervisedThread(self._run, self._name, args=(ready,),
