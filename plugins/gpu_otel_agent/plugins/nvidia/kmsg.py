@@ -29,6 +29,19 @@ _XID = re.compile(
     r"(?:\.([0-7]))?\): (\d+)(?:,\s*(.*))?"
 )
 
+# The driver prints the XID as a 32-bit number; anything longer is not one of its lines (a
+# crafted line's 2^63 has no encoding on the wire either). Digits are counted before int()
+# converts them: a line of thousands of digits costs nothing.
+XID_CODE_MAX = 2**32 - 1
+_CODE_DIGITS = len(str(XID_CODE_MAX))
+_said: set[str] = set()
+
+
+def _say_once(message: str) -> None:
+    if message not in _said and len(_said) < 100:
+        _said.add(message)
+        log.warning("%s", message)
+
 
 def parse_line(line: str, gpus: Mapping[PciKey, str]) -> DeviceEvent | None:
     """One kmsg record (``prio,seq,ts,flags;message``) -> an XID event of a known GPU."""
@@ -40,6 +53,10 @@ def parse_line(line: str, gpus: Mapping[PciKey, str]) -> DeviceEvent | None:
     key = (int(domain or "0", 16), int(bus, 16), int(device, 16))
     uuid = gpus.get(key)
     if uuid is None:
+        return None
+    if len(code) > _CODE_DIGITS or int(code) > XID_CODE_MAX:
+        _say_once(f"kernel-log XID code {code[:40]} on {uuid} is beyond 32 bits: not a driver "
+                  "XID (the driver prints a 32-bit number); the line is ignored")
         return None
     text = (detail or "").split("\n", 1)[0].strip()
     return DeviceEvent(uuid, EVENT_XID, time.time_ns(), code=int(code), source="kmsg",
