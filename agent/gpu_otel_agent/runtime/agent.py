@@ -18,6 +18,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -92,8 +93,13 @@ class Agent:
         overrides: Overrides | None = None,
         backends: list[Backend] | None = None,
         workloads: WorkloadLookup | None = None,
+        *,
+        adjust: Callable[[AgentConfig], AgentConfig] | None = None,
     ) -> None:
         self._initial = config
+        # What the command changes of every configuration it loads (a simulated run's paths),
+        # so a reload compares like with like.
+        self._adjust = adjust or (lambda config: config)
         self._workloads = workloads
         self.health: HealthRuntime | None = None
         self._config_path = config_path
@@ -113,7 +119,7 @@ class Agent:
     def reload(self) -> None:
         """Re-read file and environment; keep the running configuration if the new one is bad."""
         try:
-            new = load(self._config_path, self._overrides)
+            new = self._adjust(load(self._config_path, self._overrides))
         except ConfigError as error:
             log.error("configuration reload rejected, keeping the running one: %s", error)
             return
