@@ -123,17 +123,19 @@ def _sh_blocks(text: str) -> list[str]:
 
 
 def test_the_readme_install_and_test_commands_are_what_ci_runs() -> None:
-    """.ci/run installs and tests as the README says (CI adds only --quiet and the explicit
-    --fail-on-unexpected-skip, which is pytest's default here)."""
+    """.ci/run installs and tests as the README's test line says (CI adds only --quiet and the
+    explicit --fail-on-unexpected-skip, which is pytest's default here), and the README shows
+    `bash .ci/run` as a command to copy, not as prose."""
     lines = _sh_blocks(README.read_text(encoding="utf-8"))
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     develop = next(line for line in lines if "pip install -e '.[dev]'" in line)
-    venv, install = (part.strip() for part in develop.split("&&"))
+    venv, install, test = (part.strip() for part in develop.split("&&"))
     assert install.endswith(" -e ./simulator")  # the simulated node, which the tests run on
     assert venv in ci
     assert install.replace("pip install", "pip install --quiet") in ci
-    assert ".venv/bin/pytest" in lines
+    assert test == ".venv/bin/pytest"
     assert re.search(r"^pytest --fail-on-unexpected-skip$", ci, re.MULTILINE)
+    assert "bash .ci/run" in lines
 
 
 def test_the_benchmark_page_has_every_block_the_runner_writes() -> None:
