@@ -37,6 +37,7 @@ from gpu_otel_agent.config.kinds import (
 )
 
 EXPORTERS = ("otlp", "console", "none")
+CONSOLE_FORMATS = ("lines", "otlp-json")
 OTLP_PROTOCOLS = ("grpc", "http/protobuf")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 PROMETHEUS_SCHEMES = ("otel", "dcgm")
@@ -133,6 +134,10 @@ TABLE: tuple[Key, ...] = (
         "`otlp` (push to a collector), `console` (print) or `none` (sample and serve locally: "
         "Prometheus, the local endpoint; send nothing).",
         env=Env("GPU_AGENT_EXPORTER"), flag="--exporter"),
+    Key("console_format", Choice(choices=CONSOLE_FORMATS), "lines", RESTART,
+        "With `exporter: console`: `lines` (one line per GPU per export, one per health event, "
+        "for a person) or `otlp-json` (the full OpenTelemetry data as JSON, for a program).",
+        env=Env("GPU_AGENT_CONSOLE_FORMAT"), flag="--console-format"),
     Key("export_interval", Seconds(), 10.0, LIVE, "Seconds between exports.",
         env=Env("GPU_AGENT_EXPORT_INTERVAL"),
         generic_env=Env("OTEL_METRIC_EXPORT_INTERVAL", scale=0.001, unit="ms"),
