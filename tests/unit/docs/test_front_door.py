@@ -183,3 +183,28 @@ def test_every_extra_and_folder_the_readme_installs_exists() -> None:
     project = tomllib.loads((REPO / "simulator" / "pyproject.toml").read_text(encoding="utf-8"))
     assert project["project"]["name"] == "gpu-otel-agent-simulator"
     assert "sim" in project["project"]["entry-points"]["gpu_otel_agent.commands"]
+
+
+def test_the_helm_quick_start_builds_pushes_and_installs_that_image() -> None:
+    """Nothing publishes the chart's default image: the quick start builds it from the
+    Dockerfile, pushes it, and installs the chart with it, tagged with the chart's appVersion
+    and set through the chart's own values."""
+    import yaml
+
+    readme = README.read_text(encoding="utf-8")
+    section = readme[readme.index("### Kubernetes (Helm)"):readme.index("### Container")]
+    (block,) = re.findall(r"^```sh\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+    chart = REPO / "helm" / "gpu-otel-agent"
+    app = yaml.safe_load((chart / "Chart.yaml").read_text(encoding="utf-8"))["appVersion"]
+    values = yaml.safe_load((chart / "values.yaml").read_text(encoding="utf-8"))
+    assert {"repository", "tag"} <= set(values["image"]) and "imagePullSecrets" in values
+    image = f"REGISTRY/gpu-otel-agent:{app}"
+    lines = block.replace("\\\n", " ").splitlines()
+    build = next(i for i, line in enumerate(lines) if line.startswith("docker build"))
+    push = next(i for i, line in enumerate(lines) if line.startswith("docker push"))
+    install = next(i for i, line in enumerate(lines) if line.startswith("helm install"))
+    assert build < push < install
+    assert lines[build] == f"docker build -t {image} ." and (REPO / "Dockerfile").exists()
+    assert lines[push] == f"docker push {image}"
+    repository, tag = image.rsplit(":", 1)
+    assert f"--set image.repository={repository},image.tag={tag}" in lines[install]
