@@ -63,7 +63,9 @@ def cache_root() -> Path:
     fallback = _private_temporary() / "simnode"
     if fallback not in _fallback_said:
         _fallback_said.add(fallback)
-        log.warning("the compiled-library cache %s cannot be written (%s); using a private "
+        # INFO: it works as it is; `top` repeats warnings on its one status line, where why
+        # the processes show no pods matters more.
+        log.info("the compiled-library cache %s cannot be written (%s); using a private "
                     "temporary cache %s (set XDG_CACHE_HOME to a directory of yours to keep the "
                     "build elsewhere)", preferred, problem, fallback)
     return fallback
