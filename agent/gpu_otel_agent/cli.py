@@ -162,10 +162,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     overrides = _overrides(args)
     config = load(args.config, overrides)
     setup_logging(config.log_level)
-    with simulated_node(args.simulate):
+    with simulated_node(args.simulate) as paths:
         if args.simulate is not None:  # the node's attach environment counts (its kubelet)
-            config = load(args.config, overrides)
-        agent = Agent(config, args.config, overrides)
+            config = paths.apply(load(args.config, overrides))
+            log.info("simulated run: event spool %s, local socket %s (gpu-agent top --socket "
+                     "%s); nothing is written where a real agent keeps its state",
+                     config.health.spool_path, config.local_endpoint.socket,
+                     config.local_endpoint.socket)
+        agent = Agent(config, args.config, overrides, adjust=paths.apply)
         return _run_loop(agent.run())
 
 

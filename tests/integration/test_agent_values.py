@@ -127,7 +127,8 @@ def test_simulate_flag_runs_the_same_path_with_console_exporter(tmp_path: Path) 
     scenario = Path(__file__).resolve().parents[2] / "examples/scenarios/h100-8gpu.yaml"
     agent = AgentProcess(
         tmp_path, "http://127.0.0.1:1", None,
-        ["--simulate", str(scenario), "--exporter", "console", *FAST],
+        ["--simulate", str(scenario), "--exporter", "console", "--console-format",
+         "otlp-json", *FAST],
     )
     try:
         import time

@@ -344,7 +344,8 @@ def test_cli_reset_takes_an_errno(node: SimulatedNode) -> None:
          "--socket", str(node.socket_path)],
         capture_output=True, text=True, timeout=30, check=False)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout) == {"ok": True}
+    reply = json.loads(proc.stdout)
+    assert reply["ok"] is True and reply["node"]["pid"] == node.pid  # it names whom it reached
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:  # the post-reset event ends the window
         if node.stats().get("amd_event_seq", 0) >= 2:

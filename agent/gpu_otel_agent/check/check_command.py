@@ -102,9 +102,9 @@ def run_check(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.CRITICAL)
     try:
         config = load(args.config, Overrides())
-        with simulated_node(args.simulate):
+        with simulated_node(args.simulate) as paths:
             if args.simulate is not None:  # the node's attach environment counts (its kubelet)
-                config = load(args.config, Overrides())
+                config = paths.apply(load(args.config, Overrides()))
             results = run(config)
     except ConfigError as error:
         print(f"gpu-agent check: configuration error: {error}", file=sys.stderr)

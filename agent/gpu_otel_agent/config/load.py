@@ -53,6 +53,7 @@ class Overrides:
     interval: float | None = None
     export_interval: float | None = None
     exporter: str | None = None
+    console_format: str | None = None
     log_level: str | None = None
 
 

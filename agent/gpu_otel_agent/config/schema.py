@@ -127,6 +127,7 @@ class EbpfConfig:
 @dataclass(frozen=True)
 class AgentConfig:
     exporter: str = _d("exporter")
+    console_format: str = _d("console_format")  # "lines" or "otlp-json"
     export_interval: float = _d("export_interval")  # seconds
     call_timeout: float = _d("call_timeout")  # seconds before a device is unresponsive
     lost_reprobe_interval: float = _d("lost_reprobe_interval")  # seconds

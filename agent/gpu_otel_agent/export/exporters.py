@@ -1,11 +1,12 @@
 """Builds the metric exporter: OTLP over gRPC (default) or HTTP/protobuf, or the console.
 
-OTLP goes through the agent's own encoder and transports (``metric_senders``), configured by
-``otlp_target``. The SDK's exporters remain for the console, for pipeline traces and as the
-OTLP fallback (``metric_senders`` says when). They read the standard ``OTEL_EXPORTER_OTLP_*``
-variables themselves; ``otlp_settings`` passes values from the agent's configuration file
-only where the matching variable is unset, so the environment wins over the file as
-everywhere else in the agent.
+The console prints a line per GPU (``console_lines``) or, with ``console_format: otlp-json``,
+the SDK console exporter's JSON. OTLP goes through the agent's own encoder and transports
+(``metric_senders``), configured by ``otlp_target``. The SDK's exporters remain for the
+console's JSON, for pipeline traces and as the OTLP fallback (``metric_senders`` says when).
+They read the standard ``OTEL_EXPORTER_OTLP_*`` variables themselves; ``otlp_settings`` passes
+values from the agent's configuration file only where the matching variable is unset, so the
+environment wins over the file as everywhere else in the agent.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricExport
 from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.config.schema import AgentConfig
+from gpu_otel_agent.export.console_lines import LinesSnapshotExporter
 from gpu_otel_agent.export.metric_senders import build_request_sender, credential_provider
 from gpu_otel_agent.export.otlp_proto import ProtoEncoder, wire_contract_problem
 from gpu_otel_agent.export.otlp_target import ExporterConfigError, otlp_protocol, resolve_target
@@ -120,6 +122,8 @@ def build_snapshot_exporter(
 ) -> SnapshotExporter:
     """The exporter for ``config``; ``problem`` forces the SDK fallback (for its tests)."""
     env = os.environ if environ is None else environ
+    if config.exporter == "console" and config.console_format == "lines":
+        return LinesSnapshotExporter()
     if config.exporter == "console":
         return SdkSnapshotExporter(ConsoleMetricExporter(), resource)
     if config.exporter == "none":

@@ -60,6 +60,10 @@ class LocalEndpointError(Exception):
     """The endpoint cannot start; the message says why and what to change."""
 
 
+class LocalEndpointTaken(LocalEndpointError):
+    """Another live process serves the socket; it may be taken over once that one is gone."""
+
+
 def resolve_group(group: str | None) -> int | None:
     """A group name or number as a gid (None: leave the agent's own group)."""
     if group is None:
@@ -121,7 +125,7 @@ def _clear_stale(path: Path) -> None:
                                  f"{error.strerror}; left as it is") from None
     finally:
         probe.close()
-    raise LocalEndpointError(f"{path} is served by another process (another agent?)")
+    raise LocalEndpointTaken(f"{path} is served by another process (another agent?)")
 
 
 def _unlink_stale(path: Path) -> None:

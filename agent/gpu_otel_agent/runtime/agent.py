@@ -18,6 +18,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,7 +34,12 @@ from gpu_otel_agent.export.metric_pusher import MetricPusher
 from gpu_otel_agent.export.prometheus import EndpointError
 from gpu_otel_agent.export.tracing import SpanRecorder, TracedExporter, build_tracer
 from gpu_otel_agent.gpu_health.verdict import HealthBoard
-from gpu_otel_agent.local.endpoint import LocalEndpoint, LocalEndpointError
+from gpu_otel_agent.local.client import LocalClientError, get
+from gpu_otel_agent.local.endpoint import (
+    LocalEndpoint,
+    LocalEndpointError,
+    LocalEndpointTaken,
+)
 from gpu_otel_agent.local.routes import Sources, build_routes
 from gpu_otel_agent.model.semconv import agent_resource
 from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
@@ -62,6 +68,9 @@ log = logging.getLogger(__name__)
 COSTS_MARK = "cycle costs "
 TASK_STOP_SECONDS = 1.0
 WATCHDOG_GRACE_SECONDS = 1.5
+# How often an agent whose local socket another agent serves tries to take it over: a connect,
+# cheap enough that tools (npd, top) find the remaining agent within seconds.
+TAKEOVER_INTERVAL_S = 2.0
 
 
 def _exit_if_still_running_after(seconds: float) -> None:
@@ -92,8 +101,13 @@ class Agent:
         overrides: Overrides | None = None,
         backends: list[Backend] | None = None,
         workloads: WorkloadLookup | None = None,
+        *,
+        adjust: Callable[[AgentConfig], AgentConfig] | None = None,
     ) -> None:
         self._initial = config
+        # What the command changes of every configuration it loads (a simulated run's paths),
+        # so a reload compares like with like.
+        self._adjust = adjust or (lambda config: config)
         self._workloads = workloads
         self.health: HealthRuntime | None = None
         self._config_path = config_path
@@ -124,7 +138,8 @@ class Agent:
     async def _reload(self) -> None:
         async with self._reload_lock:  # one at a time, in the order asked
             try:
-                new = await asyncio.to_thread(load, self._config_path, self._overrides)
+                new = self._adjust(
+                    await asyncio.to_thread(load, self._config_path, self._overrides))
             except ConfigError as error:
                 log.error("configuration reload rejected, keeping the running one: %s", error)
                 return
@@ -212,11 +227,13 @@ class Agent:
             log.error("%s", error)
             self._close_backends(opened)
             return 2
-        local = self._start_local_endpoint()
+        local, taken = self._start_local_endpoint()
         tasks = [asyncio.create_task(s.run(), name=f"sampler-{i}")
                  for i, s in enumerate(self.samplers)]
         tasks.append(asyncio.create_task(pusher.run(), name="export"))
         tasks.append(asyncio.create_task(self._watch_file(), name="config-watch"))
+        if local is not None and taken:
+            tasks.append(asyncio.create_task(_take_over(local), name="local-endpoint-takeover"))
         if workload_service is not None:
             tasks.append(asyncio.create_task(workload_service.run(), name="workloads"))
         tasks.extend(asyncio.create_task(p.plugin.run(), name=p.name)
@@ -271,12 +288,14 @@ class Agent:
         telemetry.add(endpoint.readings)
         return endpoint
 
-    def _start_local_endpoint(self) -> LocalEndpoint | None:
-        """The read-only socket of ``gpu-agent top``. It is a window onto the agent, not its
-        job: when it cannot start, the agent says why and goes on sampling and exporting."""
+    def _start_local_endpoint(self) -> tuple[LocalEndpoint | None, bool]:
+        """The read-only socket of ``gpu-agent top``, and whether another agent holds it (then
+        the endpoint is returned unstarted, to be taken over when that one is gone). It is a
+        window onto the agent, not its job: when it cannot start, the agent says why and goes
+        on sampling and exporting."""
         settings = self._initial.local_endpoint
         if not settings.enabled:
-            return None
+            return None, False
         path = Path(settings.socket)
         sources = Sources(
             store=self.store,
@@ -288,6 +307,13 @@ class Agent:
         local = LocalEndpoint(path, settings.group, build_routes(sources))
         try:
             local.start()
+        except LocalEndpointTaken:
+            log.error("local endpoint (gpu-agent top, npd) is off while %s serves %s: one agent "
+                      "per node. Stop that one, or give this one a socket and spool of its own "
+                      "(local_endpoint.socket / GPU_AGENT_LOCAL_SOCKET, health.spool_path / "
+                      "GPU_AGENT_EVENT_SPOOL); this one takes the socket over once that one "
+                      "is gone", _who_serves(path), path)
+            return local, True
         except LocalEndpointError as error:
             if os.geteuid() == 0:
                 log.error("local endpoint (gpu-agent top) is off: %s", error)
@@ -295,8 +321,8 @@ class Agent:
                 log.warning("local endpoint (gpu-agent top) is off: %s; as a user, set "
                             "local_endpoint.socket (GPU_AGENT_LOCAL_SOCKET) to a path in a "
                             "directory of yours", error)
-            return None
-        return local
+            return None, False
+        return local, False
 
     def summary(self) -> dict[str, object]:
         """Counters of the whole run, logged as one JSON line at exit (read by the benchmarks)."""
@@ -320,6 +346,31 @@ class Agent:
             return
         for backend in opened:
             backend.backend.close()
+
+
+def _who_serves(path: Path) -> str:
+    """The agent at ``path`` as it names itself, for a person deciding which one to stop."""
+    try:
+        agent = get(path, "/v1/snapshot", TAKEOVER_INTERVAL_S)["agent"]
+    except (LocalClientError, KeyError, TypeError):
+        return "another process"
+    return f"agent pid {agent.get('pid', '?')} (version {agent.get('version', '?')})"
+
+
+async def _take_over(local: LocalEndpoint) -> None:
+    """Serve the socket once its owner is gone: it unlinked it at exit, or died and left it
+    stale (a refused connect; ``LocalEndpoint.start`` removes such a socket and binds)."""
+    while True:
+        await asyncio.sleep(TAKEOVER_INTERVAL_S)
+        try:
+            await asyncio.to_thread(local.start)
+        except LocalEndpointTaken:
+            continue
+        except LocalEndpointError as error:
+            log.error("local endpoint (gpu-agent top) is off: %s", error)
+            return
+        log.info("local endpoint: took over %s (the agent that served it is gone)", local.path)
+        return
 
 
 def _export_readings(pusher: MetricPusher) -> tuple[Reading, ...]:

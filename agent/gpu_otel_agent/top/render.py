@@ -53,10 +53,24 @@ def _memory(used: int | None, total: int | None) -> str:
     return f"{used / GIB:.1f}/{total / GIB:.0f}G"
 
 
+MODEL_WIDTH = 14
+# A GPU's label on a node with GPUs of two vendors (each counts from 0): N0, A0.
+VENDOR_MARKS = {"nvidia": "N", "amd": "A"}
+
+
+def gpu_label(vendor: str, index: int, mixed: bool) -> str:
+    if not mixed:
+        return str(index)
+    return f"{VENDOR_MARKS.get(vendor, vendor[:1].upper())}{index}"
+
+
 def _short_model(model: str) -> str:
-    for vendor in ("NVIDIA ", "AMD "):
+    """The model without its vendor (named by the label, the rest of the row): AMD's Instinct
+    line by its part name (MI300X), as people say it; an ellipsis marks a cut, so a cut name is
+    never read as another part ("Instinct MI300" for an MI300X)."""
+    for vendor in ("NVIDIA ", "AMD Instinct ", "AMD "):
         model = model.removeprefix(vendor)
-    return model
+    return model if len(model) <= MODEL_WIDTH else model[:MODEL_WIDTH - 1] + "…"
 
 
 def _fit(line: Line, width: int) -> Line:
@@ -78,8 +92,9 @@ PROCESS_HEADER = (f"{'GPU':>3} {'PID':>7} {'COMMAND':<12} {'GPU MEM':>7} {'UTIL'
                   f"{'NAMESPACE':<12} POD / JOB")
 
 
-def device_line(d: Device, history: tuple[tuple[float, ...], tuple[float, ...]]) -> Line:
-    name = f"{d.index:>3} {_short_model(d.model):<14.14}"
+def device_line(d: Device, history: tuple[tuple[float, ...], tuple[float, ...]],
+                mixed: bool = False) -> Line:
+    name = f"{gpu_label(d.vendor, d.index, mixed):>3} {_short_model(d.model):<14}"
     if d.profile is not None:
         name = f"{'':>3}  └ {d.profile:<11.11}"
     util, mem = history
@@ -91,9 +106,10 @@ def device_line(d: Device, history: tuple[tuple[float, ...], tuple[float, ...]])
     return [(text, ""), (health, HEALTH_STYLE.get(d.health, ""))]
 
 
-def process_line(p: Process) -> Line:
+def process_line(p: Process, mixed: bool = False) -> Line:
     memory = "-" if p.memory is None else f"{p.memory / 2**20:.0f}M"
-    line: Line = [(f"{p.gpu:>3} {p.pid:>7} {p.executable:<12.12} {memory:>7} "
+    label = gpu_label(p.vendor, p.gpu, mixed)
+    line: Line = [(f"{label:>3} {p.pid:>7} {p.executable:<12.12} {memory:>7} "
                    f"{_pct(p.utilization):>4} {p.namespace or '-':<12.12} ", ""),
                   (p.workload, "bold")]
     if p.profile is not None:  # on a partition: which one (MIG 3g.40gb, CPX)
@@ -101,11 +117,11 @@ def process_line(p: Process) -> Line:
     return line
 
 
-def event_lines(e: Event, width: int) -> list[Line]:
+def event_lines(e: Event, width: int, mixed: bool = False) -> list[Line]:
     """One line, or two when the workloads hit do not fit after the summary (they matter
     most: they go on their own line, under the summary)."""
     when = time.strftime("%H:%M:%S", time.localtime(e.time_ns / 1e9))
-    where = f"GPU {e.gpu}" if e.gpu is not None else "node"
+    where = f"GPU {gpu_label(e.vendor, e.gpu, mixed)}" if e.gpu is not None else "node"
     hit = e.pods or e.processes
     line: Line = [(f"{when} ", "dim"), (f"{where:<6} ", ""),
                   (e.summary, SEVERITY_STYLE.get(e.severity, ""))]
@@ -168,13 +184,16 @@ def _share(rows: int, processes: int, events: int) -> tuple[int, int]:
 def render(frame: Frame, options: Options, width: int, height: int | None = None) -> list[Line]:
     """The screen as lines; ``height`` None: everything (a plain snapshot)."""
     flt = options.filter
-    shown = [d for d in frame.devices if flt.device(d)]
-    processes = [[process_line(p)] for p in
+    mixed = frame.mixed
+    # Each vendor's GPUs together (stable: partitions stay under their GPU).
+    shown = sorted((d for d in frame.devices if flt.device(d)),
+                   key=lambda d: d.vendor if mixed else "")
+    processes = [[process_line(p, mixed)] for p in
                  sort_processes([p for p in frame.processes if flt.process(p)], options.sort)]
     if not processes:
         processes = [[[("  no processes" + (" match the filter" if flt.workload else ""),
                         "dim")]]]
-    events = [event_lines(e, width) for e in reversed(frame.events) if flt.event(e)]
+    events = [event_lines(e, width, mixed) for e in reversed(frame.events) if flt.event(e)]
     if not events:
         events = [[[("  no health events yet", "dim")]]]
     proc_limit = event_limit = device_limit = None
@@ -188,7 +207,7 @@ def render(frame: Frame, options: Options, width: int, height: int | None = None
         left = max(height - fixed - min(len(shown) + bool(hidden), device_limit), 0)
         proc_limit, event_limit = _share(left, len(processes),
                                          sum(len(group) for group in events))
-    devices = [[device_line(d, frame.history.get(d.uuid, ((), ())))] for d in shown]
+    devices = [[device_line(d, frame.history.get(d.uuid, ((), ())), mixed)] for d in shown]
     if hidden:
         devices.append([[(f"  {hidden} partitions not shown (filter gpu:N shows a GPU's)",
                           "dim")]])

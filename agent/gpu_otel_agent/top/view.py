@@ -33,6 +33,7 @@ class Device:
     power_limit: float | None
     sm_clock: float | None  # Hz (AMD: the graphics clock)
     xid_errors: int
+    vendor: str = ""  # the backend's key: "nvidia", "amd"
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class Process:
     namespace: str | None
     container: str | None
     slurm_job: str | None
+    vendor: str = ""  # of its GPU
 
     @property
     def workload(self) -> str:
@@ -74,6 +76,7 @@ class Event:
     summary: str  # one line: XID with catalog name and action, or the event's own body
     pods: tuple[str, ...]  # namespace/pod of the workloads hit
     processes: tuple[str, ...]  # executable(pid) when no pod is known
+    vendor: str = ""  # of the GPU: "nvidia", "amd" (hw.vendor in lower case)
 
 
 def _reading(readings: Sequence[Json], metric: str, **attributes: object) -> float | None:
@@ -101,7 +104,8 @@ def device(raw: Json) -> Device:
         memory_used=None if used is None else int(used),
         memory_total=None if total is None else int(total),
         temperature=temperature, power=_reading(readings, "hw.power"),
-        power_limit=_reading(readings, "gpu.power.limit"), sm_clock=clock, xid_errors=xids)
+        power_limit=_reading(readings, "gpu.power.limit"), sm_clock=clock, xid_errors=xids,
+        vendor=str(raw.get("vendor", "")))
 
 
 def processes(raw: Json) -> list[Process]:
@@ -111,7 +115,8 @@ def processes(raw: Json) -> list[Process]:
                     executable=p["executable"], memory=p["memory_bytes"],
                     utilization=p["utilization"], pod=p["pod"], pod_uid=p["pod_uid"],
                     namespace=p["namespace"],
-                    container=p["container_id"], slurm_job=p["slurm_job"])
+                    container=p["container_id"], slurm_job=p["slurm_job"],
+                    vendor=str(raw.get("vendor", "")))
             for p in raw["processes"]]
 
 
@@ -139,7 +144,8 @@ def event(raw: Json) -> Event:
             procs.append(f"{w.get('process.executable.name', '')}({w['process.pid']})")
     return Event(seq=int(raw["seq"]), time_ns=int(raw["time_ns"]), name=raw["name"],
                  severity=raw["severity"], gpu=gpu if isinstance(gpu, int) else None,
-                 summary=summary, pods=tuple(named), processes=tuple(procs))
+                 summary=summary, pods=tuple(named), processes=tuple(procs),
+                 vendor=str(attributes.get("hw.vendor", "")).lower())
 
 
 @dataclass(frozen=True)
@@ -226,6 +232,8 @@ class Frame:
     processes: tuple[Process, ...]
     events: tuple[Event, ...]  # newest last
     history: Mapping[str, tuple[tuple[float, ...], tuple[float, ...]]]  # uuid -> (util, mem)
+    # GPUs of more than one vendor: each vendor counts its own from 0, so a label needs both.
+    mixed: bool = False
 
 
 class Model:
@@ -255,5 +263,6 @@ class Model:
             processes=tuple(p for raw in snapshot["devices"] for p in processes(raw)),
             events=tuple(self._events),
             history={d.uuid: (tuple(self._util[d.uuid]), tuple(self._mem[d.uuid]))
-                     for d in devices})
+                     for d in devices},
+            mixed=len({d.vendor for d in devices}) > 1)
         return self.frame

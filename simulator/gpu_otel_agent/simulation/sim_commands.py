@@ -57,6 +57,9 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
                          "examples/captures/), before the scenario's own; repeatable")
     up.add_argument("--dir", type=Path, default=None, help="state directory")
     _sock(up)
+    _sock(sub.add_parser(
+        "node", help="which simulated node the commands reach: its pid, scenario and control "
+        "socket (every answer names it too)"))
     xid = _sock(sub.add_parser("xid", help="queue an XID critical-error event"))
     xid.add_argument("--code", type=int, required=True, help="XID code")
     xid.add_argument("--mig", type=int, default=None,

@@ -79,6 +79,8 @@ def _request(args: argparse.Namespace) -> dict[str, object]:
         return req
     if cmd == "stats":
         return {"op": "stats"}
+    if cmd == "node":
+        return {"op": "node"}
     if cmd == "chaos":
         if args.off:
             return {"op": "chaos", "off": True}
@@ -129,6 +131,17 @@ def _up(args: argparse.Namespace) -> int:
     return daemon.main(argv)
 
 
+def _nobody(socket_path: Path, error: OSError) -> str:
+    """Why no node answered: nothing there, or a socket (or link) its node left behind."""
+    if isinstance(error, ConnectionRefusedError):
+        return (f"the control socket {socket_path} is stale: the node that made it is gone "
+                f"(nothing listens; the next node there replaces it)")
+    if socket_path.is_symlink():
+        return (f"{socket_path} links to {os.readlink(socket_path)}, which is gone: its node "
+                f"has stopped")
+    return f"no simulated node at {socket_path}"
+
+
 def run(args: argparse.Namespace) -> int:
     """Execute a parsed ``sim`` command: the node's JSON answer on stdout, or one error line
     on stderr; returns the exit code."""
@@ -138,10 +151,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         req = _request(args)
         reply = send(socket_path, req)
-    except (FileNotFoundError, ConnectionRefusedError):
+    except (FileNotFoundError, ConnectionRefusedError) as error:
         # Once, on stderr: an error is for a person; stdout carries the node's JSON answers.
-        print(f"gpu-agent sim: no simulated node at {socket_path}: start one with "
-              f"gpu-agent sim up SCENARIO (it prints the GPU_SIM_SOCKET to use), or name its "
+        print(f"gpu-agent sim: {_nobody(socket_path, error)}: start one with gpu-agent sim up "
+              f"SCENARIO (it prints the GPU_SIM_SOCKET to use), or name a running node's "
               f"socket with --socket", file=sys.stderr)
         return 1
     except (OSError, ValueError) as exc:

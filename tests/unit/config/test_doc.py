@@ -113,7 +113,7 @@ def test_each_documented_flag_sets_its_key(capsys: pytest.CaptureFixture[str]) -
     from gpu_otel_agent.cli import main
 
     flagged = {key: row for key, row in doc_rows().items() if row["flag"] != "—"}
-    assert len(flagged) == 4
+    assert len(flagged) == 5
     for key, row in flagged.items():
         value, _ = two_values(BY_KEY[key])
         assert main(["config", "show", row["flag"].strip("`"), str(value)]) == 0

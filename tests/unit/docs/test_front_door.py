@@ -123,17 +123,19 @@ def _sh_blocks(text: str) -> list[str]:
 
 
 def test_the_readme_install_and_test_commands_are_what_ci_runs() -> None:
-    """.ci/run installs and tests as the README says (CI adds only --quiet and the explicit
-    --fail-on-unexpected-skip, which is pytest's default here)."""
+    """.ci/run installs and tests as the README's test line says (CI adds only --quiet and the
+    explicit --fail-on-unexpected-skip, which is pytest's default here), and the README shows
+    `bash .ci/run` as a command to copy, not as prose."""
     lines = _sh_blocks(README.read_text(encoding="utf-8"))
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     develop = next(line for line in lines if "pip install -e '.[dev]'" in line)
-    venv, install = (part.strip() for part in develop.split("&&"))
+    venv, install, test = (part.strip() for part in develop.split("&&"))
     assert install.endswith(" -e ./simulator")  # the simulated node, which the tests run on
     assert venv in ci
     assert install.replace("pip install", "pip install --quiet") in ci
-    assert ".venv/bin/pytest" in lines
+    assert test == ".venv/bin/pytest"
     assert re.search(r"^pytest --fail-on-unexpected-skip$", ci, re.MULTILINE)
+    assert "bash .ci/run" in lines
 
 
 def test_the_benchmark_page_has_every_block_the_runner_writes() -> None:
@@ -181,3 +183,28 @@ def test_every_extra_and_folder_the_readme_installs_exists() -> None:
     project = tomllib.loads((REPO / "simulator" / "pyproject.toml").read_text(encoding="utf-8"))
     assert project["project"]["name"] == "gpu-otel-agent-simulator"
     assert "sim" in project["project"]["entry-points"]["gpu_otel_agent.commands"]
+
+
+def test_the_helm_quick_start_builds_pushes_and_installs_that_image() -> None:
+    """Nothing publishes the chart's default image: the quick start builds it from the
+    Dockerfile, pushes it, and installs the chart with it, tagged with the chart's appVersion
+    and set through the chart's own values."""
+    import yaml
+
+    readme = README.read_text(encoding="utf-8")
+    section = readme[readme.index("### Kubernetes (Helm)"):readme.index("### Container")]
+    (block,) = re.findall(r"^```sh\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+    chart = REPO / "helm" / "gpu-otel-agent"
+    app = yaml.safe_load((chart / "Chart.yaml").read_text(encoding="utf-8"))["appVersion"]
+    values = yaml.safe_load((chart / "values.yaml").read_text(encoding="utf-8"))
+    assert {"repository", "tag"} <= set(values["image"]) and "imagePullSecrets" in values
+    image = f"REGISTRY/gpu-otel-agent:{app}"
+    lines = block.replace("\\\n", " ").splitlines()
+    build = next(i for i, line in enumerate(lines) if line.startswith("docker build"))
+    push = next(i for i, line in enumerate(lines) if line.startswith("docker push"))
+    install = next(i for i, line in enumerate(lines) if line.startswith("helm install"))
+    assert build < push < install
+    assert lines[build] == f"docker build -t {image} ." and (REPO / "Dockerfile").exists()
+    assert lines[push] == f"docker push {image}"
+    repository, tag = image.rsplit(":", 1)
+    assert f"--set image.repository={repository},image.tag={tag}" in lines[install]

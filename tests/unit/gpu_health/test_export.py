@@ -48,7 +48,7 @@ def test_log_record_has_the_name_twice_severity_body_and_typed_attributes() -> N
 
 
 def test_console_prints_one_json_object_per_event(capsys: pytest.CaptureFixture[str]) -> None:
-    assert ConsoleEventSender().send([EVENT, EVENT]).ok
+    assert ConsoleEventSender(json=True).send([EVENT, EVENT]).ok
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 4  # two records (workloads) per event
     record = json.loads(lines[0])
@@ -59,3 +59,10 @@ def test_console_prints_one_json_object_per_event(capsys: pytest.CaptureFixture[
 
 def test_event_survives_its_spool_encoding() -> None:
     assert HealthEvent.from_json(EVENT.to_json()) == EVENT
+
+
+def test_console_lines_print_one_line_per_event(capsys: pytest.CaptureFixture[str]) -> None:
+    assert ConsoleEventSender().send([EVENT, EVENT]).ok
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2  # one per event, whatever the number of workloads it hit
+    assert all("gpu.xid" in line and "ml/train-0, serving/infer-1" in line for line in lines)

@@ -33,7 +33,7 @@ INSTALL_HINT = "pip install ./simulator"
 # What a distribution's build reads (its pyproject.toml names the rest), and what a working
 # tree may hold beside it that a build must not see: setuptools builds in the tree and reuses
 # its `build/` folder, where a module moved away since the last build would still be found.
-AGENT_SOURCES = ("pyproject.toml", "README.md", "agent", "plugins")
+AGENT_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "agent", "plugins")
 NOT_SOURCES = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
 
 
@@ -131,6 +131,13 @@ def test_every_source_package_and_its_data_is_in_the_wheel(wheel: Path) -> None:
     for data in ("gpu_otel_agent/py.typed",
                  "gpu_otel_agent/plugins/ebpf/bpf/cuda_activity.bpf.c"):
         assert data in names, data
+
+
+def test_the_wheel_carries_the_license(wheel: Path) -> None:
+    """pyproject.toml says Apache-2.0; the wheel carries its text (PEP 639 license files)."""
+    (license_file,) = [n for n in _names(wheel) if n.endswith(".dist-info/licenses/LICENSE")]
+    with zipfile.ZipFile(wheel) as archive:
+        assert archive.read(license_file) == (REPO / "LICENSE").read_bytes()
 
 
 def test_the_agents_wheel_holds_no_simulation(wheel: Path) -> None:

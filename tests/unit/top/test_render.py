@@ -127,3 +127,44 @@ def test_a_process_on_a_partition_names_it() -> None:
                if "train" in line]
     assert line.split() == ["3", "77", "train", "1024M", "-", "-", "slurm", "job", "4242",
                             "on", "3g.40gb"]
+
+
+def _mixed_node() -> list[str]:
+    """An NVIDIA and an AMD GPU, each its vendor's GPU 0, a process and an event on each."""
+    store = SnapshotStore()
+    ring = EventRing(10)
+    for vendor, model, pid in (("nvidia", "NVIDIA H100 80GB HBM3", 11),
+                               ("amd", "AMD Instinct MI300X", 22)):
+        gpu = DeviceIdentity(f"{vendor}-0", 0, vendor, model, "bus")
+        store.put(DeviceSnapshot(gpu, HealthState.OK, 1).with_sample(GroupSample(
+            "processes", (Reading("gpu.process.memory.usage", 2**30, (
+                ("process.pid", pid), ("process.executable.name", "train"))),), 1)))
+        ring.append(HealthEvent("gpu.lost", 5, Severity.FATAL, f"{vendor} lost", (
+            ("hw.vendor", "NVIDIA" if vendor == "nvidia" else "AMD"), ("gpu.index", 0))))
+    frame = Model("test").update(snapshot_view(store.current(1), {}),
+                                 events_view(ring.after(0)))
+    return plain(render(frame, Options(), 80)).splitlines()
+
+
+def test_a_mixed_node_labels_each_vendors_gpu_0_apart_and_names_the_mi300x_whole() -> None:
+    lines = _mixed_node()
+    rows = [line.split()[:2] for line in lines if line.startswith(("  ", " A", " N"))
+            and ("H100" in line or "MI300" in line)]
+    assert rows == [["A0", "MI300X"], ["N0", "H100"]], lines
+    processes = {line.split()[1]: line.split()[0] for line in lines if " train " in line}
+    assert processes == {"11": "N0", "22": "A0"}
+    events = [line for line in lines if " lost" in line]
+    assert any("GPU N0" in e and "nvidia lost" in e for e in events), events
+    assert any("GPU A0" in e and "amd lost" in e for e in events), events
+
+
+def test_one_vendor_keeps_plain_indices_and_a_long_model_shows_its_cut() -> None:
+    store = SnapshotStore()
+    store.put(DeviceSnapshot(DeviceIdentity(
+        "GPU-0", 0, "nvidia", "NVIDIA RTX PRO 6000 Blackwell Server Edition", "bus"),
+        HealthState.OK, 1))
+    frame = Model("test").update(snapshot_view(store.current(1), {}),
+                                 events_view(EventRing(1).after(0)))
+    (row,) = [line for line in plain(render(frame, Options(), 80)).splitlines()
+              if "RTX" in line]
+    assert row.startswith("  0 RTX PRO 6000 …"), row

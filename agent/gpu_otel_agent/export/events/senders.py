@@ -1,4 +1,5 @@
-"""Where health events go: OTLP logs (gRPC or HTTP, same settings as the metrics) or stdout.
+"""Where health events go: OTLP logs (gRPC or HTTP, same settings as the metrics) or stdout
+(a line per event, or JSON).
 
 Events are encoded by ``otlp_logs.LogEncoder`` and sent by the same transports as the metrics
 (``gpu_otel_agent.export.metric_senders``), so the standard ``OTEL_EXPORTER_OTLP_*`` /
@@ -18,6 +19,7 @@ from typing import Protocol
 from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.config.schema import AgentConfig
+from gpu_otel_agent.export.console_lines import event_line
 from gpu_otel_agent.export.events.otlp_logs import LogEncoder
 from gpu_otel_agent.export.metric_senders import RequestSender, build_request_sender
 from gpu_otel_agent.export.otlp_target import resolve_target
@@ -71,9 +73,18 @@ class NoEventSender:
 
 
 class ConsoleEventSender:
-    """``exporter: console``: one JSON object per event on stdout, named as in OTLP."""
+    """``exporter: console``: one line per event on stdout, for a person
+    (``console_lines.event_line``), or with ``json`` one JSON object per record, named as in
+    OTLP."""
+
+    def __init__(self, json: bool = False) -> None:
+        self._json = json
 
     def send(self, events: Sequence[HealthEvent]) -> Attempt:
+        if not self._json:
+            sys.stdout.write("".join(event_line(event) + "\n" for event in events))
+            sys.stdout.flush()
+            return ACCEPTED
         for event in events:
             for attributes in event.records():
                 record = {
@@ -97,7 +108,7 @@ def build_event_sender(
 ) -> EventSender:
     env = os.environ if environ is None else environ
     if config.exporter == "console":
-        return ConsoleEventSender()
+        return ConsoleEventSender(json=config.console_format == "otlp-json")
     if config.exporter == "none":
         return NoEventSender()
     return OtlpEventSender(build_request_sender(resolve_target(config, env, "LOGS")),

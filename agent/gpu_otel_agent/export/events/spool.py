@@ -151,8 +151,9 @@ class Spool:
             lock.close()
             os.close(dir_fd)
             self.stats.errors += 1
-            log.error("event spool %s is in use by another agent; running without a spool",
-                      self._path)
+            log.error("event spool %s is in use by another agent (one agent per node: stop "
+                      "that one, or set health.spool_path / GPU_AGENT_EVENT_SPOOL to a "
+                      "directory of this one's); running without a spool", self._path)
             return
         self._lock_file = lock
         self._kept = True

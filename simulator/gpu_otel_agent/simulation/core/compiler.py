@@ -8,10 +8,12 @@ processes never see a half-written library.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
@@ -46,9 +48,53 @@ def find_compiler() -> str:
     raise BuildError("no C compiler found (need cc, gcc or clang; or set $CC)")
 
 
+_fallback_said: set[Path] = set()
+
+
 def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "gpu-otel-agent" / "simnode"
+    """``$XDG_CACHE_HOME`` (else ``~/.cache``) ``/gpu-otel-agent/simnode``; where that cannot
+    be written (a user whose home is not theirs, a read-only home), a private temporary cache
+    of this user's, said once in the log."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    preferred = base / "gpu-otel-agent" / "simnode"
+    problem = _unwritable(preferred)
+    if problem is None:
+        return preferred
+    fallback = _private_temporary() / "simnode"
+    if fallback not in _fallback_said:
+        _fallback_said.add(fallback)
+        # INFO: it works as it is; `top` repeats warnings on its one status line, where why
+        # the processes show no pods matters more.
+        log.info("the compiled-library cache %s cannot be written (%s); using a private "
+                    "temporary cache %s (set XDG_CACHE_HOME to a directory of yours to keep the "
+                    "build elsewhere)", preferred, problem, fallback)
+    return fallback
+
+
+def _unwritable(directory: Path) -> str | None:
+    """Why ``directory`` cannot hold a build (None: it can)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        return error.strerror or str(error)
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return "not writable"
+    return None
+
+
+def _private_temporary() -> Path:
+    """``$TMPDIR/gpu-otel-agent-cache-UID``: made 0700 by this user, or refused if anyone else
+    made it (another user could otherwise plant the library this process loads)."""
+    path = Path(tempfile.gettempdir()) / f"gpu-otel-agent-cache-{os.geteuid()}"
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    info = path.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() \
+            or info.st_mode & 0o077:
+        raise BuildError(f"no cache for the compiled simulated library: the home's cannot be "
+                         f"written, and {path} is not a private directory of this user's; set "
+                         f"XDG_CACHE_HOME to a directory of yours")
+    return path
 
 
 def digest(source: Path, cflags: Sequence[str], *extra: bytes) -> str:

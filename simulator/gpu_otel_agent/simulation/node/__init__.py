@@ -124,6 +124,12 @@ class SimulatedNode:
         return cls(proc, info, sdir, owns)
 
     @property
+    def state_dir(self) -> Path:
+        """The node's directory: its state file, sockets, log (and a simulated run's agent
+        files); removed at stop when the node made it."""
+        return self._state_dir
+
+    @property
     def pid(self) -> int:
         return self._proc.pid
 

@@ -39,6 +39,7 @@ from gpu_otel_agent.simulation.amd.build_amdsmi import build_library as build_am
 from gpu_otel_agent.simulation.captures.registry import not_served_lines
 from gpu_otel_agent.simulation.node import statedir
 from gpu_otel_agent.simulation.node.cgroups import Placement
+from gpu_otel_agent.simulation.node.control_client import send
 from gpu_otel_agent.simulation.node.scenario import (
     DeviceSpec,
     Random,
@@ -499,6 +500,8 @@ class Node:
 
     def handle(self, req: Mapping[str, object], parsed: bool = False) -> dict[str, object]:
         op = req.get("op")
+        if op == "node":  # who answers (handle_line adds the node to every answer)
+            return {"ok": True}
         with self.lock:
             if op in ("xid", "ecc", "proc_add") and req.get("ci") is not None \
                     and req.get("mig") is None:
@@ -883,12 +886,19 @@ class Node:
         if not isinstance(req, dict):
             return {"ok": False, "error": "request must be a JSON object"}
         try:
-            return self.handle(req)
+            reply = self.handle(req)
         except CommandError as exc:
-            return {"ok": False, "error": str(exc)}
+            reply = {"ok": False, "error": str(exc)}
         except Exception as exc:  # a bad command never takes the node down
             log.exception("request %r failed", req)
-            return {"ok": False, "error": f"internal error: {exc}"}
+            reply = {"ok": False, "error": f"internal error: {exc}"}
+        # Every answer names the node that gave it: with several nodes on a machine, a
+        # command that reached another one than meant says so.
+        return {**reply, "node": self.identity()}
+
+    def identity(self) -> dict[str, object]:
+        return {"pid": os.getpid(), "scenario": str(self.scenario.path),
+                "socket": str(self.socket_path)}
 
     # ------------------------------------------------------------------ lifecycle
     def env(self) -> dict[str, str]:
@@ -967,6 +977,42 @@ def default_socket_in(state_dir: Path) -> Path:
     return Path(tempfile.gettempdir()) / f"gpusim-{digest}.sock"
 
 
+def _claim(
+    directory: Path, pick_free: bool, socket_path: Path | None
+) -> tuple[statedir.StateDirLock, Path]:
+    """A state directory of this node's and its control socket. Where a directory's default
+    socket is served by another node (a ``run --simulate`` links the well-known path to its
+    own), a node free to pick takes the next directory and warns which node holds the other;
+    a socket named on purpose (``--socket``, ``GPU_SIM_SOCKET``) is refused when taken."""
+    taken: list[Path] = []
+    while True:
+        lock = statedir.acquire(directory, pick_free, skip=taken)
+        path = socket_path or default_socket_in(lock.path)
+        try:
+            statedir.claim_socket(path)
+        except statedir.StateDirBusy:
+            lock.release()
+            if socket_path is not None or not pick_free:
+                raise
+            taken.append(lock.path)
+            log.warning("control socket %s is served by another simulated node (%s); this "
+                        "node takes the next directory: reach it with the GPU_SIM_SOCKET it "
+                        "prints", path, _describe(path))
+            continue
+        return lock, path
+
+
+def _describe(path: Path) -> str:
+    """The node at ``path`` as it names itself (pid, scenario), or why it cannot be asked."""
+    try:
+        node = send(path, {"op": "node"}, timeout=2).get("node")
+    except (OSError, ValueError) as exc:
+        return f"it does not say who it is: {exc}"
+    if not isinstance(node, dict):
+        return "a node too old to say who it is"
+    return f"pid {node.get('pid')}, scenario {node.get('scenario')}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gpu_otel_agent.simulation.node.daemon")
     ap.add_argument("scenario", type=Path, nargs="?", default=None)
@@ -989,13 +1035,12 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"ready": False, "error": str(exc)}), flush=True)
         return 2
     try:
-        lock = statedir.acquire(args.dir.resolve(), args.pick_free)
-        node = Node(scenario, lock.path, args.socket)
-        statedir.claim_socket(node.socket_path)
+        lock, socket_path = _claim(args.dir.resolve(), args.pick_free, args.socket)
     except statedir.StateDirBusy as exc:
         print(json.dumps({"ready": False, "error": str(exc)}), flush=True)
         print(f"gpu-agent sim up: {exc}", file=sys.stderr)
         return 2
+    node = Node(scenario, lock.path, socket_path)
     node.setup()
     if (missing := node.pods_missing()) is not None:
         log.warning("%s", missing)
@@ -1006,8 +1051,9 @@ def main(argv: list[str] | None = None) -> int:
     def _stop(signum: int, frame: FrameType | None) -> None:
         done.set()
 
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    # SIGHUP: the terminal of a `sim up` closed; the node goes and takes its socket with it.
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, _stop)
     env = node.env()
     # One write: the parent stops reading (and closes the pipe) once it has the ready line, so
     # anything printed later would die of EPIPE and take the node down with it.

@@ -17,6 +17,7 @@ from gpu_otel_agent.simulation.node import (
     attach_in_process,
 )
 from gpu_otel_agent.simulation.node.control_client import default_socket_path
+from gpu_otel_agent.simulation.node.statedir import SocketState, probe
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +69,10 @@ def _well_known(socket_path: Path) -> Iterator[None]:
     made = False
     try:
         link.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if link.is_symlink() and not link.exists():
-            link.unlink()  # dangling: left by a node that is gone
+        # Left by a node that is gone (a link to nothing, or a socket nobody listens on, as
+        # a `sim up` killed with its terminal leaves): taken over; a live one never is.
+        if probe(link) is SocketState.STALE or (link.is_symlink() and not link.exists()):
+            link.unlink()
         os.symlink(socket_path, link)  # atomic: fails if anything is there
         made = True
     except OSError as error:

@@ -9,11 +9,13 @@ a second node can say who is in the way.
 from __future__ import annotations
 
 import contextlib
+import enum
 import fcntl
 import json
 import os
 import socket
 import stat
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,14 +77,17 @@ def busy_message(path: Path) -> str:
     )
 
 
-def acquire(path: Path, pick_free: bool) -> StateDirLock:
-    """Lock ``path``; if busy, the first free ``path.N`` (N = 2, 3, ...) when ``pick_free``.
+def acquire(path: Path, pick_free: bool, skip: Collection[Path] = ()) -> StateDirLock:
+    """Lock ``path``; if busy, the first free ``path.N`` (N = 2, 3, ...) when ``pick_free``
+    (``skip``: directories tried already, whose socket is another node's).
 
     A directory whose lock is free is stale (its node died): the old state file is
     unlinked, not overwritten, so a client still mapping it keeps its own copy.
     """
     candidates = [path, *(path.with_name(f"{path.name}.{n}") for n in range(2, MAX_PICKS + 1))]
     for candidate in candidates if pick_free else candidates[:1]:
+        if candidate in skip:
+            continue
         lock = _try_lock(candidate)
         if lock is None:
             continue
@@ -95,20 +100,42 @@ def acquire(path: Path, pick_free: bool) -> StateDirLock:
     raise StateDirBusy(f"no free state directory among {path}, {path}.2 ... {path}.{MAX_PICKS}")
 
 
-def claim_socket(path: Path) -> None:
-    """Remove a stale socket at ``path``; refuse if a live node answers on it."""
-    if not path.exists():
-        return
+class SocketState(enum.Enum):
+    ABSENT = "absent"  # nothing at the path (or a link to nothing)
+    STALE = "stale"  # a socket nobody listens on: its node is gone (connect refused)
+    LIVE = "live"  # a node answers
+    OTHER = "other"  # not a socket
+
+
+def probe(path: Path) -> SocketState:
+    """What is at ``path``, by a connect: only a refused connection proves a socket stale."""
+    try:
+        info = path.stat()  # through a link: what it points to
+    except FileNotFoundError:
+        return SocketState.ABSENT
+    if not stat.S_ISSOCK(info.st_mode):
+        return SocketState.OTHER
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(2)
         try:
             s.connect(str(path))
-        except OSError:  # refused: nobody serves it
-            if stat.S_ISSOCK(path.lstat().st_mode):
-                path.unlink()
-                return
-            raise StateDirBusy(f"{path} exists and is not a socket") from None
-    raise StateDirBusy(
-        f"control socket {path} is served by another simulated node; give this one another "
-        "--socket (or unset GPU_SIM_SOCKET)"
-    )
+        except ConnectionRefusedError:
+            return SocketState.STALE
+        except OSError:  # a timeout, a permission: someone may be there
+            return SocketState.LIVE
+    return SocketState.LIVE
+
+
+def claim_socket(path: Path) -> None:
+    """Remove a stale socket (or a link to nothing) at ``path``; refuse if a live node answers
+    on it."""
+    state = probe(path)
+    if (state is SocketState.ABSENT and path.is_symlink()) or state is SocketState.STALE:
+        path.unlink()
+    elif state is SocketState.OTHER:
+        raise StateDirBusy(f"{path} exists and is not a socket")
+    elif state is SocketState.LIVE:
+        raise StateDirBusy(
+            f"control socket {path} is served by another simulated node; give this one another "
+            "--socket (or unset GPU_SIM_SOCKET)"
+        )
