@@ -321,6 +321,12 @@ BASE: Mapping[str, float | None] = MappingProxyType(
         # nvmlDeviceGetTemperatureThreshold(SLOWDOWN): a data-centre part's HW slowdown point
         # (nvidia-smi -q "GPU Slowdown Temp"); the scenario may set its own.
         "temperature_slowdown_c": 90,
+        # No NVLink fabric probe (NOT_SUPPORTED) and no link speed/version unless a model row
+        # or the scenario gives them (a scenario's `fabric:` entry, nvlink_speed_mbps).
+        **dict.fromkeys(("fabric_state", "fabric_status", "fabric_clique_id",
+                         "fabric_health_mask", "fabric_health_summary", "fabric_cluster_uuid_0",
+                         "fabric_cluster_uuid_1", "fabric_cluster_uuid_2",
+                         "fabric_cluster_uuid_3", "nvlink_speed_mbps", "nvlink_version")),
         # Every link up with clean counters (a model without NVLink serves NOT_SUPPORTED).
         **{nvlinks.reading(link, field): (1.0 if field == "state" else 0.0)
            for link in range(nvlinks.MAX_LINKS) for field in nvlinks.FIELDS},
