@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gpu_otel_agent.backends.protocol import (
@@ -44,7 +44,7 @@ from gpu_otel_agent.gpu_health.sampling_requests import NoSampling, SamplingRequ
 from gpu_otel_agent.gpu_health.severity import Severity
 from gpu_otel_agent.gpu_health.siblings import Peer
 from gpu_otel_agent.gpu_health.state import HealthMachine, Transition
-from gpu_otel_agent.gpu_health.storm import StormControl, Summary
+from gpu_otel_agent.gpu_health.storm import StormControl, StormKey, Summary
 from gpu_otel_agent.gpu_health.storm_journal import OpenWindow, StormJournal
 from gpu_otel_agent.gpu_health.ulid import ulid
 from gpu_otel_agent.gpu_health.verdict import EngineView, HealthBoard
@@ -105,6 +105,9 @@ class _Gpu:
     polled: PolledWatcher
     xids: dict[int, int]
     gray: GrayWatch
+    # XID code -> wall-clock ns of its latest occurrence (gpu.xid.last_seen): a first
+    # occurrence an alert can see, where increase() over the counter misses a new series.
+    xid_seen: dict[int, int] = field(default_factory=dict)
 
 
 class HealthEngine:
@@ -136,7 +139,7 @@ class HealthEngine:
         # Set by the pipeline when the spool is usable: each folded repeat is counted on
         # disk too, so a crash cannot lose it (storm_journal).
         self.journal: StormJournal | None = None
-        self._windows: dict[Hashable, int] = {}  # key -> its window's id (wall ns)
+        self._windows: dict[StormKey, int] = {}  # key -> its window's id (wall ns)
         self._suppressed = asyncio.Event()  # wakes the summariser: a window has a count now
         self._dedup = CrossSourceDedup(settings.dedup_window, wildcard=UNKNOWN_XID)
         self._delivery = Delivery(sink, workloads)
@@ -183,7 +186,7 @@ class HealthEngine:
                                     (("gpu.clock.throttle.reason", "thermal"),
                                      ("gpu.throttle.state", "start"),
                                      ("gpu.event.source", event.source)),
-                                    time_ns=event.time_ns, storm_key=("thermal", "start"))
+                                    time_ns=event.time_ns, qualifier="thermal/start")
             elif event.kind == EVENT_VENDOR and event.name:
                 # Scoped to a partition (an AMD VM fault on the partition that faulted): the
                 # event names it and its workloads; storm control counts it per partition.
@@ -193,7 +196,7 @@ class HealthEngine:
                                     f"{event.detail or 'no message'}",
                                     (("gpu.event.source", event.source),),
                                     time_ns=event.time_ns, scope=scope,
-                                    storm_key=(event.partition,) if event.partition else ())
+                                    storm_scope=event.partition)
             else:
                 self.stats.ignored += 1
 
@@ -203,6 +206,7 @@ class HealthEngine:
             self.stats.duplicates += 1
             return
         gpu.xids[event.code] = gpu.xids.get(event.code, 0) + 1
+        gpu.xid_seen[event.code] = max(gpu.xid_seen.get(event.code, 0), event.time_ns)
         info = lookup(event.code)
         self._publish(gpu)
         change = None
@@ -212,7 +216,8 @@ class HealthEngine:
         # An XID scoped to a partition (a MIG instance) names it and its workloads; the count
         # and the health state stay with the physical GPU.
         scope = self._partition(event.partition) if event.partition else None
-        if self._admit((event.partition or gpu.identity.uuid, ev.XID, event.code), now):
+        key = StormKey(gpu.identity.uuid, ev.XID, code=event.code, scope=event.partition)
+        if self._admit(key, now):
             detail = f" ({event.detail})" if event.detail else ""
             where = f"GPU {gpu.identity.index}"
             if scope is not None and scope.partition is not None:
@@ -236,7 +241,7 @@ class HealthEngine:
         if uncorrected:
             change = gpu.machine.set("ecc:uncorrected", HealthState.DEGRADED,
                                      "uncorrected ECC error")
-        if self._admit((gpu.identity.uuid, ev.ECC, kind), self._clock()):
+        if self._admit(StormKey(gpu.identity.uuid, ev.ECC, qualifier=kind), self._clock()):
             detail = f" ({event.detail})" if event.detail else ""
             self._emit(gpu, ev.ECC, Severity.ERROR if uncorrected else Severity.WARN,
                        f"{'Double' if uncorrected else 'Single'}-bit ({kind}) ECC error on GPU "
@@ -333,7 +338,7 @@ class HealthEngine:
                                 else Severity.INFO,
                                 f"GPU {gpu.identity.index} clock slowdown {throttle.reason} "
                                 f"{verb}", tuple(attributes), time_ns=now,
-                                storm_key=(throttle.reason, throttle.state))
+                                qualifier=f"{throttle.reason}/{throttle.state}")
         for condition in conditions:
             subsystem = subsystems.subsystem_of(condition.cause)
             if condition.active:
@@ -397,15 +402,17 @@ class HealthEngine:
             f"{change.reason}",
             (("hw.state", change.current.value), ("gpu.health.previous_state", before.value),
              ("gpu.health.reason", change.reason)),
-            time_ns=time_ns, storm_key=(change.current.value,))
+            time_ns=time_ns, qualifier=change.current.value)
 
     def _emit_admitted(
         self, gpu: _Gpu, name: str, severity: Severity, body: str,
         attributes: EventAttributes, *, time_ns: int, live_lookup: bool = True,
-        storm_key: tuple[object, ...] = (), scope: DeviceIdentity | None = None,
+        qualifier: str = "", storm_scope: str = "", scope: DeviceIdentity | None = None,
     ) -> None:
-        """Through storm control, so a flapping GPU cannot flood the collector."""
-        if not self._admit((gpu.identity.uuid, name, *storm_key), self._clock()):
+        """Through storm control, so a flapping GPU cannot flood the collector; repeats are
+        counted per ``qualifier`` and per partition (``storm_scope``)."""
+        key = StormKey(gpu.identity.uuid, name, qualifier=qualifier, scope=storm_scope)
+        if not self._admit(key, self._clock()):
             self.stats.suppressed += 1
             return
         self._emit(gpu, name, severity, body, attributes, time_ns=time_ns,
@@ -434,36 +441,44 @@ class HealthEngine:
     def _summaries(self, summaries: list[Summary]) -> None:
         for summary in summaries:
             key = summary.key
-            if not isinstance(key, tuple) or len(key) < 2:
-                continue
             window = self._windows.pop(key, None)
-            gpu = self._gpus.get(str(key[0]))
+            gpu = self._gpus.get(key.gpu)
             if gpu is None:
                 continue
             uid = (self.journal.summarised(key, window)
                    if self.journal is not None and window is not None else None)
-            name = str(key[1])
             seconds = self._settings.storm_window
             attributes: list[tuple[str, EventValue]] = [("gpu.event.count", summary.count)]
             severity = Severity.WARN
-            what = name
-            if name == ev.XID and len(key) > 2 and isinstance(key[2], int):
-                info = lookup(key[2])
+            what = key.event
+            if key.event == ev.XID and key.code is not None:
+                info = lookup(key.code)
                 severity = info.severity
-                what = f"XID {key[2]} {info.name}"
-                attributes += [("gpu.xid.code", key[2]), ("gpu.xid.name", info.name),
+                what = f"XID {key.code} {info.name}"
+                attributes += [("gpu.xid.code", key.code), ("gpu.xid.name", info.name),
                                ("gpu.xid.action", info.action),
                                ("gpu.event.source", "summary")]
-            elif name == ev.ECC and len(key) > 2:
-                attributes.append(("error.type", str(key[2])))
-            self._emit(gpu, name, severity,
-                       f"{what} repeated {summary.count} more time(s) on GPU "
-                       f"{gpu.identity.index} within {seconds:g}s (storm summary)",
-                       tuple(attributes), time_ns=self._wall_ns(), uid=uid)
+            elif key.event == ev.ECC and key.qualifier:
+                attributes.append(("error.type", key.qualifier))
+            # A storm on a partition is summarised on it (its attributes, its workloads);
+            # one whose partition is gone (or not published yet after a restart) on the GPU,
+            # naming the partition.
+            scope = self._partition(key.scope) if key.scope else None
+            where = f"GPU {gpu.identity.index}"
+            if scope is not None and scope.partition is not None:
+                where += f" {scope.partition.kind.upper()} {scope.partition.profile} ({scope.uuid})"
+            elif key.scope:
+                where += f" partition {key.scope}"
+            self._emit(gpu, key.event, severity,
+                       f"{what} repeated {summary.count} more time(s) on {where} within "
+                       f"{seconds:g}s (storm summary)",
+                       tuple(attributes), time_ns=self._wall_ns(), uid=uid, scope=scope)
 
     def _publish(self, gpu: _Gpu) -> None:
         readings = tuple(Reading("gpu.xid.errors", count, (("gpu.xid.code", code),))
                          for code, count in sorted(gpu.xids.items()))
+        readings += tuple(Reading("gpu.xid.last_seen", seen / 1e9, (("gpu.xid.code", code),))
+                          for code, seen in sorted(gpu.xid_seen.items()))
         held = subsystems.held(gpu.machine.causes())
         readings += subsystems.status_readings(subsystems.states(held))
         self._board.engine_view(gpu.identity.uuid,
@@ -477,7 +492,7 @@ class HealthEngine:
             tasks.create_task(self._delivery.run(), name="health-deliver")
             tasks.create_task(self._summarise(), name="health-storms")
 
-    def _admit(self, key: Hashable, now: float) -> bool:
+    def _admit(self, key: StormKey, now: float) -> bool:
         """Storm control's verdict; a suppressed occurrence wakes the summariser."""
         if self._storm.admit(key, now):
             return True
@@ -491,7 +506,7 @@ class HealthEngine:
     def restore(self, windows: list[OpenWindow]) -> None:
         """Summaries of the storm windows a previous run counted and never summarised."""
         for window in windows:
-            if str(window.key[0]) not in self._gpus:  # a GPU this node no longer has
+            if window.key.gpu not in self._gpus:  # a GPU this node no longer has
                 if self.journal is not None:
                     self.journal.written([self.journal.summarised(window.key, window.window)])
                 continue

@@ -223,6 +223,12 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("gpu.xid.errors", C, "{error}", "XID errors reported by the GPU since the agent "
           "started (each occurrence, storms included).", ("gpu.xid.code",), "events",
           vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.xid.last_seen", G, "s",
+          "When the GPU last reported the XID (seconds since the Unix epoch, the fault's "
+          "time), since the agent started. Alert on a first occurrence with it: increase() "
+          "over gpu.xid.errors misses a series' first sample, while `time() - "
+          "gpu_xid_last_seen_seconds < 300` sees it at once.", ("gpu.xid.code",), "events",
+          vendors=NVIDIA_ONLY),
     MetricSpec("gpu.memory.page_retirement.pending", U, "1",
           "1 while retired pages wait for a GPU reset to take effect.", (), "slow",
           vendors=NVIDIA_ONLY),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from gpu_otel_agent.backends.protocol import (
     EVENT_ECC_CORRECTED,
@@ -19,6 +20,7 @@ from gpu_otel_agent.backends.protocol import (
 )
 from gpu_otel_agent.gpu_health.engine import EngineSettings, HealthEngine
 from gpu_otel_agent.gpu_health.events import HealthEvent
+from gpu_otel_agent.gpu_health.storm_journal import StormJournal
 from gpu_otel_agent.model.snapshot import (
     DeviceIdentity,
     DevicePartition,
@@ -240,6 +242,75 @@ def test_an_xid_scoped_to_a_partition_names_it_and_is_counted_on_its_gpu() -> No
     health = store.current(0).health["GPU-a"]  # counted on the physical GPU
     assert [(r.metric, r.value) for r in health.readings
             if r.metric == "gpu.xid.errors"] == [("gpu.xid.errors", 1)]
+
+
+MIG_1 = DeviceIdentity("MIG-1", 0, "nvidia", "NVIDIA H100", "00000000:18:00.0",
+                       DevicePartition("GPU-a", "mig", "1g.10gb",
+                                       (("gpu.mig.profile", "1g.10gb"),)))
+
+
+def test_a_storm_on_a_mig_instance_is_summarised_on_the_instance() -> None:
+    """Issue 37: the key carried the instance's UUID where the GPU's belongs, and the summary
+    was looked up among the physical GPUs: repeated XIDs on an instance never had one."""
+    async def scenario(engine: HealthEngine, sink: list[HealthEvent], clock: Clock) -> None:
+        engine._store.put(DeviceSnapshot(MIG_1, HealthState.OK, 0))
+        engine.on_events([DeviceEvent("GPU-a", EVENT_XID, time.time_ns(), code=43,
+                                      partition="MIG-1") for _ in range(30)])
+        engine.on_events([xid(43) for _ in range(3)])  # the GPU's own: a storm of its own
+        await until(lambda: len(sink) == 2)
+        clock.now += 1.0
+        await until(lambda: len(sink) == 4, timeout=3)
+        summaries = {dict(e.attributes)["hw.id"]: e for e in sink[2:]}
+        on_mig = dict(summaries["MIG-1"].attributes)
+        assert on_mig["gpu.event.count"] == 29 and on_mig["gpu.xid.code"] == 43
+        assert on_mig["hw.parent"] == "GPU-a" and on_mig["gpu.event.source"] == "summary"
+        assert "MIG 1g.10gb (MIG-1)" in summaries["MIG-1"].body
+        assert dict(summaries["GPU-a"].attributes)["gpu.event.count"] == 2
+
+    store = run(scenario)
+    health = store.current(0).health["GPU-a"]
+    assert [(r.metric, r.value) for r in health.readings if r.metric == "gpu.xid.errors"] == [
+        ("gpu.xid.errors", 33)]
+
+
+def test_a_mig_storm_counted_before_a_restart_is_summarised_after_it(tmp_path: Path) -> None:
+    async def before(engine: HealthEngine, sink: list[HealthEvent], clock: Clock) -> None:
+        journal = StormJournal(tmp_path)
+        journal.open()
+        engine.journal = journal
+        engine._store.put(DeviceSnapshot(MIG_1, HealthState.OK, 0))
+        engine.on_events([DeviceEvent("GPU-a", EVENT_XID, time.time_ns(), code=43,
+                                      partition="MIG-1") for _ in range(12)])
+        await until(lambda: len(sink) == 1)  # kill -9 now: the 11 repeats are on disk only
+
+    async def after(engine: HealthEngine, sink: list[HealthEvent], clock: Clock) -> None:
+        engine._store.put(DeviceSnapshot(MIG_1, HealthState.OK, 0))
+        journal = StormJournal(tmp_path)
+        engine.journal = journal
+        engine.restore(journal.open())
+        await until(lambda: len(sink) == 1)
+        attrs = dict(sink[0].attributes)
+        assert (attrs["hw.id"], attrs["gpu.event.count"], attrs["gpu.xid.code"]) == (
+            "MIG-1", 11, 43)
+
+    run(before)
+    run(after)
+
+
+def test_the_last_occurrence_of_each_xid_is_a_timestamp() -> None:
+    first, later = 1_700_000_000_000_000_000, 1_700_000_060_000_000_000
+
+    async def scenario(engine: HealthEngine, sink: list[HealthEvent], clock: Clock) -> None:
+        engine.on_events([DeviceEvent("GPU-a", EVENT_XID, first, code=13),
+                          DeviceEvent("GPU-a", EVENT_XID, later, code=13),
+                          DeviceEvent("GPU-a", EVENT_XID, first, code=31)])
+        await until(lambda: len(sink) >= 2)
+
+    store = run(scenario)
+    seen = {dict(r.attributes)["gpu.xid.code"]: r.value
+            for r in store.current(0).health["GPU-a"].readings
+            if r.metric == "gpu.xid.last_seen"}
+    assert seen == {13: later / 1e9, 31: first / 1e9}
 
 
 def test_unknown_xid_from_nvml_and_the_kernel_log_line_are_one_fault() -> None:
