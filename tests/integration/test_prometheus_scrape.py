@@ -78,6 +78,7 @@ def _scaled_rules(workdir: Path) -> Path:
     text = re.sub(r"(for|keep_firing_for): (\d+)m\b", r"\1: \2s", text)
     text = re.sub(r"\[(\d+)m\]", r"[\1s]", text)
     text = re.sub(r"offset (\d+)m\b", r"offset \1s", text)
+    text = re.sub(r"\b(\d+) \* 60\b", r"\1", text)  # minutes written as seconds
     path = workdir / "gpu-alerts.scaled.rules.yaml"
     path.write_text(text, encoding="utf-8")
     return path
@@ -468,9 +469,11 @@ NO_DATA_HERE = {
     ("otel", "GpuAgentExportFailing"): "the agent pushes to a receiver that accepts",
     ("otel", "GpuAgentEventsDropped"): "the collector is up: the spool never fills",
     ("otel", "GpuAgentEventsBacklog"): "the collector accepts every event",
+    ("otel", "GpuNvlinkFailed"): "a fatal NVLink XID comes only from a kernel-log line "
+                                 "(tests/integration/test_link_xids.py writes one)",
 }
 for _name in ("GpuUnresponsive", "GpuAgentMissingCycles", "GpuAgentExportFailing",
-              "GpuAgentEventsDropped", "GpuAgentEventsBacklog"):
+              "GpuAgentEventsDropped", "GpuAgentEventsBacklog", "GpuNvlinkFailed"):
     NO_DATA_HERE[("dcgm", _name)] = NO_DATA_HERE[("otel", _name)]
 # Faults on the node while every expression is run: each alert has its condition.
 FAULTS = (
@@ -479,8 +482,12 @@ FAULTS = (
                                           "nvlink.2.state": "down"}},
     {"op": "xid", "device": 1, "code": 48},
     {"op": "lost", "device": 3},
+    {"op": "set", "device": 2, "values": {"nvlink.4.recovery_errors": 3}},
+    {"op": "fabric", "device": 2, "fabric": {"state": "completed", "clique_id": 7,
+                                             "health": {"route_unhealthy": True}}},
 )
 HEALED = (
+    {"op": "fabric", "device": 2, "fabric": {"health": {"route_unhealthy": False}}},
     {"op": "set", "device": 0, "values": {"remapped_rows_failure": 0}},
     {"op": "set", "device": 2, "values": {"temperature_c": 50, "clocks_event_reasons": 1,
                                           "nvlink.2.state": "up"}},

@@ -31,10 +31,15 @@ class StormKey:
     code: int | None = None  # the XID code
     qualifier: str = ""  # what else tells repeats apart: ECC error type, throttle reason/state
     scope: str = ""  # the partition (MIG instance UUID) the occurrences are about; "": the GPU
+    # A link fault as the kernel log's line says it (NVLink XIDs 144-150, SXIDs): a fatal one
+    # is never folded into a storm of non-fatal ones, nor one link's into another's.
+    fatal: bool | None = None
+    link: int | None = None
 
     def to_json(self) -> dict[str, object]:
         return {"gpu": self.gpu, "event": self.event, "code": self.code,
-                "qualifier": self.qualifier, "scope": self.scope}
+                "qualifier": self.qualifier, "scope": self.scope, "fatal": self.fatal,
+                "link": self.link}
 
     @classmethod
     def from_json(cls, raw: object) -> StormKey:
@@ -46,9 +51,13 @@ class StormKey:
         if not (isinstance(gpu, str) and isinstance(event, str) and isinstance(qualifier, str)
                 and isinstance(scope, str)):
             raise BadStormKey(f"gpu, event, qualifier and scope must be strings: {raw!r}")
-        if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
-            raise BadStormKey(f"code must be an integer: {raw!r}")
-        return cls(gpu, event, code, qualifier, scope)
+        fatal, link = raw.get("fatal"), raw.get("link")
+        for name, value in (("code", code), ("link", link)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise BadStormKey(f"{name} must be an integer: {raw!r}")
+        if fatal is not None and not isinstance(fatal, bool):
+            raise BadStormKey(f"fatal must be true or false: {raw!r}")
+        return cls(gpu, event, code, qualifier, scope, fatal, link)
 
 
 @dataclass
