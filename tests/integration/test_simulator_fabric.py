@@ -10,6 +10,8 @@ encoder.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +19,7 @@ import pynvml
 import pytest
 
 from gpu_otel_agent.simulation.node import SimCommandError, SimulatedNode
-from tests.unit.simulator.simhelpers import run_client
+from tests.unit.simulator.simhelpers import client_env, run_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.harness]  # tests the simulated node
 
@@ -91,6 +93,19 @@ def test_fabric_degrades_and_heals_at_run_time(node: SimulatedNode) -> None:
     node.command({"op": "fabric", "device": 2, "fabric": {
         "summary": "healthy", "health": {"route_unhealthy": False}}})
     assert _health(run_client(node, READ)["v3"][2]["mask"], "_ROUTE_UNHEALTHY") == 2
+
+
+def test_the_command_line_degrades_a_fabric(node: SimulatedNode) -> None:
+    done = subprocess.run([sys.executable, "-m", "gpu_otel_agent.cli", "sim", "fabric",
+                           "--device", "0", "--summary", "limited_capacity",
+                           "--health", "degraded_bandwidth=true", "--clique-id", "7"],
+                          env=client_env(node), capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    gpu = run_client(node, READ)["v3"][0]
+    assert gpu["summary"] == pynvml.NVML_GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY
+    assert _health(gpu["mask"], "_DEGRADED_BW") == 1 and gpu["clique"] == 7
+    assert _health(gpu["mask"], "_ROUTE_UNHEALTHY") == 2
 
 
 def test_bad_fabric_commands_are_refused_and_change_nothing(node: SimulatedNode) -> None:

@@ -14,9 +14,11 @@ from gpu_otel_agent.backends.protocol import (
     EVENT_GPU_RESET_START,
     EVENT_PARTITIONS_CHANGED,
     EVENT_RECOVERY_ACTION,
+    EVENT_SXID,
     EVENT_XID,
     RECOVERY_ACTION_UNKNOWN,
     DeviceEvent,
+    LinkFault,
 )
 from gpu_otel_agent.gpu_health.engine import EngineSettings, HealthEngine
 from gpu_otel_agent.gpu_health.events import HealthEvent
@@ -311,6 +313,57 @@ def test_the_last_occurrence_of_each_xid_is_a_timestamp() -> None:
             for r in store.current(0).health["GPU-a"].readings
             if r.metric == "gpu.xid.last_seen"}
     assert seen == {13: later / 1e9, 31: first / 1e9}
+
+
+def nvlink_xid(fatal: bool, link: int) -> DeviceEvent:
+    return DeviceEvent("GPU-a", EVENT_XID, time.time_ns(), code=145, source="kmsg",
+                       detail="RLW_RXPIPE ...", link_fault=LinkFault(fatal, link, "RLW_RXPIPE",
+                                                                      0, 8))
+
+
+def test_a_fatal_nvlink_xid_is_never_folded_into_a_storm_of_non_fatal_ones() -> None:
+    async def scenario(engine: HealthEngine, sink: list[HealthEvent], clock: Clock) -> None:
+        engine.on_events([nvlink_xid(False, 13) for _ in range(20)])
+        engine.on_events([nvlink_xid(True, 13), nvlink_xid(False, 2)])
+        await until(lambda: len(sink) >= 4)  # 145 non-fatal, 145 fatal, health, link 2
+        xids = [dict(e.attributes) for e in sink if e.name == "gpu.xid"]
+        assert [(x["gpu.xid.fatal"], x["gpu.nvlink.link"]) for x in xids] == [
+            (False, 13), (True, 13), (False, 2)]
+        assert [e.severity.text for e in sink if e.name == "gpu.xid"] == ["WARN", "FATAL", "WARN"]
+        clock.now += 1.0
+        await until(lambda: any(dict(e.attributes).get("gpu.event.source") == "summary"
+                                for e in sink), timeout=3)
+        (summary,) = [e for e in sink if dict(e.attributes).get("gpu.event.source") == "summary"]
+        assert dict(summary.attributes)["gpu.event.count"] == 19
+        assert dict(summary.attributes)["gpu.nvlink.link"] == 13
+        assert summary.severity.text == "WARN"
+
+    store = run(scenario)
+    assert store.current(0).health["GPU-a"].state is HealthState.FAILED  # the fatal one
+
+
+def test_an_sxid_is_an_event_of_its_switch_and_its_storm_is_summarised() -> None:
+    def sxid(fatal: bool) -> DeviceEvent:
+        return DeviceEvent("0000:04:00.0", EVENT_SXID, time.time_ns(), code=22013,
+                           source="kmsg", detail="Minion Link DLREQ interrupt",
+                           name="nvidia-nvswitch3", link_fault=LinkFault(fatal, 44))
+
+    async def scenario(engine: HealthEngine, sink: list[HealthEvent], clock: Clock) -> None:
+        engine.on_events([sxid(False) for _ in range(5)])
+        await until(lambda: len(sink) == 1)
+        first = dict(sink[0].attributes)
+        assert (first["hw.id"], first["hw.type"], first["hw.name"], first["gpu.pci.bus_id"],
+                first["gpu.nvswitch.sxid.code"], first["gpu.nvlink.link"]) == (
+            "nvswitch-0000:04:00.0", "network", "nvidia-nvswitch3", "0000:04:00.0", 22013, 44)
+        assert sink[0].severity.text == "WARN" and "k8s.pod.name" not in first
+        assert sink[0].workloads == ()  # a switch runs no workloads
+        clock.now += 1.0
+        await until(lambda: len(sink) == 2, timeout=3)
+        summary = dict(sink[1].attributes)
+        assert (summary["hw.id"], summary["gpu.event.count"]) == ("nvswitch-0000:04:00.0", 4)
+
+    store = run(scenario, lookup=Lookup())
+    assert store.current(0).health["GPU-a"].state is HealthState.OK  # no GPU's fault
 
 
 def test_unknown_xid_from_nvml_and_the_kernel_log_line_are_one_fault() -> None:
