@@ -1,6 +1,6 @@
 """Pytest plugin: a skip not on the allowed list (tests/allowed_skips.toml) fails the run.
 
-Skips exist so the suite runs on a machine without root, Prometheus or a CUDA toolkit. The
+Skips exist so the suite runs on a machine without root, Prometheus or a BPF toolchain. The
 price is that a test can stop running for a reason nobody meant -- a fixture that no longer
 starts, a binary that was renamed -- and the run still goes green. So every skip must match an
 entry of the list (node id pattern, reason pattern, the part that is missing); any other one is

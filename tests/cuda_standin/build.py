@@ -24,14 +24,16 @@ from gpu_otel_agent.simulation.core.compiler import (
     digest,
     find_compiler,
 )
+from tests.cuda_standin.toolkit import HEADERS, include_directory
 
 log = logging.getLogger(__name__)
 
 SOURCES = Path(__file__).parent
-# The toolkit's headers, optional: when present the sources are compiled against them
-# as well, so a signature that differs from the real API is a compile error.
-CUDA_INCLUDE = Path("/usr/local/cuda/include")
-_CHECKED_HEADERS = ("cuda.h", "cuda_runtime_api.h")
+# The toolkit's headers (NVIDIA's wheels in the dev extras, or /usr/local/cuda), optional:
+# when present the sources are compiled against them as well, so a signature that differs
+# from the real API is a compile error.
+CUDA_INCLUDE = include_directory()
+_CHECKED_HEADERS = HEADERS
 
 LIBCUDART = "libcudart.so.12"
 LIBCUDA = "libcuda.so.1"

@@ -12,9 +12,10 @@ import pytest
 from gpu_otel_agent.model.metrics import DEVICE_METRICS, PROCESS_METRICS
 from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.integration.conftest import UUIDS
-from tests.integration.exports import assert_event_identity
+from tests.integration.exports import assert_event_identity, select, wait_export
 from tests.integration.harness import SCENARIOS, AgentProcess, h100, write_scenario
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
+from tests.receivers.records import Point
 from tests.receivers.store import Store
 
 pytestmark = pytest.mark.integration
@@ -467,3 +468,39 @@ def test_a_hung_amd_call_is_named_in_gpu_unresponsive(
                        what="the MI300X answers again")
     finally:
         agent.close()
+
+
+def test_each_metric_has_one_value_type_doubles_for_measurements(
+    mixed_node: SimulatedNode, otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path
+) -> None:
+    """NVML serves temperatures as unsigned ints and amdsmi watts and degrees as ints: a
+    metric's points have one value type whatever the device (as_double for watts, degrees,
+    joules and seconds: DOUBLE_UNITS), at a real receiver, for every device of the node."""
+    from gpu_otel_agent.model.metrics import DOUBLE_UNITS
+
+    mixed_node.command({"op": "set", "device": 1, "values": {"power_w": 612,
+                                                             "temperature_c": 55}})
+    agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, mixed_node.env, FAST)
+    try:
+        wanted = ("hw.power", "hw.temperature", "hw.temperature.limit")
+        uuids = {UUIDS[0], MI300X_UUID, MI210_UUID}
+
+        def complete(points: list[Point]) -> bool:
+            # hw.temperature.limit where the device serves one (not every AMD part does)
+            return all({p.attributes.get("hw.id") for p in points if p.metric == m} >= uuids
+                       for m in wanted[:2]) and bool(select(points, wanted[2]))
+
+        points = wait_export(otlp_grpc_receiver.store, complete, "power and temperatures",
+                             timeout=30)
+    finally:
+        agent.close()
+    typed = [p for p in points if p.unit in DOUBLE_UNITS]
+    assert {p.metric for p in typed} >= set(wanted)
+    ints = sorted({(p.metric, str(p.attributes.get("hw.id"))) for p in typed
+                   if not isinstance(p.value, float)})
+    assert ints == []
+    # And every other metric has one value type on every device of the node too.
+    types: dict[str, set[str]] = {}
+    for p in points:
+        types.setdefault(p.metric, set()).add(type(p.value).__name__)
+    assert {m: t for m, t in types.items() if len(t) > 1} == {}

@@ -337,7 +337,8 @@ def test_cpx_exports_a_tree_with_socket_power_once(
             assert a["gpu.index"] == 0 and a["gpu.pci.bus_id"] == f"0000:0c:00.{number}"
             assert point.value == MI300X_MIB // 8 * MIB
         # Activity: each partition's own XCC busy (v1.6 per-XCP stats); the socket's on the
-        # physical GPU. VRAM use is the device's: on the physical GPU only.
+        # physical GPU. VRAM use: the device's on the physical GPU, and (this library, ROCm 7.0:
+        # amdsmi_get_gpu_memory_usage per partition) each partition's own, adding up to it.
         for number, busy in ((3, 0.70), (0, 0.35), (7, 0.35)):
             part = found[number].attributes["hw.id"]
             assert _wait_latest(store, "hw.gpu.utilization",
@@ -350,7 +351,10 @@ def test_cpx_exports_a_tree_with_socket_power_once(
             (3000 / 8 * 7 + 9000) // 1 * MIB)
         assert _wait_latest(store, "hw.gpu.memory.limit", {"hw.id": parent}).value == (
             MI300X_MIB * MIB)
-        assert not store.points("hw.gpu.memory.usage", {"hw.parent": parent})
+        for number, used in ((3, 9000), (0, 3000 / 8), (7, 3000 / 8)):
+            part = found[number].attributes["hw.id"]
+            assert _wait_latest(store, "hw.gpu.memory.usage", {"hw.id": part}).value == (
+                used * MIB)
         limits = sum(p.value for p in found.values())
         assert limits <= MI300X_MIB * MIB  # the partitions never add up to more than the GPU
 

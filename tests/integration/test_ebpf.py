@@ -6,7 +6,6 @@ values that arrive at a real OTLP receiver compared with the calls the processes
 from __future__ import annotations
 
 import asyncio
-import glob
 import logging
 import os
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from gpu_otel_agent.simulation.node import SimulatedNode
 from gpu_otel_agent.workloads.lifecycle import ProcessCallbacks
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 from tests.cuda_standin.driver import CudaWorkload, can_unshare_mount
+from tests.cuda_standin.toolkit import runtime_library
 from tests.integration.cgroups import Cgroups, Pod
 from tests.integration.conftest import UUIDS
 from tests.integration.exports import select, wait_export
@@ -378,16 +378,11 @@ def test_the_tracepoints_send_only_the_watched_processes() -> None:
     assert not set(churn) & {*execs, *exits}
 
 
-def _real_runtime() -> Path | None:
-    found = sorted(glob.glob("/usr/local/cuda*/lib*/libcudart.so.*[0-9]"))
-    return Path(found[-1]) if found else None
-
-
 @pytest.mark.usefixtures("bpf_object")
 def test_the_real_cuda_runtime_has_the_functions_we_trace(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    real = _real_runtime()
+    real = runtime_library()
     if real is None:
         pytest.skip("no CUDA toolkit runtime (libcudart) on this machine")
     device = real.stat().st_dev

@@ -181,3 +181,28 @@ def test_an_amd_pcie_link_that_trained_down_is_the_same_gray_failure(
         finally:
             agent.shutdown()
             agent.close()
+
+
+def test_a_mig_h100_with_a_busy_instance_is_judged_on_its_pcie_link(
+    otlp_grpc_receiver: OtlpGrpcReceiver, tmp_path: Path,
+) -> None:
+    """A MIG-enabled GPU has no utilization of its own; its load is its instances' GPM SM
+    activity, served per instance by the simulated nvmlGpmMigSampleGet."""
+    scenario = write_scenario(tmp_path, {"devices": [
+        {"model": "NVIDIA H100 80GB HBM3", "uuid": UUIDS[0],
+         "mig": [{"profile": "3g.40gb", "sm_active": 90}, {"profile": "3g.40gb"}]}]})
+    with SimulatedNode.start(scenario, state_dir=tmp_path / "node") as node:
+        agent = _agent(tmp_path, node, otlp_grpc_receiver)
+        store = otlp_grpc_receiver.store
+        try:
+            store.wait_for(lambda s: s.points("gpu.sm.utilization"), timeout=30,
+                           what="GPM SM activity of the instances")
+            node.command({"op": "set", "device": 0, "values": {"pcie_link_width": 8}})
+            degraded = _event(store, "gpu.degraded", 0, "pcie_link_width")
+            assert degraded.attributes["gpu.health.reason"] == "PCIe link width x8 of x16 " \
+                "under load"
+            node.command({"op": "set", "device": 0, "values": {"pcie_link_width": 16}})
+            _event(store, "gpu.healthy", 0, "pcie_link_width")
+        finally:
+            agent.shutdown()
+            agent.close()

@@ -151,8 +151,15 @@ def test_every_mig_device_after_a_hole_is_monitored(layout: Layout) -> None:
         assert attributes["gpu.mig.gpu_instance.id"] == mig.gi
         assert attributes["gpu.mig.compute_instance.id"] == mig.ci
         assert usage[mig.uuid].value == mig.used
-    assert usage[layout.migs[1].uuid].attributes["gpu.mig.profile"] == "1c.3g.40gb"
-    assert usage[layout.migs[2].uuid].attributes["gpu.mig.profile"] == "2c.3g.40gb"
+    # gpu.mig.profile is the GPU instance's (telemetry.md); a compute instance smaller than
+    # it says its own in gpu.mig.compute_instance.profile, absent where they are the same.
+    for index, compute in ((1, "1c.3g.40gb"), (2, "2c.3g.40gb")):
+        attributes = usage[layout.migs[index].uuid].attributes
+        assert attributes["gpu.mig.profile"] == "3g.40gb"
+        assert attributes["gpu.mig.compute_instance.profile"] == compute
+    whole = [m for i, m in layout.migs.items() if i not in (1, 2)]
+    assert whole and all("gpu.mig.compute_instance.profile" not in
+                         usage[m.uuid].attributes for m in whole)
 
 
 def test_processes_and_pods_go_to_their_compute_instance(layout: Layout) -> None:

@@ -33,19 +33,22 @@ from tests.integration.prometheus_stack import RecordingProxy, Stack, binaries_m
 from tests.receivers.kubelet import FakeKubelet
 from tests.receivers.netutil import free_port
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
+from tests.unit.deploy.kube_discovery import install_manifests
 from tests.unit.simulator.simhelpers import run_client
 
 pytestmark = pytest.mark.integration
 RULES = REPO / "otel-config" / "alerts" / "gpu-alerts.rules.yaml"
 ADAPTER = REPO / "helm" / "examples" / "prometheus-adapter-values.yaml"
+CHART = REPO / "helm" / "gpu-otel-agent"
 DASHBOARDS = REPO / "otel-config" / "dashboards"
 MI300X = "0000:0c:00.0"
 A100_INDEX, MI300X_INDEX = 4, 5
 # Grafana's variables as a user on this node would pick them.
-VARIABLES = {"$node": "gpu-node-a", "$gpu": ".*", "$namespace": "ml", "$pod": ".*",
+VARIABLES = {"$node": "gpu-node-a", "$gpu": ".*", "$namespace": "ml", "$pod": ".+",
              "$__rate_interval": "5s", "$__interval": "5s", "$__range": "1m"}
 NODE = "gpu-node-a"
 TEXT_JOB = "gpu-agent-text"
+OPERATOR_JOB = "gpu-agent-dcgm-operator"  # the dcgm agent as the chart's ServiceMonitor has it
 TEXT_ONLY = "text/plain;version=0.0.4"
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 UTIL = (10, 20, 30, 45)
@@ -197,6 +200,11 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
                     home.mkdir()
                     targets = {f"gpu-agent-{scheme}": proxies[f"gpu-agent-{scheme}"].address}
                     extra = {}
+                    if scheme == "dcgm":
+                        # Scraped as the chart's ServiceMonitor has the Prometheus Operator
+                        # scrape it: its honorLabels, the target's own pod labels.
+                        targets[OPERATOR_JOB] = f"127.0.0.1:{ports['dcgm']}"
+                        extra = {OPERATOR_JOB: _as_the_operator_scrapes()}
                     if scheme == "otel":
                         targets[TEXT_JOB] = proxies[TEXT_JOB].address
                         extra = {TEXT_JOB: {"metric_relabel_configs": [
@@ -212,6 +220,39 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
         finally:
             for agent in agents.values():
                 agent.close()
+
+
+def _as_the_operator_scrapes() -> dict[str, Any]:
+    """A scrape job as the Prometheus Operator makes one of the ServiceMonitor the chart
+    renders for the dcgm scheme (helm/gpu-otel-agent, on a cluster with the CRD): its
+    endpoint's honorLabels, and the target labels the Operator gives every target of a
+    ServiceMonitor (namespace, pod, container, service, endpoint: the agent's own pod's).
+    Its series are renamed operator_* so they never mix with the gpu-agent-dcgm job's."""
+    monitor = next(d for d in install_manifests(CHART, {"prometheus": {"scheme": "dcgm"},
+                                                        "serviceMonitor": {"enabled": True}})
+                   if d["kind"] == "ServiceMonitor")
+    (endpoint,) = monitor["spec"]["endpoints"]
+    own = {"namespace": "monitoring", "pod": "gpu-gpu-otel-agent-x7k2p", "container": "agent",
+           "service": "gpu-gpu-otel-agent", "endpoint": endpoint["port"]}
+    return {
+        "honor_labels": endpoint.get("honorLabels", False),
+        "relabel_configs": [{"target_label": k, "replacement": v} for k, v in own.items()],
+        "metric_relabel_configs": [{"source_labels": ["__name__"], "regex": "(.*)",
+                                    "target_label": "__name__", "replacement": "operator_${1}"}],
+    }
+
+
+def test_the_charts_service_monitor_keeps_the_workloads_pod_labels_in_the_dcgm_scheme(
+        scenario: Scenario) -> None:
+    """The dcgm scheme labels a device series with the pod on the GPU; scraped through the
+    chart's ServiceMonitor, that pod is `pod`, not `exported_pod` beside the agent's own."""
+    stack = scenario.stacks["dcgm"]
+    pod = scenario.pods["infer-a"]
+    result = stack.wait_query(f'operator_DCGM_FI_DEV_GPU_UTIL{{pod="{pod.name}"}}', bool)
+    assert {r["metric"]["namespace"] for r in result} == {pod.namespace}
+    assert stack.query('{__name__=~"operator_.+",exported_pod!=""}') == []
+    # A series of no pod (the GPUs no pod uses) keeps the target's: the agent's own pod.
+    assert stack.query('operator_DCGM_FI_DEV_GPU_UTIL{pod="gpu-gpu-otel-agent-x7k2p"}')
 
 
 def _values(result: list[dict[str, Any]], label: str) -> dict[str, float]:
@@ -235,7 +276,8 @@ def test_otel_names_in_prometheus_equal_the_simulated_values(scenario: Scenario)
                      f'{H100S}}}[5s])) / 4',
                      lambda r: bool(r) and 2.5 < float(r[0]["value"][1]) < 7)
     assert stack.targets_health() == {"gpu-agent-otel": "up ", TEXT_JOB: "up "}
-    assert scenario.stacks["dcgm"].targets_health() == {"gpu-agent-dcgm": "up "}
+    assert scenario.stacks["dcgm"].targets_health() == {"gpu-agent-dcgm": "up ",
+                                                          OPERATOR_JOB: "up "}
 
 
 def _scraped(proxy: RecordingProxy) -> Any:

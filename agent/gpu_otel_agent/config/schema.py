@@ -63,7 +63,7 @@ class PrometheusConfig:
 
     enabled: bool = _d("prometheus.enabled")
     listen: str = _d("prometheus.listen")  # host:port
-    scheme: str = _d("prometheus.scheme")  # "otel" or "dcgm" (dcgm-exporter names)
+    scheme: str = _d("prometheus.scheme")  # "otel", "dcgm" or "dcgm-4.9" (dcgm-exporter names)
     dcgm_exporter_version: str = _d("prometheus.dcgm_exporter_version")  # its labels
     web_config_file: str | None = _d("prometheus.web_config_file")  # exporter-toolkit format
     stall_after: float | None = _d("prometheus.stall_after")  # seconds

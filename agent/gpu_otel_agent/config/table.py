@@ -39,7 +39,8 @@ from gpu_otel_agent.config.kinds import (
 EXPORTERS = ("otlp", "console", "none")
 OTLP_PROTOCOLS = ("grpc", "http/protobuf")
 LOG_LEVELS = ("debug", "info", "warning", "error")
-PROMETHEUS_SCHEMES = ("otel", "dcgm")
+# ``dcgm``: dcgm-exporter <= 4.8's names; ``dcgm-4.9``: >= 4.9's (model/dcgm_names.py).
+PROMETHEUS_SCHEMES = ("otel", "dcgm", "dcgm-4.9")
 # dcgm-exporter releases (tags of NVIDIA/dcgm-exporter, DCGM-exporter version), oldest first;
 # the ``dcgm`` scheme follows the one configured (export/prometheus/dcgm_scheme.py).
 DCGM_EXPORTER_RELEASES = ("4.2.3-4.2.0", "4.3.1-4.4.0", "4.4.0-4.5.0", "4.4.1-4.5.2",
@@ -289,11 +290,15 @@ TABLE: tuple[Key, ...] = (
         "Address and port of the endpoint (dcgm-exporter's port, so scrape configs carry "
         "over).", env=Env("GPU_AGENT_PROMETHEUS_LISTEN")),
     Key("prometheus.scheme", Choice(choices=PROMETHEUS_SCHEMES), "otel", LIVE,
-        "`otel` (OpenTelemetry names translated) or `dcgm` (dcgm-exporter names and labels).",
+        "`otel` (OpenTelemetry names translated), `dcgm` (dcgm-exporter's names and labels, "
+        "as up to 4.8) or `dcgm-4.9` (dcgm-exporter 4.9's: its 23 renamed default fields, "
+        "eleven in new units, and the `DCGM_FI_SYSTEM_DRIVER_VERSION` label; "
+        "docs/migration.md lists them).",
         env=Env("GPU_AGENT_PROMETHEUS_SCHEME")),
     Key("prometheus.dcgm_exporter_version", Choice(choices=DCGM_EXPORTER_RELEASES),
         DCGM_EXPORTER_RELEASES[-1], LIVE,
-        "The dcgm-exporter release whose labels the `dcgm` scheme serves: from 4.6.0-4.8.3 "
+        "The dcgm-exporter release whose labels the `dcgm` scheme serves (`dcgm-4.9` serves "
+        "the latest's): from 4.6.0-4.8.3 "
         "the host label is `hostname` (`Hostname` before), from 4.3.1-4.4.0 pods holding "
         "GPUs through DRA claims get the `dra_*` labels.",
         env=Env("GPU_AGENT_DCGM_EXPORTER_VERSION")),

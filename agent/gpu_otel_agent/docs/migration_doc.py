@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from gpu_otel_agent.docs.cells import described
 from gpu_otel_agent.export.prometheus.naming import metric_name
+from gpu_otel_agent.model.dcgm_names import RENAMES_49
 from gpu_otel_agent.model.metrics import spec_for
 from gpu_otel_agent.model.renames import CHANGES, RENAMES
 from gpu_otel_agent.model.semconv import SCHEMA_URL, SEMCONV_VERSION
@@ -61,5 +62,38 @@ def migration_markdown() -> str:
     for change in CHANGES:
         lines.append(f"| {change.what} | {change.before} | {change.after} | "
                      f"{described(change.what, change.promql)} |")
-    lines.append("")
+    lines += ["", *_dcgm_49_lines(), ""]
     return "\n".join(lines)
+
+
+def _dcgm_49_lines() -> list[str]:
+    """The ``dcgm`` -> ``dcgm-4.9`` scheme table (model/dcgm_names.py)."""
+    lines = [
+        "## dcgm-exporter 4.9's names (`dcgm` -> `dcgm-4.9` scheme)",
+        "",
+        "dcgm-exporter 4.9.0 (DCGM 4.7) renamed the 23 fields of its default and profiling "
+        "presets that DCGM 4.7 deprecates, eleven of them in new units, and the driver label. "
+        "The `dcgm` scheme keeps the names of dcgm-exporter up to 4.8 (its labels follow "
+        "`prometheus.dcgm_exporter_version`); `prometheus.scheme: dcgm-4.9` (chart: "
+        "`prometheus.scheme=dcgm-4.9`) serves the names below, with the latest release's "
+        "labels, and every other series as in `dcgm`. A `dcgm-4.9` value is the `dcgm` value "
+        "times the factor. Shipped for both: the alert rules (`gpu-alerts.rules.yaml` with "
+        "`gpu-alerts-dcgm-4.9.rules.yaml`) and the Prometheus Adapter rules "
+        "(`helm/examples/prometheus-adapter-values*.yaml`).",
+        "",
+        "The source says where the new name is read from; a name composed with DCGM's naming "
+        "grammar is not yet confirmed by a dcgm-exporter 4.9 CSV or scrape.",
+        "",
+        "| dcgm-exporter <= 4.8 (`dcgm`) | dcgm-exporter >= 4.9 (`dcgm-4.9`) | DCGM field | "
+        "unit | factor | source of the new name, notes |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in RENAMES_49:
+        unit = (f"{row.unit_before} -> {row.unit_after}" if row.unit_changed else "same")
+        kind = " (label)" if row.label else ""
+        notes = " ".join(part for part in (
+            f"{row.source.value}.", "" if row.default else "Not a 4.8 default.", row.note)
+            if part)
+        lines.append(f"| `{row.old}`{kind} | `{row.new}` | {row.field_id} | {unit} | "
+                     f"{row.factor:.15g} | {described(row.old, notes)} |")
+    return lines

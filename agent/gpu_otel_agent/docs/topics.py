@@ -36,6 +36,12 @@ def _config() -> str:
     return config_markdown()
 
 
+def _dcgm_dashboard() -> str:
+    from gpu_otel_agent.docs.dcgm_dashboard import dashboard_json
+
+    return dashboard_json()
+
+
 def _migration() -> str:
     from gpu_otel_agent.docs.migration_doc import migration_markdown
 
@@ -51,8 +57,10 @@ PAGES: dict[str, DocTopic] = {
     "events": DocTopic("the health events and the XID catalog (docs/events.md)", _events),
     "migration": DocTopic("the renames of the move to the semantic conventions as published, "
                           "with their PromQL changes (docs/migration.md)", _migration),
+    "dcgm-dashboard": DocTopic("the Grafana dashboard of the dcgm and dcgm-4.9 schemes "
+                               "(otel-config/dashboards-dcgm/gpu-dcgm.json)", _dcgm_dashboard),
 }
-RESERVED = frozenset({*PAGES, "cli", "chart-schema"})
+RESERVED = frozenset({*PAGES, "cli", "chart-schema", "dcgm-4.9-rules"})
 
 
 def plugin_topics() -> dict[str, DocTopic]:
@@ -80,6 +88,8 @@ def add_docs(commands: argparse._SubParsersAction[argparse.ArgumentParser],
     _add_chart_schema(topics)
     _add_page(topics, "events", PAGES["events"])
     _add_page(topics, "migration", PAGES["migration"])
+    _add_dcgm_49_rules(topics)
+    _add_page(topics, "dcgm-dashboard", PAGES["dcgm-dashboard"])
     for name, topic in plugin_topics().items():
         _add_page(topics, name, topic)
 
@@ -110,6 +120,23 @@ def _add_chart_schema(topics: argparse._SubParsersAction[argparse.ArgumentParser
         return _write(chart_schema_text(args.schema.read_text(encoding="utf-8")), args.output)
 
     chart_schema.set_defaults(handler=handler)
+
+
+def _add_dcgm_49_rules(topics: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    rules = topics.add_parser(
+        "dcgm-4.9-rules", help="the dcgm-4.9 scheme's alert rules (or their promtool tests) "
+        "from the shipped ones, with dcgm-exporter 4.9's names")
+    rules.add_argument("rules", type=Path, help="otel-config/alerts/gpu-alerts.rules.yaml "
+                       "or gpu-alerts.test.yaml")
+    rules.add_argument("--output", type=Path, help="write to this file instead of stdout")
+
+    def handler(args: argparse.Namespace) -> int:
+        from gpu_otel_agent.docs.dcgm49_rules import dcgm_49_rules
+
+        return _write(dcgm_49_rules(args.rules.read_text(encoding="utf-8"), args.rules.name),
+                      args.output)
+
+    rules.set_defaults(handler=handler)
 
 
 def _write(text: str, output: Path | None) -> int:

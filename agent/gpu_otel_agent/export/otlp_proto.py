@@ -35,7 +35,7 @@ from opentelemetry.sdk.resources import Resource
 from gpu_otel_agent.export.proto_values import any_value, proto_resource
 from gpu_otel_agent.export.sdk_metrics import SCOPE
 from gpu_otel_agent.export.series import Run, series_runs
-from gpu_otel_agent.model.metrics import Instrument, spec_for
+from gpu_otel_agent.model.metrics import DOUBLE_UNITS, Instrument, spec_for
 from gpu_otel_agent.model.snapshot import Attributes, NodeSnapshot
 from gpu_otel_agent.threads.costs import SERIES, Stage
 
@@ -126,18 +126,20 @@ class _MetricFrame:
     head: bytes  # name, description, unit
     data_tag: bytes  # Metric.gauge or Metric.sum
     trailer: bytes  # after the points: a sum's temporality and monotonicity
+    double: bool  # every point as_double, whatever type the reading has (DOUBLE_UNITS)
 
 
 def _metric_frame(name: str) -> _MetricFrame:
     spec = spec_for(name)
     head = (_string(b"\x0a", name) + _string(b"\x12", spec.description)
             + _string(b"\x1a", spec.unit))
+    double = spec.unit in DOUBLE_UNITS
     if spec.instrument is Instrument.GAUGE:
-        return _MetricFrame(head, b"\x2a", b"")
+        return _MetricFrame(head, b"\x2a", b"", double)
     trailer = b"\x10" + _varint(CUMULATIVE)
     if spec.instrument is Instrument.COUNTER:
         trailer += b"\x18\x01"  # is_monotonic: true (false is left out)
-    return _MetricFrame(head, b"\x3a", trailer)
+    return _MetricFrame(head, b"\x3a", trailer, double)
 
 
 class ProtoEncoder:
@@ -204,7 +206,7 @@ class ProtoEncoder:
                 # so are its bytes (the identity check guards against a reused id).
                 cached = encoded.get(id(run))
                 if cached is None or cached[0] is not run:
-                    cached = (run, self._points(run, not frame.trailer))
+                    cached = (run, self._points(run, not frame.trailer, frame.double))
                 kept[id(run)] = cached
                 chunks.append(cached[1])
             chunks.append(frame.trailer)
@@ -225,7 +227,7 @@ class ProtoEncoder:
         self._encoded = kept
         return b"".join(parts)
 
-    def _points(self, run: Run, gauge: bool) -> bytes:
+    def _points(self, run: Run, gauge: bool, double: bool) -> bytes:
         """One run's data points, each its tag and length, the times and value, and its
         attributes (field 7 last, as ``SerializeToString`` orders them)."""
         head = self._head
@@ -233,7 +235,7 @@ class ProtoEncoder:
             _START_TIME_TAG, _TIME_TAG, _AS_DOUBLE_TAG, _AS_INT_TAG)
         chunks: list[bytes] = []
         for point in run:
-            value = point.value
+            value = float(point.value) if double else point.value
             if gauge:
                 if isinstance(value, int):
                     packed = _GAUGE_INT.pack(time_tag, point.time_ns, int_tag, value)

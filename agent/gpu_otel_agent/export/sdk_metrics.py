@@ -22,7 +22,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from gpu_otel_agent.export.series import SeriesPoint, series
-from gpu_otel_agent.model.metrics import Instrument, spec_for
+from gpu_otel_agent.model.metrics import DOUBLE_UNITS, Instrument, spec_for
 from gpu_otel_agent.model.semconv import SCHEMA_URL
 from gpu_otel_agent.model.snapshot import NodeSnapshot
 from gpu_otel_agent.version import VERSION
@@ -41,12 +41,13 @@ def encode(snapshot: NodeSnapshot, resource: Resource) -> MetricsData:
 
 def _metric(name: str, points: list[SeriesPoint]) -> Metric:
     spec = spec_for(name)
+    double = spec.unit in DOUBLE_UNITS  # as the wire encoder: one value type per metric
     data_points = [
         NumberDataPoint(
             attributes=dict(p.attributes),
             start_time_unix_nano=p.start_time_ns,
             time_unix_nano=p.time_ns,
-            value=p.value,
+            value=float(p.value) if double else p.value,
         )
         for p in points
     ]

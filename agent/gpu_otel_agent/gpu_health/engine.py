@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from gpu_otel_agent.backends.protocol import (
@@ -54,6 +54,7 @@ from gpu_otel_agent.gpu_health.watch import Change, GrayWatch
 from gpu_otel_agent.gpu_health.xid import ACTIONS, UNKNOWN_XID, lookup
 from gpu_otel_agent.model.snapshot import (
     DeviceIdentity,
+    GroupSample,
     HealthState,
     Reading,
     SnapshotStore,
@@ -371,11 +372,14 @@ class HealthEngine:
         same-model siblings' (all from the store: the samplers publish before reporting)."""
         fast: dict[str, tuple[Reading, ...]] = {}
         partitioned = False
+        instance_loads: list[float] = []
         for device in self._store.devices():
             if device.identity.partition is None and device.identity.uuid in self._gpus:
                 sample = device.samples.get("fast")
                 fast[device.identity.uuid] = sample.readings if sample else ()
-            partitioned = partitioned or device.identity.parent_uuid == gpu.identity.uuid
+            if device.identity.parent_uuid == gpu.identity.uuid:
+                partitioned = True
+                instance_loads.extend(_instance_load(device.samples.values()))
         if partitioned:
             # NVML reports the NVLink links of a MIG-enabled GPU down (DCGM treats them as
             # disabled there: DcgmHealthWatch, "Bug 200682374"): not a link failure.
@@ -384,7 +388,9 @@ class HealthEngine:
         others = [_peer(self._gpus[uuid].identity.model, readings)
                   for uuid, readings in fast.items() if uuid != gpu.identity.uuid]
         me = _peer(gpu.identity.model, mine) if mine else None
-        for change in gpu.gray.update((*slow, *mine), self._clock(), me, others):
+        # A MIG-enabled GPU has no utilization of its own: under load when an instance is.
+        load = max(instance_loads) if instance_loads else None
+        for change in gpu.gray.update((*slow, *mine), self._clock(), me, others, load):
             cause = subsystems.gray_cause(change.subsystem, change.condition)
             if change.active:
                 transition = gpu.machine.set(cause, HealthState.DEGRADED, change.reason)
@@ -622,6 +628,12 @@ class HealthEngine:
 
     def close(self) -> None:
         self._delivery.close()
+
+
+def _instance_load(samples: Iterable[GroupSample]) -> list[float]:
+    """A MIG instance's SM activity (GPM: the fraction of time its SMs were busy)."""
+    return [float(r.value) for s in samples for r in s.readings
+            if r.metric == "gpu.sm.utilization" and not r.attributes]
 
 
 def _peer(model: str, fast: tuple[Reading, ...]) -> Peer:

@@ -20,6 +20,8 @@ from gpu_otel_agent.gpu_health import subsystems as sub
 from gpu_otel_agent.model.snapshot import Attributes, Reading
 
 BUSY = 0.5  # hw.gpu.utilization{general} at or above which a GPU is "under load"
+# What "under load" reads on a MIG-enabled GPU, which has no utilization of its own.
+MIG_LOAD = "the busiest instance's GPM SM activity, gpu.sm.utilization"
 THERMAL_MARGIN_C, THERMAL_CLEAR_C = 5.0, 8.0
 SM_CLOCK_LOW, SM_CLOCK_CLEAR = 0.7, 0.8  # of the application clock
 NVLINK_CRC_PER_S, NVLINK_CRC_CLEAR_PER_S = 100.0, 50.0
@@ -38,11 +40,16 @@ class Reads:
     of errors between two reads counts for as many reads as it takes to raise)."""
 
     def __init__(self, readings: tuple[Reading, ...], time_s: float,
-                 previous: Reads | None = None) -> None:
+                 previous: Reads | None = None, instances_load: float | None = None) -> None:
+        """``instances_load``: on a MIG-enabled GPU, which reports no utilization of its own
+        (nvml.h: nvmlDeviceGetUtilizationRates is not supported in MIG mode), the SM activity
+        of its busiest instance (GPM, nvmlGpmMigSampleGet): the GPU is under load when one of
+        its instances is."""
         self._values: dict[tuple[str, Attributes], float] = {
             (r.metric, r.attributes): float(r.value) for r in readings}
         self.time_s = time_s
         self.previous = previous
+        self.instances_load = instances_load
 
     def get(self, metric: str, *attributes: tuple[str, str | int | float | bool]) -> float | None:
         value = self._values.get((metric, attributes))
@@ -64,6 +71,8 @@ class Reads:
 
     def busy(self) -> bool | None:
         util = self.get("hw.gpu.utilization", ("hw.gpu.task", "general"))
+        if util is None:
+            util = self.instances_load
         return None if util is None else util >= BUSY
 
     def throttle(self, reason: str) -> bool:
@@ -227,7 +236,7 @@ def _ecc_corrected(reads: Reads, active: bool) -> Verdict:
 CONDITIONS: tuple[ConditionSpec, ...] = (
     ConditionSpec(
         "pcie_link_width", sub.PCIE, "PCIe link width below the maximum while the GPU is busy",
-        "current width < max width, utilization >= 50 %",
+        "current width < max width, utilization >= 50 % (MIG: " + MIG_LOAD + ")",
         "A link that trained down to x8 halves host bandwidth. nvidia-smi documents that the "
         "current width and generation \"may be reduced when the GPU is not in use\", so an "
         "idle GPU is not judged.",
@@ -236,7 +245,7 @@ CONDITIONS: tuple[ConditionSpec, ...] = (
     ConditionSpec(
         "pcie_link_generation", sub.PCIE,
         "PCIe link generation below the maximum while the GPU is busy",
-        "current generation < max generation, utilization >= 50 %",
+        "current generation < max generation, utilization >= 50 % (MIG: " + MIG_LOAD + ")",
         "Idle GPUs lower the link generation to save power (nvidia-smi: \"may be reduced when "
         "the GPU is not in use\"); under load a lower generation is a link that trained down.",
         "nvmlDeviceGetCurrPcieLinkGeneration, nvmlDeviceGetMaxPcieLinkGeneration (the lower of "
@@ -277,8 +286,8 @@ CONDITIONS: tuple[ConditionSpec, ...] = (
     ConditionSpec(
         "sm_clock_low", sub.SM, "SM clock well below its maximum under load with no "
         "clock-event reason active",
-        "SM clock < 70 % of the maximum SM clock, utilization >= 50 %, no "
-        "clock-event reason (clears at 80 %)",
+        "SM clock < 70 % of the maximum SM clock, utilization >= 50 % (MIG: " + MIG_LOAD
+        + "), no clock-event reason (clears at 80 %)",
         "Clocks held low that NVML cannot explain are the signature of a board-level fault "
         "(power delivery, firmware); explained slowdowns are `gpu.throttle` events.",
         "nvmlDeviceGetClockInfo(SM), nvmlDeviceGetMaxClockInfo(SM), "

@@ -35,8 +35,10 @@ class GrayWatch:
         return {n: self._reasons.get(n, "") for n, d in self._debounce.items() if d.active}
 
     def update(self, readings: tuple[Reading, ...], time_s: float, me: siblings.Peer | None,
-               others: list[siblings.Peer]) -> list[Change]:
-        reads = Reads(readings, time_s, self._history[0] if self._history else None)
+               others: list[siblings.Peer], instances_load: float | None = None
+               ) -> list[Change]:
+        reads = Reads(readings, time_s, self._history[0] if self._history else None,
+                      instances_load)
         self._history.append(Reads(readings, time_s))
         changes: list[Change] = []
         for spec in CONDITIONS:

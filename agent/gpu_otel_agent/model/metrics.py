@@ -35,6 +35,13 @@ class MetricSpec:
 
 
 G, C, U = Instrument.GAUGE, Instrument.COUNTER, Instrument.UPDOWNCOUNTER
+
+# Measurements in these units go out as doubles (OTLP as_double), whatever type the library
+# served: NVML's temperatures are unsigned ints, amdsmi's watts and degrees ints, the
+# simulated node's whatever its scenario wrote. One metric, one value type on every device
+# (an OpenTelemetry SDK instrument is int or float, never both; a backend may keep the first
+# type it saw). Counts (bytes, {error}, ...), states and clocks (whole hertz) stay as read.
+DOUBLE_UNITS = frozenset({"W", "Cel", "J", "s"})
 NVIDIA_ONLY = ("nvidia",)
 AMD_ONLY = ("amd",)
 
@@ -414,7 +421,8 @@ def spec_for(name: str) -> MetricSpec:
 DEVICE_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("hw.id", "GPU UUID"),
     ("hw.type", "`gpu`"),
-    ("hw.vendor", "`nvidia` or `amd`"),
+    ("hw.vendor", "`NVIDIA` or `AMD`, as the vendor writes its name (the conventions' "
+                  "examples: `AMD`, `Intel`)"),
     ("hw.model", "product name"),
     ("hw.driver_version", "the driver the GPU runs under (NVIDIA: nvmlSystemGetDriverVersion; "
                           "AMD: amdgpu's), where known"),
@@ -432,6 +440,9 @@ PARTITION_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("gpu.mig.profile", "NVIDIA MIG: the GPU instance profile (`3g.40gb`)"),
     ("gpu.mig.gpu_instance.id", "NVIDIA MIG: the GPU instance id"),
     ("gpu.mig.compute_instance.id", "NVIDIA MIG: the compute instance id"),
+    ("gpu.mig.compute_instance.profile",
+     "NVIDIA MIG: the compute instance's own profile (`1c.3g.40gb`), where it is smaller than "
+     "its GPU instance"),
     ("amd.partition.id", "AMD compute partition: the XCP index (amdsmi `current_partition_id`)"),
     ("amd.partition.compute_mode", "AMD compute partition mode of its GPU (`DPX`, `QPX`, `CPX`)"),
     ("amd.partition.memory_mode", "AMD memory partition mode of its GPU (`NPS1`, `NPS4`)"),

@@ -15,6 +15,50 @@
 {{- end }}
 {{- end }}
 
+{{/* Where every namespaced object goes: namespaceOverride (as in NVIDIA's dcgm-exporter
+chart, for umbrella charts that install into several namespaces), else the release's. */}}
+{{- define "gpu-otel-agent.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride }}
+{{- end }}
+
+{{/* "true" when the pod shares the host's network namespace: asked for (hostNetwork), or
+needed by the netlink process connector. */}}
+{{- define "gpu-otel-agent.hostNetwork" -}}
+{{- if or .Values.hostNetwork (include "gpu-otel-agent.netlinkProcessEvents" .) }}{{ true }}{{ end }}
+{{- end }}
+
+{{/* The pod's securityContext: RuntimeDefault seccomp, podSecurityContext merged over it. */}}
+{{- define "gpu-otel-agent.podSecurityContext" -}}
+{{- toYaml (mustMergeOverwrite (dict "seccompProfile" (dict "type" "RuntimeDefault")) (deepCopy .Values.podSecurityContext)) }}
+{{- end }}
+
+{{/* The agent container's securityContext (the DaemonSet's and the helm test's): root
+without capabilities, enough to read the root-owned kubelet socket and /proc of other
+users' processes (hostPID), plus what an enabled feature needs; securityContext merged over
+it (a list such as capabilities.add given there replaces the chart's). */}}
+{{- define "gpu-otel-agent.securityContext" -}}
+{{- $caps := include "gpu-otel-agent.capabilities" . | fromJsonArray -}}
+{{- $capabilities := dict "drop" (list "ALL") -}}
+{{- if $caps }}{{ $_ := set $capabilities "add" $caps }}{{ end -}}
+{{- $base := dict "runAsUser" 0 "runAsNonRoot" false "privileged" false "allowPrivilegeEscalation" false "readOnlyRootFilesystem" true "capabilities" $capabilities -}}
+{{- toYaml (mustMergeOverwrite $base (deepCopy .Values.securityContext)) }}
+{{- end }}
+
+{{/* The endpoint settings shared by the ServiceMonitor and the PodMonitor (Prometheus
+Operator spells them alike): honorLabels defaults to true in the dcgm schemes, whose series
+carry their own pod/namespace/container labels (the workload's), which the target's labels
+would otherwise rename exported_pod...; the node relabeling, then the user's. */}}
+{{- define "gpu-otel-agent.monitorEndpoint" -}}
+{{- $m := .monitor -}}
+{{- $honor := $m.honorLabels -}}
+{{- if kindIs "invalid" $honor }}{{ $honor = hasPrefix "dcgm" .root.Values.prometheus.scheme }}{{ end -}}
+{{- $relabelings := prepend (default (list) $m.relabelings) (dict "sourceLabels" (list "__meta_kubernetes_pod_node_name") "targetLabel" "node" "action" "replace") -}}
+{{- $endpoint := dict "port" "metrics" "path" "/metrics" "interval" $m.interval "scrapeTimeout" $m.scrapeTimeout "honorLabels" $honor "relabelings" $relabelings -}}
+{{- with $m.metricRelabelings }}{{ $_ := set $endpoint "metricRelabelings" . }}{{ end -}}
+{{- if not (kindIs "invalid" $m.honorTimestamps) }}{{ $_ := set $endpoint "honorTimestamps" $m.honorTimestamps }}{{ end -}}
+{{- toYaml (mustMergeOverwrite $endpoint (deepCopy (default (dict) $m.endpoint))) }}
+{{- end }}
+
 {{- define "gpu-otel-agent.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "gpu-otel-agent.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
@@ -177,6 +221,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - name: local-endpoint
   mountPath: /run/gpu-otel-agent
 {{- end }}
+{{- with .Values.extraVolumeMounts }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{/* The pod's volumes (the DaemonSet's and the helm test's). */}}
@@ -231,5 +278,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   hostPath:
     path: {{ .Values.localEndpoint.hostPath }}
     type: DirectoryOrCreate
+{{- end }}
+{{- with .Values.extraVolumes }}
+{{ toYaml . }}
 {{- end }}
 {{- end }}

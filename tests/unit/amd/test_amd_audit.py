@@ -59,3 +59,32 @@ def test_every_line_names_a_function_someone_uses() -> None:
     stale = sorted(audited() - set(function_names()) - agent_calls()
                    - {"amdsmi_get_gpu_partition_metrics_info"})
     assert not stale, f"{AUDIT.name} has lines for functions nobody uses: {', '.join(stale)}"
+
+
+def _rows() -> dict[str, str]:
+    rows: dict[str, str] = {}
+    for line in AUDIT.read_text().splitlines():
+        if line.startswith("| `"):
+            for name in re.findall(r"`(amdsmi_\w+)`", line.split("|")[1]):
+                rows[name] = line
+    return rows
+
+
+def test_no_row_calls_a_function_the_agent_calls_not_called() -> None:
+    wrong = sorted(n for n, line in _rows().items()
+                   if n in agent_calls() and "| not called |" in line)
+    assert not wrong, f"{AUDIT.name} says these are not called; the agent calls them: {wrong}"
+
+
+def test_the_exported_names_in_the_table_are_the_catalog_s() -> None:
+    from gpu_otel_agent.model.metrics import spec_for
+    from gpu_otel_agent.model.renames import RENAMES
+
+    retired = {r.old for r in RENAMES}
+    for name, line in _rows().items():
+        exported = line.split("|")[4]
+        for metric in re.findall(r"`((?:hw|gpu)\.[a-z_.]+)`", exported):
+            if metric in retired and "retired" not in exported:
+                raise AssertionError(f"{name}: {metric} is a retired name")
+            if metric not in retired:
+                spec_for(metric)  # raises for a name the catalog does not have

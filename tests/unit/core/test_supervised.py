@@ -30,6 +30,7 @@ from gpu_otel_agent.runtime.reliability import reliability_readings
 from gpu_otel_agent.threads.device_worker import DeviceWorker
 from gpu_otel_agent.threads.supervised import SupervisedThread, restarts
 from tests.integration.test_health_events import _kmsg_writable
+from tests.polling import DEADLINE_S
 from tests.polling import wait_until as wait
 from tests.unit.gpu_health.collectors import Accepting
 
@@ -103,14 +104,18 @@ def test_each_event_thread_killed_is_restarted_and_events_still_arrive(
             await asyncio.to_thread(wait, lambda: name in {
                 t.name for t in threading.enumerate() if t not in running})
             kill(name, started_after=running)
-            for i in range(1, 50):  # events wake the thread: the exception fires in it
+            # The exception fires only once the thread runs Python again, and a thread blocked
+            # waiting for events runs when an event wakes it: keep waking it until the restart
+            # is counted (not for a fixed window; on a loaded machine it may take longer).
+            deadline = time.monotonic() + DEADLINE_S
+            i = 0
+            while restarts().get(name, 0) <= before:
+                assert time.monotonic() < deadline, f"{name} was never restarted"
+                i += 1
                 pusher.submit(HealthEvent("gpu.xid", i, Severity.ERROR, "x", ()))
                 await asyncio.sleep(0.02)
-                if restarts().get(name, 0) > before:
-                    break
-            await asyncio.to_thread(wait, lambda: restarts().get(name, 0) > before)
-            pusher.submit(HealthEvent("gpu.xid", 1000, Severity.ERROR, "after", ()))
-            await asyncio.to_thread(wait, lambda: 1000 in collector.accepted)
+            pusher.submit(HealthEvent("gpu.xid", 1_000_000, Severity.ERROR, "after", ()))
+            await asyncio.to_thread(wait, lambda: 1_000_000 in collector.accepted)
         finally:
             task.cancel()
             pusher.close([], timeout=2.0)

@@ -211,3 +211,30 @@ def test_several_compute_instances_of_one_gpu_instance(tmp_path: Path) -> None:
     assert "mig_index" not in mig[0]  # given per compute instance
     assert mig[1] == {"profile": "1g.20gb", "gpu_instance_id": 4, "memory_used_mib": 12.0,
                       "memory_total_mib": 19968.0, "mig_index": 1}
+
+
+def test_architecture_and_pci_ids_are_read_in_both_forms_and_served_as_printed(
+        tmp_path: Path) -> None:
+    text = read_capture(H100_TEXT).devices[0]
+    assert (text["architecture"], text["pci_device_id"], text["pci_subsystem_id"]) == (
+        "Hopper", "0x233010DE", "0x16C110DE")
+    xml = read_capture(A100_MIG).devices[0]
+    assert (xml["architecture"], xml["pci_device_id"]) == ("Ampere", "20B210DE")  # XML: no 0x
+    # As the node serves them: nvml.h's numbers.
+    scenario = parse_scenario(f"capture: {A100_MIG}\n", tmp_path / "s")
+    readings = scenario.devices[0].readings
+    assert (readings["architecture"], readings["pci_device_id"]) == (7, 0x20B210DE)
+
+
+def test_an_architecture_nvml_h_does_not_name_is_listed_not_served(tmp_path: Path) -> None:
+    text = H100_TEXT.read_text(encoding="utf-8").replace(
+        "Product Architecture                  : Hopper",
+        "Product Architecture                  : Vera", 1)
+    capture = tmp_path / "vera.q.txt"
+    capture.write_text(text, encoding="utf-8")
+    fragment = read_capture(capture)
+    assert "architecture" not in fragment.devices[0]
+    assert fragment.devices[1]["architecture"] == "Hopper"  # only the first GPU was changed
+    (entry,) = [n for n in fragment.not_served if n.field == "architecture"]
+    assert entry.device == 0 and entry.value.strip() == "Vera"
+    assert "NVML_DEVICE_ARCH_UNKNOWN" in entry.reason

@@ -166,8 +166,9 @@ def test_alike_compute_instances_of_one_gpu_instance_keep_their_own_dcgm_series(
             f"MIG-11111111-2222-5333-8444-55555555555{ci}", 0, "nvidia", "NVIDIA H100 80GB HBM3",
             "00000000:18:00.0",
             DevicePartition(parent, "mig", "1c.3g.40gb",
-                            (("gpu.mig.profile", "1c.3g.40gb"), ("gpu.mig.gpu_instance.id", 2),
-                             ("gpu.mig.compute_instance.id", ci))))
+                            (("gpu.mig.profile", "3g.40gb"), ("gpu.mig.gpu_instance.id", 2),
+                             ("gpu.mig.compute_instance.id", ci),
+                             ("gpu.mig.compute_instance.profile", "1c.3g.40gb"))))
         return DeviceSnapshot(identity, HealthState.OK, 0).with_sample(GroupSample("fast", (
             Reading("gpu.sm.utilization", used_mib / 1000),), now))
 

@@ -78,7 +78,16 @@ def test_a_gpu_without_mig_support_is_refused(tmp_path: Path) -> None:
         load_scenario(path)
 
 
-@pytest.mark.parametrize("model", sorted(MODELS))
+SEVEN_SLICE = sorted(m for m in MODELS if any(p.slices == 7 for p in MODELS[m].profiles.values()))
+
+
+def test_every_model_but_rtx_pro_is_of_seven_slices() -> None:
+    assert set(MODELS) - set(SEVEN_SLICE) == {
+        "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+        "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition"}
+
+
+@pytest.mark.parametrize("model", SEVEN_SLICE)
 def test_every_model_holds_seven_one_slice_instances_and_one_full_one(model: str) -> None:
     profiles = MODELS[model].profiles
     smallest = next(p.name for p in profiles.values() if p.slices == 1 and p.memory_slices == 1
@@ -205,3 +214,25 @@ processes:
 """, "no-mig.yaml")
     with pytest.raises(ScenarioError, match=r"processes\[0\]\.ci: 'ci' needs 'mig'"):
         load_scenario(no_mig)
+
+
+def test_rtx_pro_6000_holds_four_quarters_as_the_mig_guide_lists() -> None:
+    """NVIDIA's MIG user guide, RTX PRO 6000 Blackwell: 1g = 1/4 (up to 4), 2g = 1/2 (up to 2),
+    4g = all; GPU instance ids by memory fraction as on every MIG GPU (quarters from 3)."""
+    from gpu_otel_agent.simulation.nvidia import mig_profiles
+
+    model = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+    for fits in (["1g.24gb"] * 4, ["2g.48gb", "1g.24gb+gfx", "1g.24gb-me"], ["4g.96gb+gfx"],
+                 ["2g.48gb"] * 2):
+        assert [p.name for p in mig_profiles.check(model, fits)] == fits
+    for too_much in (["1g.24gb"] * 5, ["2g.48gb"] * 3, ["4g.96gb", "1g.24gb"],
+                     ["1g.24gb+me.all", "1g.24gb+me.all"]):
+        with pytest.raises(mig_profiles.MigConfigError):
+            mig_profiles.check(model, too_much)
+    quarter, half, whole = (mig_profiles.check(model, [n])[0]
+                            for n in ("1g.24gb", "2g.48gb", "4g.96gb"))
+    assert [mig_profiles.placement_id(p, 0) for p in (quarter, half, whole)] == [3, 1, 0]
+    assert [mig_profiles.sm_count(p, model) for p in (quarter, half, whole)] == [47, 94, 188]
+    total = model_readings(model)["memory_total_mib"]
+    assert isinstance(total, float | int)
+    assert 0.98 * total < memory_mib(whole, total, model) < total

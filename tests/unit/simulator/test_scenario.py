@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -126,20 +127,54 @@ def test_tables_are_consistent() -> None:
     assert "nvmlEventSetWait_v2" in function_names()
 
 
-def test_an_unknown_model_is_refused_with_the_known_ones(tmp_path: Path) -> None:
+def test_an_unknown_model_is_refused_with_what_it_must_give(tmp_path: Path) -> None:
     path = write_scenario(tmp_path, "devices:\n  - model: NVIDIA H100\n", "bad.yaml")
     with pytest.raises(ScenarioError) as info:
         load_scenario(path)
     msg = str(info.value)
-    assert f"{path}:2: devices[0].model: unknown nvidia model 'NVIDIA H100'; known: " in msg
+    assert f"{path}:2: devices[0].model: unknown nvidia model 'NVIDIA H100'" in msg
+    # What it must give, what is missing, and how: named in the message.
+    assert ("must give architecture, pci_device_id, memory_total_mib, power_limit_w "
+            "(missing: architecture, pci_device_id, memory_total_mib, power_limit_w)") in msg
+    assert "architecture: Blackwell, pci_device_id: '0x2B8510DE'" in msg
     assert all(name in msg for name in MODELS)
     amd = write_scenario(tmp_path, "devices:\n  - {vendor: amd, model: MI300X}\n", "amd.yaml")
     with pytest.raises(ScenarioError, match="unknown amd model 'MI300X'; known: AMD Instinct"):
         load_scenario(amd)
-    # A model the simulator has no data for, described by the scenario itself, is served.
-    own = write_scenario(tmp_path, "devices:\n  - {model: NVIDIA B200, memory_total_mib: "
-                         "183359}\n", "own.yaml")
-    assert load_scenario(own).devices[0].model == "NVIDIA B200"
+    # Memory alone is no longer enough: the unknown part would answer a generic identity.
+    half = write_scenario(tmp_path, "devices:\n  - {model: NVIDIA B201, memory_total_mib: "
+                          "183359}\n", "half.yaml")
+    with pytest.raises(ScenarioError, match=r"\(missing: architecture, pci_device_id, "
+                                            r"power_limit_w\)"):
+        load_scenario(half)
+
+
+def test_an_unknown_model_that_gives_its_identity_is_served_with_it(tmp_path: Path) -> None:
+    own = write_scenario(tmp_path, "devices:\n  - {model: NVIDIA B201, architecture: Blackwell, "
+                         "pci_device_id: '0x2B0010DE', memory_total_mib: 100000, "
+                         "power_limit_w: 800}\n  - {model: NVIDIA R100, architecture: 13, "
+                         "pci_device_id: 0x3000_10DE, memory_total_mib: 1, power_limit_w: 1, "
+                         "cuda_cc_major: 11}\n", "own.yaml")
+    first, second = load_scenario(own).devices
+    assert first.readings["architecture"] == 10
+    assert first.readings["pci_device_id"] == 0x2B0010DE
+    # Compute capability and GPM follow from the architecture (nvml.h: GPM on Hopper and newer).
+    assert (first.readings["cuda_cc_major"], first.readings["gpm_supported"]) == (10, 1)
+    assert second.readings["architecture"] == 13
+    assert second.readings["cuda_cc_major"] == 11  # as given
+    assert second.readings["pci_device_id"] == 0x300010DE
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("architecture: Lovelace", "unknown architecture 'Lovelace' (one of: Ada, Ada Lovelace"),
+    ("pci_device_id: 'zz'", "expected a PCI id as printed ('0x2B8510DE')"),
+    ("architecture: null", "an identity value cannot be null"),
+])
+def test_bad_identity_values_are_named(tmp_path: Path, value: str, expected: str) -> None:
+    path = write_scenario(tmp_path, f"devices:\n  - model: NVIDIA B201\n    {value}\n",
+                          "bad.yaml")
+    with pytest.raises(ScenarioError, match=re.escape(expected)):
+        load_scenario(path)
 
 
 def test_top_level_errors_name_the_file_not_a_pseudo_key(tmp_path: Path) -> None:

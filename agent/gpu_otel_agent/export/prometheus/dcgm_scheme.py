@@ -31,6 +31,14 @@ default :data:`CURRENT`), since dashboards key on them and releases moved them:
   (gpu_otel_agent/plugins/kubernetes).
 - ``DCGM_FI_DRIVER_VERSION`` is a label on every device series (a ``label`` field of the
   default counters since 2.4.6-2.6.10, #89), valued with the NVIDIA driver version.
+
+The ``dcgm-4.9`` scheme is dcgm-exporter 4.9's (DCGM 4.7): the same series, with the renamed
+default fields under their new names and units (``DCGM_FI_DEV_GPU_UTIL_RATIO`` 0-1,
+``DCGM_FI_DEV_FB_USED_BYTES`` in bytes, ...) and the driver label
+``DCGM_FI_SYSTEM_DRIVER_VERSION``, the labels of the latest release otherwise. Which names move
+and by what factor is read from one table, :mod:`gpu_otel_agent.model.dcgm_names`, that
+``docs/migration.md`` is generated from too: a >= 4.9 value is the <= 4.8 value times the
+row's factor.
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ from gpu_otel_agent.export.prometheus.otel_scheme import (
     label_value,
 )
 from gpu_otel_agent.export.series import SeriesPoint
+from gpu_otel_agent.model.dcgm_names import BY_OLD, DcgmRename
 from gpu_otel_agent.model.metrics import Instrument, spec_for
 from gpu_otel_agent.model.snapshot import Attributes, AttributeValue
 
@@ -53,6 +62,12 @@ CURRENT = "4.6.0-4.8.3"  # the latest dcgm-exporter release (2026-07-14): label 
 HOSTNAME_RENAMED = "4.6.0-4.8.3"
 DRA_LABELS = "4.3.1-4.4.0"
 MIB = 1024 * 1024
+# The two dcgm schemes (prometheus.scheme): dcgm-exporter <= 4.8's names, and >= 4.9's.
+SCHEME = "dcgm"
+SCHEME_49 = "dcgm-4.9"
+DRIVER_LABEL = "DCGM_FI_DRIVER_VERSION"
+# How a help text names a unit after the rename.
+_UNIT_WORDS = {"Hz": "Hz", "J": "J", "1": "ratio 0-1", "By": "bytes", "By/s": "bytes/s"}
 
 
 @dataclass(frozen=True)
@@ -196,7 +211,8 @@ THROTTLE_BITS: Mapping[str, int] = {
 _DEVICE_KEYS = {"hw.id", "hw.type", "hw.vendor", "hw.model", "gpu.index", "gpu.pci.bus_id",
                 "hw.driver_version", "hw.serial_number", "hw.firmware_version",
                 "hw.parent", "gpu.mig.profile", "gpu.mig.gpu_instance.id",
-                "gpu.mig.compute_instance.id", "amd.partition.id", "amd.partition.compute_mode",
+                "gpu.mig.compute_instance.id", "gpu.mig.compute_instance.profile",
+                "amd.partition.id", "amd.partition.compute_mode",
                 "amd.partition.memory_mode"}
 _WORKLOAD_DCGM = {"k8s.namespace.name": "namespace", "k8s.pod.name": "pod",
                   "k8s.container.name": "container"}
@@ -204,23 +220,17 @@ _WORKLOAD_CUSTOM = {"k8s.namespace.name": "NamespaceName", "k8s.pod.name": "PodN
                     "k8s.container.name": "ContainerName", "process.pid": "ProcessId"}
 
 
-# A compute instance smaller than its GPU instance: NVML names its MIG device "<n>c.<GPU
-# instance profile>" ("1c.3g.40gb"); a GPU instance may hold several such (even alike).
-_COMPUTE_PROFILE = re.compile(r"^\d+c\.(?P<gpu_instance>.+)$")
-
-
 def _mig_labels(attrs: Mapping[str, object]) -> Labels:
     """dcgm-exporter's instance labels: the GPU instance's profile and id. A compute
-    instance smaller than its GPU instance adds ``GPU_CI_ID`` (dcgm-exporter has no label for
-    it): without it, alike compute instances of one GPU instance share every label, and all
-    but one of their series would be dropped from the scrape as repeats."""
-    profile = str(attrs["gpu.mig.profile"])
-    labels = [("GPU_I_ID", str(attrs.get("gpu.mig.gpu_instance.id", "")))]
-    found = _COMPUTE_PROFILE.match(profile)
-    if found is None:
-        return (("GPU_I_PROFILE", profile), *labels)
-    return (("GPU_I_PROFILE", found["gpu_instance"]), *labels,
-            ("GPU_CI_ID", str(attrs.get("gpu.mig.compute_instance.id", ""))))
+    instance smaller than its GPU instance (``gpu.mig.compute_instance.profile``, NVML's
+    ``1c.3g.40gb``) adds ``GPU_CI_ID`` (dcgm-exporter has no label for it): without it, alike
+    compute instances of one GPU instance share every label, and all but one of their series
+    would be dropped from the scrape as repeats."""
+    labels = (("GPU_I_PROFILE", str(attrs["gpu.mig.profile"])),
+              ("GPU_I_ID", str(attrs.get("gpu.mig.gpu_instance.id", ""))))
+    if "gpu.mig.compute_instance.profile" not in attrs:
+        return labels
+    return (*labels, ("GPU_CI_ID", str(attrs.get("gpu.mig.compute_instance.id", ""))))
 
 
 def release(tag: str) -> tuple[int, ...]:
@@ -230,6 +240,13 @@ def release(tag: str) -> tuple[int, ...]:
     if not sep or not all(p.isdigit() for p in parts):
         raise ValueError(f"not a dcgm-exporter release tag (like {CURRENT}): {tag!r}")
     return tuple(int(p) for p in parts)
+
+
+def renamed_help(help_: str, rename: DcgmRename) -> str:
+    """A <= 4.8 help text with its unit as >= 4.9 serves it."""
+    if not rename.unit_changed:
+        return help_
+    return re.sub(r"\(in [^)]*\)", f"(in {_UNIT_WORDS[rename.unit_after]})", help_)
 
 
 def _scaled(value: float | int, scale: float) -> float | int:
@@ -278,8 +295,15 @@ def pods_by_gpu(series: Mapping[str, Sequence[SeriesPoint]], dra: bool = True,
 
 
 class DcgmTranslator:
-    def __init__(self, resource: Mapping[str, object], version: str = CURRENT) -> None:
+    """The snapshot under dcgm-exporter's names: <= 4.8's, or with ``renamed`` >= 4.9's (the
+    rows of :data:`~gpu_otel_agent.model.dcgm_names.RENAMES_49`)."""
+
+    def __init__(self, resource: Mapping[str, object], version: str = CURRENT, *,
+                 renamed: bool = False) -> None:
         self._resource = resource
+        self.renamed = renamed
+        self._renames: Mapping[str, DcgmRename] = BY_OLD if renamed else {}
+        self._driver_label = self._renames[DRIVER_LABEL].new if renamed else DRIVER_LABEL
         node = resource.get("k8s.node.name") or resource.get("host.name") or ""
         self._host = str(node)
         self.version = version
@@ -320,7 +344,7 @@ class DcgmTranslator:
         # NVIDIA's driver, AMD series amdgpu's, never both joined.
         driver = attrs.get("hw.driver_version")
         if driver and index is not None and not custom:
-            labels.append(("DCGM_FI_DRIVER_VERSION", str(driver)))
+            labels.append((self._driver_label, str(driver)))
         labels.append(("NodeName", self._host))
         workload = _WORKLOAD_CUSTOM if custom else _WORKLOAD_DCGM
         labels += [(label, label_value(attrs[key])) for key, label in workload.items()
@@ -349,7 +373,7 @@ class DcgmTranslator:
                     continue
                 self._add(families, name, field, point)
         self._add_free_memory(families, series)
-        for device, mask in throttle.items():
+        for device, mask in throttle.items():  # not one of 4.9's renames: one name for both
             family = families.family("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge",
                                      "Current clock throttle reasons (bitmask).")
             if family is not None:
@@ -386,13 +410,24 @@ class DcgmTranslator:
         except KeyError:
             counter = False
         type_ = "counter" if counter else "gauge"
-        family = families.family(field.name, type_, field.help)
+        name, scale, help_ = self.named(field.name, field.scale, field.help)
+        family = families.family(name, type_, help_)
         if family is None:
             return
         if field.custom:
-            family.add(self.labels(point.attributes, True), _scaled(point.value, field.scale))
+            family.add(self.labels(point.attributes, True), _scaled(point.value, scale))
         else:
-            self._add_device(family, point.attributes, _scaled(point.value, field.scale))
+            self._add_device(family, point.attributes, _scaled(point.value, scale))
+
+    def named(self, name: str, scale: float, help_: str) -> tuple[str, float, str]:
+        """A <= 4.8 field's name, scale (from the OpenTelemetry unit) and help as this scheme
+        serves it: renamed and rescaled by the table's factor in ``dcgm-4.9``. The factors
+        undo the <= 4.8 scales exactly (100 * 0.01, 1e-6 * 1e6 and MiB / MiB are 1.0), so a
+        >= 4.9 value is the OpenTelemetry value itself."""
+        rename = self._renames.get(name)
+        if rename is None:
+            return name, scale, help_
+        return rename.new, scale * rename.factor, renamed_help(help_, rename)
 
     def _add_free_memory(self, families: Families,
                          series: Mapping[str, Sequence[SeriesPoint]]) -> None:
@@ -403,10 +438,11 @@ class DcgmTranslator:
             uuid = _uuid(point)
             if uuid in used:
                 free = point.value - used[uuid] - reserved.get(uuid, 0)
-                family = families.family("DCGM_FI_DEV_FB_FREE", "gauge",
-                                         "Framebuffer memory free (in MiB).")
+                name, scale, help_ = self.named("DCGM_FI_DEV_FB_FREE", 1 / MIB,
+                                                "Framebuffer memory free (in MiB).")
+                family = families.family(name, "gauge", help_)
                 if family is not None:
-                    self._add_device(family, point.attributes, _scaled(free, 1 / MIB))
+                    self._add_device(family, point.attributes, _scaled(free, scale))
 
     @staticmethod
     def _throttle_bit(masks: dict[Attributes, int], point: SeriesPoint) -> None:

@@ -33,7 +33,12 @@ from pathlib import Path
 
 from gpu_otel_agent.config.schema import AgentConfig
 from gpu_otel_agent.export.prometheus import EndpointError
-from gpu_otel_agent.export.prometheus.dcgm_scheme import DcgmTranslator
+from gpu_otel_agent.export.prometheus.dcgm_scheme import (
+    CURRENT,
+    SCHEME,
+    SCHEME_49,
+    DcgmTranslator,
+)
 from gpu_otel_agent.export.prometheus.exposition import Families, render
 from gpu_otel_agent.export.prometheus.negotiation import Format, accepts_gzip, choose_format
 from gpu_otel_agent.export.prometheus.openmetrics import render_openmetrics
@@ -238,19 +243,22 @@ class MetricsEndpoint:
         with self._tracer.span("gpu_agent.scrape", {"gpu_agent.scheme": scheme}) as span:
             snapshot = self._store.current(time.time_ns())
             points = series(snapshot)
-            families: Families = (self._translator().families(points) if scheme == "dcgm"
-                                  else otel_families(points, self._resource))
+            families: Families = (
+                self._translator(scheme).families(points) if scheme in (SCHEME, SCHEME_49)
+                else otel_families(points, self._resource))
             body = render_openmetrics(families) if format_ is Format.OPENMETRICS \
                 else render(families)
             if span is not None:
                 span.set_attribute("gpu_agent.scrape.bytes", len(body))
             return body
 
-    def _translator(self) -> DcgmTranslator:
-        """The ``dcgm`` scheme for the configured dcgm-exporter release (a live key)."""
-        version = self._config().prometheus.dcgm_exporter_version
-        if self._dcgm.version != version:
-            self._dcgm = DcgmTranslator(self._resource, version)
+    def _translator(self, scheme: str) -> DcgmTranslator:
+        """A ``dcgm`` scheme: <= 4.8's names for the configured dcgm-exporter release (a live
+        key), or >= 4.9's with the latest release's labels."""
+        renamed = scheme == SCHEME_49
+        version = CURRENT if renamed else self._config().prometheus.dcgm_exporter_version
+        if self._dcgm.version != version or self._dcgm.renamed != renamed:
+            self._dcgm = DcgmTranslator(self._resource, version, renamed=renamed)
         return self._dcgm
 
     def readings(self) -> tuple[Reading, ...]:

@@ -17,7 +17,11 @@ return per-partition activity data"; ROCm/device-metrics-exporter issue 139: the
   absent, never the socket's figure under the partition's name;
 - a partition's ``hw.gpu.memory.limit`` is its share of the device's VRAM (see
   :func:`vram_totals`), so the partitions' limits never add up to more than the socket's.
-  Its VRAM use is not reported per partition by any library (its processes' use is).
+  Its ``hw.gpu.memory.usage`` is its own where the library answers it per partition:
+  ``amdsmi_get_gpu_memory_usage`` (the DRM node's ``mem_info_vram_used``) on amdsmi 26 and later
+  (amd-smi 26.0.0, ROCm 7.0.1: 283 MB and 492 MB on the two partitions of one DPX MI300X,
+  ROCm/k8s-gpu-dra-driver issue 20); older libraries are not read for it (on ROCm 6.4 every
+  partition shows the device's use, ROCm/ROCm issue 4750). The device's use stays on the socket.
 """
 
 from __future__ import annotations
@@ -100,14 +104,33 @@ def xcp_reader(partition_id: int, table: SharedTable) -> Read:
     return read
 
 
-def vram_totals(totals: Sequence[int], splits: bool) -> tuple[int, tuple[int, ...]]:
+# Partitions a compute mode makes ("On MI300X, SPX: 1, DPX: 2, QPX: 4, CPX: 8": amdsmi's
+# amdsmi_accelerator_partition_profile_t). CPX is one partition per XCD: 8 on the 8-XCD parts
+# (MI300X, MI325X, MI350X, MI355X); an MI300A has 6 XCDs (its CPX count rests on that reading).
+MODE_PARTITIONS = {"SPX": 1, "DPX": 2, "TPX": 3, "QPX": 4, "CPX": 8}
+CPX_6_XCD = ("AMD Instinct MI300A",)
+
+
+def mode_partitions(mode: str | None, model: str, visible: int) -> int:
+    """How many partitions the socket's mode makes: a node may show fewer (two real 8x MI300X
+    CPX nodes list 63 of 64), and a partition's VRAM is its share of the mode's count, as
+    KFD's is, not of the partitions that happen to be visible."""
+    count = MODE_PARTITIONS.get((mode or "").upper())
+    if count == 8 and model.startswith(CPX_6_XCD):
+        count = 6
+    return max(count or 0, visible)
+
+
+def vram_totals(totals: Sequence[int], splits: bool,
+                partitions: int | None = None) -> tuple[int, tuple[int, ...]]:
     """(the device's VRAM total, each partition's share) from what each partition reports.
 
     Partitions that disagree: the largest is the whole device (ROCm 7.0.1 reports it on XCP 0
     and the share on the others). Partitions that agree: each reports the whole device on a
     library that does not split (``splits`` False), its share on one that does. A partition
-    never gets more than the device divided among them."""
-    count = len(totals)
+    never gets more than the device divided among the mode's ``partitions`` (default: those
+    that report)."""
+    count = max(partitions or 0, len(totals))
     device = totals[0] * count if splits else totals[0]
     if len(set(totals)) > 1:
         device = max(totals)
@@ -121,6 +144,7 @@ class SocketVram:
     smi: Any
     handles: tuple[Any, ...]  # by partition position, XCP 0 first
     splits: bool
+    partitions: int | None = None  # the mode's count (mode_partitions); None: the handles'
     _totals: tuple[int, tuple[int, ...]] | None = None
 
     def __post_init__(self) -> None:
@@ -138,7 +162,7 @@ class SocketVram:
                         raise self.smi.AmdSmiLibraryException(self.smi.amdsmi_wrapper.
                                                               AMDSMI_STATUS_NOT_SUPPORTED)
                     reported.append(int(total))
-                self._totals = vram_totals(reported, self.splits)
+                self._totals = vram_totals(reported, self.splits, self.partitions)
             return self._totals
 
     def socket_read(self, smi: Any, _handle: Any) -> tuple[Reading, ...]:
@@ -154,13 +178,33 @@ class SocketVram:
         return read
 
 
+# amdsmi_get_lib_version from which amdsmi_get_gpu_memory_usage answers a partition's own use.
+PARTITION_MEMORY_FROM = (26, 0)
+
+
+def partition_memory_reader(enabled: bool) -> Read:
+    """A partition's own VRAM use (bytes); nothing where the library does not give it."""
+
+    def read(smi: Any, handle: Any) -> tuple[Reading, ...]:
+        if not enabled:
+            return ()
+        used = number(smi.amdsmi_get_gpu_memory_usage(handle, smi.AmdSmiMemoryType.VRAM))
+        return () if used is None else (Reading("hw.gpu.memory.usage", float(used)),)
+
+    return read
+
+
+def library_at_least(smi: Any, version: tuple[int, int]) -> bool:
+    try:
+        found = smi.amdsmi_get_lib_version()
+        return (int(found["major"]), int(found["minor"])) >= version
+    except (smi.AmdSmiException, KeyError, TypeError, ValueError):
+        return True  # the libraries deployed today (ROCm 7)
+
+
 def library_splits(smi: Any) -> bool:
     """Whether this library reports a partition's VRAM total as its share."""
-    try:
-        version = smi.amdsmi_get_lib_version()
-        return (int(version["major"]), int(version["minor"])) >= VRAM_SPLIT_FROM
-    except (smi.AmdSmiException, KeyError, TypeError, ValueError):
-        return True  # the libraries deployed today (ROCm 7) split
+    return library_at_least(smi, VRAM_SPLIT_FROM)
 
 
 def socket_groups(vram: SocketVram) -> dict[str, tuple[CallReading, ...]]:
@@ -172,9 +216,13 @@ def socket_groups(vram: SocketVram) -> dict[str, tuple[CallReading, ...]]:
 
 
 def partition_groups(partition_id: int, position: int, table: SharedTable,
-                     vram: SocketVram) -> dict[str, tuple[CallReading, ...]]:
-    """A partition's calls: its own activity (v1.6+ tables) and its VRAM share."""
+                     vram: SocketVram, own_memory: bool = False
+                     ) -> dict[str, tuple[CallReading, ...]]:
+    """A partition's calls: its own activity (v1.6+ tables), its VRAM share and (``own_memory``:
+    a library that answers it per partition) its own VRAM use."""
     return {
         "fast": (CallReading("amdsmi_get_gpu_metrics_info", xcp_reader(partition_id, table)),),
-        "slow": (CallReading("amdsmi_get_gpu_vram_usage", vram.partition_reader(position)),),
+        "slow": (CallReading("amdsmi_get_gpu_vram_usage", vram.partition_reader(position)),
+                 CallReading("amdsmi_get_gpu_memory_usage",
+                             partition_memory_reader(own_memory))),
     }

@@ -56,10 +56,14 @@ def build(smi: Any, socket: topology.Socket, index: int,
                               pci_bus_id=primary.bdf, driver_version=driver,
                               serial_number=serial)
     names = topology.partition_ids(every, socket, parent)
-    vram = partition_readings.SocketVram(smi, tuple(p.handle for p in socket.processors),
-                                         partition_readings.library_splits(smi))
-    table = partition_readings.SharedTable(smi, primary.handle)
     socket_compute = next((p.compute_mode for p in socket.processors if p.compute_mode), None)
+    vram = partition_readings.SocketVram(
+        smi, tuple(p.handle for p in socket.processors), partition_readings.library_splits(smi),
+        partition_readings.mode_partitions(socket_compute, primary.model,
+                                           len(socket.processors)))
+    table = partition_readings.SharedTable(smi, primary.handle)
+    own_memory = partition_readings.library_at_least(
+        smi, partition_readings.PARTITION_MEMORY_FROM)
     socket_memory = next((p.memory_mode for p in socket.processors if p.memory_mode), None)
     partitions = []
     for position, (processor, name) in enumerate(zip(socket.processors, names, strict=True)):
@@ -80,5 +84,6 @@ def build(smi: Any, socket: topology.Socket, index: int,
                            pci_bus_id=processor.bdf, partition=place,
                            driver_version=driver),
             scope=Scope.PARTITION,
-            groups=partition_readings.partition_groups(number, position, table, vram)))
+            groups=partition_readings.partition_groups(number, position, table, vram,
+                                                       own_memory)))
     return AmdPartitionedGpu(smi, socket, identity, partitions, vram)

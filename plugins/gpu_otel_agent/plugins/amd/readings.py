@@ -272,8 +272,8 @@ def _pcie_link(smi: Any, h: Any) -> tuple[Reading, ...]:
     metric, static = info["pcie_metric"], info["pcie_static"]
     out: list[Reading] = []
     for name, raw, convert in (
-        ("gpu.pcie.link.width", metric.get("pcie_width"), float),
-        ("gpu.pcie.link.max_width", static.get("max_pcie_width"), float),
+        ("gpu.pcie.link.width", metric.get("pcie_width"), int),  # lanes, as NVML counts them
+        ("gpu.pcie.link.max_width", static.get("max_pcie_width"), int),
         ("gpu.pcie.link.generation", metric.get("pcie_speed"), pcie_generation),
         ("gpu.pcie.link.max_generation", static.get("max_pcie_speed"), pcie_generation),
     ):

@@ -23,6 +23,7 @@ which becomes :class:`PartitionGone`.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +32,7 @@ import pynvml
 
 from gpu_otel_agent.backends.protocol import PROCESS_GROUP, PartitionGone
 from gpu_otel_agent.model.process import ProcessUsage
-from gpu_otel_agent.model.snapshot import DeviceIdentity, DevicePartition, Reading
+from gpu_otel_agent.model.snapshot import Attributes, DeviceIdentity, DevicePartition, Reading
 from gpu_otel_agent.plugins.nvidia.gpm import GpmReader
 from gpu_otel_agent.plugins.nvidia.nvml import Unavailable
 from gpu_otel_agent.plugins.nvidia.processes import ProcessSampler
@@ -60,12 +61,33 @@ class MigPlace:
             pci_bus_id=parent.pci_bus_id, driver_version=parent.driver_version,
             firmware_version=parent.firmware_version,
             partition=DevicePartition(
-                parent.uuid, MIG_KIND, self.profile,
-                (("gpu.mig.profile", self.profile),
-                 ("gpu.mig.gpu_instance.id", self.gpu_instance),
-                 ("gpu.mig.compute_instance.id", self.compute_instance)),
+                parent.uuid, MIG_KIND, self.profile, self._attributes(),
                 # The device plugin's older id form (newer ones hand out the MIG- UUID).
                 (f"MIG-{parent.uuid}/{self.gpu_instance}/{self.compute_instance}",)))
+
+
+    def _attributes(self) -> Attributes:
+        """``gpu.mig.profile`` is the GPU instance's profile (telemetry.md: ``3g.40gb``), what
+        dcgm-exporter's GPU_I_PROFILE and the dashboards group by; a compute instance smaller
+        than its GPU instance (NVML names its MIG device ``1c.3g.40gb``) adds its own profile
+        as ``gpu.mig.compute_instance.profile``."""
+        gpu_instance, compute = split_profile(self.profile)
+        return (("gpu.mig.profile", gpu_instance),
+                ("gpu.mig.gpu_instance.id", self.gpu_instance),
+                ("gpu.mig.compute_instance.id", self.compute_instance),
+                *((("gpu.mig.compute_instance.profile", compute),) if compute else ()))
+
+
+# A compute instance smaller than its GPU instance: NVML names its MIG device "<n>c.<GPU
+# instance profile>" ("1c.3g.40gb"); a GPU instance may hold several such (even alike).
+_COMPUTE_PROFILE = re.compile(r"^\d+c\.(?P<gpu_instance>.+)$")
+
+
+def split_profile(profile: str) -> tuple[str, str | None]:
+    """A MIG device's profile as (its GPU instance's profile, its compute instance's own
+    profile where smaller than the GPU instance, else None)."""
+    found = _COMPUTE_PROFILE.match(profile)
+    return (profile, None) if found is None else (found["gpu_instance"], profile)
 
 
 def _sram_errors(handle: Any) -> Reading:

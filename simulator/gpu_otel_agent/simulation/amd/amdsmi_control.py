@@ -79,14 +79,17 @@ class AmdNodeLib(ControlLib):
     def set_partition(  # noqa: PLR0917 - mirrors the C signature
         self, dev: int, socket: int, partition_id: int, compute: str, memory: str,
         uuid_per_partition: bool = False, vram_split: bool = False, modes_everywhere: bool = False,
+        partition_memory: bool = False,
     ) -> None:
         """Serve ``dev`` as compute partition ``partition_id`` of the socket whose primary
         processor is ``socket`` (``socket == dev`` for the primary itself); empty modes: the
         part has no partition files. A device with no UUID set gets the one amdsmi generates
         (shared by the socket's partitions unless ``uuid_per_partition``). ``vram_split``: its
         VRAM total is its share (else the whole device's); ``modes_everywhere``: it answers the
-        partition-mode queries even when it is not XCP 0."""
-        flags = (1 if vram_split else 0) | (2 if modes_everywhere else 0)
+        partition-mode queries even when it is not XCP 0; ``partition_memory``: its
+        ``amdsmi_get_gpu_memory_usage`` is its own VRAM use (else the device's)."""
+        flags = (1 if vram_split else 0) | (2 if modes_everywhere else 0) | (
+            4 if partition_memory else 0)
         rc = self._lib.simamd_set_partition(dev, socket, partition_id, compute.encode(),
                                             memory.encode(), int(uuid_per_partition), flags)
         self._check(rc, f"partition {partition_id}")

@@ -44,6 +44,7 @@ enum { CLK_GFX = 0, CLK_SOC = 3, CLK_MEM = 4, CLK_VCLK0 = 6, CLK_DCLK0 = 8 };
 enum {
     LIB_VRAM_SPLIT = 1, /* vram_total: the partition's even share (else the whole device) */
     LIB_MODES_ALL = 2,  /* partition modes on every partition (else only on XCP 0) */
+    LIB_PART_MEMORY = 4, /* amdsmi_get_gpu_memory_usage: the partition's own VRAM use */
 };
 enum { EVT_VMFAULT = 1, EVT_THERMAL_THROTTLE = 2, EVT_GPU_PRE_RESET = 3, EVT_GPU_POST_RESET = 4,
        EVT_LAST = 13 };
@@ -247,7 +248,7 @@ static const char *const g_reading_names[] = {AMD_READINGS(X_STR)};
     X(amdsmi_get_processor_handle_from_bdf) X(amdsmi_free_name_value_pairs)         \
     X(amdsmi_get_gpu_metrics_info) X(amdsmi_get_gpu_ecc_enabled)                     \
     X(amdsmi_get_gpu_compute_partition) X(amdsmi_get_gpu_memory_partition)           \
-    X(amdsmi_get_gpu_kfd_info)
+    X(amdsmi_get_gpu_kfd_info) X(amdsmi_get_gpu_memory_usage)
 
 #define X_FENUM(n) FN_##n,
 enum { AMD_FUNCS(X_FENUM) FN_IMPLEMENTED };
@@ -422,6 +423,17 @@ static amdsmi_status_t dev_enter(int fn, const void *h, amd_dev_t **out) {
 
 static uint32_t u32(double v) { return v <= 0 ? 0u : v >= 4294967295.0 ? 4294967295u : (uint32_t)llround(v); }
 static uint64_t u64(double v) { return v <= 0 ? 0ull : (uint64_t)llround(v); }
+/* MB as amdgpu_get_gpu_vram_usage reports them: bytes / 2^20 in integer arithmetic, so a part
+ * of a MB is dropped, not rounded (amd_smi.cc at ROCm/amdsmi 0ceca28).  The epsilon keeps a
+ * whole figure computed in floating point (196592 / 8 * 8) whole. */
+/* Bytes per fdinfo KiB in the process list, by the modelled library (see the process list). */
+static uint64_t kib_factor(void) {
+    unsigned major = g_st && g_st->lib_major ? g_st->lib_major : 26;
+    unsigned minor = g_st && g_st->lib_major ? g_st->lib_minor : 0;
+    if (major < 25 || (major == 26 && minor >= 12) || major > 26) return 1024;
+    return 1000;
+}
+static uint32_t mb(double v) { return v <= 0 ? 0u : v >= 4294967295.0 ? 4294967295u : (uint32_t)floor(v + 1e-6); }
 /* AMD reports an unreadable field in band: all ones (or 0xFFFF for 16-bit activity). */
 static uint32_t v32(amd_dev_t *d, int r) { return d->na[r] ? AMD_NA32 : u32(d->val[r]); }
 static uint64_t v64(amd_dev_t *d, int r) { return d->na[r] ? AMD_NA64 : u64(d->val[r]); }
@@ -492,8 +504,15 @@ static double socket_sum(amd_dev_t *d, int r) {
         if (g_st->dev[i].socket1 == d->socket1 && !g_st->dev[i].na[r]) sum += g_st->dev[i].val[r];
     return sum;
 }
+/* The partitions the socket's compute mode makes, served or not: a node may list fewer (two
+ * real 8x MI300X CPX nodes list 63 of 64), and the XCCs and the VRAM are still divided by the
+ * mode ("On MI300X, SPX: 1, DPX: 2, QPX: 4, CPX: 8", amdsmi's partition profile). */
 static unsigned socket_partitions(amd_dev_t *d) {
     if (d->socket1 <= 0) return 1;
+    static const struct { const char *mode; unsigned n; } modes[] = {
+        {"SPX", 1}, {"DPX", 2}, {"TPX", 3}, {"QPX", 4}, {"CPX", 8}};
+    for (unsigned k = 0; k < sizeof modes / sizeof modes[0]; k++)
+        if (strcmp(d->compute_partition, modes[k].mode) == 0) return modes[k].n;
     unsigned n = 0;
     for (unsigned i = 0; i < g_st->n_devices; i++) n += g_st->dev[i].socket1 == d->socket1;
     return n ? n : 1;
@@ -706,8 +725,25 @@ SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_vram_usage(void *h, amdsmi_vram_usage_
      * 196592 MB on XCP 0, 98296 MB on XCP 1 of a DPX MI300X, ROCm/k8s-gpu-dra-driver issue 20;
      * rocm-systems PR 8419, still open, would give every partition KFD's share). */
     int share = (d->lib_flags & LIB_VRAM_SPLIT) && d->partition_id != 0;
-    v->vram_total = u32(share ? RV(memory_total_mib) : socket_sum(d, R_memory_total_mib));
-    v->vram_used = u32(socket_sum(d, R_memory_used_mib));
+    /* The whole device: a partition's share times the mode's partitions (not the sum over
+     * the partitions served: one may be missing). */
+    v->vram_total = mb(share || d->socket1 <= 0 ? RV(memory_total_mib)
+                       : RV(memory_total_mib) * socket_partitions(d));
+    v->vram_used = mb(socket_sum(d, R_memory_used_mib));
+    return AMDSMI_STATUS_SUCCESS;
+}
+
+/* rsmi_dev_memory_usage_get: the DRM node's mem_info_vram_used, in bytes.  On a partitioned
+ * GPU with a newer library and kernel each XCP's own (amd-smi 26.0.0, ROCm 7.0.1, a DPX MI300X:
+ * 283 MB on XCP 0, 492 MB on XCP 1, ROCm/k8s-gpu-dra-driver issue 20); else the device's one VRAM
+ * manager's, as amdsmi_get_gpu_vram_usage (modelled, no capture shows it).  Only VRAM: the
+ * visible-VRAM and GTT types are not simulated. */
+SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_memory_usage(void *h, uint32_t mem_type, uint64_t *used) {
+    DEV_ENTER(amdsmi_get_gpu_memory_usage); NEED(used);
+    if (mem_type != 0 || NA(memory_used_mib)) return AMDSMI_STATUS_NOT_SUPPORTED;
+    double mib = (d->socket1 > 0 && (d->lib_flags & LIB_PART_MEMORY)) ? RV(memory_used_mib)
+                                                                       : socket_sum(d, R_memory_used_mib);
+    *used = (uint64_t)(mib * 1048576.0);
     return AMDSMI_STATUS_SUCCESS;
 }
 
@@ -1060,12 +1096,15 @@ SIM_EXPORT amdsmi_status_t amdsmi_get_gpu_process_list(void *h, uint32_t *max_pr
         memset(p, 0, sizeof *p);
         proc_name(snap[i].pid, p->name, sizeof p->name);
         p->pid = snap[i].pid;
-        /* fdinfo prints KiB; amdsmi's fdinfo.cc multiplies by 1000 (ROCm/amdsmi 0e0d8b7,
-         * "info.memory_usage.vram_mem += mem * 1000"; 1024 at 0ceca28 and kKiB in later
-         * rocm-systems): the modelled library's figure is 2.3 % short of the bytes. */
-        p->memory_usage.gtt_mem = snap[i].gtt_bytes / 1024 * 1000;
-        p->memory_usage.cpu_mem = snap[i].cpu_bytes / 1024 * 1000;
-        p->memory_usage.vram_mem = snap[i].vram_bytes / 1024 * 1000;
+        /* fdinfo prints KiB; amdsmi's fdinfo.cc has turned them into bytes three ways:
+         * x 1024 at ROCm/amdsmi 0ceca28 (the library of ROCm 6.3, 24.x), x 1000 at 0e0d8b7
+         * ("info.memory_usage.vram_mem += mem * 1000": 2.3 % short of the bytes) and x kKiB
+         * again in rocm-systems (5b3c8b5).  Which releases carry 0e0d8b7 rests on reading:
+         * modelled as libraries 25.x-26.11 (ROCm 6.4-7.11), x 1024 before and from 26.12. */
+        uint64_t per_kib = kib_factor();
+        p->memory_usage.gtt_mem = snap[i].gtt_bytes / 1024 * per_kib;
+        p->memory_usage.cpu_mem = snap[i].cpu_bytes / 1024 * per_kib;
+        p->memory_usage.vram_mem = snap[i].vram_bytes / 1024 * per_kib;
         p->mem = p->memory_usage.vram_mem + p->memory_usage.gtt_mem + p->memory_usage.cpu_mem;
         p->engine_usage.gfx = (uint64_t)snap[i].gfx_ns;
         p->engine_usage.enc = (uint64_t)snap[i].enc_ns;

@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from gpu_otel_agent.simulation.amd.partitions import family
+
 _NO_FAN: dict[str, float | None] = {"fan_percent": None}
 
 MODELS: Mapping[str, Mapping[str, float | None]] = MappingProxyType(
@@ -31,6 +33,32 @@ MODELS: Mapping[str, Mapping[str, float | None]] = MappingProxyType(
             "memory_total_mib": 196592, "power_limit_w": 750, "power_default_limit_w": 750,
             "power_min_limit_w": 0, "power_max_limit_w": 750, "max_gfx_clock_mhz": 2100,
             "max_memory_clock_mhz": 1300, "pcie_max_link_width": 16,
+            "pcie_max_link_speed_mts": 32000, "xgmi_links": 7,
+            "gpu_metrics_content_revision": 6,
+        }),
+        # MI325X: 304 CUs and device id 0x74a5 as amd-smi shows them (the subsystem id of the
+        # MI325X VF in examples/captures/amd/mi325x-vf-amd-smi-list-static-partition-process.md);
+        # 256 GB HBM3E and 1000 W from AMD's data sheet, its MB figure by the MI300X's rule
+        # (196592 = 192 x 1024 - 16); the rest as the MI300X (same XCD layout, partition modes).
+        "AMD Instinct MI325X": MappingProxyType({
+            **_NO_FAN, "temperature_c": None, "pci_device_id": 0x74A5, "pci_revision": 0,
+            "compute_units": 304,
+            "memory_total_mib": 262128, "power_limit_w": 1000, "power_default_limit_w": 1000,
+            "power_min_limit_w": 0, "power_max_limit_w": 1000, "max_gfx_clock_mhz": 2100,
+            "max_memory_clock_mhz": 1300, "pcie_max_link_width": 16,
+            "pcie_max_link_speed_mts": 32000, "xgmi_links": 7,
+            "gpu_metrics_content_revision": 6,
+        }),
+        # MI355X (gfx950, 8 XCDs): 256 CUs, 288 GB HBM3E, 1400 W and 2400 MHz from AMD's data
+        # sheet (the MI350X's amd-smi static, examples/captures/amd/mi350x-amd-smi-static.txt,
+        # shows the family's PCIe Gen 5 x16 and device id 0x75a0; the MI355X's 0x75a3 rests on
+        # reading); MB by the MI300X's rule.
+        "AMD Instinct MI355X": MappingProxyType({
+            **_NO_FAN, "temperature_c": None, "pci_device_id": 0x75A3, "pci_revision": 0,
+            "compute_units": 256,
+            "memory_total_mib": 294896, "power_limit_w": 1400, "power_default_limit_w": 1400,
+            "power_min_limit_w": 0, "power_max_limit_w": 1400, "max_gfx_clock_mhz": 2400,
+            "max_memory_clock_mhz": 2000, "pcie_max_link_width": 16,
             "pcie_max_link_speed_mts": 32000, "xgmi_links": 7,
             "gpu_metrics_content_revision": 6,
         }),
@@ -85,4 +113,7 @@ UNNAMED_CAPTURED = "AMD GPU (capture)"
 
 
 def model_readings(model: str) -> Mapping[str, float | None]:
-    return MODELS.get(model, GENERIC)
+    """The model's data; a board variant's name ("AMD Instinct MI300X OAM", "... MI300X-O")
+    takes its family's."""
+    found = family(model, tuple(MODELS))
+    return MODELS[found] if found is not None else GENERIC

@@ -34,8 +34,23 @@ COMPUTE_PARTITIONS: Mapping[str, int] = MappingProxyType({"SPX": 1, "DPX": 2, "Q
 MEMORY_PARTITIONS: Mapping[str, int] = MappingProxyType({"NPS1": 1, "NPS4": 4})
 UUID_MODES = ("shared", "per_partition")
 # Parts with partition sysfs files; others answer NOT_SUPPORTED to the partition queries.
-PARTITIONABLE = frozenset({"AMD Instinct MI300X"})
-_KEYS = ("compute", "memory", "uuid")
+# The 8-XCD parts: MI325X and MI355X take the MI300X's compute modes (AMD's partition docs list
+# SPX/DPX/QPX/CPX for the MI300 series; the MI355X's QPX and NPS2 are not modelled).
+PARTITIONABLE = frozenset({"AMD Instinct MI300X", "AMD Instinct MI325X", "AMD Instinct MI355X"})
+
+
+def family(model: str, names: frozenset[str] | tuple[str, ...]) -> str | None:
+    """The name of ``names`` that ``model`` is a variant of: itself, or a name followed by a
+    space or a dash (real MI300X boards print "AMD Instinct MI300X OAM" or "... MI300X-O"
+    where the simulator's tables say "AMD Instinct MI300X")."""
+    if model in names:
+        return model
+    return next((n for n in names if model.startswith((n + " ", n + "-"))), None)
+
+
+def partitionable(model: str) -> bool:
+    return family(model, PARTITIONABLE) is not None
+_KEYS = ("compute", "memory", "uuid", "missing")
 # What one partition of a scenario's ``partitions:`` list may set: its own activity (the per-XCP
 # busy of gpu_metrics v1.6) and its VRAM use (a part of the device's, which is their sum).
 PARTITION_READINGS = ("utilization_gpu", "memory_used_mib")
@@ -72,6 +87,13 @@ class Library:
 
     @property
     def vram_split(self) -> bool:
+        return self.rocm >= (7, 0)
+
+    @property
+    def partition_memory_usage(self) -> bool:
+        """``amdsmi_get_gpu_memory_usage`` answers a partition's own VRAM use: amd-smi 26.0.0
+        on ROCm 7.0.1 prints 283 MB and 492 MB on the two partitions of one DPX MI300X
+        (ROCm/k8s-gpu-dra-driver issue 20); before 7.0 modelled as the device's."""
         return self.rocm >= (7, 0)
 
     @property
@@ -133,10 +155,20 @@ class PartitionSpec:
     compute: str = "SPX"
     memory: str = "NPS1"
     uuid: str = "library"  # shared | per_partition | library: as the node's ROCm release does
+    # Partitions the node does not serve: two real 8x MI300X CPX nodes list 63 partitions, not
+    # 64 (issue 38). The mode's count stays what it is (a partition's VRAM and CUs are its
+    # share of the mode's count, as KFD's are).
+    missing: tuple[int, ...] = ()
 
     @property
     def count(self) -> int:
+        """The partitions the mode makes (served or not)."""
         return COMPUTE_PARTITIONS[self.compute]
+
+    @property
+    def served(self) -> tuple[int, ...]:
+        """The partition ids the node serves, in order (XCP 0 always)."""
+        return tuple(p for p in range(self.count) if p not in self.missing)
 
     def uuid_per_partition(self, library: Library) -> bool:
         if self.uuid == "library":
@@ -146,7 +178,7 @@ class PartitionSpec:
 
 def parse(raw: object, model: str) -> PartitionSpec:
     """``partition:`` of a device entry; ValueError says what is wrong."""
-    if model not in PARTITIONABLE:
+    if not partitionable(model):
         only = ", ".join(sorted(PARTITIONABLE))
         raise ValueError(f"{model!r} cannot be partitioned (only {only})")
     if not isinstance(raw, dict):
@@ -167,7 +199,20 @@ def parse(raw: object, model: str) -> PartitionSpec:
         raise ValueError(f"memory: {memory} needs compute: CPX on the MI300X (got {compute})")
     if uuid not in (*UUID_MODES, "library"):
         raise ValueError(f"uuid: expected one of {', '.join(UUID_MODES)}, got {uuid!r}")
-    return PartitionSpec(compute, memory, uuid)
+    missing = _missing(raw.get("missing", []), COMPUTE_PARTITIONS[compute])
+    return PartitionSpec(compute, memory, uuid, missing)
+
+
+def _missing(raw: object, count: int) -> tuple[int, ...]:
+    """``missing: [5]``: partition ids 1..count-1 (XCP 0 answers for the socket)."""
+    if not isinstance(raw, list) or not all(
+            isinstance(p, int) and not isinstance(p, bool) for p in raw):
+        raise ValueError("missing: expected a list of partition ids, like [5]")
+    bad = [p for p in raw if not 0 < p < count]
+    if bad:
+        raise ValueError(f"missing: partition ids are 1..{count - 1} (XCP 0 is always "
+                         f"served), got {bad}")
+    return tuple(sorted(set(raw)))
 
 
 def partition_readings(base: Mapping[str, V], spec: PartitionSpec) -> dict[str, float]:

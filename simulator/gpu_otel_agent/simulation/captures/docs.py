@@ -113,6 +113,21 @@ def render() -> str:
     for what, why in limits.RULES:
         out.append(f"| {_cell(what)} | {_cell(why)} |")
     out.append("")
+    out.append("## Fields met but not placed")
+    out.append("")
+    out.append("The reader accounts for every field printed at the GPU's top level and in each "
+               "section a row above reads from. A field there that no row places (a newer "
+               "driver's spelling) is never dropped silently: `gpu-agent sim up` prints one "
+               "line per such field when the node is ready (`# not served: capture FILE: GPU "
+               "n: PATH = 'VALUE': met but not placed ...`, before the other fields not served "
+               "as printed), and the simulator's value for the model is served. Only these "
+               "names are known there and deliberately not served:")
+    out.append("")
+    out.append("| where | names (XML tag or `-q` label, `_` read as a space) |")
+    out.append("| --- | --- |")
+    for where, names in limits.UNREAD:
+        out.append(f"| {_cell(where)} | {_cell(', '.join(names))} |")
+    out.append("")
     out.append("Where the agent's export differs from a corpus capture (the comparison test "
                "`tests/integration/test_captures.py` fails on any other difference, and on a "
                "listed one that no longer differs):")

@@ -67,6 +67,18 @@ class CaptureFragment:
     not_served: tuple[NotServed, ...] = ()
 
 
+def not_served_lines(fragment: CaptureFragment) -> list[str]:
+    """One line per field of ``fragment`` not served as printed (``gpu-agent sim up`` prints
+    them), the fields met but not placed first."""
+    def line(n: NotServed) -> str:
+        where = "node" if n.device is None else f"GPU {n.device}"
+        return f"capture {fragment.source.name}: {where}: {n.field} = {n.value!r}: {n.reason}"
+
+    unplaced = [n for n in fragment.not_served if n.reason.startswith("met but not placed")]
+    rest = [n for n in fragment.not_served if n not in unplaced]
+    return [line(n) for n in (*unplaced, *rest)]
+
+
 @runtime_checkable
 class CaptureFormat(Protocol):
     """One tool's output format (the object a :data:`CAPTURE_FORMATS` entry names)."""

@@ -36,6 +36,7 @@ from gpu_otel_agent.simulation.amd import models as amd_models
 from gpu_otel_agent.simulation.amd import partitions as amd_partitions
 from gpu_otel_agent.simulation.amd import scenario as amd_scenario
 from gpu_otel_agent.simulation.amd.build_amdsmi import build_library as build_amd_library
+from gpu_otel_agent.simulation.captures.registry import not_served_lines
 from gpu_otel_agent.simulation.node import statedir
 from gpu_otel_agent.simulation.node.cgroups import Placement
 from gpu_otel_agent.simulation.node.scenario import (
@@ -171,12 +172,15 @@ class Node:
         # A partitioned AMD GPU is served as one amdsmi processor per compute partition: its
         # slot is the primary's (XCP 0), the others follow it (device -> all its locals).
         self.amd_locals: dict[int, tuple[int, ...]] = {}
+        # The partition ids those locals serve (a mode's ids less the scenario's ``missing``).
+        self.amd_ids: dict[int, tuple[int, ...]] = {}
         counts = {"nvidia": 0, "amd": 0}
         for d in scenario.devices:
             self.slots.append((d.vendor, counts[d.vendor]))
-            width = d.partition.count if d.partition is not None else 1
+            width = len(d.partition.served) if d.partition is not None else 1
             if d.vendor == "amd":
                 self.amd_locals[d.index] = tuple(range(counts["amd"], counts["amd"] + width))
+                self.amd_ids[d.index] = d.partition.served if d.partition is not None else (0,)
             counts[d.vendor] += width
         self.amd_library: Path | None = build_amd_library() if counts["amd"] else None
         self.amd_state_path = state_dir / "amd.shm"
@@ -282,7 +286,7 @@ class Node:
             earlier = sum(1 for o in self.scenario.devices[: d.index] if o.model == d.model)
             vals["package_power_here"] = 1.0 if earlier % 2 == 0 else 0.0
         spec = d.partition
-        if spec is None and d.model in amd_partitions.PARTITIONABLE:
+        if spec is None and amd_partitions.partitionable(d.model):
             spec = amd_partitions.PartitionSpec()  # SPX/NPS1: what an MI300X reports by default
         if spec is not None:
             vals.update(amd_partitions.partition_readings(vals, spec))  # a partition's share
@@ -294,7 +298,8 @@ class Node:
             uuid = _amd_uuid(self.scenario, d.index, device_id if isinstance(
                 device_id, float | int) else None)
         bus = d.pci_bus_id or f"0000:{0x0C + 0x10 * d.index:02X}:00.0"
-        for partition_id, part in enumerate(self.amd_locals[d.index]):
+        served = spec.served if spec is not None else (0,)
+        for partition_id, part in zip(served, self.amd_locals[d.index], strict=True):
             self.amd.set_string(part, "name", d.model)
             # None: the library generates it from serial and device id, as amdsmi does.
             if uuid is not None:
@@ -310,7 +315,8 @@ class Node:
                 self.amd.set_partition(part, local, partition_id, spec.compute, spec.memory,
                                        uuid_per_partition=spec.uuid_per_partition(library),
                                        vram_split=library.vram_split,
-                                       modes_everywhere=library.modes_everywhere)
+                                       modes_everywhere=library.modes_everywhere,
+                                       partition_memory=library.partition_memory_usage)
             # A partition's own readings (``partitions:``) stay as given, like a `set` on it.
             if partition_id < len(d.partition_readings):
                 own = dict(d.partition_readings[partition_id])
@@ -401,7 +407,9 @@ class Node:
                             # A partitioned GPU's VRAM use is the device's: its partitions' sum.
                             share = value / len(targets)
                         for target in targets:
-                            if name not in self.amd_overrides.get(target, {}):
+                            # amd_overrides is keyed by amdsmi slots, whose numbers NVIDIA's
+                            # slots share: only an AMD target may be held by one.
+                            if vendor != "amd" or name not in self.amd_overrides.get(target, {}):
                                 lib.set_reading(target, name, share)
             if device is None:
                 # A MIG-enabled GPU's used memory is what its instances use.
@@ -643,16 +651,20 @@ class Node:
             raise CommandError("'message' must be a string")
         local = amd[1]
         if req.get("partition") is not None:  # raised on the partition (KFD node) that faulted
-            part = self._int_arg(req, "partition")
-            if part >= len(self.amd_locals.get(dev, ())):
-                raise CommandError(f"device {dev} has no partition {part}")
-            local = self.amd_locals[dev][part]
+            local = self._amd_partition_local(dev, self._int_arg(req, "partition"))
         seq = amd[0].push_event(local, str(kind), message or f"simulated {kind}")
         return {"ok": True, "seq": seq}
 
     def _amd_part_local(self, dev: int, pid: int) -> int:
         """The AMD processor a process of ``dev`` runs on: its partition's (else the primary)."""
-        return self.amd_locals[dev][self.proc_part.get((dev, pid), 0)]
+        return self._amd_partition_local(dev, self.proc_part.get((dev, pid), 0))
+
+    def _amd_partition_local(self, dev: int, part: int) -> int:
+        """The amdsmi slot serving partition id ``part`` of ``dev``; CommandError if none."""
+        ids = self.amd_ids.get(dev, ())
+        if part not in ids:
+            raise CommandError(f"device {dev} has no partition {part}")
+        return self.amd_locals[dev][ids.index(part)]
 
     def _amd_proc_add(self, dev: int, local: int, pid: int, mem: float, sm: float, *,
                       kind: str) -> None:
@@ -786,17 +798,17 @@ class Node:
     def _set_partition(self, dev: int, part: int, new: Mapping[str, Value]) -> dict[str, object]:
         """Readings of one compute partition of an AMD GPU (its activity, its VRAM use); what
         is the socket's (power, energy, temperatures) is read from partition 0 by every one."""
-        locals_ = self.amd_locals.get(dev, ())
-        if self.amd is None or part >= len(locals_):
+        if self.amd is None:
             raise CommandError(f"device {dev} has no partition {part}")
+        local = self._amd_partition_local(dev, part)
         fixed: dict[str, float | None] = {}
         for name, value in new.items():
             if value is not None and not isinstance(value, float | int):
                 raise CommandError(f"'{name}': a partition takes plain numbers (or null)")
             fixed[name] = None if value is None else float(value)
-        self.amd_overrides.setdefault(locals_[part], {}).update(fixed)
+        self.amd_overrides.setdefault(local, {}).update(fixed)
         for name, number in fixed.items():
-            self.amd.set_reading(locals_[part], name, number)
+            self.amd.set_reading(local, name, number)
         return {"ok": True}
 
     def _op_proc_add(self, req: Mapping[str, object]) -> dict[str, object]:
@@ -819,8 +831,7 @@ class Node:
         if amd is not None:
             if req.get("partition") is not None:
                 part = self._int_arg(req, "partition")
-                if part >= len(self.amd_locals[dev]):
-                    raise CommandError(f"device {dev} has no partition {part}")
+                self._amd_partition_local(dev, part)  # CommandError if not served
                 self.proc_part[(dev, pid)] = part
             self._amd_proc_add(dev, self._amd_part_local(dev, pid), pid, mem, sm, kind=str(kind))
         else:
@@ -1022,6 +1033,8 @@ def main(argv: list[str] | None = None) -> int:
             f"# simulated node: {len(scenario.devices)} GPU(s), control socket "
             f"{node.socket_path}",
             *([f"# {missing}"] if (missing := node.pods_missing()) else []),
+            *(f"# not served: {line}" for fragment in scenario.captures
+              for line in not_served_lines(fragment)),
             "export " + " ".join(f"{k}={v}" for k, v in env.items()),
         )
     )

@@ -348,7 +348,8 @@ def _device(ctx: _Ctx, raw: object, i: int) -> DeviceSpec:
     vendor = raw.get("vendor", "nvidia") if isinstance(raw, dict) else "nvidia"
     if vendor not in VENDORS:
         raise ctx.fail(f"{key}.vendor", f"expected one of {', '.join(VENDORS)}, got {vendor!r}")
-    d = _mapping(ctx, raw, key, frozenset(_DEVICE_KEYS) | vendor_readings(vendor))
+    identity_keys = _IDENTITY if vendor == "nvidia" else frozenset()
+    d = _mapping(ctx, raw, key, frozenset(_DEVICE_KEYS) | vendor_readings(vendor) | identity_keys)
     if "model" not in d:
         raise ctx.fail(key, "missing key 'model'")
     model = _str(ctx, d["model"], f"{key}.model")
@@ -373,8 +374,11 @@ def _device(ctx: _Ctx, raw: object, i: int) -> DeviceSpec:
             raise ctx.fail(f"{key}.unsupported[{j}]", f"unknown {library} function {name!r}")
         unsupported.append(name)
     readings = _readings(
-        ctx, {k: v for k, v in d.items() if k not in _DEVICE_KEYS}, key, str(vendor)
+        ctx, {k: v for k, v in d.items() if k not in _DEVICE_KEYS and k not in identity_keys},
+        key, str(vendor)
     )
+    readings.update(_identity(ctx, {k: v for k, v in d.items() if k in identity_keys}, key,
+                              model))
     if d.get("nvlink") is not None:
         if vendor != "nvidia":
             raise ctx.fail(f"{key}.nvlink", "NVLink is NVIDIA's (AMD XGMI: not per link)")
@@ -416,16 +420,80 @@ def _device(ctx: _Ctx, raw: object, i: int) -> DeviceSpec:
     )
 
 
+_BRANDS: Mapping[str, int] = MappingProxyType({
+    "tesla": models.BRAND_TESLA, "geforce": models.BRAND_GEFORCE,
+    "nvidia rtx": models.BRAND_NVIDIA_RTX, "nvidia": models.BRAND_NVIDIA})
+
+
+def _identity(ctx: _Ctx, raw: Mapping[str, object], key: str, model: str) -> dict[str, Value]:
+    """Identity a scenario (or a capture, as printed) gives a device: the architecture as
+    nvml.h's number or nvidia-smi's name, PCI ids as numbers or hex ("0x2B8510DE", the XML's
+    "2B8510DE"). For a model the table does not know, the compute capability and GPM support
+    follow from the architecture unless given."""
+    out: dict[str, Value] = {}
+    for name, value in raw.items():
+        sub = f"{key}.{name}"
+        if value is None:
+            raise ctx.fail(sub, "an identity value cannot be null (NVML always answers it)")
+        if name == "architecture":
+            try:
+                out[name] = float(models.architecture_number(value))
+            except ValueError as error:
+                raise ctx.fail(sub, str(error)) from error
+        elif name in ("pci_device_id", "pci_subsystem_id"):
+            out[name] = float(_hex_id(ctx, value, sub))
+        elif name == "brand" and isinstance(value, str):
+            if value.strip().lower() not in _BRANDS:
+                raise ctx.fail(sub, f"unknown brand {value!r} (one of {', '.join(_BRANDS)}, "
+                                    f"or nvml.h's NVML_BRAND_* number)")
+            out[name] = float(_BRANDS[value.strip().lower()])
+        else:
+            out[name] = float(_int(ctx, value, sub, minimum=0))
+    arch = out.get("architecture")
+    if model not in models.MODELS and isinstance(arch, float):
+        for name, number in models.ARCH_DEFAULTS.get(int(arch), {}).items():
+            out.setdefault(name, number)
+    return out
+
+
+def _hex_id(ctx: _Ctx, value: object, key: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 0xFFFFFFFF:
+        return value
+    if isinstance(value, str):
+        text = value.strip().lower().removeprefix("0x")
+        if re.fullmatch(r"[0-9a-f]{1,8}", text):
+            return int(text, 16)
+    raise ctx.fail(key, f"expected a PCI id as printed ('0x2B8510DE') or a number, got {value!r}")
+
+
 def _known_model(ctx: _Ctx, key: str, model: str, vendor: str,
-                 entry: Mapping[str, object]) -> None:
-    """A model the simulator has no data for would be served with generic limits (16 GiB of
-    memory, 300 W): refused, naming the known ones, unless the entry gives its own memory."""
-    known = ((*amd_models.MODELS, amd_models.UNNAMED_CAPTURED) if vendor == "amd"
-             else tuple(models.MODELS))
-    if model in known or "memory_total_mib" in entry:
+                 entry: Mapping[str, object], *, captured: bool = False) -> None:
+    """A model the simulator has no data for is refused unless the entry gives what a generic
+    default would get wrong: its architecture, PCI device id, memory and power limit. A
+    capture's GPU is served as printed: what the capture did not print is NVML's "unknown"
+    (architecture, device id), and its memory must be printed."""
+    if vendor == "amd" or captured:
+        known = ((*amd_models.MODELS, amd_models.UNNAMED_CAPTURED) if vendor == "amd"
+                 else tuple(models.MODELS))
+        if model in known or "memory_total_mib" in entry:
+            return
+        if vendor == "amd" and amd_partitions.family(model, tuple(amd_models.MODELS)) is not None:
+            return  # a board variant's name ("AMD Instinct MI300X OAM"): its family's data
+        raise ctx.fail(key, f"unknown {vendor} model {model!r}; known: {', '.join(known)} "
+                            f"(or give memory_total_mib and the limits of a model not listed)")
+    if model in models.MODELS:
         return
-    raise ctx.fail(key, f"unknown {vendor} model {model!r}; known: {', '.join(known)} "
-                        f"(or give memory_total_mib and the limits of a model not listed)")
+    missing = [name for name in models.REQUIRED_FOR_UNKNOWN if name not in entry]
+    if not missing:
+        return
+    raise ctx.fail(key, f"unknown nvidia model {model!r}: the simulator has no data for it, so "
+                        f"the device must give {', '.join(models.REQUIRED_FOR_UNKNOWN)} "
+                        f"(missing: {', '.join(missing)}), for example "
+                        f"{{model: {model!r}, architecture: Blackwell, pci_device_id: "
+                        f"'0x2B8510DE', memory_total_mib: 32607, power_limit_w: 575}}; "
+                        f"optional: cuda_cc_major/cuda_cc_minor, multiprocessor_count, "
+                        f"max_sm_clock_mhz, nvlink_links; or name a known model: "
+                        f"{', '.join(models.MODELS)}")
 
 
 def _mig(ctx: _Ctx, raw: object, key: str, model: str) -> tuple[MigSpec, ...]:
@@ -554,9 +622,9 @@ def _process(ctx: _Ctx, raw: object, i: int, devices: Sequence[DeviceSpec]) -> P
         partition = _int(ctx, p["partition"], f"{key}.partition")
         spec = devices[dev].partition
         count = spec.count if spec is not None else 1
-        if partition >= count:
+        if partition >= count or (spec is not None and partition not in spec.served):
             raise ctx.fail(f"{key}.partition", f"device {dev} has {count} compute "
-                           f"partition(s), no partition {partition}")
+                           f"partition(s), no partition {partition} served")
     pod = _pod(ctx, p["pod"], f"{key}.pod") if p.get("pod") is not None else None
     if pod is not None:
         if pid is not None:
@@ -928,8 +996,10 @@ def parse_scenario(text: str, path: Path, captures: Sequence[Path | str] = ()) -
         except FaultSpecError as exc:
             raise ctx.fail("chaos", str(exc)) from exc
     # Last, so a scenario's other mistakes are named first (they say more than the model).
+    captured = sum(len(f.devices) for f in fragments)  # served as printed, first in the list
     for i, (raw, device) in enumerate(zip(raw_devices, devices, strict=True)):
-        _known_model(ctx, f"devices[{i}].model", device.model, device.vendor, raw)
+        _known_model(ctx, f"devices[{i}].model", device.model, device.vendor, raw,
+                     captured=i < captured)
     return Scenario(
         path=path.resolve(),
         vendor=str(vendor),

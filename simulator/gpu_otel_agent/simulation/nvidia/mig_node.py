@@ -191,7 +191,8 @@ class MigNode:
                 index=index, gi=gi, ci=ci, profile=ci_profile.name,
                 profile_id=profile.profile_id, gi_slices=profile.slices,
                 ci_slices=ci_profile.slices, memory_mib=total,
-                sm_count=float(ci_profile.slices * sms), uuid=mig_uuid))
+                sm_count=float(profile.sms if ci_profile.slices == profile.slices and profile.sms
+                               else ci_profile.slices * sms), uuid=mig_uuid))
             instance.computes.append(ComputeInstance(slot, ci, ci_profile, mig_uuid,
                                                      dict(c.readings)))
 

@@ -73,7 +73,12 @@ def _ecc(scope: str, tscope: str, correctable: bool) -> tuple[tuple[str, ...], t
 
 
 _GPU_POWER = ("gpu_power_readings", "power_readings")
-_TGPU_POWER = ("GPU Power Readings", "Power Readings")
+# Driver 610 moved the limits of the -q text into a "GPU Ceiling Power Limit" sub-section of
+# "GPU Power Readings" (NVIDIA's nvidia-smi documentation, change log: "Fields are moved in the
+# text output to the 'GPU Ceiling Power Limit' section. Fields are still kept in the old location
+# for the XML output"); the sub-section is tried first.
+_TGPU_POWER = ("GPU Power Readings/GPU Ceiling Power Limit", "GPU Power Readings",
+               "Power Readings")
 
 
 def _power(*names: tuple[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -86,7 +91,7 @@ def _power(*names: tuple[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
 IDENTITY: tuple[CaptureField, ...] = (
     _f("model", "product_name", "Product Name", "nvmlDeviceGetName",
        "Product name, served verbatim; the simulator's model table supplies what the capture "
-       "does not print (architecture, PCI device id)", kind="text", metric="attr:hw.model"),
+       "does not print", kind="text", metric="attr:hw.model"),
     _f("uuid", "uuid", "GPU UUID", "nvmlDeviceGetUUID", "GPU UUID", kind="text",
        metric="attr:hw.id"),
     _f("pci_bus_id", ("pci/pci_bus_id", "@id"), ("PCI/Bus Id", "@id"),
@@ -98,7 +103,23 @@ IDENTITY: tuple[CaptureField, ...] = (
        "VBIOS version", kind="text"),
     _f("board_part", "board_part_number", "Board Part Number", "nvmlDeviceGetBoardPartNumber",
        "Board part number", kind="text"),
+    # Served as printed, so that a replayed part the simulator's table does not know answers
+    # its own architecture and PCI ids (not a generic part's).
+    _f("architecture", "product_architecture", "Product Architecture",
+       "nvmlDeviceGetArchitecture", "Architecture name (Hopper, Blackwell ...), served as nvml.h's "
+       "NVML_DEVICE_ARCH_* number", kind="text"),
+    _f("pci_device_id", "pci/pci_device_id", "PCI/Device Id", "nvmlDeviceGetPciInfo_v3 "
+       "(pciDeviceId)", "PCI device and vendor id (0x233010DE; the XML prints 233010DE)",
+       kind="text"),
+    _f("pci_subsystem_id", "pci/pci_sub_system_id", "PCI/Sub System Id",
+       "nvmlDeviceGetPciInfo_v3 (pciSubSystemId)", "PCI subsystem id", kind="text"),
 )
+
+# nvml.h NVML_DEVICE_ARCH_* -> the name `nvidia-smi -q` prints as "Product Architecture".
+ARCHITECTURE_NAMES: Mapping[int, str] = MappingProxyType({
+    2: "Kepler", 3: "Maxwell", 4: "Pascal", 5: "Volta", 6: "Turing", 7: "Ampere",
+    8: "Ada Lovelace", 9: "Hopper", 10: "Blackwell", 13: "Rubin",
+})
 
 READINGS: tuple[CaptureField, ...] = (
     _f("minor_number", "minor_number", "Minor Number", "nvmlDeviceGetMinorNumber",
@@ -127,8 +148,9 @@ READINGS: tuple[CaptureField, ...] = (
        "nvmlDeviceGetBAR1MemoryInfo", "BAR1 aperture total, MiB"),
     _f("bar1_used_mib", "bar1_memory_usage/used", "BAR1 Memory Usage/Used",
        "nvmlDeviceGetBAR1MemoryInfo", "BAR1 aperture used, MiB"),
-    _f("utilization_gpu", "utilization/gpu_util", "Utilization/Gpu",
-       "nvmlDeviceGetUtilizationRates (gpu)", "GPU busy, percent",
+    _f("utilization_gpu", "utilization/gpu_util", ("Utilization/GPU", "Utilization/Gpu"),
+       "nvmlDeviceGetUtilizationRates (gpu)", "GPU busy, percent (drivers from 570 print the "
+       "-q label \"GPU\", older ones \"Gpu\")",
        metric="hw.gpu.utilization", point=_p(hw__gpu__task="general"), scale=PCT),
     _f("utilization_memory", "utilization/memory_util", "Utilization/Memory",
        "nvmlDeviceGetUtilizationRates (memory)", "Memory controller busy, percent",
@@ -153,10 +175,11 @@ READINGS: tuple[CaptureField, ...] = (
        "Temperature/GPU Slowdown Temp",
        "nvmlDeviceGetTemperatureThreshold (SLOWDOWN)", "HW slowdown threshold, C",
        metric="hw.temperature.limit", point=_p(hw__limit_type="high.degraded")),
-    _f("power_w", *_power(("instant_power_draw", "Instant Power Draw"),
+    _f("power_w", *_power(("instant_power_draw", "Instantaneous Power Draw"),
                           ("power_draw", "Power Draw")),
        "field NVML_FI_DEV_POWER_INSTANT (186)",
-       "Instant power draw, W. Drivers before the instant/average split print one \"Power "
+       "Instant power draw, W (-q label \"Instantaneous Power Draw\"). Drivers before the "
+       "instant/average split print one \"Power "
        "Draw\" (nvmlDeviceGetPowerUsage: a 1 s average on Ampere-but-GA100 and newer); the node "
        "serves that figure as instant and average alike", metric="hw.power"),
     _f("power_average_w", *_power(("average_power_draw", "Average Power Draw"),
@@ -289,9 +312,33 @@ CLOCK_EVENT_REASONS: tuple[tuple[str, int, str, str], ...] = (
     ("sw_thermal_slowdown", 0x20, "sw_thermal_slowdown", "SW Thermal Slowdown"),
     ("hw_thermal_slowdown", 0x40, "hw_thermal_slowdown", "HW Thermal Slowdown"),
     ("hw_power_brake_slowdown", 0x80, "hw_power_brake_slowdown", "HW Power Brake Slowdown"),
-    ("display_clock_setting", 0x100, "display_clock_setting", "Display Clock Setting"),
+    # Every real XML capture spells this one "display_clocks_setting" (telegraf's test data of
+    # drivers 418-595, the corpus's own); the -q label is singular.
+    ("display_clock_setting", 0x100, "display_clocks_setting", "Display Clock Setting"),
 )
 CLOCK_EVENTS_NVML = "nvmlDeviceGetCurrentClocksEventReasons"
+
+# Where the T.Limit sensor exists, nvidia-smi prints the temperature thresholds relative to it
+# (NVIDIA's nvidia-smi documentation: "when the T.Limit sensor is supported, available
+# temperature thresholds are also reported relative to T.Limit instead of absolute
+# measurements"; the current T.Limit is "the current margin in degree Celsius to the maximum
+# operating temperature"). The absolute slowdown threshold is then the current temperature plus
+# the current margin minus the threshold's margin. (current temperature, current T.Limit,
+# slowdown T.Limit threshold), each with its alternatives, newest first; driver 610 renamed "GPU
+# T.Limit Temp" to "GPU Current T.Limit Temp".
+TLIMIT_SLOWDOWN_XML = (("temperature/gpu_temp",), ("temperature/gpu_temp_tlimit",),
+                       ("temperature/gpu_temp_slow_tlimit_threshold",))
+TLIMIT_SLOWDOWN_TEXT = (("Temperature/GPU Current Temp",),
+                        ("Temperature/GPU Current T.Limit Temp", "Temperature/GPU T.Limit Temp"),
+                        ("Temperature/GPU Slowdown T.Limit Temp",))
+
+# The node-wide driver version: driver 610 deprecates "Driver Version" in favour of "KMD
+# Version" (NVIDIA's nvidia-smi documentation, change log); the first printed is read, and only
+# its leading version number is served.
+DRIVER_VERSION_XML = ("driver_version", "kmd_version")
+DRIVER_VERSION_TEXT = ("Driver Version", "KMD Version")
+CUDA_VERSION_XML = ("cuda_version", "cuda_umd_version")
+CUDA_VERSION_TEXT = ("CUDA Version", "CUDA UMD Version")
 CLOCK_EVENTS_XML = (("clocks_event_reasons", "clocks_event_reason_"),
                     ("clocks_throttle_reasons", "clocks_throttle_reason_"))
 CLOCK_EVENTS_TEXT = ("Clocks Event Reasons", "Clocks Throttle Reasons", "Clocks Throttle Reasons")

@@ -124,6 +124,11 @@ READERS: Mapping[str, Callable[[Handle], str]] = MappingProxyType({
     "serial": pynvml.nvmlDeviceGetSerial,
     "vbios": pynvml.nvmlDeviceGetVbiosVersion,
     "board_part": pynvml.nvmlDeviceGetBoardPartNumber,
+    "architecture": lambda h: fields.ARCHITECTURE_NAMES.get(
+        pynvml.nvmlDeviceGetArchitecture(h), "Unknown"),
+    # The XML form prints the ids as 8 hex digits without 0x (233010DE).
+    "pci_device_id": lambda h: f"{pynvml.nvmlDeviceGetPciInfo_v3(h).pciDeviceId:08X}",
+    "pci_subsystem_id": lambda h: f"{pynvml.nvmlDeviceGetPciInfo_v3(h).pciSubSystemId:08X}",
     "minor_number": lambda h: str(pynvml.nvmlDeviceGetMinorNumber(h)),
     "persistence_mode": lambda h: _flag(pynvml.nvmlDeviceGetPersistenceMode(h)),
     "display_mode": lambda h: _flag(pynvml.nvmlDeviceGetDisplayMode(h)),

@@ -19,7 +19,7 @@ from gpu_otel_agent.simulation.captures.nvidia_smi.model import (
     SmiCapture,
 )
 from gpu_otel_agent.simulation.captures.registry import CaptureFragment, NotServed
-from gpu_otel_agent.simulation.nvidia import mig_profiles
+from gpu_otel_agent.simulation.nvidia import mig_profiles, models
 
 _NOT_AVAILABLE = re.compile(
     r"^\[?\s*(n/a|not supported|unknown error|insufficient permissions|not found|no data|"
@@ -31,6 +31,18 @@ _FLAGS = {"enabled": 1.0, "yes": 1.0, "active": 1.0, "on": 1.0,
 _COMPUTE_MODES = {"default": 0.0, "exclusive_thread": 1.0, "prohibited": 2.0,
                   "exclusive_process": 3.0}
 NVML_PSTATE_UNKNOWN = 32.0
+# Identity strings whose NVML call nvml.h documents NVML_ERROR_NOT_SUPPORTED for: printed N/A
+# (a GeForce card's serial), the node answers so instead of inventing one.
+_NOT_SUPPORTED_WHEN_NA = {"serial": "nvmlDeviceGetSerial",
+                          "board_part": "nvmlDeviceGetBoardPartNumber"}
+
+
+# Identity numbers NVML always answers: what the node serves when the capture printed N/A.
+_UNPRINTED_IDENTITY: Mapping[str, str] = MappingProxyType({
+    "architecture": "the model table's, else NVML_DEVICE_ARCH_UNKNOWN",
+    "pci_device_id": "the model table's, else 0x000010DE (device id unknown)",
+    "pci_subsystem_id": "the model table's, else 0",
+})
 
 
 class ConvertError(ValueError):
@@ -75,7 +87,17 @@ def convert(capture: SmiCapture, format_name: str) -> CaptureFragment:
     not_served: list[NotServed] = []
     system: dict[str, object] = {}
     if capture.driver_version and not not_available(capture.driver_version):
-        system["driver_version"] = capture.driver_version
+        version = re.match(r"^\s*(\d+(?:\.\d+)+)", capture.driver_version)
+        if version is None:
+            not_served.append(NotServed(None, "driver_version", capture.driver_version,
+                                        "not a version number: the scenario's is served"))
+        else:
+            # Driver 610 prints a deprecation note after the number ("Driver Version" gives
+            # way to "KMD Version"): only the number is the version (nvmlSystemGetDriverVersion).
+            system["driver_version"] = version.group(1)
+            if version.group(0).strip() != capture.driver_version.strip():
+                not_served.append(NotServed(None, "driver_version", capture.driver_version,
+                                            "only the leading version number is served"))
     if capture.cuda_version:
         cuda = cuda_version(capture.cuda_version)
         if cuda is not None:
@@ -93,13 +115,20 @@ def convert(capture: SmiCapture, format_name: str) -> CaptureFragment:
 def _device(i: int, gpu: GpuCapture, not_served: list[NotServed]
             ) -> tuple[dict[str, object], dict[int, tuple[int, dict[int, int]]]]:
     device: dict[str, object] = {}
+    unsupported: list[str] = []
     for f in fields.IDENTITY:
         printed = gpu.values.get(f.key)
         if printed is None:
             continue
         if not_available(printed):
-            not_served.append(NotServed(i, f.key, printed, "an identity string: the simulated "
-                                        "node serves a generated one"))
+            call = _NOT_SUPPORTED_WHEN_NA.get(f.key)
+            if call is not None:  # nvml.h documents NOT_SUPPORTED for it: served so
+                unsupported.append(call)
+                continue
+            reason = _UNPRINTED_IDENTITY.get(
+                f.key, "an identity string nvml.h gives no NOT_SUPPORTED for: the node serves "
+                       "a generated one")
+            not_served.append(NotServed(i, f.key, printed, reason))
             continue
         value = printed.strip()
         if f.key == "model" and value.endswith("..."):
@@ -108,7 +137,13 @@ def _device(i: int, gpu: GpuCapture, not_served: list[NotServed]
             continue
         if f.key == "pci_bus_id" and re.match(r"^[0-9a-fA-F]{4}:", value):
             value = "0000" + value
+        unreadable = _unreadable_identity(f.key, value)
+        if unreadable is not None:
+            not_served.append(NotServed(i, f.key, printed, unreadable))
+            continue
         device[f.key] = value
+    if unsupported:
+        device["unsupported"] = unsupported
     if "model" not in device:
         if "model" not in gpu.values:  # nvidia-smi -q -d ...: which GPU is it?
             raise ConvertError(f"GPU {i} prints no product name: not a GPU the simulator "
@@ -126,6 +161,7 @@ def _device(i: int, gpu: GpuCapture, not_served: list[NotServed]
         if printed.strip().lower().strip("[]") == "unknown error":
             not_served.append(NotServed(i, f.key, printed, "served as NOT_SUPPORTED, not "
                                         "NVML_ERROR_UNKNOWN"))
+    _unplaced(i, gpu, not_served)
     if gpu.clock_events:
         device["clocks_event_reasons"] = _clock_mask(gpu.clock_events)
     gi_positions: dict[int, tuple[int, dict[int, int]]] = {}
@@ -134,6 +170,24 @@ def _device(i: int, gpu: GpuCapture, not_served: list[NotServed]
         if mig is not None:
             device["mig"] = mig
     return device, gi_positions
+
+
+def _unreadable_identity(key: str, value: str) -> str | None:
+    """Why a printed architecture or PCI id cannot be served as NVML's number, else None."""
+    if key == "architecture" and value.lower() not in models.ARCHITECTURES:
+        return ("an architecture nvml.h does not name: served as the model table's, else "
+                "NVML_DEVICE_ARCH_UNKNOWN")
+    if key in ("pci_device_id", "pci_subsystem_id") and not re.fullmatch(
+            r"(0x)?[0-9a-fA-F]{1,8}", value):
+        return "not a PCI id: served as the model table's, else 0"
+    return None
+
+
+def _unplaced(i: int, gpu: GpuCapture, not_served: list[NotServed]) -> None:
+    for path, printed in gpu.unplaced:
+        not_served.append(NotServed(i, path, printed, "met but not placed: no row of the field "
+                                    "table knows this name (a newer driver's spelling?); the "
+                                    "simulator's value for the model is served"))
 
 
 def _clock_mask(events: Mapping[str, str]) -> float | None:
@@ -156,8 +210,8 @@ def _profile_for(model: str, total_mib: float, memory: float | None, sms: int | 
     if memory is not None and slice_mib > 0:
         eighths = max(1, round(memory / slice_mib))
         candidates = [p for p in candidates if p.memory_slices == eighths]
-    if sms is not None:
-        exact = [p for p in candidates if p.slices * table.sms_per_slice == sms]
+    if sms is not None:  # each profile's own count: H100 3g.40gb has 60 SMs, not 3 x 16
+        exact = [p for p in candidates if p.sms == sms]
         candidates = exact or candidates
     plain = [p for p in candidates if not p.name.endswith("+me")]
     chosen = plain or candidates

@@ -34,6 +34,10 @@ class GpuCapture:
     mig_mode: str | None  # "Enabled", "Disabled", "N/A"; None: not printed
     mig_devices: tuple[MigDeviceCapture, ...]
     processes: tuple[ProcessCapture, ...]
+    # Printed fields the reader met in a section it reads but could not place (path, value):
+    # a spelling no row of the field table knows (a newer driver's rename) is listed, never
+    # dropped silently.
+    unplaced: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from gpu_otel_agent.plugins.nvidia.capture import fields
+from gpu_otel_agent.simulation.captures.nvidia_smi import limits
 from gpu_otel_agent.simulation.captures.nvidia_smi.model import (
     GpuCapture,
     MigDeviceCapture,
@@ -26,12 +27,14 @@ def read(root: Node, form: str, source: Path) -> SmiCapture:
     xml = form == "xml"
     if xml:
         gpu_nodes = [(n, n.attrs.get("id")) for n in root.all("gpu")]
-        header = {k: lookup(root, k) for k in ("timestamp", "driver_version", "cuda_version")}
+        header = {"timestamp": lookup(root, "timestamp"),
+                  "driver_version": _first(root, fields.DRIVER_VERSION_XML),
+                  "cuda_version": _first(root, fields.CUDA_VERSION_XML)}
     else:
         gpu_nodes = [(n, n.name[4:].strip()) for n in root.children if n.name.startswith("GPU ")]
         header = {"timestamp": lookup(root, "Timestamp"),
-                  "driver_version": lookup(root, "Driver Version"),
-                  "cuda_version": lookup(root, "CUDA Version")}
+                  "driver_version": _first(root, fields.DRIVER_VERSION_TEXT),
+                  "cuda_version": _first(root, fields.CUDA_VERSION_TEXT)}
     if not gpu_nodes:
         raise TreeError("no GPU in the capture")
     gpus = tuple(_gpu(node, bus, xml) for node, bus in gpu_nodes)
@@ -39,21 +42,104 @@ def read(root: Node, form: str, source: Path) -> SmiCapture:
                       header["cuda_version"], gpus)
 
 
+def _first(node: Node, paths: tuple[str, ...]) -> str | None:
+    return next((v for v in (lookup(node, p) for p in paths) if v is not None), None)
+
+
 def _gpu(node: Node, bus: str | None, xml: bool) -> GpuCapture:
     values: dict[str, str] = {}
+    consumed: set[str] = set()
     for f in fields.FIELDS:
         for path in f.xml if xml else f.text:
             found = (bus if path == "@id" else lookup(node, path))
             if found is not None:
                 values[f.key] = found
                 break
+        # Every spelling a row knows is placed, printed or not (a capture may print two).
+        consumed.update(p for path in (f.xml if xml else f.text) for p in path.split("+"))
+    tlimit = fields.TLIMIT_SLOWDOWN_XML if xml else fields.TLIMIT_SLOWDOWN_TEXT
+    consumed.update(p for alternatives in tlimit for p in alternatives)
+    slowdown = values.get("temperature_slowdown_c")
+    if slowdown is None or _not_a_number(slowdown):
+        derived = _tlimit_slowdown(node, tlimit)
+        if derived is not None:
+            values["temperature_slowdown_c"] = derived
     return GpuCapture(
         values=values,
         clock_events=_clock_events(node, xml),
         mig_mode=lookup(node, "mig_mode/current_mig" if xml else "MIG Mode/Current"),
         mig_devices=_mig_devices(node, xml),
         processes=_processes(node, xml),
+        unplaced=unplaced(node, xml, consumed),
     )
+
+
+def _number(printed: str | None) -> float | None:
+    match = re.match(r"^\s*(-?\d+(?:\.\d+)?)\s*C?\s*$", printed or "")
+    return float(match.group(1)) if match else None
+
+
+def _not_a_number(printed: str) -> bool:
+    return _number(printed) is None
+
+
+def _tlimit_slowdown(node: Node, paths: tuple[tuple[str, ...], ...]) -> str | None:
+    """The absolute slowdown threshold from the T.Limit-relative one (``fields``), as
+    nvidia-smi would print it ("89 C"); None unless all three are printed as numbers."""
+    current, margin, threshold = (_number(_first(node, p)) for p in paths)
+    if current is None or margin is None or threshold is None:
+        return None
+    return f"{current + margin - threshold:g} C"
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"\s+", " ", name.replace("_", " ")).strip().lower()
+
+
+def _watched(xml: bool) -> set[str]:
+    """The section paths whose leaves the reader accounts for: every section a single-path
+    field reads from (the GPU's own top level included, its direct leaves only)."""
+    sections: set[str] = set()
+    for f in fields.FIELDS:
+        for path in f.xml if xml else f.text:
+            if "+" in path or path.startswith("@"):
+                continue
+            sections.add(path.rpartition("/")[0])
+    return sections
+
+
+def unplaced(node: Node, xml: bool, consumed: set[str]) -> tuple[tuple[str, str], ...]:
+    """Leaves of the watched sections that are neither read nor known to be unserved."""
+    ignored = limits.unread_names()
+    sections = _watched(xml)
+    out: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for section in sorted(sections):
+        holder = node if not section else node.path(section)
+        if holder is None:
+            continue
+        for path, leaf in _leaves(holder, section, recurse=bool(section)):
+            if path in seen or path in consumed or _norm(leaf.name) in ignored:
+                continue
+            seen.add(path)
+            if any(path.startswith(s + "/") for s in sections if s and s != section
+                   and s.startswith(section)):
+                continue  # a deeper watched section reports it
+            out.append((path, leaf.value or ""))
+    return tuple(out)
+
+
+def _leaves(holder: Node, prefix: str, recurse: bool) -> list[tuple[str, Node]]:
+    out: list[tuple[str, Node]] = []
+    for child in holder.children:
+        path = f"{prefix}/{child.name}" if prefix else child.name
+        if child.children:
+            if recurse:
+                out.extend(_leaves(child, path, recurse))
+            continue
+        if child.value is not None:
+            out.append((path, child))
+    return out
 
 
 def _clock_events(node: Node, xml: bool) -> dict[str, str]:
@@ -90,12 +176,18 @@ def _mig_devices(node: Node, xml: bool) -> tuple[MigDeviceCapture, ...]:
                 "fb_memory_usage/used")
     else:
         entries = [n for n in node.descendants() if n.name == "MIG Device"]
+        # Newer drivers print a MIG device's memory as "Shared FB Memory Usage" (NVIDIA's
+        # nvidia-smi documentation, change log: "shared among the MIG devices associated with
+        # the same GPU instance").
+        memory = ("Shared FB Memory Usage", "FB Memory Usage")
+        holder_of = {e_id: next((m for m in memory if e.child(m) is not None), memory[1])
+                     for e_id, e in enumerate(entries)}
         keys = ("Index", "GPU Instance ID", "Compute Instance ID",
-                "Device Attributes/Shared/Multiprocessor count", "FB Memory Usage/Total",
-                "FB Memory Usage/Used")
+                "Device Attributes/Shared/Multiprocessor count", "{fb}/Total", "{fb}/Used")
     out = []
-    for entry in entries:
-        index, gi, ci, sms, total, used = (lookup(entry, k) for k in keys)
+    for n, entry in enumerate(entries):
+        index, gi, ci, sms, total, used = (
+            lookup(entry, k if xml else k.replace("{fb}", holder_of[n])) for k in keys)
         gi_id, ci_id = _int(gi), _int(ci)
         if gi_id is None or ci_id is None:
             raise TreeError("a MIG device without GPU/compute instance ids")
