@@ -158,9 +158,13 @@ def test_a_storm_on_a_mig_instance_is_summarised_on_it_and_survives_kill_9(
 
         # Counted, then kill -9 before the window ends: summarised on the instance after.
         config.write_text("health: {storm_window: 600}\n", encoding="utf-8")
+        exports = len(store.received("metrics"))
         agent = AgentProcess(tmp_path, otlp_grpc_receiver.endpoint, node.env, args)
         try:
-            time.sleep(1.0)  # its NVML event thread registers at start
+            # Running: its exports arrive (its NVML event sets are registered by then; an XID
+            # before registration is not delivered, as on a real driver).
+            store.wait_for(lambda s: len(s.received("metrics")) >= exports + 3, timeout=60,
+                           what="the second agent's exports")
             for _ in range(12):
                 node.command({"op": "xid", "device": 0, "code": 43, "mig": 2})
             second = store.wait_for(lambda s: [e for e in s.logs("gpu.xid", {
