@@ -215,6 +215,14 @@ class HealthEngine:
         now = self._clock()
         if self._dedup.is_duplicate(gpu.identity.uuid, event.code, event.source, now):
             self.stats.duplicates += 1
+            fault = event.link_fault
+            if fault is not None and fault.fatal:
+                # NVML saw it first, without the line's word: the kernel log says Fatal, so the
+                # GPU fails as if the line had come first (no second event: one fault).
+                info = lookup(event.code)
+                self._transition(gpu, gpu.machine.set(f"xid:{event.code}", HealthState.FAILED,
+                                                      f"XID {event.code} {info.name} (fatal)"),
+                                 event.time_ns)
             return
         gpu.xids[event.code] = gpu.xids.get(event.code, 0) + 1
         gpu.xid_seen[event.code] = max(gpu.xid_seen.get(event.code, 0), event.time_ns)

@@ -342,6 +342,19 @@ def test_a_fatal_nvlink_xid_is_never_folded_into_a_storm_of_non_fatal_ones() -> 
     assert store.current(0).health["GPU-a"].state is HealthState.FAILED  # the fatal one
 
 
+def test_a_fatal_line_after_nvml_saw_the_same_xid_fails_the_gpu_without_a_second_event(
+) -> None:
+    async def scenario(engine: HealthEngine, sink: list[HealthEvent], clock: Clock) -> None:
+        engine.on_events([xid(145)])  # NVML: no severity word, the catalog's ERROR / degraded
+        await until(lambda: len(sink) >= 2)  # the XID and the health change
+        engine.on_events([nvlink_xid(True, 13)])  # the kernel log's line of the same fault
+        await until(lambda: any(dict(e.attributes).get("hw.state") == "failed" for e in sink))
+        assert len([e for e in sink if e.name == "gpu.xid"]) == 1
+
+    store = run(scenario)
+    assert store.current(0).health["GPU-a"].state is HealthState.FAILED
+
+
 def test_an_sxid_is_an_event_of_its_switch_and_its_storm_is_summarised() -> None:
     def sxid(fatal: bool) -> DeviceEvent:
         return DeviceEvent("0000:04:00.0", EVENT_SXID, time.time_ns(), code=22013,
