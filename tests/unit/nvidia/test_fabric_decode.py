@@ -42,3 +42,20 @@ def test_a_completed_probe_with_an_error_status_failed() -> None:
     assert fabric.state_name(pynvml.NVML_GPU_FABRIC_STATE_IN_PROGRESS,
                              pynvml.NVML_ERROR_UNKNOWN) == "in_progress"  # status unread
     assert fabric.state_name(9, 0) == "not_supported"
+
+
+def test_a_completed_probe_without_a_cluster_names_no_cluster() -> None:
+    """H100 HGX outside a multi-node fabric reports a completed probe with an all-zero cluster
+    UUID (meta-pytorch/torchcomms PR 1385): a clique, no cluster."""
+    info = fabric.FabricInfo(pynvml.NVML_GPU_FABRIC_STATE_COMPLETED, 0, 0, bytes(16), 0, None)
+    (completed,) = [r for r in fabric.readings(info) if r.value == 1]
+    assert dict(completed.attributes) == {"gpu.fabric.state": "completed",
+                                          "gpu.fabric.clique.id": 0}
+    # no health from a v2 struct or an all-unsupported mask: the fabric metric only
+    assert {r.metric for r in fabric.readings(info)} == {"gpu.fabric.status"}
+    named = fabric.FabricInfo(pynvml.NVML_GPU_FABRIC_STATE_COMPLETED, 0, 4026,
+                              bytes.fromhex("9c6f5af353bf49b5a436b66766c413c3"), ALL_FALSE, 2)
+    by_metric = {(r.metric, dict(r.attributes).get("gpu.fabric.health.summary")): r.value
+                 for r in fabric.readings(named)}
+    assert by_metric[("gpu.fabric.health", "unhealthy")] == 1
+    assert by_metric[("gpu.fabric.health", "healthy")] == 0

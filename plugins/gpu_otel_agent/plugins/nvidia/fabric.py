@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import uuid
+from dataclasses import dataclass
 
 import pynvml
 
@@ -41,22 +42,41 @@ def _field(mask: int, name: str) -> int:
     return (mask >> shift) & width
 
 
-def _query(handle: Handle) -> tuple[object, bool]:
-    """The fabric info and whether it is the v3 struct (with a health summary)."""
+@dataclass(frozen=True)
+class FabricInfo:
+    """nvmlGpuFabricInfo_v2_t / _v3_t as plain values (``summary`` None from the v2 struct)."""
+
+    state: int
+    status: int
+    clique_id: int
+    cluster_uuid: bytes
+    health_mask: int
+    summary: int | None
+
+
+def _info(struct: ctypes.Structure, v3: bool) -> FabricInfo:
+    values = {name: getattr(struct, name) for name, *_ in struct._fields_}
+    return FabricInfo(int(values["state"]), int(values["status"]), int(values["cliqueId"]),
+                      bytes(values["clusterUuid"]), int(values["healthMask"]),
+                      int(values["healthSummary"]) if v3 else None)
+
+
+def query(handle: Handle) -> FabricInfo:
+    """The fabric probe through pynvml: the v3 struct, the v2 one where the driver predates it."""
     v3 = getattr(pynvml, "c_nvmlGpuFabricInfo_v3_t", None)
     if v3 is not None:
-        info = v3()
+        struct = v3()
         try:
             # pynvml hands its argument to the C function as given: the struct by reference.
-            pynvml.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.byref(info))
-            return info, True
+            pynvml.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.byref(struct))
+            return _info(struct, True)
         except pynvml.NVMLError as error:
             if error.value != pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
                 raise
             # a driver that predates healthSummary (DCGM falls back the same way)
-    info = pynvml.c_nvmlGpuFabricInfo_v2_t()
-    pynvml.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.byref(info))
-    return info, False
+    struct = pynvml.c_nvmlGpuFabricInfo_v2_t()
+    pynvml.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.byref(struct))
+    return _info(struct, False)
 
 
 def state_name(state: int, status: int) -> str:
@@ -77,22 +97,24 @@ def faults(mask: int) -> dict[str, bool]:
 
 
 def read(handle: Handle) -> tuple[Reading, ...]:
-    info, has_summary = _query(handle)
-    state = state_name(int(info.state), int(info.status))  # type: ignore[attr-defined]
+    return readings(query(handle))
+
+
+def readings(info: FabricInfo) -> tuple[Reading, ...]:
+    state = state_name(info.state, info.status)
     identity: list[tuple[str, str | int]] = []
-    cluster = bytes(info.clusterUuid)  # type: ignore[attr-defined]
     if state == "completed":
-        identity.append(("gpu.fabric.clique.id", int(info.cliqueId)))  # type: ignore[attr-defined]
+        identity.append(("gpu.fabric.clique.id", info.clique_id))
         # An all-zero UUID is no cluster (a completed probe outside a multi-node fabric, as
-        # H100 HGX reports; go-nvlib's IsFabricAttached treats it so).
-        if any(cluster):
-            identity.append(("gpu.fabric.cluster.uuid", str(uuid.UUID(bytes=cluster))))
+        # H100 HGX reports, meta-pytorch/torchcomms PR 1385; go-nvlib's IsFabricAttached
+        # treats it so).
+        if any(info.cluster_uuid):
+            identity.append(("gpu.fabric.cluster.uuid", str(uuid.UUID(bytes=info.cluster_uuid))))
     out = [Reading("gpu.fabric.status", int(name == state),
                    (("gpu.fabric.state", name), *identity)) for name in STATES]
-    mask = int(info.healthMask)  # type: ignore[attr-defined]
     out.extend(Reading("gpu.fabric.fault", int(held), (("gpu.fabric.fault.type", name),))
-               for name, held in faults(mask).items())
-    summary = SUMMARIES.get(int(info.healthSummary)) if has_summary else None  # type: ignore[attr-defined]
+               for name, held in faults(info.health_mask).items())
+    summary = SUMMARIES.get(info.summary) if info.summary is not None else None
     if summary is not None:
         out.extend(Reading("gpu.fabric.health", int(name == summary),
                            (("gpu.fabric.health.summary", name),))
