@@ -20,6 +20,7 @@ from tests.bench.ebpf_case import run_call_cost_case, run_load_case
 from tests.bench.encoding import run_encode_case
 from tests.bench.events_case import run_event_case
 from tests.bench.fault_case import run_fault_case
+from tests.bench.hostile_case import run_hostile_case
 from tests.bench.peers import run_gpustat, run_nvitop_exporter
 from tests.bench.prometheus_flood import run_prometheus_flood_case
 from tests.bench.results import (
@@ -100,6 +101,12 @@ def run(suite: plan.Plan, workdir: Path) -> Report:
         log.info("%s: %g min of kill -9, outages, throttling and a poison record, %g XIDs/s",
                  fault.name, fault.minutes, fault.xids_per_s)
         faults.append(run_fault_case(fault, workdir / fault.name))
+    hostile = []
+    for peer in suite.hostile:
+        log.info("%s: %d x %d silent TLS connections, %d password guessers for %gs, "
+                 "%d MiB answers", peer.name, peer.waves, peer.per_wave, peer.flood_clients,
+                 peer.flood_s, peer.body_mib)
+        hostile.append(run_hostile_case(peer, workdir / peer.name))
     skipped: list[SkippedCase] = []
     call_costs: list[EbpfCallCostResult] = []
     for cost in suite.ebpf_call_cost:
@@ -133,6 +140,7 @@ def run(suite: plan.Plan, workdir: Path) -> Report:
         chaos=tuple(chaos),
         soak=tuple(soaks),
         faults=tuple(faults),
+        hostile=tuple(hostile),
         ebpf_call_cost=tuple(call_costs),
         ebpf_load=tuple(loads),
         prometheus=tuple(floods),
@@ -172,8 +180,9 @@ def _update_readme(result: Report, ran: plan.Plan, full: plan.Plan) -> None:
     chaos_names = {c.name for c in full.chaos}
     soak_names = {c.name for c in full.soak}
     fault_names = {c.name for c in full.faults}
+    hostile_names = {c.name for c in full.hostile}
     main_names = (set(full.case_names()) - ebpf_names - chaos_names - soak_names
-                  - fault_names)
+                  - fault_names - hostile_names)
     done = set(ran.case_names())
     if main_names <= done:
         readme.update(path, report.readme_block(result))
@@ -196,6 +205,10 @@ def _update_readme(result: Report, ran: plan.Plan, full: plan.Plan) -> None:
         readme.update(path, report.faults_markdown(result), readme.FAULTS_START,
                       readme.FAULTS_END)
         log.info("updated the fault soak block of %s", path)
+    if hostile_names and hostile_names <= done:
+        readme.update(path, report.hostile_markdown(result), readme.HOSTILE_START,
+                      readme.HOSTILE_END)
+        log.info("updated the hostile peers block of %s", path)
 
 
 def main(argv: list[str] | None = None) -> int:

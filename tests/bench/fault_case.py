@@ -13,9 +13,12 @@ event set exists: docs/health-events.md says why).
 What is counted, at the receiver:
 
 - injected: XIDs the node raised while the agent was up (the poison one apart);
-- delivered: those the accepted log records account for: each distinct ``log.record.uid`` of
-  a ``gpu.xid`` record counts 1, a storm summary its ``gpu.event.count``;
-- duplicates: accepted records whose uid had already been accepted (re-sends after a kill);
+- delivered: those the accepted log records account for: each distinct ``gpu.event.id`` of a
+  ``gpu.xid`` record counts 1, a storm summary its ``gpu.event.count``. Events, not records:
+  an XID on a GPU with 8 processes is 8 records of one event, and counting records let one
+  event's 8 hide 7 lost events (issue 39);
+- distinct records and duplicates: accepted records by ``log.record.uid``, and those whose uid
+  had already been accepted (re-sends after a kill);
 - quarantined: lines in the spool's ``dead-letter.jsonl`` (the poison record: 1 expected);
 - longest wait: the most seconds between a fault's time and its first accepted copy.
 """
@@ -161,22 +164,24 @@ def run_fault_case(case: FaultCase, workdir: Path) -> FaultSoakResult:
 
 def _accounted(store: object) -> tuple[int, int, int, float]:
     """(XIDs accounted for, distinct records, duplicate copies, longest wait in seconds)."""
-    first: dict[str, float] = {}
-    counts: dict[str, int] = {}
+    first: dict[str, float] = {}  # per event (gpu.event.id): its first accepted copy's wait
+    counts: dict[str, int] = {}  # per event: the XIDs it stands for
+    records: set[str] = set()
     copies = 0
     for received in store.received("logs", accepted=True):  # type: ignore[attr-defined]
         for event in decode.log_events(received.request, received.received_at):
             if event.event_name != "gpu.xid" or event.attributes.get("gpu.xid.code") == POISON:
                 continue
-            uid = str(event.attributes["log.record.uid"])
             copies += 1
-            if uid in first:
+            records.add(str(event.attributes["log.record.uid"]))
+            event_id = str(event.attributes["gpu.event.id"])
+            if event_id in first:
                 continue
-            first[uid] = received.received_at - event.time_unix_nano / 1e9
+            first[event_id] = received.received_at - event.time_unix_nano / 1e9
             summary = event.attributes.get("gpu.event.source") == "summary"
-            counts[uid] = int(str(event.attributes["gpu.event.count"])) if summary else 1
+            counts[event_id] = int(str(event.attributes["gpu.event.count"])) if summary else 1
     longest = max(first.values(), default=0.0)
-    return sum(counts.values()), len(first), copies - len(first), longest
+    return sum(counts.values()), len(records), copies - len(records), longest
 
 
 def describe(result: FaultSoakResult) -> str:

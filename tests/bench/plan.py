@@ -22,6 +22,7 @@ from tests.bench.ebpf_case import EbpfCallCostCase, EbpfLoadCase
 from tests.bench.encoding import EncodeCase
 from tests.bench.events_case import EventCase
 from tests.bench.fault_case import FaultCase
+from tests.bench.hostile_case import HostileCase
 from tests.bench.peers import PeerCase
 from tests.bench.prometheus_flood import PrometheusFloodCase
 from tests.bench.soak_case import SoakCase
@@ -62,6 +63,7 @@ class Plan:
     churn: tuple[ChurnCase, ...] = ()
     soak: tuple[SoakCase, ...] = ()
     faults: tuple[FaultCase, ...] = ()
+    hostile: tuple[HostileCase, ...] = ()
 
     def case_names(self) -> tuple[str, ...]:
         return (*(c.name for c in self.agent), *(c.name for c in self.nvitop_exporter),
@@ -70,7 +72,8 @@ class Plan:
                 *(c.name for c in self.storm), *(c.name for c in self.ebpf_call_cost),
                 *(c.name for c in self.ebpf_load), *(c.name for c in self.prometheus),
                 *(c.name for c in self.chaos), *(c.name for c in self.churn),
-                *(c.name for c in self.soak), *(c.name for c in self.faults))
+                *(c.name for c in self.soak), *(c.name for c in self.faults),
+                *(c.name for c in self.hostile))
 
     def only(self, names: set[str]) -> Plan:
         """The cases named, and nothing else (peers still need the agent case they are
@@ -81,7 +84,8 @@ class Plan:
                     _kept(self.ebpf_call_cost, names), _kept(self.ebpf_load, names),
                     _kept(self.prometheus, names), _kept(self.storm, names),
                     _kept(self.chaos, names), _kept(self.churn, names),
-                    _kept(self.soak, names), _kept(self.faults, names))
+                    _kept(self.soak, names), _kept(self.faults, names),
+                    _kept(self.hostile, names))
 
 
 class _Named(Protocol):
@@ -176,4 +180,11 @@ def build(smoke: bool, chaos_minutes: float | None = None) -> Plan:
         faults=(FaultCase("fault-soak", NODE_8, 0.15 if smoke else FAULT_MINUTES,
                           mean_gap_s=4.0 if smoke else 20.0,
                           settle_s=20.0 if smoke else 90.0),),
+        # Hostile peers (issue 39): idle TLS waves, a password flood, a collector answering
+        # 128 MiB bodies, against one agent serving /metrics over TLS with basic auth.
+        hostile=(HostileCase("hostile-peers", NODE_8, waves=1 if smoke else 3,
+                             per_wave=100 if smoke else 500,
+                             flood_clients=16 if smoke else 64,
+                             flood_s=3.0 if smoke else 30.0,
+                             body_mib=16 if smoke else 128),),
     )

@@ -25,6 +25,8 @@ SOAK_START = "<!-- bench-soak:start -->"
 SOAK_END = "<!-- bench-soak:end -->"
 FAULTS_START = "<!-- bench-faults:start -->"
 FAULTS_END = "<!-- bench-faults:end -->"
+HOSTILE_START = "<!-- bench-hostile:start -->"
+HOSTILE_END = "<!-- bench-hostile:end -->"
 
 
 class MarkersMissing(ValueError):

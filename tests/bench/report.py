@@ -130,6 +130,13 @@ NOTES = (
     "distinct log.record.uid (a storm summary by its gpu.event.count); duplicates are accepted "
     "copies of a uid already accepted; quarantined is the spool's dead-letter.jsonl; the "
     "longest wait is from a fault's time to its first accepted copy.",
+    "hostile-peers: one agent on the 8-GPU node serves /metrics over TLS with basic auth "
+    "(bcrypt) and exports over OTLP/HTTP to a collector answering every request 200 with a "
+    "huge body; against it, waves of TCP connections that never send a ClientHello (each wave "
+    "held until the agent has closed every one: its handshake deadline, 10 s), then clients "
+    "guessing passwords on kept-alive connections while /healthz and a scraper with the right "
+    "password (verified once before) take turns. RSS is the agent's VmRSS; latencies are the "
+    "client's, new TLS connection included (issue 39).",
     "Write-ahead: every health event is written and fsynced to the spool before its first "
     "send (the latency above includes it); the events case's write-ahead column is the "
     "agent's own timing of that write (write, fsync, rename, directory fsync) per event, one "
@@ -549,6 +556,8 @@ def markdown(report: Report, heading: str = "###", ebpf: bool = True,
            *_soak(report), ""] if chaos and report.soak else []),
         *([f"{heading} Health events through faults: kill -9, outages, throttling, poison",
            "", *_faults(report), ""] if chaos and report.faults else []),
+        *([f"{heading} Hostile peers: idle TLS waves, a password flood, huge answers",
+           "", *_hostile(report), ""] if chaos and report.hostile else []),
         f"{heading} How to read these",
         "",
         *(f"- {note}" for note in report.notes),
@@ -600,6 +609,32 @@ def _faults(report: Report) -> list[str]:
               "XIDs injected (agent up)", "delivered", "lost", "distinct records",
               "duplicates", "quarantined", "longest wait (s)"]
     return _table(header, rows)
+
+
+def _hostile(report: Report) -> list[str]:
+    rows = [[h.case, f"{h.waves} x {_fmt(h.per_wave)}: {_fmt(h.closed_by_server)} closed",
+             f"{h.flood_clients} for {h.flood_s:g} s (bcrypt cost {h.bcrypt_cost}): "
+             f"{_fmt(h.guesses_refused)} / {_fmt(h.guesses_throttled)}",
+             f"{_fmt(h.probes)}: {_fmt(h.probe_ms_median, 1)} / {_fmt(h.probe_ms_max, 1)}",
+             f"{_fmt(h.scrapes)}: {_fmt(h.scrape_ms_median, 1)} / {_fmt(h.scrape_ms_max, 1)}",
+             f"{h.body_mib} MiB x {_fmt(h.exports_answered_big)}",
+             f"{_fmt(h.baseline_rss_mib, 1)} → {_fmt(h.after_waves_rss_mib, 1)} → "
+             f"peak {_fmt(h.peak_rss_mib, 1)}"]
+            for h in report.hostile]
+    header = ["hostile case", "silent TLS connections (waves x per wave): closed by the agent",
+              "password guessers: answered 401 / 429",
+              "/healthz during the flood: probes, median / max ms",
+              "known scraper during the flood: scrapes, median / max ms",
+              "OTLP/HTTP answers x exports", "agent RSS MiB: baseline → after waves → peak"]
+    return _table(header, rows)
+
+
+def hostile_markdown(report: Report) -> str:
+    """The hostile peers' table, for its own block (``--only hostile-peers``)."""
+    kind = "smoke run" if report.smoke else "run"
+    notes = [n for n in report.notes if n.startswith("hostile-peers")]
+    return "\n".join([f"Measured {report.started} ({kind}) on: {_machine(report)}", "",
+                      *_hostile(report), "", *(f"- {n}" for n in notes)]) + "\n"
 
 
 def faults_markdown(report: Report) -> str:

@@ -325,6 +325,34 @@ class FaultSoakResult:
 
 
 @dataclass(frozen=True)
+class HostilePeerResult:
+    """Idle TLS waves, a password flood and a collector answering huge bodies against one
+    running agent (issue 39): its memory and how long a probe and a scrape waited."""
+
+    case: str
+    scenario: str
+    waves: int  # waves of silent TCP connections to /metrics over TLS
+    per_wave: int
+    closed_by_server: int  # of waves x per_wave: closed by the agent (handshake deadline)
+    flood_clients: int  # clients guessing passwords
+    flood_s: float
+    bcrypt_cost: int
+    body_mib: int  # each OTLP/HTTP answer's body
+    baseline_rss_mib: float  # after warm-up
+    after_waves_rss_mib: float
+    peak_rss_mib: float  # over the whole case
+    probes: int  # /healthz answered 200 during the flood
+    probe_ms_median: float
+    probe_ms_max: float
+    scrapes: int  # /metrics with the right password, answered 200 during the flood
+    scrape_ms_median: float
+    scrape_ms_max: float
+    guesses_refused: int  # answered 401 (a password check)
+    guesses_throttled: int  # answered 429 (too many checks at once)
+    exports_answered_big: int  # OTLP/HTTP exports answered with the big body
+
+
+@dataclass(frozen=True)
 class CycleCosts:
     """Where an agent case's CPU went, per fast cycle (µs), from the agent's own stage and
     thread clocks (``threads.costs``, logged on SIGUSR1 at both ends of the main window)."""
@@ -358,6 +386,7 @@ class Report:
     chaos: tuple[ChaosResult, ...] = ()
     soak: tuple[SoakResult, ...] = ()
     faults: tuple[FaultSoakResult, ...] = ()
+    hostile: tuple[HostilePeerResult, ...] = ()
     ebpf_call_cost: tuple[EbpfCallCostResult, ...] = ()
     ebpf_load: tuple[EbpfLoadResult, ...] = ()
     prometheus: tuple[PrometheusFloodResult, ...] = ()

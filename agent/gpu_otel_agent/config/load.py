@@ -21,7 +21,9 @@ from typing import Any
 
 import yaml
 
+from gpu_otel_agent.config.file_text import FileRefused, read_text
 from gpu_otel_agent.config.kinds import Invalid, StringMap
+from gpu_otel_agent.config.safe_yaml import load_yaml
 from gpu_otel_agent.config.schema import AgentConfig, GroupConfig
 from gpu_otel_agent.config.table import (
     ANY_GROUP,
@@ -106,11 +108,11 @@ def _check_group_name(name: str, origin: str) -> None:
 def read_file(path: Path, layers: _Layers) -> None:
     origin = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read configuration file {path}: {exc.strerror}") from exc
+        text = read_text(path)
+    except FileRefused as exc:
+        raise ConfigError(str(exc)) from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         raise ConfigError(yaml_error(path, exc)) from exc
     if data is None:

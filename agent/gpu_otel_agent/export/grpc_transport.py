@@ -49,12 +49,20 @@ _RETRY_INFO_KEY = "google.rpc.retryinfo-bin"  # the older place of a RetryInfo
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"  # a google.rpc.Status: the standard place
 
 
+# The most of an answer read (the gRPC client's max receive size): an OTLP answer is a
+# partial success, a count and a message, and is not even read. A collector answering more
+# (a 15 MiB message was taken whole, up to the client's 16 MiB default: +55 MiB resident) is
+# cut off there, the connection dropped and the export counted failed (issue 39).
+MAX_ANSWER_BYTES = 1024 * 1024
+
+
 def grpc_client(target: OtlpTarget) -> GrpcClient:
     """The client for ``target``; TLS files are read now: a missing one is a configuration
     error at start-up, not a failed export later."""
     context = (tls_context(target.certificate, target.client_certificate, target.client_key)
                if target.tls else None)
-    return GrpcClient.tcp(target.endpoint, context, gzip=target.compression == "gzip")
+    return GrpcClient.tcp(target.endpoint, context, gzip=target.compression == "gzip",
+                          max_receive=MAX_ANSWER_BYTES)
 
 
 def _bytes(value: str | bytes) -> bytes:
@@ -92,6 +100,19 @@ def _retry_delay(trailing: Metadata) -> float | None:
 # Final answers about the request's content (not the channel, the credentials or the server):
 # the same request would be refused again, so a health event in it is quarantined.
 BAD_CONTENT = frozenset({StatusCode.INVALID_ARGUMENT, StatusCode.FAILED_PRECONDITION})
+# What a gRPC server receives per message unless configured otherwise (grpcio's and grpc-go's
+# default max_receive_message_length; the Collector's otlp receiver keeps it,
+# max_recv_msg_size_mib). Above it the server answers RESOURCE_EXHAUSTED, "received message
+# larger than max (N vs. 4194304)" in both implementations' words, with no RetryInfo.
+DEFAULT_MAX_MESSAGE = 4 * 1024 * 1024
+
+
+def too_large(code: StatusCode, details: str, delay_s: float | None, size: int) -> bool:
+    """The server refused the message for its size: as final as HTTP's 413, and about the
+    content (the same request is refused again), so its record is quarantined and a batch
+    split (issue 39: it was retried forever, 0 of 2 later events delivered in 40 s)."""
+    return (code is StatusCode.RESOURCE_EXHAUSTED and delay_s is None
+            and (size > DEFAULT_MAX_MESSAGE or "larger than max" in details.lower()))
 
 
 def _retryable(code: StatusCode, delay_s: float | None) -> bool:
@@ -144,9 +165,11 @@ class GrpcTransport:
             words = grpc_words(self._target, error, remaining_s)
             if words is not None:
                 self._failures.failed(*words)
+            bad_content = not retryable and (
+                error.code in BAD_CONTENT
+                or too_large(error.code, error.details, delay_s, len(request)))
             return Attempt(ok=False, retryable=retryable, delay_s=delay_s,
-                           code=error.code.name,
-                           bad_content=not retryable and error.code in BAD_CONTENT)
+                           code=error.code.name, bad_content=bad_content)
         self._failures.succeeded()
         return Attempt(ok=True)
 

@@ -41,6 +41,7 @@ RETRYABLE = frozenset({429, 502, 503, 504})
 # Final answers about the body (malformed, too large, not processable): sent again, refused
 # again; other 4xx (401, 403, 404) are about the agent's settings and wait for the operator.
 BAD_CONTENT = frozenset({400, 413, 422})
+MAX_ANSWER_BYTES = 64 * 1024  # the most of an answer's body read (see ``_post``)
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -128,11 +129,18 @@ class HttpTransport:
         try:
             connection.request("POST", self._path, body=body, headers=self._headers)
             response = connection.getresponse()
-            response.read()  # the whole body, so the connection can be used again
+            # The body is not used (a partial success is informational): read whole only
+            # when small, so the connection can be used again; a larger one is left unread
+            # and the connection closed (a 256 MiB answer was read whole: 304 MiB resident).
+            length = response.getheader("content-length") or ""
+            unread = length.isdigit() and int(length) > MAX_ANSWER_BYTES
+            if not unread:
+                response.read(MAX_ANSWER_BYTES + 1)
+                unread = not response.isclosed()  # more than that (chunked, no length)
         except BaseException:
             self._close()
             raise
-        if response.will_close:
+        if response.will_close or unread:
             self._close()
         return response.status, response.getheader("retry-after")
 

@@ -2,16 +2,18 @@
 
 This is where the device attributes are attached, the device's health is written out (its
 ``hw.status`` and the health engine's series, as ``gpu_health/verdict.py`` decided them), and
-unreadable (non-finite) values are dropped — once, for every exporter.
+unreadable (non-finite) values are dropped — once, for every exporter — and so are readings
+the wire cannot carry (an integer beyond 64 signed bits, in the value or an attribute:
+``wire_range``).
 """
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
+from gpu_otel_agent.export.wire_range import carried
 from gpu_otel_agent.model.semconv import dropped_device_attributes
 from gpu_otel_agent.model.snapshot import (
     Attributes,
@@ -63,9 +65,9 @@ def _device_points(device: DeviceSnapshot, readings: Iterable[Reading], time_ns:
     starts = device.counter_starts
     out = []
     for reading in readings:
-        if not math.isfinite(reading.value):
-            continue  # a value that cannot be read is absent, never NaN
         metric = reading.metric
+        if not carried(metric, reading.value, reading.attributes):
+            continue  # a value that cannot be read is absent, never NaN
         if not metric.startswith("hw."):
             base = identity
         elif metric.startswith("hw.fan."):
@@ -139,7 +141,8 @@ def series_runs(snapshot: NodeSnapshot) -> dict[str, list[Run]]:
         for metric, run in _runs(
                 (reading.metric, SeriesPoint(reading.attributes, sample.start_time_ns,
                                              sample.time_ns, reading.value))
-                for reading in sample.readings if math.isfinite(reading.value)).items():
+                for reading in sample.readings
+                if carried(reading.metric, reading.value, reading.attributes)).items():
             runs[metric].append(run)
     return dict(sorted(runs.items()))
 

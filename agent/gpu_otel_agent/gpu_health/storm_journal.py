@@ -14,6 +14,11 @@ derived from the window, so one that did reach the spool before the crash (its `
 arrives twice with the same id, which the receiver can drop, as with the spool's re-sends.
 
 Bounded: once the file passes ``MAX_BYTES`` it is rewritten with the open windows only.
+
+Opened only once the spool is usable (the directory is the agent's own, 0700), and never
+through a symbolic link (``O_NOFOLLOW``; the rewrite's temporary file is created ``O_EXCL``):
+the agent runs as root, and a link left by a previous owner of the directory would have it
+truncate and write another file.
 """
 
 from __future__ import annotations
@@ -76,8 +81,17 @@ class StormJournal:
         if self._path is None:
             return []
         leftover: dict[tuple[StormKey, int], int] = {}
-        with contextlib.suppress(FileNotFoundError):
-            for raw in self._path.read_bytes().splitlines():
+        data = b""
+        try:
+            fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            with os.fdopen(fd, "rb") as stream:
+                data = stream.read()
+        except FileNotFoundError:
+            pass
+        except OSError as error:  # a symbolic link (ELOOP): not read, replaced below
+            self._failed(error)
+        if data:
+            for raw in data.splitlines():
                 try:
                     record = json.loads(raw)
                     stored = record["k"]
@@ -144,7 +158,9 @@ class StormJournal:
         data = b"".join(json.dumps({"k": key.to_json(), "w": window, "c": count},
                                    separators=(",", ":"), default=str).encode() + b"\n"
                         for (key, window), count in self._open.items())
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()  # a rewrite a crash cut short (or a link: removed, not followed)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
         try:
             os.write(fd, data)
         finally:
@@ -152,7 +168,7 @@ class StormJournal:
         temporary.replace(self._path)
         if self._fd is not None:
             os.close(self._fd)
-        self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW)
         self._size = len(data)
 
     def _failed(self, error: OSError) -> None:

@@ -97,10 +97,10 @@ class GrpcClient:
 
     @classmethod
     def tcp(cls, endpoint: str, context: ssl.SSLContext | None = None,
-            *, gzip: bool = False) -> GrpcClient:
+            *, gzip: bool = False, max_receive: int = MAX_RECEIVE) -> GrpcClient:
         """``endpoint`` is ``host:port``; TLS when a context is given (``tls_context``)."""
         return cls(tcp_opener(endpoint, context), endpoint, tls=context is not None,
-                   gzip=gzip)
+                   gzip=gzip, max_receive=max_receive)
 
     @classmethod
     def unix(cls, path: str, *, max_receive: int = MAX_RECEIVE) -> GrpcClient:

@@ -19,14 +19,27 @@ Limits, and what happens at them:
   for a request); if every connection is busy, the new one is closed. A flood of idle sockets
   thus cannot lock Prometheus out.
 - ``header_timeout``: a new connection must finish its TLS handshake and send a complete
-  request head within it (slowloris); ``idle_timeout`` is the same for the next request on a
-  kept-alive connection (longer than the usual 15-60 s scrape interval, so Prometheus keeps
-  its connection). ``write_timeout`` bounds sending a response to a client that does not read.
+  request head within it (slowloris), or it is closed; ``idle_timeout`` is the same for the
+  next request on a kept-alive connection (longer than the usual 15-60 s scrape interval, so
+  Prometheus keeps its connection). ``write_timeout`` bounds sending a response to a client
+  that does not read.
 - A request head larger than ``max_head_bytes`` is answered 431 (reads are at most that size,
   so a connection never holds more than twice it); a request with a body, 400; a method other
   than GET or HEAD, 405; an HTTP version other than 1.0 and 1.1, 505; anything h11 cannot
   read (a malformed request line or header field, an HTTP/1.1 request without ``Host``), 400.
   Each of those closes the connection.
+- What an unauthenticated connection holds is bounded: the socket's reads are paused past
+  ``RECORD_BYTES`` buffered, TLS is this server's own (``tls.py``: no state at all until
+  the client sends its first bytes, then reads of one TLS record, not asyncio's 256 KiB
+  buffer per connection), and a request head is read in slices of ``max_head_bytes``.
+- Requests are sorted on the loop before any thread is asked (``triage``): what costs
+  nothing (a probe, a refusal of a malformed credential, a credential verified before) is
+  answered or passed on at once; a credential never seen goes to ``check`` on a thread of its
+  own (bcrypt is slow on purpose), at most ``max_checks`` waiting or running, past which the
+  request is answered 429 at once. So probes and known scrapers never wait behind password
+  guesses (issue 39: 64 guessing clients made every /healthz exceed the kubelet's 5 s).
+- ``max_handshakes`` TLS handshakes under way at once: one more evicts the oldest (a client
+  that sent part of a ClientHello and stopped), so stalled handshakes hold a bounded amount.
 """
 
 from __future__ import annotations
@@ -46,6 +59,7 @@ from dataclasses import dataclass, field
 
 import h11
 
+from gpu_otel_agent.http_server.tls import RECORD_BYTES, TlsStream
 from gpu_otel_agent.threads.named import name_pool_thread
 from gpu_otel_agent.threads.supervised import SupervisedThread
 
@@ -55,6 +69,12 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Limits:
     max_connections: int = 512
+    # TLS handshakes under way at once (the client has sent bytes, the handshake is not
+    # done): one more evicts the oldest. A stalled handshake holds OpenSSL's state (about
+    # 45 KiB measured); a real one takes milliseconds.
+    max_handshakes: int = 64
+    # Credential checks (``check``) waiting or running; one more is answered 429.
+    max_checks: int = 8
     workers: int = 2
     header_timeout: float = 10.0
     idle_timeout: float = 75.0
@@ -62,7 +82,8 @@ class Limits:
     max_head_bytes: int = 16 * 1024
 
     def __post_init__(self) -> None:
-        for name in ("max_connections", "workers", "max_head_bytes"):
+        for name in ("max_connections", "max_handshakes", "max_checks", "workers",
+                     "max_head_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"Limits.{name} must be at least 1")
         for name in ("header_timeout", "idle_timeout", "write_timeout"):
@@ -95,6 +116,11 @@ class Response:
 
 
 Handler = Callable[[Request], Response]
+# On the loop, before any thread: a Response to send now; True, on to the handler; False,
+# the request needs ``Check`` first.
+Triage = Callable[[Request], "Response | bool"]
+# On the checking thread: None, on to the handler; else the refusal to send.
+Check = Callable[[Request], "Response | None"]
 # The answer to a refused request (status, what was wrong); plain text unless a listener
 # speaks another language (the local endpoint answers JSON).
 ErrorResponse = Callable[[int, str], Response]
@@ -153,6 +179,29 @@ def _serialize(conn: h11.Connection, response: Response, *, head_only: bool,
     return data + conn.send(h11.EndOfMessage())
 
 
+class _PlainStream:
+    """The connection's bytes as they come (what :class:`TlsStream` is over TLS)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+
+    async def read(self, limit: int) -> bytes:
+        return await self._reader.read(limit)
+
+    def write(self, data: bytes) -> None:
+        self._writer.write(data)
+
+    async def drain(self) -> None:
+        await self._writer.drain()
+
+    def close(self) -> None:
+        return None
+
+
+Stream = _PlainStream | TlsStream
+
+
 @dataclass
 class _Connection:
     writer: asyncio.StreamWriter
@@ -171,9 +220,15 @@ class HttpServer:
                  tls: Callable[[], ssl.SSLContext | None],
                  headers: Callable[[], Mapping[str, str]], limits: Limits, *,
                  error: ErrorResponse = plain_error, name: str = "prometheus-http",
-                 worker_name: str = "prometheus-worker") -> None:
+                 worker_name: str = "prometheus-worker", triage: Triage | None = None,
+                 check: Check | None = None) -> None:
         self._sock = sock
         self._handler = handler
+        self._triage = triage
+        self._check = check
+        self._checks = 0  # waiting or running on the checker
+        self._checker = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix=f"{worker_name}-auth", initializer=name_pool_thread)
         self._tls = tls
         self._headers = headers
         self._error = error
@@ -184,9 +239,12 @@ class HttpServer:
             limits.workers, thread_name_prefix=worker_name, initializer=name_pool_thread)
         self._stopping = threading.Event()
         self._connections: dict[asyncio.StreamWriter, _Connection] = {}
+        self._handshaking: dict[asyncio.StreamWriter, None] = {}  # oldest first
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
         self.evicted = 0
+        self.evicted_handshakes = 0
+        self.throttled = 0  # requests answered 429: too many credential checks at once
         self.refused = 0
         self.requests = 0
 
@@ -198,6 +256,11 @@ class HttpServer:
     @property
     def open_connections(self) -> int:
         return len(self._connections)
+
+    @property
+    def handshakes(self) -> int:
+        """TLS handshakes under way (the client has sent bytes, the handshake is not done)."""
+        return len(self._handshaking)
 
     def start(self) -> None:
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
@@ -212,8 +275,11 @@ class HttpServer:
         if not ready.done():
             asyncio.set_event_loop(self._loop)
             try:
+                # ``limit``: a connection's reads pause past twice this buffered, so a client
+                # that sends faster than it is served is held at a few records.
                 self._server = self._loop.run_until_complete(asyncio.start_server(
-                    self._serve, sock=self._sock, backlog=socket.SOMAXCONN))
+                    self._serve, sock=self._sock, backlog=socket.SOMAXCONN,
+                    limit=RECORD_BYTES))
             except BaseException as error:
                 ready.set_exception(error)
                 return
@@ -234,6 +300,7 @@ class HttpServer:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
         self._workers.shutdown(wait=False, cancel_futures=True)
+        self._checker.shutdown(wait=False, cancel_futures=True)
         self._thread = None
 
     async def _close(self) -> None:
@@ -258,6 +325,14 @@ class HttpServer:
         self._connections.pop(oldest, None)
         return True
 
+    def _start_handshake(self, writer: asyncio.StreamWriter) -> None:
+        if len(self._handshaking) >= self.limits.max_handshakes:
+            oldest = next(iter(self._handshaking))
+            self.evicted_handshakes += 1
+            oldest.transport.abort()  # its _serve sees the connection lost and forgets it
+            self._handshaking.pop(oldest, None)
+        self._handshaking[writer] = None
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if not self._admit(writer):
             writer.transport.abort()
@@ -266,35 +341,45 @@ class HttpServer:
         self._connections[writer] = state
         peer = writer.get_extra_info("peername")
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_head_bytes)
+        stream: Stream = _PlainStream(reader, writer)
         try:
+            # The TLS handshake and the first request head share one deadline.
+            deadline = self._loop.time() + self.limits.header_timeout
             context = self._tls()
             if context is not None:
-                await writer.start_tls(context, ssl_handshake_timeout=self.limits.header_timeout)
-            timeout = self.limits.header_timeout
+                stream = TlsStream(reader, writer, context)
+                async with asyncio.timeout_at(deadline):
+                    await stream.hello()
+                    self._start_handshake(writer)
+                    try:
+                        await stream.negotiate()
+                    finally:
+                        self._handshaking.pop(writer, None)
             while True:
                 state.idle_since = time.monotonic()
                 try:
-                    async with asyncio.timeout(timeout):  # the whole head, not each read
-                        event = await self._next_request(conn, reader)
+                    async with asyncio.timeout_at(deadline):  # the whole head, not each read
+                        event = await self._next_request(conn, stream)
                 except h11.RemoteProtocolError as error:
-                    await self._refuse(conn, writer, BadRequest(error.error_status_hint,
+                    await self._refuse(conn, stream, BadRequest(error.error_status_hint,
                                                                 str(error)))
                     break
                 if event is None:
                     break  # the client closed between requests
                 state.idle_since = None
-                if not await self._respond(conn, _request(event), writer):
+                if not await self._respond(conn, _request(event), stream, peer):
                     break
                 conn.start_next_cycle()
-                timeout = self.limits.idle_timeout
+                deadline = self._loop.time() + self.limits.idle_timeout
         except (asyncio.IncompleteReadError, OSError) as error:  # timeouts, resets, TLS
             log.debug("connection from %s ended: %s", peer, error or type(error).__name__)
         finally:
             self._connections.pop(writer, None)
+            stream.close()
             writer.close()
 
     async def _next_request(self, conn: h11.Connection,
-                            reader: asyncio.StreamReader) -> h11.Request | None:
+                            reader: Stream) -> h11.Request | None:
         """The next request head (None: closed cleanly); RemoteProtocolError if unreadable."""
         limit = self.limits.max_head_bytes
         received = len(conn.trailing_data[0])  # pipelined bytes already held count too
@@ -313,29 +398,48 @@ class HttpServer:
             received += len(data)
             conn.receive_data(data)  # b"": the client closed
 
-    async def _respond(self, conn: h11.Connection, request: Request,
-                       writer: asyncio.StreamWriter) -> bool:
+    async def _respond(self, conn: h11.Connection, request: Request, writer: Stream,
+                       peer: object) -> bool:
         """Answers one request; False if the connection is to close."""
         refusal = _refusal(request)
         if refusal is not None:
             await self._refuse(conn, writer, refusal)
             return False
         try:
-            response = await self._loop.run_in_executor(self._workers, self._handler, request)
+            response = await self._sorted(request)
+            if response is None:
+                response = await self._loop.run_in_executor(self._workers, self._handler,
+                                                            request)
         except Exception:
             log.exception("%s: %s %s failed", self._name, request.method, request.target)
             response = Response(500, b"internal error\n", close=True)
         self.requests += 1
         await self._write(writer, _serialize(conn, response, head_only=request.method == "HEAD",
                                              extra=self._headers()))
-        log.debug("%s %s %s -> %d", writer.get_extra_info("peername"), request.method,
-                  request.target, response.status)
+        log.debug("%s %s %s -> %d", peer, request.method, request.target, response.status)
         # The request's end (it has no body: refused above), then h11's keep-alive verdict
         # (HTTP/1.0, ``Connection: close`` either way: MUST_CLOSE).
         ended = isinstance(conn.next_event(), h11.EndOfMessage)
         return ended and conn.our_state is h11.DONE and conn.their_state is h11.DONE
 
-    async def _refuse(self, conn: h11.Connection, writer: asyncio.StreamWriter,
+    async def _sorted(self, request: Request) -> Response | None:
+        """The answer triage and check give (None: on to the handler)."""
+        verdict = self._triage(request) if self._triage is not None else True
+        if isinstance(verdict, Response):
+            return verdict
+        if verdict or self._check is None:
+            return None
+        if self._checks >= self.limits.max_checks:
+            self.throttled += 1
+            return Response(429, b"too many credential checks at once; retry later\n",
+                            headers=(("Retry-After", "1"),))
+        self._checks += 1
+        try:
+            return await self._loop.run_in_executor(self._checker, self._check, request)
+        finally:
+            self._checks -= 1
+
+    async def _refuse(self, conn: h11.Connection, writer: Stream,
                       refusal: BadRequest) -> None:
         error = self._error(refusal.status, str(refusal))
         response = Response(error.status, error.body, error.content_type,
@@ -344,6 +448,6 @@ class HttpServer:
             await self._write(writer, _serialize(conn, response, head_only=False,
                                                  extra=self._headers()))
 
-    async def _write(self, writer: asyncio.StreamWriter, data: bytes) -> None:
+    async def _write(self, writer: Stream, data: bytes) -> None:
         writer.write(data)
         await asyncio.wait_for(writer.drain(), self.limits.write_timeout)

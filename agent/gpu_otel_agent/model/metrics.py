@@ -319,6 +319,11 @@ AGENT_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("gpu_agent.exports.throttle.remaining", G, "s",
                "Seconds until the collector's requested delay ends (0: none in force).",
                ("server.address",)),
+    MetricSpec("gpu_agent.readings.dropped", C, "{series}",
+               "Readings left out of every export because a value or an integer attribute is "
+               "outside what OTLP carries (a signed 64-bit integer), e.g. a counter served at "
+               "2^64-1: counted once per series (metric and attributes) and logged once; the "
+               "other readings of the device and the other devices export as usual."),
     MetricSpec("gpu_agent.thread.restarts", C, "{restart}",
                "Long-lived agent threads restarted after an unexpected exception (logged with "
                "its cause), per thread.", ("thread.name",)),

@@ -106,26 +106,38 @@ class Agent:
         self.samplers: list[DeviceSampler] = []
         self.attribution: Attribution | None = None
         self.node_plugins: list[RunningNodePlugin] = []
+        self._reloads: set[asyncio.Task[None]] = set()
+        self._reload_lock = asyncio.Lock()
 
     def request_stop(self) -> None:
         self._stop.set()
 
     def reload(self) -> None:
-        """Re-read file and environment; keep the running configuration if the new one is bad."""
-        try:
-            new = load(self._config_path, self._overrides)
-        except ConfigError as error:
-            log.error("configuration reload rejected, keeping the running one: %s", error)
-            return
-        old = self._holder.current
-        if new == old:
-            return
-        later = restart_needed(old, new)
-        if later:
-            log.warning("changed keys take effect at the next restart: %s", ", ".join(later))
-        logging.getLogger().setLevel(new.log_level.upper())
-        self._holder.replace(new)
-        log.info("configuration reloaded")
+        """Re-read file and environment (SIGHUP, a change of the file): on a worker thread,
+        so no file can block the event loop; keep the running configuration if the new one
+        is bad."""
+        task = asyncio.get_running_loop().create_task(self._reload(), name="config-reload")
+        self._reloads.add(task)
+        task.add_done_callback(self._reloads.discard)
+        task.add_done_callback(_report_crash)
+
+    async def _reload(self) -> None:
+        async with self._reload_lock:  # one at a time, in the order asked
+            try:
+                new = await asyncio.to_thread(load, self._config_path, self._overrides)
+            except ConfigError as error:
+                log.error("configuration reload rejected, keeping the running one: %s", error)
+                return
+            old = self._holder.current
+            if new == old:
+                return
+            later = restart_needed(old, new)
+            if later:
+                log.warning("changed keys take effect at the next restart: %s",
+                            ", ".join(later))
+            logging.getLogger().setLevel(new.log_level.upper())
+            self._holder.replace(new)
+            log.info("configuration reloaded")
 
     async def _watch_file(self) -> None:
         if self._config_path is not None:

@@ -1,8 +1,10 @@
-"""Self-telemetry of what keeps data flowing: collector throttling and thread restarts."""
+"""Self-telemetry of what keeps data flowing: collector throttling, thread restarts and
+readings the wire cannot carry."""
 
 from __future__ import annotations
 
 from gpu_otel_agent.export.throttle import gates
+from gpu_otel_agent.export.wire_range import dropped_readings
 from gpu_otel_agent.model.snapshot import Reading
 from gpu_otel_agent.threads.supervised import restarts
 
@@ -17,6 +19,7 @@ def reliability_readings() -> tuple[Reading, ...]:
         readings.append(Reading("gpu_agent.exports.held", gate.stats.held, server))
         readings.append(Reading("gpu_agent.exports.throttle.remaining", gate.remaining_s(),
                                 server))
+    readings.append(Reading("gpu_agent.readings.dropped", dropped_readings()))
     readings.extend(Reading("gpu_agent.thread.restarts", count, (("thread.name", name),))
                     for name, count in sorted(restarts().items()))
     return tuple(readings)

@@ -131,3 +131,27 @@ def test_the_fault_soak_table_shows_injected_delivered_lost_and_the_longest_wait
     row = next(line for line in text.splitlines() if line.startswith("| fault-soak"))
     assert "| 5 / 4 / 1 / 1 | 273 | 273 | 0 | 273 | 1 | 1 | 9.4 |" in row
     assert "fault-soak" in plan.build(smoke=True).case_names()
+
+
+def test_the_fault_soak_counts_events_not_their_records() -> None:
+    """One XID on a GPU with 8 processes is 8 records of one event: a second XID lost must
+    show as lost, not hide behind the first one's 8 records (issue 39)."""
+    from opentelemetry.sdk.resources import Resource
+
+    from gpu_otel_agent.export.events.otlp_logs import LogEncoder
+    from gpu_otel_agent.gpu_health.events import HealthEvent
+    from gpu_otel_agent.gpu_health.severity import Severity
+    from tests.bench.fault_case import _accounted
+    from tests.receivers.records import Received
+    from tests.receivers.store import Store
+
+    workloads = tuple((("process.pid", pid),) for pid in range(100, 108))
+    delivered = HealthEvent("gpu.xid", 1_700_000_000_000_000_000, Severity.ERROR, "xid 13",
+                            (("gpu.xid.code", 13),), workloads=workloads)
+    store = Store()
+    request = LogEncoder(Resource.create({})).encode([delivered])
+    store.add(Received("logs", "grpc", request, 1_700_000_001.0))
+    store.add(Received("logs", "grpc", request, 1_700_000_002.0))  # a re-send after a kill
+    xids, records, duplicates, _ = _accounted(store)
+    assert xids == 1  # the second injected XID (never sent) counts as lost: 2 - 1
+    assert records == 8 and duplicates == 8

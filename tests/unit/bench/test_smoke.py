@@ -40,7 +40,8 @@ def report(smoke: Path) -> dict[str, Any]:
 def test_reports_exist_and_contain_every_case(smoke: Path, report: dict[str, Any]) -> None:
     names = [c["case"] for key in ("agent", "exporter_peers", "one_shot_peers", "encoding",
                                    "attribution", "events", "storm", "ebpf_call_cost", "ebpf_load",
-                                   "prometheus", "chaos", "churn", "soak", "faults", "skipped")
+                                   "prometheus", "chaos", "churn", "soak", "faults", "hostile",
+                                   "skipped")
              for c in report[key]]
     assert sorted(names) == sorted(plan.build(smoke=True).case_names())
     markdown = (smoke / "report.md").read_text(encoding="utf-8")
@@ -200,6 +201,14 @@ def test_fault_soak_accounts_for_every_xid(report: dict[str, Any]) -> None:
         assert fault["xids_injected"] > 0
         assert fault["lost"] == 0, fault
         assert fault["xids_delivered"] >= fault["xids_injected"], fault
+
+
+def test_hostile_peers_are_closed_and_probes_answered(report: dict[str, Any]) -> None:
+    (case,) = report["hostile"]
+    assert case["closed_by_server"] == case["waves"] * case["per_wave"]
+    assert case["probes"] > 0 and case["scrapes"] > 0  # answered during the flood
+    assert case["guesses_refused"] > 0 and case["exports_answered_big"] > 0
+    assert case["peak_rss_mib"] >= case["baseline_rss_mib"] > 0
 
 
 def test_nvml_chaos_counts_every_error_it_injected(report: dict[str, Any]) -> None:

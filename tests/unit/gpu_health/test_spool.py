@@ -180,3 +180,27 @@ def test_a_read_only_spool_is_logged_and_counted(
         again.open()
     assert not again.usable and again.stats.errors == 1
     assert "Read-only file system" in caplog.text
+
+
+def test_a_spool_directory_removed_while_running_is_made_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    import shutil
+
+    path = tmp_path / "events"
+    spool = Spool(path, 1 << 20)
+    spool.open()
+    assert spool.append([event(1)]).kept == 1
+    shutil.rmtree(path)  # an operator's rm -rf while the agent runs
+    with caplog.at_level(logging.ERROR):
+        written = spool.append([event(2)])
+    assert written.kept == 1  # durable again, not only from the next restart
+    assert stat.S_IMODE(path.stat().st_mode) == 0o700
+    assert [p.name for p in path.glob("seg-*")] != []
+    assert "was removed while the agent ran" in caplog.text
+    assert drain(spool) == [event(2)]  # event 1 went with the directory
+    spool.close()
+    again = Spool(path, 1 << 20)  # the lock was taken in the new directory, and released
+    again.open()
+    assert again.usable
+    again.close()

@@ -202,3 +202,17 @@ def test_a_sim_command_without_a_node_says_so_once(tmp_path: Path) -> None:
     assert f"no simulated node at {socket}" in done.stderr
     assert "gpu-agent sim up SCENARIO" in done.stderr
     assert "Errno" not in done.stderr
+
+
+def test_a_billion_laughs_scenario_is_refused_before_anything_is_expanded(
+    tmp_path: Path,
+) -> None:
+    # 382 bytes that safe_load turns into 9^9 strings: nine levels of nine aliases.
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    for level in range(1, 9):
+        refs = ", ".join([f"*a{level - 1}"] * 9)
+        levels.append(f"a{level}: &a{level} [{refs}]")
+    path = tmp_path / "laughs.yaml"
+    path.write_text("\n".join(levels) + "\ndevices: *a8\n", encoding="utf-8")
+    with pytest.raises(ScenarioError, match=r"laughs\.yaml:2:.*aliases .* are not accepted"):
+        load_scenario(path)

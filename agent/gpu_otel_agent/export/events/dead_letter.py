@@ -9,11 +9,16 @@ what was refused and why: one line per event, ``<crc32> {"code": ..., "at": ...,
 private directory (it holds pod names like the spool). Bounded: past ``max_bytes`` the file
 becomes ``dead-letter.1.jsonl`` (the one before is deleted), so at most twice that is kept.
 Events that could not be kept (no spool, a failed write) are only logged and counted.
+
+Written only into a spool the agent uses: a directory it refused (another user's, or open
+to others) is never written (issue 39: dead letters went into another user's directory, as
+root, through that user's symbolic link). The file is opened relative to the spool's checked
+directory descriptor and never through a symbolic link.
 """
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import json
 import logging
 import os
@@ -23,12 +28,12 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpu_otel_agent.export.events.spool import Spool, open_private
 from gpu_otel_agent.gpu_health.events import HealthEvent
 
 log = logging.getLogger(__name__)
 NAME, OLD_NAME = "dead-letter.jsonl", "dead-letter.1.jsonl"
 MAX_BYTES = 1024 * 1024
-FILE_MODE = 0o600
 
 
 @dataclass
@@ -38,15 +43,16 @@ class DeadLetterStats:
 
 
 class DeadLetters:
-    def __init__(self, directory: Path | None, max_bytes: int = MAX_BYTES) -> None:
-        self._directory = directory
+    def __init__(self, spool: Spool, max_bytes: int = MAX_BYTES) -> None:
+        self._spool = spool
         self._max_bytes = max_bytes
         self._lock = threading.Lock()
         self.stats = DeadLetterStats()
 
     @property
     def path(self) -> Path | None:
-        return None if self._directory is None else self._directory / NAME
+        directory = self._spool.path
+        return None if directory is None else directory / NAME
 
     def quarantine(self, event: HealthEvent, code: str, detail: str = "") -> None:
         """Keep ``event`` aside (fsynced before it leaves the spool); log and count it."""
@@ -61,26 +67,28 @@ class DeadLetters:
                   event.name, event.uid, code, f": {detail}" if detail else "", where)
 
     def _write(self, event: HealthEvent, code: str, detail: str) -> bool:
-        path = self.path
-        if path is None:
-            return False
+        path, dir_fd = self.path, self._spool.dir_fd
+        if path is None or dir_fd is None:
+            return False  # no spool, or one refused: nothing is written there
         payload = json.dumps({"code": code, "detail": detail, "at": time.time(),
                               "event": json.loads(event.to_json())},
                              separators=(",", ":")).encode()
         line = b"%08x %s\n" % (zlib.crc32(payload), payload)
         try:
-            with contextlib.suppress(FileNotFoundError):
-                if path.stat().st_size + len(line) > self._max_bytes:
-                    path.replace(path.with_name(OLD_NAME))
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
-                         FILE_MODE)
+            fd = open_private(dir_fd, NAME, os.O_WRONLY | os.O_APPEND)
+            if os.fstat(fd).st_size + len(line) > self._max_bytes:
+                os.close(fd)
+                os.replace(NAME, OLD_NAME, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                fd = open_private(dir_fd, NAME, os.O_WRONLY | os.O_APPEND)
             try:
                 os.write(fd, line)
                 os.fsync(fd)  # before the segment holding the event is deleted
             finally:
                 os.close(fd)
         except OSError as error:
-            log.error("cannot write the dead-letter file %s: %s", path,
-                      error.strerror or error)
+            hint = ("; it is a symbolic link, not followed: remove it"
+                    if error.errno == errno.ELOOP else "")
+            log.error("cannot write the dead-letter file %s: %s%s", path,
+                      error.strerror or error, hint)
             return False
         return True

@@ -68,7 +68,7 @@ class EventPusher:
         self._sender = sender
         self._spool = spool
         self.dead_letters = (dead_letters if dead_letters is not None
-                             else DeadLetters(spool.path))
+                             else DeadLetters(spool))
         self._retry = retry
         self._lock = threading.Lock()  # guards the three queues below
         self._pending: deque[HealthEvent] = deque()  # not yet written
@@ -241,9 +241,14 @@ class EventPusher:
 
     def _oldest(self) -> tuple[int | None, list[HealthEvent]]:
         with self._lock:
+            first = self._spool.oldest_number()
+            # Segments older than the spool's oldest went with a removed directory (the
+            # spool recreated it): their copies here are dropped, not offered.
+            for stale in [n for n in self._hot if first is not None and n < first]:
+                self._hot_events -= len(self._hot.pop(stale))
             if self._hot:
                 number = min(self._hot)
-                if self._spool.oldest_number() == number:
+                if first == number:
                     events = self._hot.pop(number)
                     self._hot_events -= len(events)
                     return number, events

@@ -35,13 +35,26 @@ class EventSender(Protocol):
     def shutdown(self) -> None: ...
 
 
+# A request of several events is kept below what a gRPC server takes by default (4 MiB,
+# ``grpc_transport.DEFAULT_MAX_MESSAGE``), with room for the framing: a larger batch is split
+# by the pusher (as it splits a refused one) before it is sent. One event above it is still
+# sent (the collector may take more); refused, it is quarantined.
+MAX_BATCH_BYTES = 4 * 1024 * 1024 - 64 * 1024
+SPLIT = "SPLIT"  # the code of a batch not sent because it is too large as one request
+
+
 class OtlpEventSender:
-    def __init__(self, transport: RequestSender, encoder: LogEncoder) -> None:
+    def __init__(self, transport: RequestSender, encoder: LogEncoder,
+                 max_batch_bytes: int = MAX_BATCH_BYTES) -> None:
         self._transport = transport
         self._encoder = encoder
+        self._max_batch_bytes = max_batch_bytes
 
     def send(self, events: Sequence[HealthEvent]) -> Attempt:
-        return self._transport.deliver(self._encoder.encode(events))
+        request = self._encoder.encode(events).SerializeToString()
+        if len(events) > 1 and len(request) > self._max_batch_bytes:
+            return Attempt(ok=False, code=SPLIT, bad_content=True)
+        return self._transport.deliver(request)
 
     def shutdown(self) -> None:
         self._transport.shutdown()

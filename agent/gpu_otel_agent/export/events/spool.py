@@ -120,52 +120,60 @@ class Spool:
             log.warning("no event spool configured: events are not kept across a crash, and "
                         "those the collector refuses are lost")
             return
+        dir_fd = -1
         try:
             prepare(self._path)
-            problem = spool_problem(self._path)
+            # Everything from here on goes through this descriptor, the directory that was
+            # checked: a path swapped meanwhile, or a symbolic link planted in it, is never
+            # followed (files are opened relative to it with O_NOFOLLOW).
+            dir_fd = os.open(self._path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            problem = _problem(self._path, os.fstat(dir_fd))
             if problem is not None:
                 raise SpoolTooOpen(problem)
-            lock = _open_private(self._path / ".lock")
+            lock = os.fdopen(open_private(dir_fd, ".lock", os.O_WRONLY | os.O_APPEND), "ab")
         except SpoolTooOpen as error:
+            os.close(dir_fd)
             self.stats.errors += 1
             log.error("%s; running without a spool: events are sent while the collector is "
                       "up but not kept across a crash", error)
             return
         except OSError as error:
+            if dir_fd >= 0:
+                os.close(dir_fd)
             self.stats.errors += 1
-            log.error("event spool %s is unusable (%s); running without a spool: events are "
+            log.error("event spool %s is unusable (%s%s); running without a spool: events are "
                       "sent while the collector is up but not kept across a crash",
-                      self._path, error.strerror or error)
+                      self._path, error.strerror or error, _LINK_HINT.get(error.errno or 0, ""))
             return
         try:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             lock.close()
+            os.close(dir_fd)
             self.stats.errors += 1
             log.error("event spool %s is in use by another agent; running without a spool",
                       self._path)
             return
         self._lock_file = lock
         self._kept = True
-        with contextlib.suppress(OSError):
-            self._dir_fd = os.open(self._path, os.O_RDONLY | os.O_DIRECTORY)
-        for entry in sorted(self._path.iterdir()):
-            name = entry.name
+        self._dir_fd = dir_fd
+        for name in sorted(os.listdir(dir_fd)):
+            entry = self._path / name
             if name.endswith(".tmp"):
                 with contextlib.suppress(OSError):
-                    entry.unlink()  # a write that never completed: its events were never sent
+                    os.unlink(name, dir_fd=dir_fd)  # a write that never completed: never sent
                 continue
             if not (name.startswith(_PREFIX) and name.endswith(_SUFFIX)):
                 continue
             try:
                 number = int(name[len(_PREFIX):-len(_SUFFIX)])
-                if entry.lstat().st_uid != os.geteuid():
+                owner = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_uid
+                if owner != os.geteuid():
                     self.stats.errors += 1
                     log.error("event spool segment %s belongs to another user (uid %d): not "
-                              "sent (it may be forged); remove it", entry,
-                              entry.lstat().st_uid)
+                              "sent (it may be forged); remove it", entry, owner)
                     continue
-                data = entry.read_bytes()
+                data = _read(dir_fd, name)
             except (ValueError, OSError):
                 self._corrupt(1, f"unreadable segment {name}")
                 continue
@@ -193,9 +201,16 @@ class Spool:
         self.stats.bytes = sum(b for b, _, _ in self._segments.values())
         self.stats.records = sum(r for _, r, _ in self._segments.values())
 
-    def _segment(self, number: int) -> Path:
-        assert self._path is not None
-        return self._path / f"{_PREFIX}{number:012d}{_SUFFIX}"
+    @staticmethod
+    def _segment(number: int) -> str:
+        """A segment's name in the spool directory (opened relative to its descriptor)."""
+        return f"{_PREFIX}{number:012d}{_SUFFIX}"
+
+    @property
+    def dir_fd(self) -> int | None:
+        """The spool directory's descriptor while the spool is usable (None otherwise): the
+        dead letters and the storm journal open their files relative to it."""
+        return self._dir_fd if self._lock_file is not None else None
 
     def append(self, events: Sequence[HealthEvent]) -> Written:
         """Write as many of ``events`` as fit, in order, as one new segment (safe from a crash
@@ -221,15 +236,20 @@ class Spool:
                 return Written(None, 0, full)
             number = self._next
             target = self._segment(number)
-            temporary = target.with_name(target.name + ".tmp")
+            temporary = target + ".tmp"
             data = b"".join(lines)
             started = time.perf_counter_ns()
             try:
-                self._write(temporary, data)
-                temporary.rename(target)
+                try:
+                    self._write_segment(temporary, target, data)
+                except FileNotFoundError:
+                    if not self._recreate():
+                        raise
+                    number = self._next
+                    target = self._segment(number)
+                    temporary = target + ".tmp"
+                    self._write_segment(temporary, target, data)
             except OSError as error:
-                with contextlib.suppress(OSError):
-                    temporary.unlink()
                 self._failed(error)
                 return Written(None, 0, full=False)
             self._next += 1
@@ -243,9 +263,65 @@ class Spool:
             self._refresh()
             return Written(number, len(lines), full)
 
+    def _write_segment(self, temporary: str, target: str, data: bytes) -> None:
+        dir_fd = self._dir_fd
+        assert dir_fd is not None
+        try:
+            self._write(dir_fd, temporary, data)
+            os.rename(temporary, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary, dir_fd=dir_fd)
+            raise
+
+    def _recreate(self) -> bool:
+        """The directory was removed while the agent ran (an operator's ``rm -rf``, a
+        cleaner): make it again and take it, as at start, so later events are durable again
+        (issue 39: nothing was, until a restart). The segments that went with it are
+        forgotten. False when it was not removed, or cannot be made again."""
+        assert self._path is not None and self._dir_fd is not None
+        with contextlib.suppress(OSError):
+            if os.fstat(self._dir_fd).st_nlink > 0:
+                return False  # still there: the error was something else
+        try:
+            prepare(self._path)
+            dir_fd = os.open(self._path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as error:
+            log.error("event spool %s was removed and cannot be made again (%s)", self._path,
+                      error.strerror or error)
+            return False
+        try:
+            problem = _problem(self._path, os.fstat(dir_fd))
+            if problem is not None:
+                raise SpoolTooOpen(problem)
+            lock = os.fdopen(open_private(dir_fd, ".lock", os.O_WRONLY | os.O_APPEND), "ab")
+            try:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                lock.close()
+                raise
+        except (OSError, SpoolTooOpen) as error:
+            os.close(dir_fd)
+            log.error("event spool %s was removed; the one now there is not usable (%s)",
+                      self._path, error)
+            return False
+        lost = self.stats.records
+        assert self._lock_file is not None
+        self._lock_file.close()
+        os.close(self._dir_fd)
+        self._lock_file, self._dir_fd = lock, dir_fd
+        self._segments.clear()
+        self._unsynced.clear()
+        self._refresh()
+        self.stats.errors += 1
+        log.error("event spool %s was removed while the agent ran: made again (%d event(s) "
+                  "waiting in it went with it; counted in gpu_agent.events.spool.errors)",
+                  self._path, lost)
+        return True
+
     @staticmethod
-    def _write(path: Path, data: bytes) -> None:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+    def _write(dir_fd: int, name: str, data: bytes) -> None:
+        fd = open_private(dir_fd, name, os.O_WRONLY | os.O_EXCL)
         try:
             view = memoryview(data)
             while view:
@@ -268,7 +344,8 @@ class Spool:
         started = time.perf_counter_ns()
         try:
             for number in numbers:
-                fd = os.open(self._segment(number), os.O_RDONLY | os.O_CLOEXEC)
+                assert self._dir_fd is not None
+                fd = os.open(self._segment(number), _READ, dir_fd=self._dir_fd)
                 try:
                     os.fsync(fd)
                 finally:
@@ -319,7 +396,8 @@ class Spool:
             while sendable := self._sendable():
                 number = min(sendable)
                 try:
-                    data = self._segment(number).read_bytes()
+                    assert self._dir_fd is not None
+                    data = _read(self._dir_fd, self._segment(number))
                 except OSError:
                     self._corrupt(1, f"unreadable segment {number}")
                     del self._segments[number]
@@ -355,8 +433,9 @@ class Spool:
     def _delete(self, number: int) -> None:
         # No fsync: should the deletion be lost to a power cut, the events are sent again
         # with the same ids, which the receiver can drop.
-        with contextlib.suppress(OSError):
-            self._segment(number).unlink()
+        if self._dir_fd is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._segment(number), dir_fd=self._dir_fd)
         self._segments.pop(number, None)
         self._refresh()
         if self.stats.bytes < self._max_bytes // 2:
@@ -385,7 +464,10 @@ def spool_problem(path: Path) -> str | None:
     out of others' reach whatever their mode, so the directory is the boundary. Shared by
     ``Spool.open`` and ``gpu-agent check``, so a check passes exactly when the agent would
     use the spool."""
-    info = path.stat()
+    return _problem(path, path.stat())
+
+
+def _problem(path: Path, info: os.stat_result) -> str | None:
     if not stat.S_ISDIR(info.st_mode):
         return f"event spool {path} is not a directory"
     if info.st_uid != os.geteuid():
@@ -401,9 +483,23 @@ def spool_problem(path: Path) -> str | None:
     return None
 
 
-def _open_private(path: Path) -> IO[bytes]:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
-    return os.fdopen(fd, "ab")
+# Files in the spool are never reached through a symbolic link: the agent runs as root, and a
+# link planted by whoever owned the directory before would have it write (or read) another
+# file (issue 39: dead letters appended to a root-owned file through another user's link).
+_READ = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW
+_LINK_HINT = {errno.ELOOP: ": a symbolic link in the spool, not followed; remove it"}
+
+
+def open_private(dir_fd: int, name: str, flags: int) -> int:
+    """``name`` in the spool directory, created 0600, never through a symbolic link."""
+    return os.open(name, flags | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE,
+                   dir_fd=dir_fd)
+
+
+def _read(dir_fd: int, name: str) -> bytes:
+    fd = os.open(name, _READ, dir_fd=dir_fd)
+    with os.fdopen(fd, "rb") as stream:
+        return stream.read()
 
 
 def _parse(raw: bytes) -> HealthEvent | None:

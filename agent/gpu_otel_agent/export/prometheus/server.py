@@ -14,7 +14,11 @@ connection), as exporter-toolkit does.
 tenth).
 
 ``/healthz`` and ``/readyz`` need no credentials: the kubelet's probes cannot send them, and
-they reveal nothing but the answer.
+they reveal nothing but the answer. They are answered on the endpoint's loop thread, before
+any worker is asked, and so is every request whose credentials were verified before; only a
+credential never seen waits for bcrypt, on a thread of its own, a few at a time (``triage``,
+``check``; ``http_server/connections.py``): password guesses cannot starve the probes or
+Prometheus (issue 39).
 """
 
 from __future__ import annotations
@@ -122,6 +126,19 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
+def _credentials(request: Request) -> tuple[str, str] | None:
+    """User and password of ``Authorization: Basic``; None when absent or malformed."""
+    scheme, _, encoded = (request.header("authorization") or "").partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        user, sep, password = base64.b64decode(encoded.strip(), validate=True).decode(
+            "utf-8").partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    return (user, password) if sep else None
+
+
 class MetricsEndpoint:
     def __init__(
         self,
@@ -171,8 +188,8 @@ class MetricsEndpoint:
         except OSError as error:
             raise EndpointError(f"prometheus.listen {self._listen}: cannot listen: "
                                 f"{error.strerror or error}") from error
-        server = HttpServer(sock, self.handle, self._tls, lambda: self.web.config.headers,
-                            self._limits)
+        server = HttpServer(sock, self._route, self._tls, lambda: self.web.config.headers,
+                            self._limits, triage=self.triage, check=self.check)
         try:
             server.start()
         except OSError as error:
@@ -193,7 +210,21 @@ class MetricsEndpoint:
         return self.web.context
 
     def handle(self, request: Request) -> Response:
-        """One request, in a worker thread of the endpoint."""
+        """One request, start to end, on the caller's thread (what the server does in
+        three steps: ``triage``, ``check``, ``_route``)."""
+        verdict = self.triage(request)
+        if isinstance(verdict, Response):
+            return verdict
+        if not verdict:
+            refusal = self.check(request)
+            if refusal is not None:
+                return refusal
+        return self._route(request)
+
+    def triage(self, request: Request) -> Response | bool:
+        """On the server's loop thread, so nothing slow: a probe's answer, a refusal of a
+        missing or malformed credential, True for a request that needs no check (no users,
+        or credentials verified before), False for one that needs bcrypt (``check``)."""
         # Per request, not only per connection: Prometheus keeps its connection open across
         # scrapes, so a user removed from the web config must be refused on it too.
         self.web.refresh()
@@ -201,29 +232,35 @@ class MetricsEndpoint:
         if path in ("/healthz", "/readyz"):
             verdict = self.health.healthy() if path == "/healthz" else self.health.ready()
             return Response(200 if verdict.ok else 503, (verdict.reason + "\n").encode())
-        if not self._authorized(request):
-            self.stats.count("unauthorized")
-            return Response(401, b"Unauthorized\n",
-                            headers=(("WWW-Authenticate", 'Basic realm="gpu-otel-agent"'),))
+        auth = self.web.auth
+        if not auth.enabled:
+            return True
+        credentials = _credentials(request)
+        if credentials is None:
+            return self._unauthorized()
+        return auth.known(*credentials)
+
+    def check(self, request: Request) -> Response | None:
+        """A credential not verified before, on the server's checking thread (bcrypt)."""
+        credentials = _credentials(request)
+        if credentials is None or not self.web.auth.check(*credentials):
+            return self._unauthorized()
+        return None
+
+    def _unauthorized(self) -> Response:
+        self.stats.count("unauthorized")
+        return Response(401, b"Unauthorized\n",
+                        headers=(("WWW-Authenticate", 'Basic realm="gpu-otel-agent"'),))
+
+    def _route(self, request: Request) -> Response:
+        """An authorised request, in a worker thread."""
+        path = request.path
         if path == "/metrics":
             return self._metrics(request)
         if path == "/":
             return Response(200, LANDING, "text/html; charset=utf-8")
         return Response(404, b"not found\n")
 
-    def _authorized(self, request: Request) -> bool:
-        auth = self.web.auth
-        if not auth.enabled:
-            return True
-        scheme, _, encoded = (request.header("authorization") or "").partition(" ")
-        if scheme.lower() != "basic":
-            return False
-        try:
-            user, sep, password = base64.b64decode(encoded.strip(), validate=True).decode(
-                "utf-8").partition(":")
-        except (binascii.Error, UnicodeDecodeError):
-            return False
-        return bool(sep) and auth.check(user, password)
 
     def _metrics(self, request: Request) -> Response:
         format_ = choose_format(request.header("accept"))

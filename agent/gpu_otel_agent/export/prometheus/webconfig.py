@@ -228,12 +228,21 @@ class BasicAuth:
     def enabled(self) -> bool:
         return bool(self._users)
 
+    def _key(self, user: str, password: str) -> tuple[str | None, bytes]:
+        hashed = self._users.get(user)
+        return hashed, hashlib.sha256(
+            f"{user}\0{password}\0{hashed}".encode("utf-8", "surrogatepass")).digest()
+
+    def known(self, user: str, password: str) -> bool:
+        """Verified before (no bcrypt): cheap enough for the server's loop thread."""
+        hashed, key = self._key(user, password)
+        with self._lock:
+            return hashed is not None and key in self._ok
+
     def check(self, user: str, password: str) -> bool:
         import bcrypt
 
-        hashed = self._users.get(user)
-        key = hashlib.sha256(
-            f"{user}\0{password}\0{hashed}".encode("utf-8", "surrogatepass")).digest()
+        hashed, key = self._key(user, password)
         with self._lock:
             if hashed is not None and key in self._ok:
                 return True

@@ -44,15 +44,29 @@ _XID = re.compile(
     r"(?:\.([0-7]))?\): (\d+)(?:,\s*(.*))?"
 )
 
+# The driver prints the XID as a 32-bit number; anything longer is not one of its lines (a
+# crafted line's 2^63 has no encoding on the wire either). Digits are counted before int()
+# converts them: a line of thousands of digits costs nothing.
+XID_CODE_MAX = 2**32 - 1
+_CODE_DIGITS = len(str(XID_CODE_MAX))
+_said: set[str] = set()
+
+
+def _say_once(message: str) -> None:
+    if message not in _said and len(_said) < 100:
+        _said.add(message)
+        log.warning("%s", message)
+
+
 # The NVLink 5 XIDs' detail: unit, severity word, XC/instance, the link, then the registers.
 _NVLINK_XIDS = range(144, 151)
 _NVLINK_DETAIL = re.compile(
     r"^(?P<unit>[A-Z0-9_]+)\s+(?P<severity>Fatal|Nonfatal|Non-fatal)\b.*?"
-    r"\bLink\s+(?P<link>-?\d+)(?:\s*\((?P<regs>[^)]*)\))?", re.IGNORECASE)
+    r"\bLink\s+(?P<link>-?\d{1,4})\b(?:\s*\((?P<regs>[^)]{0,200})\))?", re.IGNORECASE)
 _SXID = re.compile(
     r"(?P<device>nvidia-nvswitch\d+): SXid \(PCI:(?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]{2}:"
-    r"[0-9A-Fa-f]{2}\.[0-7])\): (?P<code>\d+), (?P<severity>Fatal|Non-fatal|Nonfatal)\b"
-    r"(?:,\s*Link\s+(?P<link>-?\d+))?(?P<rest>.*)", re.IGNORECASE)
+    r"[0-9A-Fa-f]{2}\.[0-7])\): (?P<code>\d{1,10}), (?P<severity>Fatal|Non-fatal|Nonfatal)\b"
+    r"(?:,\s*Link\s+(?P<link>-?\d{1,4})\b)?(?P<rest>.*)", re.IGNORECASE)
 
 
 def _message(line: str) -> str:
@@ -68,7 +82,7 @@ def nvlink_fault(detail: str) -> LinkFault | None:
     match = _NVLINK_DETAIL.match(detail)
     if match is None:
         return None
-    registers = [int(r, 16) for r in re.findall(r"0x([0-9A-Fa-f]+)", match["regs"] or "")]
+    registers = [int(r, 16) for r in re.findall(r"0x([0-9A-Fa-f]{1,8})\b", match["regs"] or "")]
     return LinkFault(fatal=match["severity"].lower() == "fatal", link=_link(match["link"]),
                      unit=match["unit"],
                      subcode=(registers[0] >> 20) & 0x3F if registers else None,
@@ -87,8 +101,12 @@ def parse_line(line: str, gpus: Mapping[PciKey, str]) -> DeviceEvent | None:
     uuid = gpus.get(key)
     if uuid is None:
         return None
+    if len(code) > _CODE_DIGITS or int(code) > XID_CODE_MAX:
+        _say_once(f"kernel-log XID code {code[:40]} on {uuid} is beyond 32 bits: not a driver "
+                  "XID (the driver prints a 32-bit number); the line is ignored")
+        return None
     text = (detail or "").split("\n", 1)[0].strip()
-    fault = nvlink_fault(text) if int(code) in _NVLINK_XIDS else None
+    fault = nvlink_fault(text[:300]) if int(code) in _NVLINK_XIDS else None
     return DeviceEvent(uuid, EVENT_XID, time.time_ns(), code=int(code), source="kmsg",
                        detail=text[:200], link_fault=fault)
 

@@ -18,7 +18,9 @@ from types import MappingProxyType
 
 import yaml
 
+from gpu_otel_agent.config.file_text import FileRefused, read_text
 from gpu_otel_agent.config.load import yaml_error
+from gpu_otel_agent.config.safe_yaml import NoAliasLoader
 from gpu_otel_agent.simulation.amd import models as amd_models
 from gpu_otel_agent.simulation.amd import partitions as amd_partitions
 from gpu_otel_agent.simulation.amd import scenario as amd_scenario
@@ -870,11 +872,12 @@ def load_scenario(path: Path | str | None, captures: Sequence[Path | str] = ()) 
         return parse_scenario("{}", Path(captures[0]), captures)
     path = resolve_scenario(path)
     try:
-        text = path.read_text()
-    except OSError as exc:
+        # A regular UTF-8 file only (a FIFO is refused, never waited on), at most 1 MiB.
+        text = read_text(path, "scenario")
+    except FileRefused as exc:
         shipped = ", ".join(shipped_scenarios())
-        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror} (scenarios shipped "
-                            f"with the agent, by name: {shipped})") from exc
+        raise ScenarioError(f"{exc} (scenarios shipped with the agent, by name: {shipped})"
+                            ) from None
     return parse_scenario(text, path, captures)
 
 
@@ -944,7 +947,9 @@ def _servable(fragment: CaptureFragment) -> CaptureFragment:
 def parse_scenario(text: str, path: Path, captures: Sequence[Path | str] = ()) -> Scenario:
     ctx = _Ctx(path)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        # No aliases: a few hundred bytes of nested ones ("billion laughs") expanded to
+        # hundreds of millions of nodes (issue 39: 56 s and 918 MiB).
+        node = yaml.compose(text, Loader=NoAliasLoader)
     except yaml.YAMLError as exc:
         raise ScenarioError(yaml_error(path, exc)) from exc
     if node is None:

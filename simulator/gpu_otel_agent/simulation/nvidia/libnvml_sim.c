@@ -356,7 +356,15 @@ static nvmlReturn_t sys_faults(int fn, int dev) {
 #define SUP(n) do { if (d->unsup[R_##n]) return NVML_ERROR_NOT_SUPPORTED; } while (0)
 
 static unsigned int u32(double v) { return v <= 0 ? 0u : v >= 4294967295.0 ? 4294967295u : (unsigned int)llround(v); }
-static unsigned long long u64(double v) { return v <= 0 ? 0ull : (unsigned long long)llround(v); }
+/* Saturating: a reading at or past 2^64 is the counter's largest value, 2^64-1 (a counter a
+ * driver serves at its limit; tests set it to see the agent cope). llround past 2^63 is
+ * undefined (x86 gives 2^63), so values past it are converted without rounding. */
+static unsigned long long u64(double v) {
+    if (!(v > 0)) return 0ull;
+    if (v >= 18446744073709551616.0) return ULLONG_MAX;
+    if (v >= 9223372036854775808.0) return (unsigned long long)v;
+    return (unsigned long long)llround(v);
+}
 
 static nvmlReturn_t copy_str(char *dst, unsigned int len, const char *src) {
     if (!dst) return NVML_ERROR_INVALID_ARGUMENT;
