@@ -62,7 +62,8 @@ def test_each_fault_arrives_as_its_event(
         attrs = xid.attributes
         assert attrs["event.name"] == "gpu.xid"
         assert (attrs["gpu.xid.code"], attrs["gpu.xid.name"], attrs["gpu.xid.action"],
-                attrs["gpu.event.source"]) == (79, "GPU_FALLEN_OFF_BUS", "RESTART_BM", "nvml")
+                attrs["gpu.event.source"]) == (
+            79, "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS", "RESTART_BM", "nvml")
         assert (xid.severity_number, xid.severity_text) == (21, "FATAL")
         assert (attrs["hw.model"], attrs["gpu.index"], attrs["gpu.pci.bus_id"],
                 attrs["hw.type"]) == (MODEL, 2, "00000000:1A:00.0", "gpu")
@@ -132,7 +133,7 @@ def test_events_name_the_processes_with_the_processes_group_switched_off(
         agent.close()
 
 
-XIDS = ((0, 13), (1, 31), (2, 43), (3, 45), (0, 63))  # five different faults, no storm
+XIDS = ((0, 13), (1, 31), (2, 43), (3, 45), (0, 64))  # five different faults, no storm
 
 
 def _xids(store: Store) -> list[tuple[object, object]]:
@@ -179,7 +180,7 @@ def test_events_fired_while_the_collector_is_down_all_arrive_after(
         agent.close()
     assert _spooled_lines(spool) == 0  # the spool drained
     if restart:
-        # The five XIDs and the health change XID 63 caused came back from the disk (and the
+        # The five XIDs and the health change XID 64 caused came back from the disk (and the
         # three damaged lines were skipped).
         assert "holds 9 event(s) from before" in agent.log()
         summary = agent.log().rsplit("run summary ", 1)[1]

@@ -78,6 +78,7 @@ def _scaled_rules(workdir: Path) -> Path:
     text = re.sub(r"(for|keep_firing_for): (\d+)m\b", r"\1: \2s", text)
     text = re.sub(r"\[(\d+)m\]", r"[\1s]", text)
     text = re.sub(r"offset (\d+)m\b", r"offset \1s", text)
+    text = re.sub(r"\b(\d+) \* 60\b", r"\1 * 6", text)  # as test_prometheus_scrape scales it
     path = workdir / "gpu-alerts-dcgm-4.9.scaled.rules.yaml"
     path.write_text(text, encoding="utf-8")
     return path

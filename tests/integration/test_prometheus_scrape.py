@@ -81,6 +81,10 @@ def _scaled_rules(workdir: Path) -> Path:
     text = re.sub(r"(for|keep_firing_for): (\d+)m\b", r"\1: \2s", text)
     text = re.sub(r"\[(\d+)m\]", r"[\1s]", text)
     text = re.sub(r"offset (\d+)m\b", r"offset \1s", text)
+    # Minutes written as seconds ("5 * 60") count from a fault's own time, not from the first
+    # scrape after it: ten times faster, not sixty, so the export and scrape seconds between
+    # the two do not eat the window.
+    text = re.sub(r"\b(\d+) \* 60\b", r"\1 * 6", text)
     path = workdir / "gpu-alerts.scaled.rules.yaml"
     path.write_text(text, encoding="utf-8")
     return path
@@ -510,9 +514,15 @@ NO_DATA_HERE = {
     ("otel", "GpuAgentExportFailing"): "the agent pushes to a receiver that accepts",
     ("otel", "GpuAgentEventsDropped"): "the collector is up: the spool never fills",
     ("otel", "GpuAgentEventsBacklog"): "the collector accepts every event",
+    ("otel", "GpuNvlinkFailed"): "a fatal NVLink XID comes only from a kernel-log line "
+                                 "(tests/integration/test_link_xids.py writes one)",
+    ("otel", "GpuFabricUnhealthy"): "no GPU here is on an NVLink fabric (NOT_SUPPORTED at "
+                                    "probe; tests/integration/test_fabric.py runs a GB200 tray)",
+    ("otel", "NVLink fabric"): "no GPU here is on an NVLink fabric",
 }
 for _name in ("GpuUnresponsive", "GpuAgentMissingCycles", "GpuAgentExportFailing",
-              "GpuAgentEventsDropped", "GpuAgentEventsBacklog"):
+              "GpuAgentEventsDropped", "GpuAgentEventsBacklog", "GpuNvlinkFailed",
+              "GpuFabricUnhealthy"):
     NO_DATA_HERE[("dcgm", _name)] = NO_DATA_HERE[("otel", _name)]
 # Faults on the node while every expression is run: each alert has its condition.
 FAULTS = (
@@ -521,6 +531,7 @@ FAULTS = (
                                           "nvlink.2.state": "down"}},
     {"op": "xid", "device": 1, "code": 48},
     {"op": "lost", "device": 3},
+    {"op": "set", "device": 2, "values": {"nvlink.4.recovery_errors": 3}},
 )
 HEALED = (
     {"op": "set", "device": 0, "values": {"remapped_rows_failure": 0}},
@@ -565,7 +576,7 @@ def test_every_shipped_expression_returns_data_on_a_faulty_node_in_its_scheme(
                 if not scenario.stacks[scheme].query(_substituted(expr)):  # valid PromQL
                     empty.append(f"{scheme}: {source} / {name}: {_substituted(expr)}")
             time.sleep(1)
-        assert empty == []
+        assert empty == [], "\n".join(empty)
         # The XID panels count a GPU's first XID of a code (its series appeared at 1, where
         # increase() alone sees nothing).
         xids = scenario.stack.query(_panel("gpu-cluster-overview.json", "XIDs (24 h)"))

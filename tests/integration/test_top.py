@@ -95,7 +95,7 @@ def test_top_shows_the_node_its_pods_and_an_xid_as_it_arrives(
 
                 assert node.command({"op": "xid", "device": 1, "code": 79})["ok"]
                 screen = terminal.wait_for(
-                    lambda s: "XID 79 GPU_FALLEN_OFF_BUS -> RESTART_BM" in s
+                    lambda s: "XID 79 ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS -> RESTART_BM" in s
                     and "hit: vision/trainer-7" in s and "failed" in _row(s, 1),
                     "the XID in the feed with its catalog name, action and the pod hit")
 
@@ -123,7 +123,7 @@ def test_top_shows_the_node_its_pods_and_an_xid_as_it_arrives(
                                   env={**os.environ, "COLUMNS": "80"})
             assert all(len(line) <= 80 for line in once.stdout.splitlines())
             assert _served(_row(once.stdout, 0), 0)
-            assert "XID 79 GPU_FALLEN_OFF_BUS" in once.stdout
+            assert "XID 79 ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS" in once.stdout
             data = json.loads(subprocess.run(
                 [*TOP, "--socket", str(agent.socket_path), "--json"], capture_output=True,
                 text=True, timeout=60, check=True).stdout)

@@ -114,6 +114,21 @@ class Backend(Protocol):
 
 
 @dataclass(frozen=True)
+class LinkFault:
+    """What a kernel-log line says of a link fault beyond its code: an NVLink XID (144-150) or
+    an NVSwitch SXID. ``fatal`` as the line says it (None: the line does not say); ``link`` the
+    link it names (None: none, or the line's ``Link -1``); for an XID the unit (``RLW_RXPIPE``),
+    the subcode (bits 20-25 of the first register, as NVIDIA's XID 144-150 decode table reads
+    it) and the error status (the second register)."""
+
+    fatal: bool | None = None
+    link: int | None = None
+    unit: str = ""
+    subcode: int | None = None
+    status: int | None = None
+
+
+@dataclass(frozen=True)
 class DeviceEvent:
     """Something a GPU reported on its own (not polled): an XID, an ECC error, ...
 
@@ -132,6 +147,10 @@ class DeviceEvent:
     name: str = ""  # EVENT_VENDOR only: the event's own name, ``gpu.<vendor>.<what>``
     # The partition (its UUID: a MIG instance) the event is scoped to; empty: the whole device.
     partition: str = ""
+    link_fault: LinkFault | None = None  # what the kernel log's line says beyond the code
+
+
+EVENT_SXID = "sxid"  # an NVSwitch SXID: ``uuid`` is the switch's PCI bus id, ``name`` its device
 
 
 EVENT_XID = "xid"

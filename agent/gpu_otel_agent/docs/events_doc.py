@@ -43,15 +43,22 @@ def events_markdown() -> str:
         "## XID catalog",
         "",
         "`gpu.xid.name`, severity, `gpu.xid.action` and the health state an XID leaves the "
-        "GPU in. A code not listed is reported as `XID_<code>` with action `CHECK_CATALOG`.",
+        "GPU in. Names, meanings and both actions are NVIDIA's Xid Catalog (docs.nvidia.com/"
+        "deploy/xid-errors/analyzing-xid-catalog.html, the spreadsheet edition of 2025-10-29, "
+        "codes 1-172): `gpu.xid.action` is its immediate action, the investigation column its "
+        "investigatory action (not sent). Severity and state are this agent's reading of the "
+        "immediate action. A code not listed is reported as `XID_<code>` with action "
+        "`CHECK_CATALOG`. NVLink XIDs 144-150 from the kernel log take severity and state "
+        "from the line (`Fatal`: FATAL, failed; `Nonfatal`: WARN, unchanged).",
         "",
-        "| code | name | meaning | severity | action | state |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| code | name | meaning | severity | action | investigation | state |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for info in CATALOG.values():
+        investigation = f"`{info.investigation}`" if info.investigation else "-"
         lines.append(f"| {info.code} | `{info.name}` | {described(info.name, info.meaning)} | "
                      f"{info.severity.text} | "
-                     f"`{info.action}` | {info.state.value} |")
+                     f"`{info.action}` | {investigation} | {info.state.value} |")
     lines += ["", "| action | meaning |", "| --- | --- |",
               *(f"| `{name}` | {described(name, meaning)} |" for name, meaning in ACTIONS.items()),
               ""]

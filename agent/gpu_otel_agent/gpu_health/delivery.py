@@ -63,7 +63,7 @@ class Delivery:
 
     async def _processes(self, uuid: str, live: bool) -> tuple[GpuProcess, ...]:
         lookup = self._workloads
-        if lookup is None:
+        if lookup is None or not uuid:  # no uuid: not a GPU's event (an NVSwitch's)
             return ()
         gpu = self._gpus.get(uuid)
         if gpu is None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from gpu_otel_agent.backends.protocol import (
@@ -27,11 +27,13 @@ from gpu_otel_agent.backends.protocol import (
     EVENT_MEMORY_RETIREMENT_FAILURE,
     EVENT_PARTITIONS_CHANGED,
     EVENT_RECOVERY_ACTION,
+    EVENT_SXID,
     EVENT_THERMAL_THROTTLE,
     EVENT_UNAVAILABLE,
     EVENT_VENDOR,
     EVENT_XID,
     DeviceEvent,
+    LinkFault,
 )
 from gpu_otel_agent.gpu_health import events as ev
 from gpu_otel_agent.gpu_health import subsystems
@@ -44,7 +46,7 @@ from gpu_otel_agent.gpu_health.sampling_requests import NoSampling, SamplingRequ
 from gpu_otel_agent.gpu_health.severity import Severity
 from gpu_otel_agent.gpu_health.siblings import Peer
 from gpu_otel_agent.gpu_health.state import HealthMachine, Transition
-from gpu_otel_agent.gpu_health.storm import StormControl, Summary
+from gpu_otel_agent.gpu_health.storm import StormControl, StormKey, Summary
 from gpu_otel_agent.gpu_health.storm_journal import OpenWindow, StormJournal
 from gpu_otel_agent.gpu_health.ulid import ulid
 from gpu_otel_agent.gpu_health.verdict import EngineView, HealthBoard
@@ -61,6 +63,7 @@ from gpu_otel_agent.model.workload import WorkloadLookup
 
 log = logging.getLogger(__name__)
 MIN_SUMMARY_WAIT_S = 0.05
+RESTORE_WAIT_READS = 10  # reads of a GPU a restored partition storm waits for its partition
 _MEMORY_FAULTS = {
     EVENT_MEMORY_RETIREMENT: (HealthState.DEGRADED,
                               "memory page/row retirement pending (reset the GPU to apply)"),
@@ -106,6 +109,9 @@ class _Gpu:
     polled: PolledWatcher
     xids: dict[int, int]
     gray: GrayWatch
+    # XID code -> wall-clock ns of its latest occurrence (gpu.xid.last_seen): a first
+    # occurrence an alert can see, where increase() over the counter misses a new series.
+    xid_seen: dict[int, int] = field(default_factory=dict)
 
 
 class HealthEngine:
@@ -137,7 +143,11 @@ class HealthEngine:
         # Set by the pipeline when the spool is usable: each folded repeat is counted on
         # disk too, so a crash cannot lose it (storm_journal).
         self.journal: StormJournal | None = None
-        self._windows: dict[Hashable, int] = {}  # key -> its window's id (wall ns)
+        self._windows: dict[StormKey, int] = {}  # key -> its window's id (wall ns)
+        self._switches: dict[str, EventAttributes] = {}  # NVSwitch PCI bus id -> its attributes
+        # Restored storms of partitions not published yet, and reads of their GPU since.
+        self._restored: list[OpenWindow] = []
+        self._restored_reads: dict[str, int] = {}
         self._suppressed = asyncio.Event()  # wakes the summariser: a window has a count now
         self._dedup = CrossSourceDedup(settings.dedup_window, wildcard=UNKNOWN_XID)
         self._delivery = Delivery(sink, workloads)
@@ -151,6 +161,9 @@ class HealthEngine:
     def on_events(self, batch: Sequence[DeviceEvent]) -> None:
         for event in batch:
             self.stats.device_events += 1
+            if event.kind == EVENT_SXID:  # an NVSwitch's, not a GPU's
+                self._sxid(event)
+                continue
             gpu = self._gpus.get(event.uuid)
             if gpu is None:
                 continue
@@ -184,7 +197,7 @@ class HealthEngine:
                                     (("gpu.clock.throttle.reason", "thermal"),
                                      ("gpu.throttle.state", "start"),
                                      ("gpu.event.source", event.source)),
-                                    time_ns=event.time_ns, storm_key=("thermal", "start"))
+                                    time_ns=event.time_ns, qualifier="thermal/start")
             elif event.kind == EVENT_VENDOR and event.name:
                 # Scoped to a partition (an AMD VM fault on the partition that faulted): the
                 # event names it and its workloads; storm control counts it per partition.
@@ -194,7 +207,7 @@ class HealthEngine:
                                     f"{event.detail or 'no message'}",
                                     (("gpu.event.source", event.source),),
                                     time_ns=event.time_ns, scope=scope,
-                                    storm_key=(event.partition,) if event.partition else ())
+                                    storm_scope=event.partition)
             else:
                 self.stats.ignored += 1
 
@@ -202,29 +215,43 @@ class HealthEngine:
         now = self._clock()
         if self._dedup.is_duplicate(gpu.identity.uuid, event.code, event.source, now):
             self.stats.duplicates += 1
+            fault = event.link_fault
+            if fault is not None and fault.fatal:
+                # NVML saw it first, without the line's word: the kernel log says Fatal, so the
+                # GPU fails as if the line had come first (no second event: one fault).
+                info = lookup(event.code)
+                self._transition(gpu, gpu.machine.set(f"xid:{event.code}", HealthState.FAILED,
+                                                      f"XID {event.code} {info.name} (fatal)"),
+                                 event.time_ns)
             return
         gpu.xids[event.code] = gpu.xids.get(event.code, 0) + 1
+        gpu.xid_seen[event.code] = max(gpu.xid_seen.get(event.code, 0), event.time_ns)
         info = lookup(event.code)
         self._publish(gpu)
+        fault = event.link_fault
+        severity, state = _xid_severity(info.severity, info.state, fault)
         change = None
-        if info.state is not HealthState.OK:
-            change = gpu.machine.set(f"xid:{event.code}", info.state,
+        if state is not HealthState.OK:
+            change = gpu.machine.set(f"xid:{event.code}", state,
                                      f"XID {event.code} {info.name}")
         # An XID scoped to a partition (a MIG instance) names it and its workloads; the count
         # and the health state stay with the physical GPU.
         scope = self._partition(event.partition) if event.partition else None
-        if self._admit((event.partition or gpu.identity.uuid, ev.XID, event.code), now):
+        key = StormKey(gpu.identity.uuid, ev.XID, code=event.code, scope=event.partition,
+                       fatal=fault.fatal if fault else None, link=fault.link if fault else None)
+        if self._admit(key, now):
             detail = f" ({event.detail})" if event.detail else ""
             where = f"GPU {gpu.identity.index}"
             if scope is not None and scope.partition is not None:
                 where += (f" {scope.partition.kind.upper()} {scope.partition.profile} "
                           f"({scope.uuid})")
-            self._emit(gpu, ev.XID, info.severity,
+            self._emit(gpu, ev.XID, severity,
                        f"XID {event.code} {info.name} on {where}: "
                        f"{info.meaning}{detail}. Action: {info.action} - "
                        f"{ACTIONS.get(info.action, '')}",
                        (("gpu.xid.code", event.code), ("gpu.xid.name", info.name),
-                        ("gpu.xid.action", info.action), ("gpu.event.source", event.source)),
+                        ("gpu.xid.action", info.action), ("gpu.event.source", event.source),
+                        *_fault_attributes(fault, "gpu.xid")),
                        time_ns=event.time_ns, scope=scope)
         else:
             self.stats.suppressed += 1
@@ -237,7 +264,7 @@ class HealthEngine:
         if uncorrected:
             change = gpu.machine.set("ecc:uncorrected", HealthState.DEGRADED,
                                      "uncorrected ECC error")
-        if self._admit((gpu.identity.uuid, ev.ECC, kind), self._clock()):
+        if self._admit(StormKey(gpu.identity.uuid, ev.ECC, qualifier=kind), self._clock()):
             detail = f" ({event.detail})" if event.detail else ""
             self._emit(gpu, ev.ECC, Severity.ERROR if uncorrected else Severity.WARN,
                        f"{'Double' if uncorrected else 'Single'}-bit ({kind}) ECC error on GPU "
@@ -318,6 +345,8 @@ class HealthEngine:
 
     def sampled(self, uuid: str, group: str, readings: tuple[Reading, ...]) -> None:
         gpu = self._gpus.get(uuid)
+        if gpu is not None and self._restored:
+            self._flush_restored(uuid)
         if gpu is None or group != "slow":
             return
         throttles, conditions = gpu.polled.update(readings)
@@ -334,7 +363,7 @@ class HealthEngine:
                                 else Severity.INFO,
                                 f"GPU {gpu.identity.index} clock slowdown {throttle.reason} "
                                 f"{verb}", tuple(attributes), time_ns=now,
-                                storm_key=(throttle.reason, throttle.state))
+                                qualifier=f"{throttle.reason}/{throttle.state}")
         for condition in conditions:
             subsystem = subsystems.subsystem_of(condition.cause)
             if condition.active:
@@ -403,15 +432,17 @@ class HealthEngine:
             f"{change.reason}",
             (("hw.state", change.current.value), ("gpu.health.previous_state", before.value),
              ("gpu.health.reason", change.reason)),
-            time_ns=time_ns, storm_key=(change.current.value,))
+            time_ns=time_ns, qualifier=change.current.value)
 
     def _emit_admitted(
         self, gpu: _Gpu, name: str, severity: Severity, body: str,
         attributes: EventAttributes, *, time_ns: int, live_lookup: bool = True,
-        storm_key: tuple[object, ...] = (), scope: DeviceIdentity | None = None,
+        qualifier: str = "", storm_scope: str = "", scope: DeviceIdentity | None = None,
     ) -> None:
-        """Through storm control, so a flapping GPU cannot flood the collector."""
-        if not self._admit((gpu.identity.uuid, name, *storm_key), self._clock()):
+        """Through storm control, so a flapping GPU cannot flood the collector; repeats are
+        counted per ``qualifier`` and per partition (``storm_scope``)."""
+        key = StormKey(gpu.identity.uuid, name, qualifier=qualifier, scope=storm_scope)
+        if not self._admit(key, self._clock()):
             self.stats.suppressed += 1
             return
         self._emit(gpu, name, severity, body, attributes, time_ns=time_ns,
@@ -440,36 +471,86 @@ class HealthEngine:
     def _summaries(self, summaries: list[Summary]) -> None:
         for summary in summaries:
             key = summary.key
-            if not isinstance(key, tuple) or len(key) < 2:
-                continue
             window = self._windows.pop(key, None)
-            gpu = self._gpus.get(str(key[0]))
-            if gpu is None:
-                continue
             uid = (self.journal.summarised(key, window)
                    if self.journal is not None and window is not None else None)
-            name = str(key[1])
+            if key.event == ev.SXID:
+                self._sxid_summary(key, summary.count, uid)
+                continue
+            gpu = self._gpus.get(key.gpu)
+            if gpu is None:
+                continue
             seconds = self._settings.storm_window
             attributes: list[tuple[str, EventValue]] = [("gpu.event.count", summary.count)]
             severity = Severity.WARN
-            what = name
-            if name == ev.XID and len(key) > 2 and isinstance(key[2], int):
-                info = lookup(key[2])
-                severity = info.severity
-                what = f"XID {key[2]} {info.name}"
-                attributes += [("gpu.xid.code", key[2]), ("gpu.xid.name", info.name),
+            what = key.event
+            if key.event == ev.XID and key.code is not None:
+                info = lookup(key.code)
+                severity = _xid_severity(info.severity, info.state,
+                                         LinkFault(key.fatal, key.link))[0]
+                what = f"XID {key.code} {info.name}"
+                attributes += [("gpu.xid.code", key.code), ("gpu.xid.name", info.name),
                                ("gpu.xid.action", info.action),
-                               ("gpu.event.source", "summary")]
-            elif name == ev.ECC and len(key) > 2:
-                attributes.append(("error.type", str(key[2])))
-            self._emit(gpu, name, severity,
-                       f"{what} repeated {summary.count} more time(s) on GPU "
-                       f"{gpu.identity.index} within {seconds:g}s (storm summary)",
-                       tuple(attributes), time_ns=self._wall_ns(), uid=uid)
+                               ("gpu.event.source", "summary"),
+                               *_fault_attributes(LinkFault(key.fatal, key.link), "gpu.xid")]
+            elif key.event == ev.ECC and key.qualifier:
+                attributes.append(("error.type", key.qualifier))
+            # A storm on a partition is summarised on it (its attributes, its workloads);
+            # one whose partition is gone (or not published yet after a restart) on the GPU,
+            # naming the partition.
+            scope = self._partition(key.scope) if key.scope else None
+            where = f"GPU {gpu.identity.index}"
+            if scope is not None and scope.partition is not None:
+                where += f" {scope.partition.kind.upper()} {scope.partition.profile} ({scope.uuid})"
+            elif key.scope:
+                where += f" partition {key.scope}"
+            self._emit(gpu, key.event, severity,
+                       f"{what} repeated {summary.count} more time(s) on {where} within "
+                       f"{seconds:g}s (storm summary)",
+                       tuple(attributes), time_ns=self._wall_ns(), uid=uid, scope=scope)
+
+    def _sxid(self, event: DeviceEvent) -> None:
+        """An NVSwitch's SXID: an event of the switch (named by its PCI bus id), through the
+        same storm control as a GPU's events."""
+        fault = event.link_fault or LinkFault()
+        switch = _switch_attributes(event.uuid, event.name)
+        self._switches[event.uuid] = switch
+        key = StormKey(event.uuid, ev.SXID, code=event.code, fatal=fault.fatal, link=fault.link)
+        if not self._admit(key, self._clock()):
+            self.stats.suppressed += 1
+            return
+        word = {True: "fatal", False: "non-fatal", None: ""}[fault.fatal]
+        link = f" link {fault.link}" if fault.link is not None else ""
+        detail = f": {event.detail}" if event.detail else ""
+        body = (f"SXID {event.code} ({word}) on NVSwitch {event.name or event.uuid} "
+                f"({event.uuid}){link}{detail}")
+        self._emit_switch(_sxid_severity(fault), " ".join(body.split()),
+                          (*switch, ("gpu.nvswitch.sxid.code", event.code),
+                           *_fault_attributes(fault, "gpu.nvswitch.sxid"),
+                           ("gpu.event.source", event.source)), event.time_ns)
+
+    def _sxid_summary(self, key: StormKey, count: int, uid: str | None) -> None:
+        switch = self._switches.get(key.gpu) or _switch_attributes(key.gpu, "")
+        fault = LinkFault(key.fatal, key.link)
+        self._emit_switch(
+            _sxid_severity(fault),
+            f"SXID {key.code} repeated {count} more time(s) on NVSwitch {key.gpu} within "
+            f"{self._settings.storm_window:g}s (storm summary)",
+            (*switch, ("gpu.nvswitch.sxid.code", key.code or 0),
+             *_fault_attributes(fault, "gpu.nvswitch.sxid"), ("gpu.event.source", "summary"),
+             ("gpu.event.count", count)), self._wall_ns(), uid)
+
+    def _emit_switch(self, severity: Severity, body: str, attributes: EventAttributes,
+                     time_ns: int, uid: str | None = None) -> None:
+        event = HealthEvent(ev.SXID, time_ns, severity, body, attributes,
+                            uid or ulid(max(time_ns, 0) // 1_000_000))
+        self._delivery.put(Pending(event, "", False))  # no workloads: a switch runs none
 
     def _publish(self, gpu: _Gpu) -> None:
         readings = tuple(Reading("gpu.xid.errors", count, (("gpu.xid.code", code),))
                          for code, count in sorted(gpu.xids.items()))
+        readings += tuple(Reading("gpu.xid.last_seen", seen / 1e9, (("gpu.xid.code", code),))
+                          for code, seen in sorted(gpu.xid_seen.items()))
         held = subsystems.held(gpu.machine.causes())
         readings += subsystems.status_readings(subsystems.states(held))
         self._board.engine_view(gpu.identity.uuid,
@@ -483,7 +564,7 @@ class HealthEngine:
             tasks.create_task(self._delivery.run(), name="health-deliver")
             tasks.create_task(self._summarise(), name="health-storms")
 
-    def _admit(self, key: Hashable, now: float) -> bool:
+    def _admit(self, key: StormKey, now: float) -> bool:
         """Storm control's verdict; a suppressed occurrence wakes the summariser."""
         if self._storm.admit(key, now):
             return True
@@ -497,12 +578,34 @@ class HealthEngine:
     def restore(self, windows: list[OpenWindow]) -> None:
         """Summaries of the storm windows a previous run counted and never summarised."""
         for window in windows:
-            if str(window.key[0]) not in self._gpus:  # a GPU this node no longer has
+            if window.key.event != ev.SXID and window.key.gpu not in self._gpus:
+                # a GPU this node no longer has
                 if self.journal is not None:
                     self.journal.written([self.journal.summarised(window.key, window.window)])
                 continue
-            self._windows[window.key] = window.window
-            self._summaries([Summary(window.key, window.count)])
+            if window.key.scope and self._partition(window.key.scope) is None:
+                # A partition's storm: summarised on the partition once its GPU's sampler has
+                # published it again (the samplers start after this), see _flush_restored.
+                self._restored.append(window)
+                continue
+            self._summarise_restored(window)
+
+    def _summarise_restored(self, window: OpenWindow) -> None:
+        self._windows[window.key] = window.window
+        self._summaries([Summary(window.key, window.count)])
+
+    def _flush_restored(self, uuid: str) -> None:
+        """The restored partition storms of this GPU whose partition is known now; after
+        RESTORE_WAIT_READS reads without it (the instance is gone), on the GPU itself."""
+        waiting = [w for w in self._restored if w.key.gpu == uuid]
+        if not waiting:
+            return
+        reads = self._restored_reads[uuid] = self._restored_reads.get(uuid, 0) + 1
+        for window in waiting:
+            if self._partition(window.key.scope) is None and reads < RESTORE_WAIT_READS:
+                continue
+            self._restored.remove(window)
+            self._summarise_restored(window)
 
     async def _summarise(self) -> None:
         """Summaries when their windows end. With nothing suppressed it sleeps until something
@@ -525,6 +628,9 @@ class HealthEngine:
 
     def drain(self) -> list[HealthEvent]:
         """At shutdown: storm counts not yet summarised and events not yet delivered."""
+        for window in self._restored:
+            self._summarise_restored(window)
+        self._restored.clear()
         self._summaries(self._storm.pending())
         return self._delivery.drain()
 
@@ -543,3 +649,44 @@ def _peer(model: str, fast: tuple[Reading, ...]) -> Peer:
     return Peer(model, values.get(("hw.gpu.utilization", (("hw.gpu.task", "general"),))),
                 values.get(("gpu.clock.frequency", (("gpu.clock.domain", "sm"),))),
                 values.get(("hw.power", ())))
+
+
+def _xid_severity(severity: Severity, state: HealthState,
+                  fault: LinkFault | None) -> tuple[Severity, HealthState]:
+    """The catalog's severity and state, unless the kernel log's line says Fatal or Nonfatal
+    (NVLink XIDs 144-150): a fatal one needs a GPU reset (NVIDIA's decode table: RESET_GPU for
+    the fatal rows), a non-fatal one leaves the GPU usable (IGNORE for most non-fatal rows)."""
+    if fault is None or fault.fatal is None:
+        return severity, state
+    return (Severity.FATAL, HealthState.FAILED) if fault.fatal else (Severity.WARN,
+                                                                     HealthState.OK)
+
+
+def _sxid_severity(fault: LinkFault) -> Severity:
+    return {True: Severity.FATAL, False: Severity.WARN, None: Severity.ERROR}[fault.fatal]
+
+
+def _fault_attributes(fault: LinkFault | None, prefix: str) -> EventAttributes:
+    """What a kernel-log line said of a link fault, as event attributes (only what it said)."""
+    if fault is None:
+        return ()
+    out: list[tuple[str, EventValue]] = []
+    if fault.fatal is not None:
+        out.append((f"{prefix}.fatal", fault.fatal))
+    if fault.link is not None:
+        out.append(("gpu.nvlink.link", fault.link))
+    if fault.unit:
+        out.append((f"{prefix}.unit", fault.unit))
+    if fault.subcode is not None:
+        out.append((f"{prefix}.subcode", fault.subcode))
+    return tuple(out)
+
+
+def _switch_attributes(pci: str, name: str) -> EventAttributes:
+    """An NVSwitch as a device of its own (semantic conventions' hw.*: a network component)."""
+    out: list[tuple[str, EventValue]] = [("hw.id", f"nvswitch-{pci}"), ("hw.type", "network"),
+                                         ("hw.vendor", "nvidia"), ("hw.model", "NVSwitch")]
+    if name:
+        out.append(("hw.name", name))
+    out.append(("gpu.pci.bus_id", pci))
+    return tuple(out)

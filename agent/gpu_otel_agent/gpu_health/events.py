@@ -35,6 +35,7 @@ HEALTH = "gpu.health"
 DEGRADED = "gpu.degraded"
 HEALTHY = "gpu.healthy"
 AMD_VM_FAULT = "gpu.amd.vm_fault"
+SXID = "gpu.nvswitch.sxid"
 # Not a health event (so not in EVENTS, which the gateway routes to Loki): the one test record
 # `gpu-agent check` sends to see that logs reach the collector.
 CHECK = "gpu_agent.check"
@@ -147,9 +148,16 @@ COMMON_ATTRIBUTES: tuple[tuple[str, str], ...] = (
 )
 
 EVENTS: tuple[EventSpec, ...] = (
-    EventSpec(XID, ("gpu.xid.code", "gpu.xid.name", "gpu.xid.action", "gpu.event.source"),
+    EventSpec(XID, ("gpu.xid.code", "gpu.xid.name", "gpu.xid.action", "gpu.event.source",
+                    "gpu.xid.fatal", "gpu.nvlink.link", "gpu.xid.unit", "gpu.xid.subcode"),
               "An XID error (NVML event or kernel log); severity and action from the "
-              "XID catalog. Seen by both sources within the de-duplication window: once."),
+              "XID catalog. Seen by both sources within the de-duplication window: once. "
+              "An NVLink XID 144-150 from the kernel log takes its severity from the line "
+              "(`Fatal`: FATAL and the GPU failed until reset; `Nonfatal`: WARN, health "
+              "unchanged) and names, where the line does, `gpu.xid.fatal`, the link "
+              "(`gpu.nvlink.link`), the unit (`gpu.xid.unit`, e.g. `RLW_RXPIPE`) and the "
+              "subcode (`gpu.xid.subcode`: bits 20-25 of the first register, the key of "
+              "NVIDIA's XID 144-150 decode table)."),
     EventSpec(ECC, ("error.type",), "A single-bit (`corrected`) or double-bit "
               "(`uncorrected`) ECC error event."),
     EventSpec(LOST, (), "The GPU answers NVML_ERROR_GPU_IS_LOST (fell off the bus); on AMD, "
@@ -177,6 +185,14 @@ EVENTS: tuple[EventSpec, ...] = (
               "The condition of an earlier `gpu.degraded` is gone (for `health.clear_after` "
               "slow reads, past its clear threshold); the reason is the one it was raised "
               "with."),
+    EventSpec(SXID, ("gpu.nvswitch.sxid.code", "gpu.nvswitch.sxid.fatal", "gpu.nvlink.link",
+                     "gpu.event.source"),
+              "An NVSwitch SXID from the kernel log (`nvidia-nvswitchN: SXid (PCI:...): "
+              "code, Fatal|Non-fatal, Link N ...`): an event of the switch, not of a GPU. "
+              "Device attributes are the switch's: `hw.id` = `nvswitch-<PCI bus id>`, "
+              "`hw.type` = `network`, `hw.name` = the driver's device name "
+              "(`nvidia-nvswitch3`), `gpu.pci.bus_id`. Severity FATAL for a fatal SXID, WARN "
+              "for a non-fatal one. Needs `health.kmsg`."),
     EventSpec(AMD_VM_FAULT, ("gpu.event.source",),
               "AMD only: a GPU virtual-memory fault (amdsmi VMFAULT notification, the NVIDIA "
               "counterpart being an MMU-fault XID); the body carries the driver's message "

@@ -51,14 +51,15 @@ class Reads:
         self.previous = previous
         self.instances_load = instances_load
 
-    def get(self, metric: str, *attributes: tuple[str, str]) -> float | None:
+    def get(self, metric: str, *attributes: tuple[str, str | int | float | bool]) -> float | None:
         value = self._values.get((metric, attributes))
         return value if value is not None and math.isfinite(value) else None
 
     def each(self, metric: str) -> list[tuple[Attributes, float]]:
         return [(attrs, v) for (name, attrs), v in self._values.items() if name == metric]
 
-    def rate(self, metric: str, *attributes: tuple[str, str]) -> float | None:
+    def rate(self, metric: str, *attributes: tuple[str, str | int | float | bool]
+             ) -> float | None:
         """Growth per second of a counter since the earlier read; None without one or when
         it went backwards (a reset restarts it)."""
         now = self.get(metric, *attributes)
@@ -156,6 +157,42 @@ def _nvlink_errors(reads: Reads, active: bool) -> Verdict:
     return Verdict(bad, "NVLink " + ", ".join(parts))
 
 
+def _nvlink_errors_by_link(reads: Reads) -> str:
+    """The links whose replay or recovery counters grew, for the reason (``link 7 recovery``):
+    an operator replaces a cable or a tray by the link, not by the GPU's sum."""
+    grown = []
+    for attrs, _ in reads.each("gpu.nvlink.link.errors"):
+        named = dict(attrs)
+        if named.get("error.type") in ("replay", "recovery") and (
+                reads.rate("gpu.nvlink.link.errors", *attrs) or 0.0) > 0:
+            grown.append((int(named.get("gpu.nvlink.link", -1)), str(named["error.type"])))
+    return ", ".join(f"link {link} {kind}" for link, kind in sorted(grown))
+
+
+def _nvlink_errors_detailed(reads: Reads, active: bool) -> Verdict:
+    verdict = _nvlink_errors(reads, active)
+    links = _nvlink_errors_by_link(reads) if verdict.bad else ""
+    return Verdict(verdict.bad, f"{verdict.detail} ({links})" if links else verdict.detail)
+
+
+# The faults DCGM's NVLink health watch fails on (DcgmHealthWatch::MonitorFabricFields), and the
+# registration states it fails on (not started, completed with an error status); a probe still
+# in progress is only a warning there and is not judged here.
+_FABRIC_FAILED_STATES = ("not_started", "failed")
+
+
+def _fabric_unhealthy(reads: Reads, active: bool) -> Verdict:
+    states = [dict(a).get("gpu.fabric.state") for a, v in reads.each("gpu.fabric.status") if v]
+    faults = sorted(str(dict(a).get("gpu.fabric.fault.type")) for a, v
+                    in reads.each("gpu.fabric.fault") if v)
+    if not states and not reads.each("gpu.fabric.fault"):
+        return UNKNOWN  # not on a fabric (or not read yet)
+    failed = [s for s in states if s in _FABRIC_FAILED_STATES]
+    parts = [f"fabric registration {failed[0]}"] if failed else []
+    parts += [f"fabric fault {name}" for name in faults]
+    return Verdict(bool(parts), ", ".join(parts) if parts else "fabric healthy")
+
+
 def _sm_clock_low(reads: Reads, active: bool) -> Verdict:
     clock = reads.get("gpu.clock.frequency", ("gpu.clock.domain", "sm"))
     target = reads.get("gpu.clock.limit", ("gpu.clock.domain", "sm"))
@@ -235,7 +272,17 @@ CONDITIONS: tuple[ConditionSpec, ...] = (
         "DCGM's NVLink health watch: replay and recovery errors are failures at the first one; "
         "CRC errors \"only matter at rates of 100+ per second\" (DCGM_LIMIT_MAX_NVLINK_CRC_ERROR).",
         "NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, _REPLAY_ERROR_COUNT_TOTAL, "
-        "_RECOVERY_ERROR_COUNT_TOTAL", _nvlink_errors),
+        "_RECOVERY_ERROR_COUNT_TOTAL; per link NVML_FI_DEV_NVLINK_ERROR_DL_* (scopeId = link) to "
+        "name the links in the reason", _nvlink_errors_detailed),
+    ConditionSpec(
+        "fabric_unhealthy", sub.NVLINK, "The NVLink fabric reports the GPU unhealthy",
+        "a health-mask fault (route unhealthy, bandwidth degraded, route recovery, access-"
+        "timeout recovery, incorrect configuration), or the fabric registration not started "
+        "or completed with an error status",
+        "DCGM's NVLink health watch fails on each of these (MonitorFabricFields); on an NVL72 "
+        "rack a degraded route cuts the bandwidth of every collective the GPU is in, before "
+        "any XID. A registration in progress is Fabric Manager still training, not judged.",
+        "nvmlDeviceGetGpuFabricInfoV (state, status, healthMask)", _fabric_unhealthy),
     ConditionSpec(
         "sm_clock_low", sub.SM, "SM clock well below its maximum under load with no "
         "clock-event reason active",

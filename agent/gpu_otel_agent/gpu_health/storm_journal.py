@@ -6,7 +6,8 @@ window ends. Counted only in memory, a ``kill -9`` lost them all: ten XID 13s, t
 and no summary was ever sent (issue 30). Here each count is appended to ``storm.jsonl`` in the
 spool's own directory the moment it is counted (one small ``write``: in the kernel, so safe
 from a crash of the agent, as the spool's segments are before their fsync), keyed by the
-window: ``{"k": key, "w": window id, "c": count}``. When the window's summary has been written
+window: ``{"k": key, "w": window id, "c": count}`` (the key as its named fields,
+:meth:`StormKey.to_json`). When the window's summary has been written
 ahead by the event pusher, ``{"k": ..., "w": ..., "done": true}`` follows. On the next start,
 every window with a count and no ``done`` is summarised: the summary's ``log.record.uid`` is
 derived from the window, so one that did reach the spool before the crash (its ``done`` lost)
@@ -27,10 +28,10 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpu_otel_agent.gpu_health.storm import BadStormKey, StormKey
 from gpu_otel_agent.gpu_health.ulid import stable_ulid
 
 log = logging.getLogger(__name__)
@@ -41,23 +42,27 @@ FILE_MODE = 0o600
 
 @dataclass(frozen=True)
 class OpenWindow:
-    key: tuple[object, ...]
+    key: StormKey
     window: int  # wall-clock ns of the window's first repeat: its id across restarts
     count: int
 
 
-def summary_uid(key: Hashable, window: int) -> str:
+def summary_uid(key: StormKey, window: int) -> str:
     """The summary's id: the same for one window on every start."""
-    return stable_ulid(window // 1_000_000, json.dumps([list(_as_tuple(key)), window],
-                                                       default=str).encode())
+    return stable_ulid(window // 1_000_000, json.dumps([key.to_json(), window],
+                                                       sort_keys=True).encode())
 
 
-def _as_tuple(key: Hashable) -> tuple[object, ...]:
-    return key if isinstance(key, tuple) else (key,)
-
-
-def _restore(value: object) -> object:
-    return tuple(_restore(v) for v in value) if isinstance(value, list) else value
+def _legacy(raw: object) -> StormKey:
+    """A key as journals before the typed key wrote it: ``[gpu, event, code?]``, read by
+    position that once only (a storm counted by the previous version survives the upgrade)."""
+    if not isinstance(raw, list) or len(raw) < 2:
+        raise BadStormKey(f"not a key: {raw!r}")
+    gpu, event, *rest = raw
+    code = rest[0] if rest and isinstance(rest[0], int) and not isinstance(rest[0], bool) \
+        else None
+    qualifier = "/".join(str(v) for v in rest) if code is None else ""
+    return StormKey(str(gpu), str(event), code, qualifier)
 
 
 class StormJournal:
@@ -66,8 +71,8 @@ class StormJournal:
         self._max_bytes = max_bytes
         self._lock = threading.Lock()
         self._fd: int | None = None
-        self._open: dict[tuple[tuple[object, ...], int], int] = {}  # (key, window) -> count
-        self._pending: dict[str, tuple[tuple[object, ...], int]] = {}  # summary uid -> window
+        self._open: dict[tuple[StormKey, int], int] = {}  # (key, window) -> count
+        self._pending: dict[str, tuple[StormKey, int]] = {}  # summary uid -> window
         self._size = 0
         self.errors = 0
 
@@ -75,7 +80,7 @@ class StormJournal:
         """Take the file; the windows a previous run counted and never summarised."""
         if self._path is None:
             return []
-        leftover: dict[tuple[tuple[object, ...], int], int] = {}
+        leftover: dict[tuple[StormKey, int], int] = {}
         data = b""
         try:
             fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
@@ -89,15 +94,15 @@ class StormJournal:
             for raw in data.splitlines():
                 try:
                     record = json.loads(raw)
-                    key = _restore(record["k"])
-                    if not isinstance(key, tuple):
-                        continue
-                    ident: tuple[tuple[object, ...], int] = (key, int(record["w"]))
+                    stored = record["k"]
+                    key = (_legacy(stored) if isinstance(stored, list)
+                           else StormKey.from_json(stored))
+                    ident: tuple[StormKey, int] = (key, int(record["w"]))
                     if record.get("done"):
                         leftover.pop(ident, None)
                     else:
                         leftover[ident] = max(leftover.get(ident, 0), int(record["c"]))
-                except (ValueError, KeyError, TypeError):
+                except (ValueError, KeyError, TypeError):  # BadStormKey too
                     continue  # a line cut by the crash: the counts before it stand
         with self._lock:
             self._open = dict(leftover)
@@ -107,18 +112,17 @@ class StormJournal:
                 self._failed(error)
         return [OpenWindow(key, window, count) for (key, window), count in leftover.items()]
 
-    def count(self, key: Hashable, window: int, count: int) -> None:
+    def count(self, key: StormKey, window: int, count: int) -> None:
         """``count`` repeats so far in ``window`` of ``key``."""
-        ident = (_as_tuple(key), window)
         with self._lock:
-            self._open[ident] = count
-            self._append({"k": list(ident[0]), "w": window, "c": count})
+            self._open[(key, window)] = count
+            self._append({"k": key.to_json(), "w": window, "c": count})
 
-    def summarised(self, key: Hashable, window: int) -> str:
+    def summarised(self, key: StormKey, window: int) -> str:
         """The window's summary is on its way: its uid; ``written`` closes the window."""
         uid = summary_uid(key, window)
         with self._lock:
-            self._pending[uid] = (_as_tuple(key), window)
+            self._pending[uid] = (key, window)
         return uid
 
     def written(self, uids: list[str]) -> None:
@@ -127,7 +131,7 @@ class StormJournal:
             for uid in uids:
                 ident = self._pending.pop(uid, None)
                 if ident is not None and self._open.pop(ident, None) is not None:
-                    self._append({"k": list(ident[0]), "w": ident[1], "done": True})
+                    self._append({"k": ident[0].to_json(), "w": ident[1], "done": True})
 
     def close(self) -> None:
         with self._lock:
@@ -151,7 +155,7 @@ class StormJournal:
         """The open windows only, to a new file renamed over the old (one whole file)."""
         assert self._path is not None
         temporary = self._path.with_name(NAME + ".tmp")
-        data = b"".join(json.dumps({"k": list(key), "w": window, "c": count},
+        data = b"".join(json.dumps({"k": key.to_json(), "w": window, "c": count},
                                    separators=(",", ":"), default=str).encode() + b"\n"
                         for (key, window), count in self._open.items())
         with contextlib.suppress(FileNotFoundError):

@@ -23,11 +23,14 @@ PCIE, NVLINK, MEMORY, THERMAL, POWER, DRIVER, SM = (
     "pcie", "nvlink", "memory", "thermal", "power", "driver", "sm")
 SUBSYSTEMS = (PCIE, NVLINK, MEMORY, THERMAL, POWER, DRIVER, SM)
 
-# NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors): 79 fell off the bus; 74 NVLink error;
-# 48/63/64/92/94/95 ECC / row remapping / contained and uncontained memory errors; 61/62
-# internal micro-controller (PMU) halts are the driver's like the rest.
-_XID_SUBSYSTEM = {79: PCIE, 74: NVLINK, 48: MEMORY, 63: MEMORY, 64: MEMORY, 92: MEMORY,
-                  94: MEMORY, 95: MEMORY}
+# NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors): 79 fell off the bus, 167 PCIe fatal
+# timeout; 74 NVLink error, 136 link training, 137 NVLink privilege, 144-150 the NVLink 5 units
+# (SAW, RLW, TLW, TREX, NVLPW, NETIR, MSE), 155 NVLink SW-defined; 48/63/64/92/94/95/140/171/172
+# ECC / row remapping / contained and uncontained memory errors; 61/62 internal micro-controller
+# (PMU) halts are the driver's like the rest.
+_XID_SUBSYSTEM = {79: PCIE, 167: PCIE, 74: NVLINK, 136: NVLINK, 137: NVLINK, 155: NVLINK,
+                  **dict.fromkeys(range(144, 151), NVLINK),
+                  **dict.fromkeys((48, 63, 64, 92, 94, 95, 140, 171, 172), MEMORY)}
 # Health-machine causes set outside the gray-failure detector (engine.py, polled.py).
 _CAUSE_SUBSYSTEM = {"retired_pages_pending": MEMORY, "row_remap_pending": MEMORY,
                     "row_remap_failure": MEMORY, "ecc:uncorrected": MEMORY}

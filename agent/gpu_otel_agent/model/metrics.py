@@ -144,6 +144,46 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
           "NVLink data-link errors over all links since the driver was loaded: `crc_flit` "
           "(flow-control CRC), `replay`, `recovery`.", ("error.type",), "slow",
           vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.nvlink.link.errors", C, "{error}",
+          "NVLink data-link errors of one link since the driver was loaded: `crc_flit` "
+          "(flow-control CRC), `replay`, `recovery` (their sum over links is "
+          "gpu.nvlink.errors). A link whose recovery count climbs ahead of an XID 149 shows "
+          "here by its number.", ("gpu.nvlink.link", "error.type"), "slow",
+          vendors=NVIDIA_ONLY,
+          vendor_notes=(("nvidia", "NVML_FI_DEV_NVLINK_ERROR_DL_CRC / _REPLAY / _RECOVERY with "
+                                   "the link in scopeId; Blackwell and newer serve neither "
+                                   "(nvml.h: \"unsupported for Blackwell+\"): `recovery` is "
+                                   "then NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_EVENTS"),)),
+    MetricSpec("gpu.nvlink.link.speed", G, "By/s",
+          "Signalling speed of one NVLink link, per direction (0 while the link is down).",
+          ("gpu.nvlink.link",), "slow", vendors=NVIDIA_ONLY,
+          vendor_notes=(("nvidia", "NVML_FI_DEV_NVLINK_GET_SPEED (MBps) x 10^6: 26.562 GB/s "
+                                   "on H100 (NVLink 4), 53.125 GB/s on B200/GB200 (NVLink 5)"),)),
+    MetricSpec("gpu.fabric.status", U, "1",
+          "1 for the state of the GPU's registration with the NVLink fabric (GB200/GB300 NVL72, "
+          "NVSwitch systems with Fabric Manager), 0 for the others: `not_started`, "
+          "`in_progress`, `completed`, `failed` (completed with an error status), "
+          "`not_supported`. A completed one names the fabric clique and cluster the GPU "
+          "joined. Absent on a GPU outside a fabric.",
+          ("gpu.fabric.state", "gpu.fabric.clique.id", "gpu.fabric.cluster.uuid"), "slow",
+          vendors=NVIDIA_ONLY,
+          vendor_notes=(("nvidia", "nvmlDeviceGetGpuFabricInfoV state and status (DCGM's "
+                                   "DCGM_FI_DEV_FABRIC_MANAGER_STATUS), cliqueId, clusterUuid "
+                                   "(an all-zero UUID is left out)"),)),
+    MetricSpec("gpu.fabric.fault", U, "1",
+          "1 while the fabric reports the fault for the GPU, 0 while it does not: "
+          "`route_unhealthy`, `degraded_bandwidth`, `route_recovery`, "
+          "`access_timeout_recovery`, `incorrect_configuration`. Only the faults the driver "
+          "reports on.", ("gpu.fabric.fault.type",), "slow", vendors=NVIDIA_ONLY,
+          vendor_notes=(("nvidia", "the fields of nvmlGpuFabricInfo healthMask "
+                                   "(NVML_GPU_FABRIC_HEALTH_MASK_*), DCGM_FI_DEV_FABRIC_HEALTH_"
+                                   "MASK decoded as DCGM's NVLink health watch does"),)),
+    MetricSpec("gpu.fabric.health", U, "1",
+          "1 for the fabric's health summary of the GPU, 0 for the others: `healthy`, "
+          "`unhealthy`, `limited_capacity`. Absent where the driver gives no summary.",
+          ("gpu.fabric.health.summary",), "slow", vendors=NVIDIA_ONLY,
+          vendor_notes=(("nvidia", "nvmlGpuFabricInfo_v3_t healthSummary (DCGM_FI_DEV_FABRIC_"
+                                   "HEALTH_SUMMARY)"),)),
     MetricSpec("gpu.clock.limit", G, "Hz",
           "Highest clock of the domain: what the GPU runs work at when nothing holds it back.",
           ("gpu.clock.domain",), "slow", vendors=NVIDIA_ONLY,
@@ -189,6 +229,12 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
           "`driver`).", ("gpu.health.subsystem", "hw.state"), "events"),
     MetricSpec("gpu.xid.errors", C, "{error}", "XID errors reported by the GPU since the agent "
           "started (each occurrence, storms included).", ("gpu.xid.code",), "events",
+          vendors=NVIDIA_ONLY),
+    MetricSpec("gpu.xid.last_seen", G, "s",
+          "When the GPU last reported the XID (seconds since the Unix epoch, the fault's "
+          "time), since the agent started. Alert on a first occurrence with it: increase() "
+          "over gpu.xid.errors misses a series' first sample, while `time() - "
+          "gpu_xid_last_seen_seconds < 300` sees it at once.", ("gpu.xid.code",), "events",
           vendors=NVIDIA_ONLY),
     MetricSpec("gpu.memory.page_retirement.pending", U, "1",
           "1 while retired pages wait for a GPU reset to take effect.", (), "slow",

@@ -163,9 +163,26 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
         "reset-required", help="device calls answer NVML_ERROR_RESET_REQUIRED until `sim reset`"
     ))
     rr.add_argument("--off", action="store_true", help="clear the state without a reset")
+    fab = _sock(sub.add_parser(
+        "fabric", help="the GPU fabric probe (nvmlDeviceGetGpuFabricInfoV): state, clique, health"
+    ))
+    fab.add_argument("--state", choices=("not_supported", "not_started", "in_progress",
+                                         "completed"), default=None, help="probe state")
+    fab.add_argument("--status", type=int, default=None,
+                     help="the probe's nvmlReturn_t (0 success; read only when completed)")
+    fab.add_argument("--clique-id", type=int, default=None, help="fabric clique id")
+    fab.add_argument("--cluster-uuid", default=None, help="cluster UUID")
+    fab.add_argument("--summary", choices=("not_supported", "healthy", "unhealthy",
+                                           "limited_capacity"), default=None,
+                     help="health summary (v3 struct)")
+    fab.add_argument("--health", action="append", default=[], metavar="FIELD=VALUE",
+                     help="a health-mask field: degraded_bandwidth, route_recovery, "
+                          "route_unhealthy, access_timeout_recovery (true/false), "
+                          "incorrect_configuration (none, insufficient_nvlinks, ...), "
+                          "partition_assigned, gfm (connected/disconnected); repeatable")
     _sock(sub.add_parser("stats", help="NVML and amdsmi call counts per function and device"))
     for name in ("xid", "recovery", "ecc", "lost", "recover", "hang", "set", "event", "reset",
-                 "reset-required", "mig"):
+                 "reset-required", "mig", "fabric"):
         sub.choices[name].add_argument("--device", type=int, required=True,
                                        help="device index")
     padd.add_argument("--device", type=int, required=True, help="device index")

@@ -53,6 +53,19 @@ def _request(args: argparse.Namespace) -> dict[str, object]:
         return {"op": "event", "device": args.device, "type": args.type, "message": args.message}
     if cmd == "reset":
         return {"op": "reset", "device": args.device, "ms": args.ms, "errno": args.errno}
+    if cmd == "fabric":
+        entry: dict[str, object] = {k: v for k, v in (
+            ("state", args.state), ("status", args.status), ("clique_id", args.clique_id),
+            ("cluster_uuid", args.cluster_uuid), ("summary", args.summary)) if v is not None}
+        health: dict[str, object] = {}
+        for a in args.health:
+            name, sep, val = a.partition("=")
+            if not sep or not name:
+                raise ValueError(f"expected FIELD=VALUE, got {a!r}")
+            health[name] = val
+        if health:
+            entry["health"] = health
+        return {"op": "fabric", "device": args.device, "fabric": entry}
     if cmd == "set":
         values: dict[str, object] = {}
         for a in args.assignments:

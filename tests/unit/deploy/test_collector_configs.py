@@ -23,7 +23,8 @@ from gpu_otel_agent.model.metrics import (
 REPO = Path(__file__).resolve().parents[3]
 CONFIGS = REPO / "otel-config"
 HEALTH_EVENTS = ("gpu.xid", "gpu.ecc", "gpu.lost", "gpu.recovered", "gpu.unresponsive",
-                 "gpu.throttle", "gpu.health", "gpu.degraded", "gpu.healthy", "gpu.amd.vm_fault")
+                 "gpu.throttle", "gpu.health", "gpu.degraded", "gpu.healthy", "gpu.nvswitch.sxid",
+                 "gpu.amd.vm_fault")
 
 
 def test_the_event_list_is_the_agents() -> None:

@@ -22,7 +22,7 @@ def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
 def test_rules_are_valid() -> None:
     result = _promtool("check", "rules", "gpu-alerts.rules.yaml")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 15 rules found" in result.stdout
+    assert "SUCCESS: 18 rules found" in result.stdout
 
 
 def test_rule_unit_tests_pass() -> None:

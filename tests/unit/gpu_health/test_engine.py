@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from gpu_otel_agent.backends.protocol import (
     EVENT_ECC_CORRECTED,
@@ -13,12 +14,15 @@ from gpu_otel_agent.backends.protocol import (
     EVENT_GPU_RESET_START,
     EVENT_PARTITIONS_CHANGED,
     EVENT_RECOVERY_ACTION,
+    EVENT_SXID,
     EVENT_XID,
     RECOVERY_ACTION_UNKNOWN,
     DeviceEvent,
+    LinkFault,
 )
 from gpu_otel_agent.gpu_health.engine import EngineSettings, HealthEngine
 from gpu_otel_agent.gpu_health.events import HealthEvent
+from gpu_otel_agent.gpu_health.storm_journal import StormJournal
 from gpu_otel_agent.model.snapshot import (
     DeviceIdentity,
     DevicePartition,
@@ -240,6 +244,139 @@ def test_an_xid_scoped_to_a_partition_names_it_and_is_counted_on_its_gpu() -> No
     health = store.current(0).health["GPU-a"]  # counted on the physical GPU
     assert [(r.metric, r.value) for r in health.readings
             if r.metric == "gpu.xid.errors"] == [("gpu.xid.errors", 1)]
+
+
+MIG_1 = DeviceIdentity("MIG-1", 0, "nvidia", "NVIDIA H100", "00000000:18:00.0",
+                       DevicePartition("GPU-a", "mig", "1g.10gb",
+                                       (("gpu.mig.profile", "1g.10gb"),)))
+
+
+def test_a_storm_on_a_mig_instance_is_summarised_on_the_instance() -> None:
+    """Issue 37: the key carried the instance's UUID where the GPU's belongs, and the summary
+    was looked up among the physical GPUs: repeated XIDs on an instance never had one."""
+    async def scenario(engine: HealthEngine, sink: list[HealthEvent], clock: Clock) -> None:
+        engine._store.put(DeviceSnapshot(MIG_1, HealthState.OK, 0))
+        engine.on_events([DeviceEvent("GPU-a", EVENT_XID, time.time_ns(), code=43,
+                                      partition="MIG-1") for _ in range(30)])
+        engine.on_events([xid(43) for _ in range(3)])  # the GPU's own: a storm of its own
+        await until(lambda: len(sink) == 2)
+        clock.now += 1.0
+        await until(lambda: len(sink) == 4, timeout=3)
+        summaries = {dict(e.attributes)["hw.id"]: e for e in sink[2:]}
+        on_mig = dict(summaries["MIG-1"].attributes)
+        assert on_mig["gpu.event.count"] == 29 and on_mig["gpu.xid.code"] == 43
+        assert on_mig["hw.parent"] == "GPU-a" and on_mig["gpu.event.source"] == "summary"
+        assert "MIG 1g.10gb (MIG-1)" in summaries["MIG-1"].body
+        assert dict(summaries["GPU-a"].attributes)["gpu.event.count"] == 2
+
+    store = run(scenario)
+    health = store.current(0).health["GPU-a"]
+    assert [(r.metric, r.value) for r in health.readings if r.metric == "gpu.xid.errors"] == [
+        ("gpu.xid.errors", 33)]
+
+
+def test_a_mig_storm_counted_before_a_restart_is_summarised_after_it(tmp_path: Path) -> None:
+    async def before(engine: HealthEngine, sink: list[HealthEvent], clock: Clock) -> None:
+        journal = StormJournal(tmp_path)
+        journal.open()
+        engine.journal = journal
+        engine._store.put(DeviceSnapshot(MIG_1, HealthState.OK, 0))
+        engine.on_events([DeviceEvent("GPU-a", EVENT_XID, time.time_ns(), code=43,
+                                      partition="MIG-1") for _ in range(12)])
+        await until(lambda: len(sink) == 1)  # kill -9 now: the 11 repeats are on disk only
+
+    async def after(engine: HealthEngine, sink: list[HealthEvent], clock: Clock) -> None:
+        engine._store.put(DeviceSnapshot(MIG_1, HealthState.OK, 0))
+        journal = StormJournal(tmp_path)
+        engine.journal = journal
+        engine.restore(journal.open())
+        await until(lambda: len(sink) == 1)
+        attrs = dict(sink[0].attributes)
+        assert (attrs["hw.id"], attrs["gpu.event.count"], attrs["gpu.xid.code"]) == (
+            "MIG-1", 11, 43)
+
+    run(before)
+    run(after)
+
+
+def test_the_last_occurrence_of_each_xid_is_a_timestamp() -> None:
+    first, later = 1_700_000_000_000_000_000, 1_700_000_060_000_000_000
+
+    async def scenario(engine: HealthEngine, sink: list[HealthEvent], clock: Clock) -> None:
+        engine.on_events([DeviceEvent("GPU-a", EVENT_XID, first, code=13),
+                          DeviceEvent("GPU-a", EVENT_XID, later, code=13),
+                          DeviceEvent("GPU-a", EVENT_XID, first, code=31)])
+        await until(lambda: len(sink) >= 2)
+
+    store = run(scenario)
+    seen = {dict(r.attributes)["gpu.xid.code"]: r.value
+            for r in store.current(0).health["GPU-a"].readings
+            if r.metric == "gpu.xid.last_seen"}
+    assert seen == {13: later / 1e9, 31: first / 1e9}
+
+
+def nvlink_xid(fatal: bool, link: int) -> DeviceEvent:
+    return DeviceEvent("GPU-a", EVENT_XID, time.time_ns(), code=145, source="kmsg",
+                       detail="RLW_RXPIPE ...", link_fault=LinkFault(fatal, link, "RLW_RXPIPE",
+                                                                      0, 8))
+
+
+def test_a_fatal_nvlink_xid_is_never_folded_into_a_storm_of_non_fatal_ones() -> None:
+    async def scenario(engine: HealthEngine, sink: list[HealthEvent], clock: Clock) -> None:
+        engine.on_events([nvlink_xid(False, 13) for _ in range(20)])
+        engine.on_events([nvlink_xid(True, 13), nvlink_xid(False, 2)])
+        await until(lambda: len(sink) >= 4)  # 145 non-fatal, 145 fatal, health, link 2
+        xids = [dict(e.attributes) for e in sink if e.name == "gpu.xid"]
+        assert [(x["gpu.xid.fatal"], x["gpu.nvlink.link"]) for x in xids] == [
+            (False, 13), (True, 13), (False, 2)]
+        assert [e.severity.text for e in sink if e.name == "gpu.xid"] == ["WARN", "FATAL", "WARN"]
+        clock.now += 1.0
+        await until(lambda: any(dict(e.attributes).get("gpu.event.source") == "summary"
+                                for e in sink), timeout=3)
+        (summary,) = [e for e in sink if dict(e.attributes).get("gpu.event.source") == "summary"]
+        assert dict(summary.attributes)["gpu.event.count"] == 19
+        assert dict(summary.attributes)["gpu.nvlink.link"] == 13
+        assert summary.severity.text == "WARN"
+
+    store = run(scenario)
+    assert store.current(0).health["GPU-a"].state is HealthState.FAILED  # the fatal one
+
+
+def test_a_fatal_line_after_nvml_saw_the_same_xid_fails_the_gpu_without_a_second_event(
+) -> None:
+    async def scenario(engine: HealthEngine, sink: list[HealthEvent], clock: Clock) -> None:
+        engine.on_events([xid(145)])  # NVML: no severity word, the catalog's ERROR / degraded
+        await until(lambda: len(sink) >= 2)  # the XID and the health change
+        engine.on_events([nvlink_xid(True, 13)])  # the kernel log's line of the same fault
+        await until(lambda: any(dict(e.attributes).get("hw.state") == "failed" for e in sink))
+        assert len([e for e in sink if e.name == "gpu.xid"]) == 1
+
+    store = run(scenario)
+    assert store.current(0).health["GPU-a"].state is HealthState.FAILED
+
+
+def test_an_sxid_is_an_event_of_its_switch_and_its_storm_is_summarised() -> None:
+    def sxid(fatal: bool) -> DeviceEvent:
+        return DeviceEvent("0000:04:00.0", EVENT_SXID, time.time_ns(), code=22013,
+                           source="kmsg", detail="Minion Link DLREQ interrupt",
+                           name="nvidia-nvswitch3", link_fault=LinkFault(fatal, 44))
+
+    async def scenario(engine: HealthEngine, sink: list[HealthEvent], clock: Clock) -> None:
+        engine.on_events([sxid(False) for _ in range(5)])
+        await until(lambda: len(sink) == 1)
+        first = dict(sink[0].attributes)
+        assert (first["hw.id"], first["hw.type"], first["hw.name"], first["gpu.pci.bus_id"],
+                first["gpu.nvswitch.sxid.code"], first["gpu.nvlink.link"]) == (
+            "nvswitch-0000:04:00.0", "network", "nvidia-nvswitch3", "0000:04:00.0", 22013, 44)
+        assert sink[0].severity.text == "WARN" and "k8s.pod.name" not in first
+        assert sink[0].workloads == ()  # a switch runs no workloads
+        clock.now += 1.0
+        await until(lambda: len(sink) == 2, timeout=3)
+        summary = dict(sink[1].attributes)
+        assert (summary["hw.id"], summary["gpu.event.count"]) == ("nvswitch-0000:04:00.0", 4)
+
+    store = run(scenario, lookup=Lookup())
+    assert store.current(0).health["GPU-a"].state is HealthState.OK  # no GPU's fault
 
 
 def test_unknown_xid_from_nvml_and_the_kernel_log_line_are_one_fault() -> None:

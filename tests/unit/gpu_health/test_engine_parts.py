@@ -7,7 +7,7 @@ from gpu_otel_agent.gpu_health.dedup import CrossSourceDedup
 from gpu_otel_agent.gpu_health.polled import PolledWatcher
 from gpu_otel_agent.gpu_health.severity import Severity
 from gpu_otel_agent.gpu_health.state import HealthMachine
-from gpu_otel_agent.gpu_health.storm import StormControl
+from gpu_otel_agent.gpu_health.storm import StormControl, StormKey
 from gpu_otel_agent.gpu_health.xid import ACTIONS, CATALOG, lookup
 from gpu_otel_agent.model.snapshot import HealthState, Reading
 
@@ -48,7 +48,7 @@ def test_state_is_the_worst_condition_and_a_reset_clears_sticky_ones() -> None:
 
 def test_storm_first_out_then_one_summary_per_window_then_quiet_again() -> None:
     storm = StormControl(window_s=1.0)
-    key = ("gpu", "gpu.xid", 13)
+    key = StormKey("gpu", "gpu.xid", code=13)
     assert storm.admit(key, 0.0)
     assert not any(storm.admit(key, 0.001 * i) for i in range(1, 1000))
     assert storm.due(0.5) == []
@@ -58,18 +58,21 @@ def test_storm_first_out_then_one_summary_per_window_then_quiet_again() -> None:
     assert [s.count for s in storm.due(2.2)] == [1]
     assert storm.due(3.3) == []  # a quiet window: forgotten
     assert storm.admit(key, 3.4)  # a new occurrence goes out at once
-    assert storm.admit(("gpu", "gpu.xid", 79), 3.4)  # other codes are independent
+    assert storm.admit(StormKey("gpu", "gpu.xid", code=79), 3.4)  # other codes: independent
+    # the same code on one MIG instance of the GPU is a storm of its own
+    assert storm.admit(StormKey("gpu", "gpu.xid", code=13, scope="MIG-1"), 3.5)
 
 
 def test_storm_next_due_is_the_end_of_the_earliest_window_with_a_count() -> None:
     storm = StormControl(window_s=1.0)
-    assert storm.admit("a", 0.0) and storm.admit("b", 0.5)
+    a, b = StormKey("gpu", "a"), StormKey("gpu", "b")
+    assert storm.admit(a, 0.0) and storm.admit(b, 0.5)
     assert storm.next_due() is None  # first occurrences went out: nothing to summarise
-    assert not storm.admit("b", 0.6)
+    assert not storm.admit(b, 0.6)
     assert storm.next_due() == 1.5
-    assert not storm.admit("a", 0.7)
+    assert not storm.admit(a, 0.7)
     assert storm.next_due() == 1.0
-    assert [s.key for s in storm.due(1.0)] == ["a"]
+    assert [s.key for s in storm.due(1.0)] == [a]
     assert storm.next_due() == 1.5
     storm.due(1.5)
     assert storm.next_due() is None

@@ -91,6 +91,42 @@ def test_nvlink_crc_needs_100_per_second_replay_and_recovery_any() -> None:
     assert judge("nvlink_errors", *errors(0, recovery=2), before=errors(0)).bad is True
 
 
+def per_link(link_index: int, kind: str, count: float) -> Reading:
+    return Reading("gpu.nvlink.link.errors", count,
+                   (("gpu.nvlink.link", link_index), ("error.type", kind)))
+
+
+def test_nvlink_errors_name_the_links_whose_replay_or_recovery_grew() -> None:
+    before = (*errors(0), per_link(3, "recovery", 0), per_link(7, "recovery", 0),
+              per_link(7, "replay", 0), per_link(9, "crc_flit", 0))
+    now = (*errors(50, replay=4, recovery=2), per_link(3, "recovery", 0),
+           per_link(7, "recovery", 2), per_link(7, "replay", 4), per_link(9, "crc_flit", 50))
+    verdict = judge("nvlink_errors", *now, before=before)
+    assert verdict.bad is True
+    assert "(link 7 recovery, link 7 replay)" in verdict.detail  # not 3, not 9's CRC
+
+
+def fabric(state: str, *faults: tuple[str, int]) -> tuple[Reading, ...]:
+    states = ("not_supported", "not_started", "in_progress", "completed", "failed")
+    return (*(Reading("gpu.fabric.status", int(s == state), (("gpu.fabric.state", s),))
+              for s in states),
+            *(Reading("gpu.fabric.fault", held, (("gpu.fabric.fault.type", name),))
+              for name, held in faults))
+
+
+def test_fabric_faults_and_failed_registrations_are_judged_as_dcgm_does() -> None:
+    assert judge("fabric_unhealthy").bad is None  # a GPU outside a fabric
+    healthy = judge("fabric_unhealthy", *fabric("completed", ("route_unhealthy", 0)))
+    assert healthy.bad is False
+    unhealthy = judge("fabric_unhealthy", *fabric("completed", ("route_unhealthy", 1),
+                                                  ("degraded_bandwidth", 1)))
+    assert unhealthy.bad is True
+    assert unhealthy.detail == ("fabric fault degraded_bandwidth, fabric fault route_unhealthy")
+    assert judge("fabric_unhealthy", *fabric("failed")).bad is True
+    assert judge("fabric_unhealthy", *fabric("not_started")).bad is True
+    assert judge("fabric_unhealthy", *fabric("in_progress")).bad is False  # FM still training
+
+
 def clocks(sm_mhz: float, *reasons: str) -> tuple[Reading, ...]:
     return (Reading("gpu.clock.frequency", sm_mhz * 1e6, (("gpu.clock.domain", "sm"),)),
             Reading("gpu.clock.limit", 1980e6, (("gpu.clock.domain", "sm"),)),

@@ -28,6 +28,7 @@ from gpu_otel_agent.export.metric_senders import build_request_sender
 from gpu_otel_agent.export.otlp_target import resolve_target
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
+from gpu_otel_agent.gpu_health.storm import StormKey
 from gpu_otel_agent.gpu_health.storm_journal import NAME as STORM_JOURNAL
 from gpu_otel_agent.gpu_health.storm_journal import StormJournal
 from tests.polling import wait_until
@@ -142,7 +143,7 @@ def test_links_left_in_a_spool_handed_back_to_root_are_not_followed(
     # The storm journal, as the agent opens it once the spool is usable: it counts a storm.
     journal = StormJournal(spool_dir)
     assert journal.open() == []
-    journal.count(("GPU-a", "gpu.xid", 13), 1_000, 5)
+    journal.count(StormKey("GPU-a", "gpu.xid", code=13), 1_000, 5)
     journal.close()
     assert journal_victim.read_bytes() == VICTIM_TEXT
     assert tmp_victim.read_bytes() == VICTIM_TEXT

@@ -3,11 +3,14 @@ stays bounded, and a line cut by the crash costs nothing before it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from gpu_otel_agent.gpu_health.storm import StormKey
 from gpu_otel_agent.gpu_health.storm_journal import NAME, OpenWindow, StormJournal
 
-KEY = ("GPU-a", "gpu.xid", 13)
+KEY = StormKey("GPU-a", "gpu.xid", code=13)
+MIG = StormKey("GPU-a", "gpu.xid", code=43, scope="MIG-5b3a1f0e-0000-4000-8000-000000000001")
 
 
 def test_counts_of_an_open_window_come_back_after_a_crash(tmp_path: Path) -> None:
@@ -24,10 +27,11 @@ def test_a_window_whose_summary_was_written_ahead_is_closed(tmp_path: Path) -> N
     journal = StormJournal(tmp_path)
     journal.open()
     journal.count(KEY, 1_000, 3)
-    journal.count(("GPU-b", "gpu.xid", 31), 2_000, 1)
+    journal.count(StormKey("GPU-b", "gpu.xid", code=31), 2_000, 1)
     uid = journal.summarised(KEY, 1_000)
     journal.written(["someone-else", uid])
-    assert StormJournal(tmp_path).open() == [OpenWindow(("GPU-b", "gpu.xid", 31), 2_000, 1)]
+    other = StormKey("GPU-b", "gpu.xid", code=31)
+    assert StormJournal(tmp_path).open() == [OpenWindow(other, 2_000, 1)]
 
 
 def test_the_summary_uid_is_the_same_on_every_start(tmp_path: Path) -> None:
@@ -55,6 +59,29 @@ def test_a_line_cut_by_the_crash_is_skipped(tmp_path: Path) -> None:
     assert StormJournal(tmp_path).open() == [OpenWindow(KEY, 1_000, 4)]
 
 
+def test_a_storm_on_a_mig_instance_keeps_its_gpu_and_its_instance(tmp_path: Path) -> None:
+    """The typed key comes back whole: the physical GPU the summary is found by, and the
+    instance it is about (the key once carried the instance's UUID where the GPU's belongs)."""
+    journal = StormJournal(tmp_path)
+    journal.open()
+    journal.count(MIG, 1_000, 7)
+    journal.count(KEY, 1_000, 2)  # the same code on the GPU itself: a window of its own
+    restored = {w.key: w.count for w in StormJournal(tmp_path).open()}
+    assert restored == {MIG: 7, KEY: 2}
+    assert next(iter(k for k in restored if k.scope)).gpu == "GPU-a"
+
+
+def test_a_journal_written_before_the_typed_key_is_read(tmp_path: Path) -> None:
+    (tmp_path / NAME).write_text(json.dumps({"k": ["GPU-a", "gpu.xid", 13], "w": 1_000,
+                                             "c": 3}) + "\n" +
+                                 json.dumps({"k": ["GPU-a", "gpu.ecc", "corrected"],
+                                             "w": 2_000, "c": 2}) + "\n" +
+                                 json.dumps({"k": {"gpu": 7}, "w": 1, "c": 1}) + "\n")
+    assert sorted(StormJournal(tmp_path).open(), key=lambda w: w.window) == [
+        OpenWindow(KEY, 1_000, 3),
+        OpenWindow(StormKey("GPU-a", "gpu.ecc", qualifier="corrected"), 2_000, 2)]
+
+
 def test_without_a_spool_nothing_is_kept() -> None:
     journal = StormJournal(None)
     assert journal.open() == []
@@ -69,7 +96,7 @@ def test_a_window_of_a_gpu_the_node_no_longer_has_is_closed_not_kept(tmp_path: P
 
     journal = StormJournal(tmp_path)
     journal.open()
-    journal.count(("GPU-gone", "gpu.xid", 13), 1_000, 5)
+    journal.count(StormKey("GPU-gone", "gpu.xid", code=13), 1_000, 5)
 
     async def main() -> None:
         engine = HealthEngine([], lambda event: None, SnapshotStore(), EngineSettings())

@@ -31,6 +31,10 @@ UNIT_WORDS = {
     "A": "amperes",
     "%": "percent",
 }
+# The denominator of a per-unit ("By/s") is singular (OpenTelemetry's translator:
+# ``bytes_per_second``).
+PER_UNIT_WORDS = {"s": "second", "m": "minute", "h": "hour", "d": "day", "w": "week",
+                  "mo": "month", "y": "year"}
 _INVALID_NAME = re.compile(r"[^a-zA-Z0-9_:]+")
 _INVALID_LABEL = re.compile(r"[^a-zA-Z0-9_]+")
 
@@ -47,8 +51,8 @@ def unit_suffix(spec: MetricSpec) -> str:
         return ""
     if "/" in unit:
         numerator, _, denominator = unit.partition("/")
-        words = [UNIT_WORDS.get(numerator, numerator), "per", UNIT_WORDS.get(denominator,
-                                                                             denominator)]
+        words = [UNIT_WORDS.get(numerator, numerator), "per",
+                 PER_UNIT_WORDS.get(denominator, UNIT_WORDS.get(denominator, denominator))]
         return "_".join(w for w in words if w)
     return UNIT_WORDS.get(unit, _collapse(_INVALID_NAME.sub("_", unit)))
 

@@ -234,9 +234,23 @@ class NvidiaDevice:
                 working.append(field)  # served, or failed this time only: not dropped
         return tuple(working)
 
+    @staticmethod
+    def _first_per_key(fields: tuple[FieldReading, ...]) -> tuple[FieldReading, ...]:
+        """Fields sharing a key are alternatives: the first served one only (a driver that
+        serves both would otherwise count the same thing twice)."""
+        seen: set[str] = set()
+        out = []
+        for field in fields:
+            if field.key is not None:
+                if field.key in seen:
+                    continue
+                seen.add(field.key)
+            out.append(field)
+        return tuple(out)
+
     def _probe_group(self, group: str) -> GroupPlan:
         fields, calls = GROUPS[group]
-        working_fields = self._probe_fields(group, fields)
+        working_fields = self._first_per_key(self._probe_fields(group, fields))
         served = {field.key for field in working_fields if field.key}
         working_calls = []
         for call in calls:

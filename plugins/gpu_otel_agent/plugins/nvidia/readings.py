@@ -14,6 +14,7 @@ import pynvml
 
 from gpu_otel_agent.model.memory import memory_readings
 from gpu_otel_agent.model.snapshot import Attributes, Reading
+from gpu_otel_agent.plugins.nvidia import fabric
 
 Handle = object
 UINT_MAX = 0xFFFFFFFF
@@ -180,6 +181,7 @@ NS = 1e-9
 # NVML_FI_DEV_CLOCKS_EVENT_REASON_{SW_THERM,HW_THERM,HW_POWER_BRAKE}_SLOWDOWN (nvml.h 13.0.87+)
 CLOCK_EVENT_SW_THERMAL, CLOCK_EVENT_HW_THERMAL, CLOCK_EVENT_HW_POWER_BRAKE = 269, 270, 271
 NVLINK_LINKS = 18  # the most links a GPU has today (H100, B200); more are never asked for
+NVLINK_LINK_RECOVERY_EVENTS = 215  # nvml.h NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_EVENTS
 
 FAST_FIELDS: tuple[FieldReading, ...] = (
     FieldReading(308, "hw.temperature", 1.0, (("hw.sensor_location", "gpu"),),
@@ -241,6 +243,23 @@ SLOW_FIELDS: tuple[FieldReading, ...] = (
     *(FieldReading(pynvml.NVML_FI_DEV_NVLINK_GET_STATE, "gpu.nvlink.link.state", 1.0,
                    (("gpu.nvlink.link", link),), scope_id=link)
       for link in range(NVLINK_LINKS)),
+    # The same counters per link (the link in scopeId), so a link whose recovery count climbs
+    # for days before an XID 149 is seen as that link. nvml.h: fields 161-163 are "unsupported
+    # for Blackwell+", which counts link recoveries in NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_
+    # EVENTS (215) instead: the alternative for `recovery` where 162 is not served.
+    *(FieldReading(field_id, "gpu.nvlink.link.errors", 1.0,
+                   (("gpu.nvlink.link", link), ("error.type", kind)), scope_id=link,
+                   key=f"nvlink.{kind}.{link}")
+      for link in range(NVLINK_LINKS)
+      for field_id, kind in ((pynvml.NVML_FI_DEV_NVLINK_ERROR_DL_CRC, "crc_flit"),
+                             (pynvml.NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY, "replay"),
+                             (pynvml.NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY, "recovery"),
+                             (NVLINK_LINK_RECOVERY_EVENTS, "recovery"))),
+    # Per-link speed in MBps (nvml.h "NVLink Speed in MBps"; nvidia-smi nvlink -s prints 53125
+    # as "53.125 GB/s" on a GB200, so decimal megabytes).
+    *(FieldReading(pynvml.NVML_FI_DEV_NVLINK_GET_SPEED, "gpu.nvlink.link.speed", 1e6,
+                   (("gpu.nvlink.link", link),), scope_id=link)
+      for link in range(NVLINK_LINKS)),
     FieldReading(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, "gpu.nvlink.io", 1024.0,
                  _direction("transmit"), scope_id=UINT_MAX),  # KiB, all links
     FieldReading(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, "gpu.nvlink.io", 1024.0,
@@ -289,6 +308,7 @@ SLOW_CALLS: tuple[CallReading, ...] = (
         (pynvml.nvmlDeviceGetCurrPcieLinkWidth, "gpu.pcie.link.width"),
         (pynvml.nvmlDeviceGetMaxPcieLinkWidth, "gpu.pcie.link.max_width"))),
     CallReading("nvmlDeviceGetMaxClockInfo", _max_clock),
+    CallReading(pynvml.nvmlDeviceGetGpuFabricInfoV.__name__, fabric.read),
     CallReading("nvmlDeviceGetTemperatureThreshold", _slowdown_threshold),
 )
 

@@ -53,7 +53,7 @@ from gpu_otel_agent.simulation.node.scenario import (
     parse_value,
     vendor_readings,
 )
-from gpu_otel_agent.simulation.nvidia import nvlinks, nvml_control
+from gpu_otel_agent.simulation.nvidia import fabric, nvlinks, nvml_control
 from gpu_otel_agent.simulation.nvidia.build_nvml import build_library
 from gpu_otel_agent.simulation.nvidia.faults import (
     ChaosSpec,
@@ -563,6 +563,8 @@ class Node:
                 return self._op_reset(req)
             if op == "set":
                 return self._op_set(req, parsed)
+            if op == "fabric":
+                return self._op_fabric(req)
             if op == "proc_add":
                 return self._op_proc_add(req)
             if op == "proc_rm":
@@ -781,6 +783,20 @@ class Node:
         self._apply_values(time.monotonic() - self.t0, frozenset(new), dev)
         self._apply_procs(time.monotonic() - self.t0)
         return {"ok": True}
+
+    def _op_fabric(self, req: Mapping[str, object]) -> dict[str, object]:
+        """Change the fabric probe's answer (state, clique, health) of an NVIDIA GPU; a partial
+        ``health`` changes only the fields it names."""
+        dev = self._nvidia_device(req, "fabric")
+        current = {k: (float(v) if isinstance(v, int | float) else None)
+                   for k, v in self.values[dev].items() if k.startswith("fabric_")}
+        try:
+            new = fabric.readings(req.get("fabric"), current)
+        except fabric.FabricError as error:
+            raise CommandError(f"fabric: {error}") from error
+        if not new:
+            raise CommandError("fabric: nothing to change")
+        return self._op_set({"device": dev, "values": new}, parsed=True)
 
     def _set_partition(self, dev: int, part: int, new: Mapping[str, Value]) -> dict[str, object]:
         """Readings of one compute partition of an AMD GPU (its activity, its VRAM use); what

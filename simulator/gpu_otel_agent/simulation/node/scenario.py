@@ -31,7 +31,7 @@ from gpu_otel_agent.simulation.captures.registry import (
     read_capture,
 )
 from gpu_otel_agent.simulation.core.tables import macro_names
-from gpu_otel_agent.simulation.nvidia import models
+from gpu_otel_agent.simulation.nvidia import fabric, models
 from gpu_otel_agent.simulation.nvidia.build_nvml import SOURCE  # its tables name the readings
 from gpu_otel_agent.simulation.nvidia.faults import FaultSpecError, parse_chaos, parse_fail
 from gpu_otel_agent.simulation.nvidia.mig_profiles import (
@@ -340,7 +340,7 @@ def _readings(
 
 
 _DEVICE_KEYS = ("model", "uuid", "pci_bus_id", "serial", "unsupported", "vendor", "mig",
-                "partition", "partitions", "nvlink", "vbios", "board_part")
+                "partition", "partitions", "nvlink", "fabric", "vbios", "board_part")
 VENDORS = ("nvidia", "amd")
 _PCI = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 
@@ -388,6 +388,13 @@ def _device(ctx: _Ctx, raw: object, i: int) -> DeviceSpec:
             readings.update(scenario_readings(d["nvlink"]))
         except LinkError as error:
             raise ctx.fail(f"{key}.nvlink", str(error)) from error
+    if d.get("fabric") is not None:
+        if vendor != "nvidia":
+            raise ctx.fail(f"{key}.fabric", "the GPU fabric probe is NVIDIA's (NVML)")
+        try:
+            readings.update(fabric.readings(d["fabric"]))
+        except fabric.FabricError as error:
+            raise ctx.fail(f"{key}.fabric", str(error)) from error
     mig = _mig(ctx, d["mig"], f"{key}.mig", model) if d.get("mig") is not None else None
     if mig is not None and vendor != "nvidia":
         raise ctx.fail(f"{key}.mig", "MIG is an NVIDIA feature (AMD: use 'partition')")
@@ -683,7 +690,7 @@ def _mig_position(ctx: _Ctx, v: object, key: str, device: DeviceSpec) -> int:
 
 _ACTIONS = (
     "xid", "ecc", "lost", "recover", "hang_ms", "set", "proc_add", "proc_rm", "event", "reset",
-    "recovery", "chaos", "fail", "driver_reload", "reset_required",
+    "recovery", "chaos", "fail", "driver_reload", "reset_required", "fabric",
 )
 _AMD_ONLY = frozenset({"event"})
 _NODE_WIDE = frozenset({"proc_rm", "chaos", "fail", "driver_reload"})  # device optional
@@ -757,6 +764,14 @@ def _timeline(ctx: _Ctx, raw: object, i: int, devices: Sequence[DeviceSpec]) -> 
             kinds = ", ".join(amd_scenario.EVENT_KINDS)
             raise ctx.fail(f"{sub}.type", f"expected one of {kinds}, got {kind!r}")
         args = {"type": kind, "message": str(m.get("message", ""))}
+    elif action == "fabric":
+        if vendor != "nvidia":
+            raise ctx.fail(sub, "the GPU fabric probe is NVIDIA's (NVML)")
+        try:
+            fabric.readings(v, {"fabric_state": 0})  # checked now, applied on the node's state
+        except fabric.FabricError as error:
+            raise ctx.fail(sub, str(error)) from error
+        args = {"fabric": v}
     elif action == "reset":
         m = {} if v is True else _mapping(ctx, v, sub, ("ms",))
         args = {"ms": _int(ctx, m.get("ms", 1000), f"{sub}.ms")}

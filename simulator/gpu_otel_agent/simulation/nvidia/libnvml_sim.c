@@ -17,7 +17,7 @@
 #include "simcore.h"
 
 #define SIM_MAGIC 0x314D49534C4D564EULL /* "NVMLSIM1" */
-#define SIM_LAYOUT_VERSION 8
+#define SIM_LAYOUT_VERSION 9
 #define SIM_MAX_DEV 64
 #define SIM_MAX_PROC 4096
 /* The driver queues every event with data for each open event set: nv_post_event
@@ -67,7 +67,10 @@
     X(pci_device_id) X(pci_subsystem_id) X(minor_number) X(gpm_supported)    \
     X(multiprocessor_count) X(power_source) X(recovery_action)              \
     X(pcie_counter_bits) X(pcie_replay_rollover) X(temperature_slowdown_c)    \
-    X(power_average_w) X(field_age_ms)
+    X(power_average_w) X(field_age_ms) X(nvlink_speed_mbps) X(nvlink_version) \
+    X(fabric_state) X(fabric_status) X(fabric_clique_id) X(fabric_health_mask) \
+    X(fabric_health_summary) X(fabric_cluster_uuid_0) X(fabric_cluster_uuid_1) \
+    X(fabric_cluster_uuid_2) X(fabric_cluster_uuid_3)
 
 /* NVLink per link (SIM_NVLINKS links): state 1 = active, 0 = inactive, and the data-link error
  * counters nvmlDeviceGetNvLinkErrorCounter serves (set, not integrated). Contiguous per kind. */
@@ -184,7 +187,8 @@ static const char *const g_reading_names[] = {SIM_READINGS(X_STR) SIM_NVLINK_REA
     X(nvmlEventSetCreate) X(nvmlDeviceRegisterEvents) X(nvmlEventSetWait_v2)  \
     X(nvmlEventSetWait) X(nvmlEventSetFree)                                  \
     X(nvmlDeviceGetGpuUptime_v1) X(nvmlGpmMigSampleGet)                       \
-    X(nvmlDeviceGetNvLinkErrorCounter) X(nvmlDeviceGetTemperatureThreshold)
+    X(nvmlDeviceGetNvLinkErrorCounter) X(nvmlDeviceGetTemperatureThreshold)   \
+    X(nvmlDeviceGetGpuFabricInfo) X(nvmlDeviceGetGpuFabricInfoV)
 
 #define X_FENUM(n) FN_##n,
 enum { SIM_FUNCS(X_FENUM) FN_COUNT };
@@ -966,6 +970,44 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device, n
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* GPU fabric (NVLink multi-node: GB200/GB300 NVL72, HGX with FM)           */
+/* ------------------------------------------------------------------------ */
+/* The fabric probe as the driver reports it (nvml.h nvmlGpuFabricInfo_v2_t / _v3_t): the
+ * scenario's fabric_* readings.  A device without them (fabric_state unset) answers
+ * NOT_SUPPORTED, the one code nvml.h documents.  The cluster UUID is four 32-bit words
+ * (big-endian byte order), so a scenario's UUID string round-trips exactly. */
+static unsigned fabric_word(sim_dev_t *d, int r) { return d->unsup[r] ? 0u : u32(d->val[r]); }
+static void fabric_uuid(sim_dev_t *d, unsigned char out[NVML_GPU_FABRIC_UUID_LEN]) {
+    for (int w = 0; w < 4; w++) {
+        unsigned v = fabric_word(d, R_fabric_cluster_uuid_0 + w);
+        for (int b = 0; b < 4; b++) out[w * 4 + b] = (unsigned char)(v >> (24 - 8 * b));
+    }
+}
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV_t *info) {
+    DEV_ENTER(nvmlDeviceGetGpuFabricInfoV); NEED(info); SUP(fabric_state);
+    /* v2 and v3 share their first fields; v3 adds healthSummary.  Any other version is the
+     * caller's mistake, answered as NVML answers a versioned struct it does not know. */
+    unsigned version = info->version;
+    if (version != nvmlGpuFabricInfo_v2 && version != nvmlGpuFabricInfo_v3) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    fabric_uuid(d, info->clusterUuid);
+    info->status = (nvmlReturn_t)fabric_word(d, R_fabric_status);
+    info->cliqueId = fabric_word(d, R_fabric_clique_id);
+    info->state = (nvmlGpuFabricState_t)u32(RV(fabric_state));
+    info->healthMask = fabric_word(d, R_fabric_health_mask); /* 0: every field NOT_SUPPORTED */
+    if (version == nvmlGpuFabricInfo_v3) info->healthSummary = (unsigned char)fabric_word(d, R_fabric_health_summary);
+    return NVML_SUCCESS;
+}
+/* The unversioned original (DEPRECATED(13.0)): no version, no health. */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t *info) {
+    DEV_ENTER(nvmlDeviceGetGpuFabricInfo); NEED(info); SUP(fabric_state);
+    fabric_uuid(d, info->clusterUuid);
+    info->status = (nvmlReturn_t)fabric_word(d, R_fabric_status);
+    info->cliqueId = fabric_word(d, R_fabric_clique_id);
+    info->state = (nvmlGpuFabricState_t)u32(RV(fabric_state));
+    return NVML_SUCCESS;
+}
+
 /* nvml.h: seconds since the driver initialised the GPU; restarts on driver reload and GPU reset. */
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetGpuUptime_v1(nvmlDevice_t device, nvmlGpuUptime_v1_t *up) {
     DEV_ENTER(nvmlDeviceGetGpuUptime_v1); NEED(up);
@@ -1001,7 +1043,13 @@ static void fv_nvlink(nvmlFieldValue_t *v, sim_dev_t *d, int base, int total) {
         return;
     }
     if (v->scopeId >= n) { v->nvmlReturn = NVML_ERROR_INVALID_ARGUMENT; return; }
-    if (base == R_nvlink_state_0) {
+    if (base == R_nvlink_speed_mbps || base == R_nvlink_version) {
+        /* one value for every link of the device; an inactive link runs at no speed */
+        if (d->unsup[base]) { v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED; return; }
+        int up = d->val[R_nvlink_state_0 + (int)v->scopeId] != 0;
+        v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+        v->value.uiVal = base == R_nvlink_speed_mbps && !up ? 0u : u32(d->val[base]);
+    } else if (base == R_nvlink_state_0) {
         v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
         v->value.uiVal = d->val[base + (int)v->scopeId] != 0 ? NVML_NVLINK_STATE_ACTIVE : NVML_NVLINK_STATE_INACTIVE;
     } else {
@@ -1061,6 +1109,11 @@ static void fill_field(sim_dev_t *d, nvmlFieldValue_t *v) {
     case NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN: fv_ull(v, d, R_violation_hw_power_brake_ns); return;
     case NVML_FI_DEV_NVLINK_LINK_COUNT: fv_uint(v, d, R_nvlink_links, 1); return;
     case NVML_FI_DEV_NVLINK_GET_STATE: fv_nvlink(v, d, R_nvlink_state_0, 0); return;
+    case NVML_FI_DEV_NVLINK_GET_SPEED: fv_nvlink(v, d, R_nvlink_speed_mbps, 0); return;
+    case NVML_FI_DEV_NVLINK_GET_VERSION: fv_nvlink(v, d, R_nvlink_version, 0); return;
+    case NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON:
+        if (RV(nvlink_links) > 0) fv_uint(v, d, R_nvlink_speed_mbps, 1);
+        return;
     case NVML_FI_DEV_NVLINK_ERROR_DL_CRC: fv_nvlink(v, d, R_nvlink_crc_flit_errors_0, 0); return;
     case NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY: fv_nvlink(v, d, R_nvlink_replay_errors_0, 0); return;
     case NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY: fv_nvlink(v, d, R_nvlink_recovery_errors_0, 0); return;

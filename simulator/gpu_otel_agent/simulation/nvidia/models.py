@@ -143,10 +143,15 @@ MODELS: Mapping[str, ModelInfo] = MappingProxyType(
                 max_memory_clock_mhz=1593,
                 max_video_clock_mhz=1290,
                 nvlink_links=12,
+                nvlink_speed_mbps=25000,
+                nvlink_version=3,
                 pcie_max_link_gen=4,
                 pcie_max_link_width=16,
                 multiprocessor_count=108,
                 bar1_total_mib=131072,
+                sources=("https://github.com/NVIDIA/nccl-tests/issues/228 (nvidia-smi nvlink "
+                         "-s, 2024-06-25): A100-SXM4-80GB, Link 0-11 at 25 GB/s",),
+                from_reading=("nvlink_version",),
             ),
             _m(
                 "NVIDIA A100-SXM4-40GB",
@@ -275,6 +280,8 @@ MODELS: Mapping[str, ModelInfo] = MappingProxyType(
                 max_memory_clock_mhz=3996,
                 max_video_clock_mhz=1650,
                 nvlink_links=18,
+                nvlink_speed_mbps=53125,
+                nvlink_version=5,
                 pcie_max_link_gen=5,
                 pcie_max_link_width=16,
                 multiprocessor_count=148,
@@ -291,7 +298,8 @@ MODELS: Mapping[str, ModelInfo] = MappingProxyType(
                     "https://github.com/vllm-project/vllm/issues/16336 (nvidia-smi topo -m): NV18 "
                     "between every pair of B200s: 18 NVLinks",
                 ),
-                from_reading=("memory_reserved_mib", "power_min_limit_w", "power_max_limit_w",
+                from_reading=("nvlink_speed_mbps", "nvlink_version", "memory_reserved_mib",
+                              "power_min_limit_w", "power_max_limit_w",
                               "max_video_clock_mhz", "pcie_max_link_gen", "bar1_total_mib",
                               "board_part"),
             ),
@@ -312,12 +320,16 @@ MODELS: Mapping[str, ModelInfo] = MappingProxyType(
                 max_memory_clock_mhz=3996,
                 max_video_clock_mhz=1650,
                 nvlink_links=18,
+                nvlink_speed_mbps=53125,
+                nvlink_version=5,
                 pcie_max_link_gen=5,
                 pcie_max_link_width=16,
                 multiprocessor_count=152,
                 bar1_total_mib=262144,
                 sources=(
                     _DRIVER_README,
+                    "https://github.com/NVIDIA/k8s-test-infra/issues/371 (nvidia-smi nvlink -s "
+                    "on a GB200 tray, 2026-06-11): Link 0-17 at 53.125 GB/s",
                     "public nvidia-smi tables of GB200 trays (driver 580.95.05; bus "
                     "00000008:01:00.0; several GitHub files found by exact-string search, "
                     "repository not named by the index): NVIDIA GB200, 189471 MiB, 1200 W cap",
@@ -327,8 +339,9 @@ MODELS: Mapping[str, ModelInfo] = MappingProxyType(
                     "public kernel benchmark notes of a GB200 node (GitHub, 2026-09-16; "
                     "repository not named by the index): NVIDIA GB200, 152 SMs",
                 ),
-                from_reading=("memory_reserved_mib", "power_min_limit_w", "power_max_limit_w",
-                              "max_sm_clock_mhz", "max_memory_clock_mhz", "max_video_clock_mhz",
+                from_reading=("nvlink_version", "memory_reserved_mib", "power_min_limit_w",
+                              "power_max_limit_w", "max_sm_clock_mhz", "max_memory_clock_mhz",
+                              "max_video_clock_mhz",
                               "pcie_max_link_gen", "bar1_total_mib", "board_part"),
             ),
             _m(
@@ -712,6 +725,12 @@ BASE: Mapping[str, float | None] = MappingProxyType(
         # nvmlDeviceGetTemperatureThreshold(SLOWDOWN): a data-centre part's HW slowdown point
         # (nvidia-smi -q "GPU Slowdown Temp"); the scenario may set its own.
         "temperature_slowdown_c": 90,
+        # No NVLink fabric probe (NOT_SUPPORTED) and no link speed/version unless a model row
+        # or the scenario gives them (a scenario's `fabric:` entry, nvlink_speed_mbps).
+        **dict.fromkeys(("fabric_state", "fabric_status", "fabric_clique_id",
+                         "fabric_health_mask", "fabric_health_summary", "fabric_cluster_uuid_0",
+                         "fabric_cluster_uuid_1", "fabric_cluster_uuid_2",
+                         "fabric_cluster_uuid_3", "nvlink_speed_mbps", "nvlink_version")),
         # Every link up with clean counters (a model without NVLink serves NOT_SUPPORTED).
         **{nvlinks.reading(link, field): (1.0 if field == "state" else 0.0)
            for link in range(nvlinks.MAX_LINKS) for field in nvlinks.FIELDS},
