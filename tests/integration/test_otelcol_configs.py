@@ -127,3 +127,19 @@ def test_the_built_collector_has_exactly_the_components_the_configs_use(
     for kind in KINDS:
         assert {c["name"] for c in built[kind]} == used[kind], kind
         assert {c["module"] for c in built[kind]} == {m["gomod"] for m in manifest[kind]}, kind
+
+
+def test_a_deprecated_name_is_a_complaint(
+        kube_api: KubeApi, backends: tuple[OtlpHttpReceiver, OtlpGrpcReceiver],
+        tmp_path: Path) -> None:
+    """The check above can fail: the gateway with its Mimir exporter under the deprecated
+    alias ``otlphttp`` (what it was named until this release) starts, with a warning."""
+    text = (CONFIGS / "gateway.yaml").read_text(encoding="utf-8")
+    old = tmp_path / "gateway-otlphttp.yaml"
+    old.write_text(text.replace("otlp_http/mimir", "otlphttp/mimir"), encoding="utf-8")
+    collector = Collector(tmp_path, [old], collector_env(tmp_path, kube_api, backends))
+    try:
+        collector.wait_ready()
+    finally:
+        collector.close()
+    assert [line for line in complaints(collector.log()) if '"otlphttp"' in line]

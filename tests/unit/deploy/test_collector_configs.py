@@ -176,3 +176,19 @@ def test_the_fleet_overlay_drops_per_process_series_and_keeps_what_alerts_use() 
         assert name.replace(".", "_") not in rules, name
     pipeline = _merged("gateway.yaml", "gateway-fleet.yaml")["service"]["pipelines"]["metrics"]
     assert pipeline["processors"][:2] == ["memory_limiter", "filter/fleet"]
+
+
+def test_the_collector_manifest_takes_every_component_from_one_release() -> None:
+    """otel-config/otelcol-builder.yaml: core components at the release, contrib ones at the
+    same release, except the stable (v1) ones, which contrib tags alongside it."""
+    manifest = _load("otelcol-builder.yaml")
+    release = "v" + manifest["dist"]["version"]
+    modules = [m["gomod"].split() for kind in ("receivers", "processors", "exporters",
+                                              "extensions") for m in manifest[kind]]
+    assert modules
+    for module, version in modules:
+        if module.startswith("go.opentelemetry.io/collector/"):
+            assert version == release, module
+        else:
+            assert module.startswith("github.com/open-telemetry/opentelemetry-collector-contrib/")
+            assert version == release or version.startswith("v1."), module
