@@ -67,12 +67,7 @@ AGENT_POD_UID = "0b7f4c1e-5a53-4b8e-9d0c-6f0e3c2a9b11"
 CLUSTER = "e2e-cluster"
 # Series the default (otel) scheme has only on the scrape path, never through OTLP, and why.
 # Anything else that is empty through the collector fails the test.
-NO_DATA_THROUGH_OTLP = {
-    "GpuLost": "an OTLP push has no staleness: the lost GPU's hw_power_watts, which the agent "
-               "stops sending, stays visible for Prometheus's 5-minute lookback, so the rule's "
-               "`unless` holds it back that long (in real time too: on Mimir it fires ~5 min "
-               "late); the scrape path marks the series stale at the next scrape",
-}
+NO_DATA_THROUGH_OTLP: dict[str, str] = {}
 H100S = 'hw_id=~"' + "|".join(UUIDS[:4]) + '"'
 
 
@@ -383,10 +378,11 @@ def test_every_shipped_expression_returns_data_through_the_collector_and_alerts_
         for source, name, expr in queries:
             if _listed(name):
                 assert stack.query(_substituted(expr)) == [], (source, name)
-        # GpuLost's own reason: the lost GPU is failed, and its withdrawn power still shows.
+        # The lost GPU's withdrawn series ended (the agent's "no recorded value" point, a
+        # staleness marker here): GpuLost fired above, as on the scrape path.
         lost = f'hw_id="{UUIDS[3]}"'
         assert stack.query(f'hw_status{{hw_state="failed",{lost}}} == 1')
-        assert stack.query(f"hw_power_watts{{{lost}}}")
+        assert stack.query(f"hw_power_watts{{{lost}}}") == []
     finally:
         for command in HEALED:
             pipeline.node.command(command)
