@@ -10,6 +10,8 @@ One cycle, per stage:
 
 - ``sample``: every GPU's ``fast`` group read through ``NvidiaBackend`` (pynvml -> the
   simulated library), and the ``processes`` group every 5th cycle, as the agent's defaults do;
+- ``processes``: every GPU's ``processes`` group only, every cycle (lists, utilization
+  samples, through ``ProcessSampler``);
 - ``export``: a snapshot with those samples, ``ProtoEncoder.encode_bytes`` (series + encoding);
 - ``scrape``: one ``/metrics`` page (otel scheme, text 0.0.4) of that snapshot.
 
@@ -27,14 +29,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
 
-STAGES = ("sample", "export", "scrape")
+STAGES = ("sample", "processes", "export", "scrape")
 PROCESS_EVERY = 5
+VARIANTS = 3
 
 
-def _child(node_env: dict[str, str], stage: str, cycles: int) -> None:
+def _child(node_env: dict[str, str], stage: str, cycles: int, writer: str = "current") -> None:
     from gpu_otel_agent.simulation.node import attach_in_process
 
     attach_in_process(node_env)
@@ -42,7 +46,7 @@ def _child(node_env: dict[str, str], stage: str, cycles: int) -> None:
     from gpu_otel_agent.backends.discovery import OpenBackend
     from gpu_otel_agent.config.load import load
     from gpu_otel_agent.export.otlp_proto import ProtoEncoder
-    from gpu_otel_agent.export.prometheus.exposition import render
+    from gpu_otel_agent.export.prometheus.exposition import Families, render
     from gpu_otel_agent.export.prometheus.otel_scheme import otel_families
     from gpu_otel_agent.export.series import series
     from gpu_otel_agent.model.snapshot import (
@@ -50,6 +54,7 @@ def _child(node_env: dict[str, str], stage: str, cycles: int) -> None:
         GroupSample,
         HealthState,
         NodeSnapshot,
+        Reading,
     )
     from gpu_otel_agent.plugins.nvidia.backend import NvidiaBackend
     from gpu_otel_agent.runtime.agent import build_resource
@@ -59,41 +64,56 @@ def _child(node_env: dict[str, str], stage: str, cycles: int) -> None:
     devices = backend.devices()
     groups = [sorted(device.probe()) for device in devices]
     snapshots = []
+    # Values as the node serves them over time (its patterns are random and sine): the export
+    # and scrape stages cycle through these, so consecutive cycles carry different values.
+    fast: list[list[tuple[Reading, ...]]] = []
+    processes: list[list[tuple[Reading, ...]]] = []
     for device, names in zip(devices, groups, strict=True):
         if "gpm" in names:
             device.read("gpm")
         samples = {g: GroupSample(g, device.read(g), time.time_ns()) for g in names}
         snapshots.append(DeviceSnapshot(device.identity, HealthState.OK, time.time_ns(),
                                         MappingProxyType(samples)))
+        fast.append([device.read("fast") for _ in range(VARIANTS)])
+        processes.append([device.read("processes") if "processes" in names else ()
+                          for _ in range(VARIANTS)])
     resource = build_resource(load(None), [OpenBackend(backend, info, tuple(devices))])
     encoder = ProtoEncoder(resource)
     attributes = dict(resource.attributes)
+    write: Callable[[Families], bytes] = render
+    if writer == "handwritten":  # the writer prometheus_client replaced (issue 33.5)
+        from tests.bench.exposition import BASELINE, _old_writers
+
+        write = _old_writers(BASELINE)["text"]
 
     for cycle in range(cycles):
-        if stage == "sample":
+        if stage in ("sample", "processes"):
             for device in devices:
-                device.read("fast")
-                if cycle % PROCESS_EVERY == 0:
+                if stage == "sample":
+                    device.read("fast")
+                if stage == "processes" or cycle % PROCESS_EVERY == 0:
                     device.read("processes")
             continue
-        # As the store publishes them: the fast group new each cycle (its values as read),
+        # As the store publishes them: the fast group new each cycle (values as read),
         # the processes group every 5th, the rest kept (the same sample objects).
         for i, previous in enumerate(snapshots):
-            kept = previous.with_sample(GroupSample("fast", previous.samples["fast"].readings,
-                                                time.time_ns()))
+            kept = previous.with_sample(GroupSample("fast", fast[i][cycle % VARIANTS],
+                                                    time.time_ns()))
             if cycle % PROCESS_EVERY == 0 and "processes" in kept.samples:
                 kept = kept.with_sample(GroupSample(
-                    "processes", kept.samples["processes"].readings, time.time_ns()))
+                    "processes", processes[i][(cycle // PROCESS_EVERY) % VARIANTS],
+                    time.time_ns()))
             snapshots[i] = kept
         current = NodeSnapshot(tuple(snapshots), time.time_ns())
         if stage == "export":
             encoder.encode_bytes(current)
         else:
-            render(otel_families(series(current), attributes))
+            write(otel_families(series(current), attributes))
     backend.close()
 
 
-def _instructions(scenario: Path, stage: str, cycles: int, env: dict[str, str]) -> int:
+def _instructions(scenario: Path, stage: str, cycles: int, env: dict[str, str],
+                  writer: str) -> int:
     from gpu_otel_agent.simulation.node import SimulatedNode
 
     with tempfile.TemporaryDirectory() as work, \
@@ -101,7 +121,8 @@ def _instructions(scenario: Path, stage: str, cycles: int, env: dict[str, str]) 
         done = subprocess.run(
             ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
              sys.executable, "-m", "tests.bench.cycle_cost", str(scenario), "--child",
-             json.dumps(dict(node.env)), "--stage", stage, "--cycles", str(cycles)],
+             json.dumps(dict(node.env)), "--stage", stage, "--cycles", str(cycles),
+             "--writer", writer],
             capture_output=True, text=True, env=env, check=False, timeout=3000)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if done.returncode or found is None:
@@ -116,15 +137,19 @@ def main() -> int:
     parser.add_argument("scenario", type=Path)
     parser.add_argument("--stage", choices=STAGES, default="sample")
     parser.add_argument("--cycles", type=int, default=20)
+    parser.add_argument("--writer", choices=("current", "handwritten"), default="current",
+                        help="scrape stage: this tree's writer, or the hand-written one "
+                             "prometheus_client replaced (loaded from git)")
     parser.add_argument("--child", metavar="NODE_ENV")
     args = parser.parse_args()
     if args.child:
-        _child(json.loads(args.child), args.stage, args.cycles)
+        _child(json.loads(args.child), args.stage, args.cycles, args.writer)
         return 0
     env = dict(os.environ, PYTHONHASHSEED="0")  # the same dict and set layouts every run
-    base = _instructions(args.scenario, args.stage, 0, env)
-    total = _instructions(args.scenario, args.stage, args.cycles, env)
+    base = _instructions(args.scenario, args.stage, 0, env, args.writer)
+    total = _instructions(args.scenario, args.stage, args.cycles, env, args.writer)
     json.dump({"stage": args.stage, "cycles": args.cycles, "scenario": args.scenario.name,
+               "writer": args.writer,
                "instructions_per_cycle": (total - base) / args.cycles}, sys.stdout)
     print()
     return 0
