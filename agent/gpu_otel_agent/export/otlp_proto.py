@@ -146,6 +146,7 @@ class ProtoEncoder:
         self._schema_url = resource.schema_url
         # (attributes, point size without them) -> (data point tag and length, attributes).
         self._heads: dict[tuple[Attributes, int], tuple[bytes, bytes]] = {}
+        self._heads_by_id: dict[int, tuple[Attributes, int, tuple[bytes, bytes]]] = {}
         self._frames: dict[str, _MetricFrame] = {}
         # The last export's runs and their bytes, by id (series.series_runs keeps a run of an
         # unchanged sample as the same list): the slow, gpm and processes groups' points are
@@ -163,6 +164,12 @@ class ProtoEncoder:
         """A data point's tag and length, and its encoded attributes, built once per
         attribute set (the attributes, field 7, go after the times and value, as
         ``SerializeToString`` orders them)."""
+        # By the tuple object first: series.py hands over the same tuple for a series from
+        # export to export, and a tuple's hash is not kept (the dict below would rehash its
+        # every string pair, each export). The entry holds the tuple, so its id is not reused.
+        by_id = self._heads_by_id.get(id(attributes))
+        if by_id is not None and by_id[0] is attributes and by_id[1] == fixed_size:
+            return by_id[2]
         key = (attributes, fixed_size)
         head = self._heads.get(key)
         if head is None:
@@ -174,6 +181,9 @@ class ProtoEncoder:
                 for k, v in attributes)
             head = (_DATA_POINTS_TAG + _varint(len(encoded) + fixed_size), encoded)
             self._heads[key] = head
+        if len(self._heads_by_id) >= MAX_CACHED_ATTRIBUTE_SETS:
+            self._heads_by_id.clear()
+        self._heads_by_id[id(attributes)] = (attributes, fixed_size, head)
         return head
 
     def encode(self, snapshot: NodeSnapshot) -> ExportMetricsServiceRequest:
