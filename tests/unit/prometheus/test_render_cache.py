@@ -3,7 +3,8 @@
 ``RenderCache`` keeps each family's text from the last scrape and reuses it while the family is
 unchanged. The oracle is prometheus_client itself twice over: its writer on every family
 afresh (``cache=None``), and its parsers (text 0.0.4 and OpenMetrics), over a run of scrapes in
-which values, series, help and schemes change, families vanish and come back.
+which values, series, help and schemes change, families vanish and come back. The labels a
+scrape keeps per series (``otel_scheme.LabelCache``) are checked against a fresh conversion.
 """
 
 from __future__ import annotations
@@ -19,7 +20,11 @@ from prometheus_client.parser import text_string_to_metric_families as text_fami
 from gpu_otel_agent.export.prometheus.dcgm_scheme import DcgmTranslator
 from gpu_otel_agent.export.prometheus.exposition import Families, RenderCache, render
 from gpu_otel_agent.export.prometheus.openmetrics import render_openmetrics
-from gpu_otel_agent.export.prometheus.otel_scheme import otel_families
+from gpu_otel_agent.export.prometheus.otel_scheme import (
+    add_otel_series,
+    add_target_info,
+    otel_families,
+)
 from gpu_otel_agent.export.series import series
 from gpu_otel_agent.model.snapshot import NodeSnapshot
 from tests.unit.prometheus.snapshots import POD_A, POD_B, device, node
@@ -100,3 +105,19 @@ def test_only_this_page_s_families_are_kept() -> None:
     held = len(cache._written)
     render(Families(), cache)
     assert held > 10 and cache._written == {}
+
+
+def _uncached(snapshot: NodeSnapshot) -> Families:
+    families = Families()
+    add_target_info(families, RESOURCE)
+    for name, points in series(snapshot).items():
+        add_otel_series(families, name, points)  # no label cache: every label converted
+    return families
+
+
+def test_kept_labels_give_the_families_a_fresh_conversion_gives() -> None:
+    for snapshot in _snapshots():
+        kept = {(f.name, f.type, f.help): dict(f.samples)
+                for f in otel_families(series(snapshot), RESOURCE)}
+        fresh = {(f.name, f.type, f.help): dict(f.samples) for f in _uncached(snapshot)}
+        assert kept == fresh and len(kept) > 10
