@@ -9,9 +9,9 @@ divided by N (start-up and imports cancel out).
 One cycle, per stage:
 
 - ``sample``: every GPU's ``fast`` group read through ``NvidiaBackend`` (pynvml -> the
-  simulated library), and the ``processes`` group every 5th cycle, as the agent's defaults do;
-- ``processes``: every GPU's ``processes`` group only, every cycle (lists, utilization
-  samples, through ``ProcessSampler``);
+  simulated library), and its processes every 5th cycle, as the agent's defaults do;
+- ``processes``: every GPU's processes only, every cycle: the lists and utilization samples
+  (``read_processes``) and their readings from attribution (``Attribution.readings``);
 - ``export``: a snapshot with those samples, ``ProtoEncoder.encode_bytes`` (series + encoding);
 - ``scrape``: one ``/metrics`` page (otel scheme, text 0.0.4) of that snapshot.
 
@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 STAGES = ("sample", "processes", "export", "scrape")
 PROCESS_EVERY = 5
@@ -45,6 +46,7 @@ def _child(node_env: dict[str, str], stage: str, cycles: int, writer: str = "cur
 
     from gpu_otel_agent.backends.discovery import OpenBackend
     from gpu_otel_agent.config.load import load
+    from gpu_otel_agent.config.schema import AttributionConfig, KubeletConfig
     from gpu_otel_agent.export.otlp_proto import ProtoEncoder
     from gpu_otel_agent.export.prometheus.exposition import Families, render
     from gpu_otel_agent.export.prometheus.otel_scheme import otel_families
@@ -58,11 +60,18 @@ def _child(node_env: dict[str, str], stage: str, cycles: int, writer: str = "cur
     )
     from gpu_otel_agent.plugins.nvidia.backend import NvidiaBackend
     from gpu_otel_agent.runtime.agent import build_resource
+    from gpu_otel_agent.runtime.attribution_setup import build_attribution
 
     backend = NvidiaBackend()
     info = backend.open()
     devices = backend.devices()
     groups = [sorted(device.probe()) for device in devices]
+    # Process series come from the process lists through attribution, as the agent's
+    # processes group does (not the backend's read of the group, which has none).
+    attribution, _ = build_attribution(AttributionConfig(kubelet=KubeletConfig(socket=None)))
+
+    def process_readings(device: Any) -> tuple[Reading, ...]:
+        return attribution.readings(device.identity, device.read_processes())
     snapshots = []
     # Values as the node serves them over time (its patterns are random and sine): the export
     # and scrape stages cycle through these, so consecutive cycles carry different values.
@@ -72,11 +81,11 @@ def _child(node_env: dict[str, str], stage: str, cycles: int, writer: str = "cur
         if "gpm" in names:
             device.read("gpm")
         samples = {g: GroupSample(g, device.read(g), time.time_ns()) for g in names}
+        fast.append([device.read("fast") for _ in range(VARIANTS)])
+        processes.append([process_readings(device) for _ in range(VARIANTS)])
+        samples["processes"] = GroupSample("processes", processes[-1][0], time.time_ns())
         snapshots.append(DeviceSnapshot(device.identity, HealthState.OK, time.time_ns(),
                                         MappingProxyType(samples)))
-        fast.append([device.read("fast") for _ in range(VARIANTS)])
-        processes.append([device.read("processes") if "processes" in names else ()
-                          for _ in range(VARIANTS)])
     resource = build_resource(load(None), [OpenBackend(backend, info, tuple(devices))])
     encoder = ProtoEncoder(resource)
     attributes = dict(resource.attributes)
@@ -92,7 +101,7 @@ def _child(node_env: dict[str, str], stage: str, cycles: int, writer: str = "cur
                 if stage == "sample":
                     device.read("fast")
                 if stage == "processes" or cycle % PROCESS_EVERY == 0:
-                    device.read("processes")
+                    process_readings(device)
             continue
         # As the store publishes them: the fast group new each cycle (values as read),
         # the processes group every 5th, the rest kept (the same sample objects).
