@@ -23,6 +23,8 @@ commits were taken so.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import re
 import subprocess
@@ -40,6 +42,10 @@ VARIANTS = 3
 
 
 def _child(node_env: dict[str, str], stage: str, cycles: int, writer: str = "current") -> None:
+    asyncio.run(_cycles(node_env, stage, cycles, writer))
+
+
+async def _cycles(node_env: dict[str, str], stage: str, cycles: int, writer: str) -> None:
     from gpu_otel_agent.simulation.node import attach_in_process
 
     attach_in_process(node_env)
@@ -68,7 +74,11 @@ def _child(node_env: dict[str, str], stage: str, cycles: int, writer: str = "cur
     groups = [sorted(device.probe()) for device in devices]
     # Process series come from the process lists through attribution, as the agent's
     # processes group does (not the backend's read of the group, which has none).
-    attribution, _ = build_attribution(AttributionConfig(kubelet=KubeletConfig(socket=None)))
+    # Its sources running (netlink, inotify), as in the agent: a process's facts are read
+    # once and kept, so its series' attributes are the same objects from cycle to cycle.
+    attribution, service = build_attribution(AttributionConfig(kubelet=KubeletConfig(socket=None)))
+    running = asyncio.create_task(service.run())
+    await asyncio.sleep(0.2)
 
     def process_readings(device: Any) -> tuple[Reading, ...]:
         return attribution.readings(device.identity, device.read_processes())
@@ -118,6 +128,9 @@ def _child(node_env: dict[str, str], stage: str, cycles: int, writer: str = "cur
             encoder.encode_bytes(current)
         else:
             write(otel_families(series(current), attributes))
+    running.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
     backend.close()
 
 
