@@ -19,6 +19,7 @@ from opentelemetry.sdk.resources import Resource
 from gpu_otel_agent.export.otlp_proto import ProtoEncoder
 from gpu_otel_agent.export.sdk_metrics import encode
 from gpu_otel_agent.model.snapshot import (
+    Attributes,
     DeviceIdentity,
     DeviceSnapshot,
     GroupSample,
@@ -50,7 +51,7 @@ def _snapshots() -> list[NodeSnapshot]:
     source's attributes change (each must reach the wire, not a kept tuple's bytes)."""
     out = []
     device = DeviceSnapshot(IDENTITY, HealthState.OK, 10)
-    extra: tuple[tuple[str, object], ...] = ()
+    extra: Attributes = ()
     for step in range(12):
         pids = (10, 11) if step < 4 else (10, 12, 13) if step < 8 else ()
         if step == 6:
@@ -85,3 +86,21 @@ def test_a_series_keeps_its_attribute_tuple_while_its_device_holds() -> None:
     assert again is clock  # the same object: the encoder's bytes for it are reused
     renamed = series(_snapshots()[6])["gpu.clock.frequency"][0].attributes
     assert renamed is not clock and ("hw.model", "H100 NVL") in renamed
+
+
+def test_attribute_tuples_made_anew_each_read_are_not_held_for_long() -> None:
+    from gpu_otel_agent.export.otlp_proto import HELD_EXPORTS
+
+    encoder = ProtoEncoder(RESOURCE)
+    device = DeviceSnapshot(IDENTITY, HealthState.OK, 10)
+    exports = 3 * HELD_EXPORTS
+    for step in range(exports):
+        # A reading whose attribute tuple is a new object every read (built at run time).
+        fresh = (("gpu.clock.domain", "".join(["s", "m"])),)
+        readings = (Reading("gpu.clock.frequency", 1.0e9 + step, fresh),
+                    Reading("hw.power", 300.0 + step))
+        device = device.with_sample(GroupSample("fast", readings, 1_000 + step))
+        encoder.encode_bytes(NodeSnapshot((device,), taken_ns=5_000 + step))
+    # Each export adds one; only those of the last HELD_EXPORTS exports (and the steady
+    # ones) remain, not one per export since the start.
+    assert len(encoder._heads_by_id) <= 2 * HELD_EXPORTS + 10 < exports
