@@ -105,6 +105,11 @@ async def _cycles(node_env: dict[str, str], stage: str, cycles: int, writer: str
 
         write = _old_writers(BASELINE)["text"]
 
+    # The sources stop before the counted cycles: their threads would count what the rest of
+    # a shared machine does (every exec on the host is a netlink event).
+    running.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
     for cycle in range(cycles):
         if stage in ("sample", "processes"):
             for device in devices:
@@ -128,9 +133,6 @@ async def _cycles(node_env: dict[str, str], stage: str, cycles: int, writer: str
             encoder.encode_bytes(current)
         else:
             write(otel_families(series(current), attributes))
-    running.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await running
     backend.close()
 
 
