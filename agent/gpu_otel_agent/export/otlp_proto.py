@@ -42,9 +42,6 @@ from gpu_otel_agent.threads.costs import SERIES, Stage
 
 # Bounds the cache when series come and go (processes, pods): cleared, not grown, past this.
 MAX_CACHED_ATTRIBUTE_SETS = 20_000
-# A series' encoded attributes are kept by its tuple while some export used them this many
-# exports ago (the slow group's are re-encoded every 30 s, at a 1 s export).
-HELD_EXPORTS = 64
 CUMULATIVE = metrics_pb2.AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
 
 # NumberDataPoint fields (opentelemetry/proto/metrics/v1/metrics.proto), as wire-format tags:
@@ -150,11 +147,6 @@ class ProtoEncoder:
         self._schema_url = resource.schema_url
         # (attributes, point size without them) -> (data point tag and length, attributes).
         self._heads: dict[tuple[Attributes, int], tuple[bytes, bytes]] = {}
-        # By the tuple's id: [tuple, size, head, the export that last used it]. A tuple not
-        # used for HELD_EXPORTS exports is let go (a reading whose attributes are a new tuple
-        # every read would otherwise be held here until the bound, megabytes at 16 GPUs).
-        self._heads_by_id: dict[int, list[Any]] = {}
-        self._exports = 0
         self._frames: dict[str, _MetricFrame] = {}
         # The last export's runs and their bytes, by id (series.series_runs keeps a run of an
         # unchanged sample as the same list): the slow, gpm and processes groups' points are
@@ -174,13 +166,6 @@ class ProtoEncoder:
         """A data point's tag and length, and its encoded attributes, built once per
         attribute set (the attributes, field 7, go after the times and value, as
         ``SerializeToString`` orders them)."""
-        # By the tuple object first: series.py hands over the same tuple for a series from
-        # export to export, and a tuple's hash is not kept (the dict below would rehash its
-        # every string pair, each export). The entry holds the tuple, so its id is not reused.
-        by_id = self._heads_by_id.get(id(attributes))
-        if by_id is not None and by_id[0] is attributes and by_id[1] == fixed_size:
-            by_id[3] = self._exports
-            return by_id[2]  # type: ignore[no-any-return]
         key = (attributes, fixed_size)
         head = self._heads.get(key)
         if head is None:
@@ -192,9 +177,6 @@ class ProtoEncoder:
                 for k, v in attributes)
             head = (_DATA_POINTS_TAG + _varint(len(encoded) + fixed_size), encoded)
             self._heads[key] = head
-        if len(self._heads_by_id) >= MAX_CACHED_ATTRIBUTE_SETS:
-            self._heads_by_id.clear()
-        self._heads_by_id[id(attributes)] = [attributes, fixed_size, head, self._exports]
         return head
 
     def encode(self, snapshot: NodeSnapshot) -> ExportMetricsServiceRequest:
@@ -259,10 +241,6 @@ class ProtoEncoder:
         parts[0], parts[1] = b"\x0a", _varint(resource_size)  # the request's resource_metrics
         self._encoded = kept
         self._metrics = kept_metrics
-        self._exports += 1
-        if self._exports % HELD_EXPORTS == 0:
-            oldest = self._exports - HELD_EXPORTS
-            self._heads_by_id = {k: v for k, v in self._heads_by_id.items() if v[3] >= oldest}
         return b"".join(parts)
 
     def _points(self, run: Run, gauge: bool) -> bytes:

@@ -56,12 +56,13 @@ MAX_KEPT = 4096  # (device, group) pairs; cleared past this (partitions come and
 
 # A series' whole attribute tuple, kept from one sample to the next of the same (device, group)
 # while the device's identity and workload-source attributes stay the same: a new sample
-# rebuilds only value and time, and hands the encoder the same tuple object as before, whose
-# encoded bytes it keeps (otlp_proto.ProtoEncoder._head). Only the last sample's series are
-# held (a gone process's tuple goes with the next sample). Looked up by the reading's own
-# attribute tuple as an object (backends and attribution hand the same one every read, and a
-# tuple's hash is not cached: hashing a process's attributes each cycle cost as much as
-# building them); the entry holds that object, so its id cannot be reused while it is kept.
+# rebuilds only value and time, and hands the exporters the same tuple object as before (the
+# /metrics page keeps a series' labels by it: prometheus/otel_scheme.py). Only the last
+# sample's series are held (a gone process's tuple goes with the next sample). Looked up by
+# the reading's own attribute tuple as an object (backends and attribution hand the same one
+# every read, and a tuple's hash is not cached: hashing a process's attributes each cycle
+# cost as much as building them); the entry holds that object, so its id is not reused while
+# it is kept.
 _Known = dict[tuple[str, int], tuple[Attributes, Attributes]]
 _attributes: dict[tuple[str, str], tuple[DeviceIdentity, Attributes, _Known]] = {}
 
