@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import pynvml
 
 from gpu_otel_agent.plugins.nvidia.nvml import field_value
+from gpu_otel_agent.plugins.nvidia.records import layout_format
 
 # nvml.h nvmlValueType_t -> the nvmlValue_t member that holds it.
 _MEMBERS = {
@@ -38,7 +39,6 @@ _MEMBERS = {
     "NVML_VALUE_TYPE_UNSIGNED_SHORT": "usVal",
 }
 _HEAD_FIELDS = ("timestamp", "valueType", "nvmlReturn")  # what every record needs read
-_FLOAT_CODES = frozenset("fd")
 
 
 @dataclass(frozen=True)
@@ -58,35 +58,16 @@ def _code(ctype: Any) -> str | None:
     return code if isinstance(code, str) and len(code) == 1 and code in "bBhHiIlLqQfd" else None
 
 
-def _standard(code: str, ctype: Any) -> str:
-    """``code`` at the ctypes type's real size in ``struct``'s standard sizes (``=``), where
-    ``l`` is 4 bytes whatever the platform's long (``c_int64`` is ``l`` on Linux)."""
-    if code in _FLOAT_CODES:
-        return code
-    sized = {1: "b", 2: "h", 4: "i", 8: "q"}[ctypes.sizeof(ctype)]
-    return sized.upper() if code.isupper() else sized
-
-
 def _build() -> Layout | None:
     record = pynvml.c_nvmlFieldValue_t
     union = getattr(pynvml, "c_nvmlValue_t", None)
     fields = dict(getattr(record, "_fields_", ()))
     if union is None or "value" not in fields or any(f not in fields for f in _HEAD_FIELDS):
         return None
-    placed = []
-    for name in _HEAD_FIELDS:
-        code = _code(fields[name])
-        if code is None:
-            return None
-        placed.append((getattr(record, name).offset, name, _standard(code, fields[name])))
-    placed.sort()
-    fmt, at = "=", 0
-    for offset, _, code in placed:
-        if offset < at:
-            return None
-        fmt += "x" * (offset - at) + code
-        at = offset + struct.calcsize("=" + code)
-    names = [name for _, name, _ in placed]
+    names = sorted(_HEAD_FIELDS, key=lambda name: getattr(record, name).offset)
+    fmt = layout_format(record, tuple(names), whole=False)
+    if fmt is None:
+        return None
     members = dict(getattr(union, "_fields_", ()))
     values: dict[int, struct.Struct] = {}
     for constant, member in _MEMBERS.items():
