@@ -51,8 +51,10 @@ def device_line(device: DeviceSnapshot, snapshot: NodeSnapshot) -> str:
     used = _value(readings, "hw.gpu.memory.usage")
     total = _value(readings, "hw.gpu.memory.limit")
     utilization = _value(readings, "hw.gpu.utilization", **{"hw.gpu.task": "general"})
-    memory = ("-" if used is None else f"{used / GIB:.1f}") + "/" + \
-        ("-" if total is None else f"{total / GIB:.1f} GiB")
+    # The unit stays when a side is unknown ("-/- GiB" for a lost GPU): every line keeps
+    # its shape, for a reader's eye and a grep alike.
+    memory = (("-" if used is None else f"{used / GIB:.1f}") + "/"
+              + ("-" if total is None else f"{total / GIB:.1f}") + " GiB")
     health = snapshot.health_of(identity.uuid)
     state = health.state.value + (f" ({health.reason})" if health.reason else "")
     fields = (

@@ -51,7 +51,7 @@ def test_one_line_per_gpu_with_what_it_served() -> None:
 
 def test_what_a_gpu_did_not_serve_is_a_dash_never_zero() -> None:
     (line,) = _print(_device("amd", 1, "GPU-b"))
-    assert line.endswith("AMD 1 X: util -  mem -/-  -  -  health ok"), line
+    assert line.endswith("AMD 1 X: util -  mem -/- GiB  -  -  health ok"), line
 
 
 def test_a_mixed_node_and_partitions_have_distinct_names() -> None:
