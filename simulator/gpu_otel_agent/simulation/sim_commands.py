@@ -16,6 +16,7 @@ from gpu_otel_agent.extensions.commands import CommandGroup, Commands
 
 # The names of amdsmi's events; importing the binding loads no library (the node daemon does).
 from gpu_otel_agent.simulation.amd.amdsmi_control import EVENT_TYPES as AMD_EVENT_TYPES
+from gpu_otel_agent.simulation.operations import OPERATIONS, Device
 
 
 def _handle(args: argparse.Namespace) -> int:
@@ -181,13 +182,18 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
                           "incorrect_configuration (none, insufficient_nvlinks, ...), "
                           "partition_assigned, gfm (connected/disconnected); repeatable")
     _sock(sub.add_parser("stats", help="NVML and amdsmi call counts per function and device"))
-    for name in ("xid", "recovery", "ecc", "lost", "recover", "hang", "set", "event", "reset",
-                 "reset-required", "mig", "fabric"):
-        sub.choices[name].add_argument("--device", type=int, required=True,
-                                       help="device index")
-    padd.add_argument("--device", type=int, required=True, help="device index")
-    prm.add_argument("--device", type=int, default=None,
-                     help="device index (default: every device)")
+    for operation in OPERATIONS:  # --device, as the operation's row says
+        if operation.command is None or operation.device is Device.NONE:
+            continue
+        command, _, second = operation.command.partition(" ")
+        target = psub.choices[second] if second else sub.choices[command]
+        if target is fail:
+            continue  # has its own, first among its arguments
+        if operation.device is Device.REQUIRED:
+            target.add_argument("--device", type=int, required=True, help="device index")
+        else:
+            target.add_argument("--device", type=int, default=None,
+                                help="device index (default: every device)")
     parser: argparse.ArgumentParser = sim
     return parser
 
