@@ -98,6 +98,19 @@ def circles(graph: Mapping[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
+def plugin_to_plugin(modules: Iterable[Module]) -> list[str]:
+    """``file:line -> plugin`` for every import of another plugin's module: plugins reach each
+    other only through an entry point (the core's doors), never by name."""
+    out = set()
+    for module in modules:
+        own = plugin(module.name)
+        for name, line in _imports(module):
+            other = plugin(name)
+            if other is not None and other != own:
+                out.add(f"{module.where}:{line} -> plugins.{other}")
+    return sorted(out)
+
+
 def package_graph(modules: Iterable[Module]) -> dict[str, set[str]]:
     """Which packages import which: the core's by their top-level name, each plugin as one."""
     graph: dict[str, set[str]] = {}
@@ -127,6 +140,10 @@ def test_plugins_import_only_the_layers_they_plug_into() -> None:
     modules = plugin_modules()
     assert len(modules) > 20, "the scan found too few plugin modules"
     assert above_the_ceiling(modules) == []
+
+
+def test_no_plugin_imports_another() -> None:
+    assert plugin_to_plugin(plugin_modules()) == []
 
 
 def test_no_packages_import_each_other_in_a_circle() -> None:
@@ -171,6 +188,14 @@ def test_a_plugin_above_the_ceiling_is_seen(tmp_path: Path) -> None:
     source = "from gpu_otel_agent.export.x import P\nfrom gpu_otel_agent.model import m\n"
     found = above_the_ceiling([_module(tmp_path, "gpu_otel_agent.plugins.kubernetes.x", source)])
     assert [line.rpartition(" -> ")[2] for line in found] == ["export"]
+
+
+def test_a_plugin_importing_another_is_seen(tmp_path: Path) -> None:
+    source = ("from gpu_otel_agent.extensions.capture import write_whole\n"
+              "from gpu_otel_agent.plugins.nvidia import readings\n"
+              "from . import device\n")
+    found = plugin_to_plugin([_module(tmp_path, "gpu_otel_agent.plugins.amd.x", source)])
+    assert [line.rpartition(" -> ")[2] for line in found] == ["plugins.nvidia"]
 
 
 def test_circles_are_found() -> None:

@@ -10,6 +10,7 @@ from importlib.metadata import distribution
 from pathlib import Path
 
 from gpu_otel_agent.backends.discovery import ENTRY_POINT_GROUP
+from gpu_otel_agent.extensions.capture import CAPTURE_WRITER_GROUP
 from gpu_otel_agent.extensions.commands import COMMAND_GROUP
 from gpu_otel_agent.extensions.doc_topics import DOC_TOPIC_GROUP
 from gpu_otel_agent.extensions.node_plugin import NODE_PLUGIN_GROUP
@@ -18,7 +19,7 @@ from gpu_otel_agent.extensions.workloads import WORKLOAD_SOURCE_GROUP
 
 ARCHITECTURE = Path(__file__).resolve().parents[3] / "docs" / "architecture.md"
 CORE_GROUPS = {ENTRY_POINT_GROUP, NODE_PLUGIN_GROUP, WORKLOAD_SOURCE_GROUP, COMMAND_GROUP,
-               SIMULATED_NODE_GROUP, DOC_TOPIC_GROUP}
+               SIMULATED_NODE_GROUP, DOC_TOPIC_GROUP, CAPTURE_WRITER_GROUP}
 
 
 DISTRIBUTIONS = ("gpu-otel-agent", "gpu-otel-agent-simulator")
