@@ -9,7 +9,7 @@ together). The plugins (``gpu_otel_agent.plugins``) sit beside the layers up to
 doors it plugs into, never the core's machinery above them, and the core never imports a
 plugin (they come in through entry points).
 
-``tests/unit/core/test_layers.py`` reads every module's imports and checks them against this
+``tests/unit/architecture/test_layers.py`` reads every module's imports and checks them against this
 table, and that no packages import each other in a circle. A name here is a package or a
 top-level module of ``gpu_otel_agent``.
 """

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpu_otel_agent.layers import LAYERS, PLUGIN_CEILING, layer_of
-from tests.unit.core.imports import Module, core_modules, imports, plugin_modules
+from tests.unit.architecture.imports import Module, core_modules, imports, plugin_modules
 
 CORE = "gpu_otel_agent"
 PLUGINS = "gpu_otel_agent.plugins"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.core.imports import core_modules, imported_names, plugin_modules
+from tests.unit.architecture.imports import core_modules, imported_names, plugin_modules
 
 PLUGINS = "gpu_otel_agent.plugins"
 SIMULATION = "gpu_otel_agent.simulation"

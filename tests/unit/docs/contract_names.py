@@ -2,7 +2,7 @@
 (the project's specs/telemetry.md: "Device attributes", "Device metrics", "Process and workload
 metrics", "Events"). Kept apart from the catalogs on purpose: the catalogs are what the code
 emits, this is what was promised. A name removed or renamed in a catalog fails
-tests/unit/core/test_docs.py; extend this list only when the contract grows.
+tests/unit/docs/test_docs.py; extend this list only when the contract grows.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from gpu_otel_agent.model.metrics import (
     Instrument,
     MetricSpec,
 )
-from tests.unit.core import contract_names as contract
+from tests.unit.docs import contract_names as contract
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "metrics.md"
 DOCS = DOC.parent

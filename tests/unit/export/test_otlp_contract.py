@@ -31,7 +31,7 @@ from gpu_otel_agent.export.metric_senders import export_method
 from gpu_otel_agent.export.sdk_metrics import encode
 from gpu_otel_agent.export.snapshot_exporters import OtlpSnapshotExporter, SdkSnapshotExporter
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
-from tests.unit.core.test_otlp_proto import RESOURCE, _snapshot
+from tests.unit.export.test_otlp_proto import RESOURCE, _snapshot
 
 # (callable, the keyword parameters the agent passes to it)
 CALLED: tuple[tuple[Callable[..., Any], tuple[str, ...]], ...] = (

@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from gpu_otel_agent.simulation.layers import LAYERS, layer_of
-from tests.unit.core.imports import REPO, Module, imports, modules
-from tests.unit.core.test_layers import circles
+from tests.unit.architecture.imports import REPO, Module, imports, modules
+from tests.unit.architecture.test_layers import circles
 
 SIM = "gpu_otel_agent.simulation"
 ROOT = REPO / "simulator" / "gpu_otel_agent" / "simulation"

@@ -32,7 +32,7 @@ from gpu_otel_agent.threads.supervised import SupervisedThread, restarts
 from tests.integration.test_health_events import _kmsg_writable
 from tests.polling import DEADLINE_S
 from tests.polling import wait_until as wait
-from tests.unit.gpu_health.collectors import Accepting
+from tests.unit.export.events.collectors import Accepting
 
 
 class Bug(Exception):

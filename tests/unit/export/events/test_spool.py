@@ -16,7 +16,7 @@ from gpu_otel_agent.export.events.spool import Spool
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
 from gpu_otel_agent.gpu_health.ulid import ulid
-from tests.unit.gpu_health.disk import fill
+from tests.unit.export.events.disk import fill
 
 
 def event(i: int) -> HealthEvent:

@@ -24,7 +24,7 @@ from gpu_otel_agent.export.events.spool import Spool
 from gpu_otel_agent.export.retry import Attempt
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
-from tests.unit.gpu_health.collectors import Accepting
+from tests.unit.export.events.collectors import Accepting
 
 NOBODY = 65534
 

@@ -19,8 +19,8 @@ from gpu_otel_agent.export.prometheus.probes import HealthCheck
 from gpu_otel_agent.export.prometheus.server import MetricsEndpoint
 from gpu_otel_agent.http_server.connections import Limits
 from gpu_otel_agent.model.snapshot import SnapshotStore
-from tests.unit.prometheus.snapshots import device, store_with
-from tests.unit.prometheus.test_endpoint import RESOURCE, config
+from tests.unit.export.prometheus.snapshots import device, store_with
+from tests.unit.export.prometheus.test_endpoint import RESOURCE, config
 
 DEADLINE = 60.0  # generous: a loaded 2-core machine must pass
 

@@ -10,8 +10,8 @@ from gpu_otel_agent.docs.migration_doc import migration_markdown
 from gpu_otel_agent.export.prometheus.dcgm_scheme import FIELDS, DcgmTranslator
 from gpu_otel_agent.export.series import series
 from gpu_otel_agent.model.dcgm_names import BY_OLD, RENAMES_49, Source
-from tests.unit.prometheus.snapshots import UUIDS, node
-from tests.unit.prometheus.test_schemes import RESOURCE, one, parsed
+from tests.unit.export.prometheus.snapshots import UUIDS, node
+from tests.unit.export.prometheus.test_schemes import RESOURCE, one, parsed
 
 # The active rows of dcgm-exporter 4.8's etc/default-counters.csv (NVIDIA/dcgm-exporter, tag
 # 4.5.3-4.8.2 and main of 2026-05-12; its dcp-metrics-included.csv has the same rows): the

@@ -1,7 +1,7 @@
 """The ``dcgm`` scheme against recorded output of real dcgm-exporter releases.
 
 The references are not our expectations: real scrapes posted in public issues and
-dcgm-exporter's own expected rendering (tests/unit/prometheus/dcgm_exporter_scrapes/README.md
+dcgm-exporter's own expected rendering (tests/unit/export/prometheus/dcgm_exporter_scrapes/README.md
 says where each comes from). For the same situation (a GPU a pod holds, an idle GPU, a MIG
 instance) the series must carry the same label names with the same identity values, plus only
 ``NodeName`` (the agent's addition for adapter rules). The DRA label names are dcgm-exporter's

@@ -28,8 +28,8 @@ from gpu_otel_agent.export.prometheus.probes import HealthCheck
 from gpu_otel_agent.export.prometheus.server import EndpointError, MetricsEndpoint
 from gpu_otel_agent.export.prometheus.webconfig import WebConfigError, load_web_config
 from gpu_otel_agent.model.snapshot import HealthState, SnapshotStore
-from tests.unit.prometheus.snapshots import device, store_with
-from tests.unit.prometheus.test_negotiation import PROMETHEUS_2 as PROMETHEUS_ACCEPT
+from tests.unit.export.prometheus.snapshots import device, store_with
+from tests.unit.export.prometheus.test_negotiation import PROMETHEUS_2 as PROMETHEUS_ACCEPT
 
 RESOURCE = {"service.name": "gpu-otel-agent", "host.name": "vm-1"}
 

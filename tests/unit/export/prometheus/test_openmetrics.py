@@ -16,7 +16,7 @@ from gpu_otel_agent.export.prometheus.exposition import Families, render
 from gpu_otel_agent.export.prometheus.openmetrics import render_openmetrics
 from gpu_otel_agent.export.prometheus.otel_scheme import otel_families
 from gpu_otel_agent.export.series import series
-from tests.unit.prometheus.snapshots import node
+from tests.unit.export.prometheus.snapshots import node
 
 RESOURCE = {"service.name": "gpu-otel-agent", "host.name": "vm-1", "k8s.node.name": "gpu-node-7"}
 Sample = tuple[str, frozenset[tuple[str, str]], float]

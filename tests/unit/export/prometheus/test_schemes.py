@@ -18,7 +18,7 @@ from gpu_otel_agent.model.snapshot import (
     NodeSnapshot,
     Reading,
 )
-from tests.unit.prometheus.snapshots import POD_A, POD_B, UUIDS, device, node
+from tests.unit.export.prometheus.snapshots import POD_A, POD_B, UUIDS, device, node
 
 RESOURCE = {"service.name": "gpu-otel-agent", "host.name": "vm-1", "k8s.node.name": "gpu-node-7"}
 

@@ -15,7 +15,7 @@ import pytest
 from gpu_otel_agent.http_server.connections import HttpServer, Limits, Request, Response
 from tests.polling import wait_until
 from tests.receivers.hostile import client_context, closed_by_server
-from tests.unit.prometheus.test_endpoint import _self_signed
+from tests.unit.export.prometheus.test_endpoint import _self_signed
 
 PARTIAL_HELLO = b"\x16\x03\x01\x02\x00\x01"  # a TLS record header and one byte of a hello
 
