@@ -184,9 +184,14 @@ class Stack:
     """Prometheus scraping ``targets`` (job -> host:port), rules, Alertmanager, webhook."""
 
     def __init__(self, workdir: Path, targets: dict[str, str], rule_files: Sequence[Path],
-                 job_extra: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+                 job_extra: Mapping[str, Mapping[str, Any]] | None = None, *,
+                 prometheus: str = PROMETHEUS, prometheus_args: Sequence[str] = ()) -> None:
+        """``prometheus``/``prometheus_args``: another Prometheus binary and its flags (the
+        OTLP tests' Prometheus 3 with ``--web.enable-otlp-receiver``)."""
         self.workdir = workdir
         self._job_extra = job_extra or {}
+        self._binary = prometheus
+        self._args = list(prometheus_args)
         self.webhook = Webhook()
         self._processes: list[subprocess.Popen[bytes]] = []
         self._logs: list[Any] = []
@@ -240,8 +245,8 @@ class Stack:
         path = self.workdir / "prometheus.yml"
         path.write_text(yaml.safe_dump(config), encoding="utf-8")
         process, log = self._spawn("prometheus", [
-            PROMETHEUS, f"--config.file={path}", f"--storage.tsdb.path={self.workdir / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{port}",
+            self._binary, f"--config.file={path}", f"--storage.tsdb.path={self.workdir / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}", *self._args,
         ])
         self.prometheus = f"http://127.0.0.1:{port}"
         self._prometheus_log = log

@@ -475,6 +475,9 @@ def _dashboard_queries() -> list[tuple[str, str, str]]:
             if isinstance(query, dict) and query["query"].startswith("label_values("):
                 inner = query["query"].removeprefix("label_values(").rsplit(",", 1)[0]
                 queries.append((path.name, f"variable {variable['name']}", inner))
+            elif isinstance(query, dict) and query["query"].startswith("query_result("):
+                inner = query["query"].removeprefix("query_result(").removesuffix(")")
+                queries.append((path.name, f"variable {variable['name']}", inner))
         for panel in board["panels"]:
             for target in panel.get("targets", []):
                 if target["datasource"]["type"] == "prometheus":

@@ -15,7 +15,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric, NumberDataPoint
+from opentelemetry.proto.metrics.v1.metrics_pb2 import DataPointFlags, Metric, NumberDataPoint
 
 from tests.receivers.records import LogEvent, Point
 
@@ -51,6 +51,9 @@ def any_value(value: AnyValue) -> object:
 def attributes(pairs: Iterable[KeyValue]) -> dict[str, object]:
     """Turn repeated KeyValue into a dict keyed by the OTel attribute name (dots kept)."""
     return {pair.key: any_value(pair.value) for pair in pairs}
+
+
+_NO_RECORDED_VALUE = DataPointFlags.DATA_POINT_FLAGS_NO_RECORDED_VALUE_MASK
 
 
 def _number(point: NumberDataPoint) -> float | int:
@@ -94,6 +97,10 @@ def points(request: ExportMetricsServiceRequest, received_at: float) -> Iterator
                     continue
                 kind, monotonic, data_points = flattened
                 for point in data_points:
+                    if point.flags & _NO_RECORDED_VALUE:
+                        # The end of a series (the agent's staleness marker), not a value:
+                        # a backend records the series' end, so no point is flattened.
+                        continue
                     yield Point(
                         metric=metric.name,
                         unit=metric.unit,

@@ -35,6 +35,7 @@ from opentelemetry.sdk.resources import Resource
 from gpu_otel_agent.export.proto_values import any_value, proto_resource
 from gpu_otel_agent.export.sdk_metrics import SCOPE
 from gpu_otel_agent.export.series import Run, series_runs
+from gpu_otel_agent.export.series_ends import SeriesEnds
 from gpu_otel_agent.model.metrics import DOUBLE_UNITS, Instrument, spec_for
 from gpu_otel_agent.model.snapshot import Attributes, NodeSnapshot
 from gpu_otel_agent.threads.costs import SERIES, Stage
@@ -45,10 +46,17 @@ CUMULATIVE = metrics_pb2.AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATI
 
 # NumberDataPoint fields (opentelemetry/proto/metrics/v1/metrics.proto), as wire-format tags:
 # start_time_unix_nano = 2 and time_unix_nano = 3 (fixed64), as_double = 4 (double),
-# as_int = 6 (sfixed64), attributes = 7 (KeyValue). Gauge/Sum data_points = 1 (message).
+# as_int = 6 (sfixed64), attributes = 7 (KeyValue), flags = 8 (uint32). Gauge/Sum
+# data_points = 1 (message).
 _DATA_POINTS_TAG = b"\x0a"
 _ATTRIBUTE_TAG = b"\x3a"
 _START_TIME_TAG, _TIME_TAG, _AS_DOUBLE_TAG, _AS_INT_TAG = 0x11, 0x19, 0x21, 0x31
+_FLAGS_TAG = 0x40
+# flags = FLAG_NO_RECORDED_VALUE (DataPointFlags, 1): the end of a series (export/series_ends).
+_NO_RECORDED_VALUE = bytes(
+    (_FLAGS_TAG, metrics_pb2.DataPointFlags.DATA_POINT_FLAGS_NO_RECORDED_VALUE_MASK))
+_GAUGE_END = struct.Struct("<BQ")  # 0x19 time; no value
+_SUM_END = struct.Struct("<BQBQ")  # 0x11 start, 0x19 time; no value
 # Gauges carry no start time, as the SDK sends them; sums do.
 _GAUGE_DOUBLE = struct.Struct("<BQBd")  # 0x19 time, 0x21 as_double
 _GAUGE_INT = struct.Struct("<BQBq")  # 0x19 time, 0x31 as_int
@@ -68,6 +76,7 @@ WIRE_CONTRACT: tuple[tuple[Any, str, int], ...] = (
     (metrics_pb2.NumberDataPoint, "as_double", _AS_DOUBLE_TAG),
     (metrics_pb2.NumberDataPoint, "as_int", _AS_INT_TAG),
     (metrics_pb2.NumberDataPoint, "attributes", _ATTRIBUTE_TAG[0]),
+    (metrics_pb2.NumberDataPoint, "flags", _FLAGS_TAG),
     (ExportMetricsServiceRequest, "resource_metrics", 0x0A),
     (metrics_pb2.ResourceMetrics, "resource", 0x0A),
     (metrics_pb2.ResourceMetrics, "scope_metrics", 0x12),
@@ -85,7 +94,8 @@ WIRE_CONTRACT: tuple[tuple[Any, str, int], ...] = (
 )
 _FD = FieldDescriptor
 _WIRE_TYPES = {_FD.TYPE_FIXED64: 1, _FD.TYPE_SFIXED64: 1, _FD.TYPE_DOUBLE: 1,
-               _FD.TYPE_MESSAGE: 2, _FD.TYPE_STRING: 2, _FD.TYPE_ENUM: 0, _FD.TYPE_BOOL: 0}
+               _FD.TYPE_MESSAGE: 2, _FD.TYPE_STRING: 2, _FD.TYPE_ENUM: 0, _FD.TYPE_BOOL: 0,
+               _FD.TYPE_UINT32: 0}
 
 
 def wire_contract_problem() -> str | None:
@@ -153,6 +163,7 @@ class ProtoEncoder:
         # unchanged sample as the same list): the slow, gpm and processes groups' points are
         # written once per sample, not once per export.
         self._encoded: dict[int, tuple[Run, bytes]] = {}
+        self._ends = SeriesEnds()
         scope = metrics_pb2.ScopeMetrics()
         scope.scope.name = SCOPE.name
         scope.scope.version = SCOPE.version or ""
@@ -196,12 +207,15 @@ class ProtoEncoder:
         kept: dict[int, tuple[Run, bytes]] = {}  # this export's runs: nothing older is held
         with Stage(SERIES):
             grouped = series_runs(snapshot)
-        for name, runs in grouped.items():
+            ended = self._ends.ended(grouped)
+        # Metrics whose every series ended come after the others, with only their ends.
+        names = [*grouped, *(name for name in ended if name not in grouped)]
+        for name in names:
             frame = frames.get(name)
             if frame is None:
                 frame = frames[name] = _metric_frame(name)
             chunks: list[bytes] = []
-            for run in runs:
+            for run in grouped.get(name, ()):
                 # A run of an unchanged sample is the same list as at the last export, and
                 # so are its bytes (the identity check guards against a reused id).
                 cached = encoded.get(id(run))
@@ -209,6 +223,8 @@ class ProtoEncoder:
                     cached = (run, self._points(run, not frame.trailer, frame.double))
                 kept[id(run)] = cached
                 chunks.append(cached[1])
+            if name in ended:
+                chunks.append(self._ends_of(ended[name], snapshot.taken_ns, not frame.trailer))
             chunks.append(frame.trailer)
             data_size = sum(map(len, chunks))
             data_prefix = frame.data_tag + _varint(data_size)
@@ -226,6 +242,20 @@ class ProtoEncoder:
         parts[0], parts[1] = b"\x0a", _varint(resource_size)  # the request's resource_metrics
         self._encoded = kept
         return b"".join(parts)
+
+    def _ends_of(self, series: list[tuple[Attributes, int]], time_ns: int, gauge: bool) -> bytes:
+        """A point flagged "no recorded value" for each series that ended, at ``time_ns``:
+        its times and attributes, no value, then the flags (field 8, after the attributes,
+        as ``SerializeToString`` orders them)."""
+        chunks: list[bytes] = []
+        for attributes, start in series:
+            if gauge:
+                packed = _GAUGE_END.pack(_TIME_TAG, time_ns)
+            else:
+                packed = _SUM_END.pack(_START_TIME_TAG, start, _TIME_TAG, max(time_ns, start))
+            prefix, encoded = self._head(attributes, len(packed) + len(_NO_RECORDED_VALUE))
+            chunks += (prefix, packed, encoded, _NO_RECORDED_VALUE)
+        return b"".join(chunks)
 
     def _points(self, run: Run, gauge: bool, double: bool) -> bytes:
         """One run's data points, each its tag and length, the times and value, and its

@@ -154,11 +154,17 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   valueFrom:
     fieldRef:
       fieldPath: status.podIP
-# The agent's own pod, for the gateway's k8sattributes. By IP, not k8s.pod.name:
-# that name is on every workload data point, and a resource attribute of the same
-# name would clash with it wherever resource attributes are promoted to labels.
+- name: POD_UID
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.uid
+# The agent's own pod, for the gateway's k8s_attributes: by UID first (the processor
+# never associates a host-network pod by IP, which all such pods of a node share),
+# then by IP. Not k8s.pod.name: that name is on every workload data point, and a
+# resource attribute of the same name would clash with it wherever resource attributes
+# are promoted to labels (the gateway deletes the UID once it has served).
 - name: OTEL_RESOURCE_ATTRIBUTES
-  value: "k8s.pod.ip=$(POD_IP)"
+  value: "k8s.pod.ip=$(POD_IP),k8s.pod.uid=$(POD_UID)"
 # NVIDIA container toolkit: inject the driver's management library (NVML), no
 # compute; every GPU, since the agent watches them all.
 - name: NVIDIA_VISIBLE_DEVICES

@@ -66,26 +66,45 @@ def test_every_pipeline_uses_defined_components(name: str) -> None:
             for component in parts.get(kind, []):
                 assert component in config[kind], f"{pipeline}: {component} not in {kind}"
                 used.add(component)
-    defined = {c for kind in ("receivers", "processors", "exporters") for c in config[kind]}
+    defined = {c for kind in ("receivers", "processors", "exporters")
+               for c in config.get(kind, {})}
     assert defined == used, f"defined but unused: {defined - used}"
 
 
 def test_gateway_pipelines_protect_memory_batch_and_route_per_signal() -> None:
+    """The batch processor is deprecated (removed from the contrib distribution): each
+    exporter batches in its own sending queue."""
     config = _load("gateway.yaml")
     pipelines = config["service"]["pipelines"]
     for name, parts in pipelines.items():
         processors = parts["processors"]
         assert processors[0] == "memory_limiter", name
-        assert processors[-1] == "batch", name
-        assert "k8sattributes" in processors, name
-    assert pipelines["metrics"]["exporters"] == ["otlphttp/mimir"]
-    assert pipelines["logs/health-events"]["exporters"] == ["otlphttp/loki"]
+        assert "k8s_attributes" in processors, name
+        assert not [p for p in processors if p.split("/")[0] == "batch"], name
+    assert not [p for p in config["processors"] if p.split("/")[0] == "batch"]
+    for name, exporter in config["exporters"].items():
+        assert exporter["sending_queue"]["batch"]["flush_timeout"], name
+    assert pipelines["metrics"]["exporters"] == ["otlp_http/mimir"]
+    assert pipelines["logs/health-events"]["exporters"] == ["otlp_http/loki"]
     assert "filter/health-events" in pipelines["logs/health-events"]["processors"]
-    assert pipelines["traces"]["exporters"] == ["otlp/tempo"]
+    assert pipelines["traces"]["exporters"] == ["otlp_grpc/tempo"]
+
+
+def test_k8s_attributes_finds_a_host_network_agent_pod_by_its_uid() -> None:
+    """The processor never associates a host-network pod by IP (they share the node's), so
+    the agent pod's UID (which the chart puts on its resource) is the first source; the
+    resource processor drops it again afterwards, so it never stands for a workload's."""
+    config = _load("gateway.yaml")
+    association = config["processors"]["k8s_attributes"]["pod_association"]
+    assert association[0] == {"sources": [{"from": "resource_attribute", "name": "k8s.pod.uid"}]}
+    actions = config["processors"]["resource/cluster"]["attributes"]
+    assert {"key": "k8s.pod.uid", "action": "delete"} in actions
+    chart = (REPO / "helm" / "gpu-otel-agent" / "templates" / "_helpers.tpl").read_text()
+    assert "k8s.pod.uid=$(POD_UID)" in chart and "fieldPath: metadata.uid" in chart
 
 
 def test_k8sattributes_never_shadows_the_workload_attributes_on_data_points() -> None:
-    extract = _load("gateway.yaml")["processors"]["k8sattributes"]["extract"]
+    extract = _load("gateway.yaml")["processors"]["k8s_attributes"]["extract"]
     workload = {"k8s.pod.name", "k8s.pod.uid", "k8s.namespace.name", "k8s.container.name",
                 "container.id"}
     assert not workload & set(extract["metadata"])
@@ -102,9 +121,9 @@ def test_gateway_queues_are_persistent() -> None:
 
 def test_the_loki_filter_keeps_exactly_the_health_events() -> None:
     """The OTTL condition drops what its regex does not match; the regex is run here."""
-    (condition,) = _load("gateway.yaml")["processors"]["filter/health-events"]["logs"][
-        "log_record"]
-    match = re.fullmatch(r'not IsMatch\(attributes\["event\.name"\], "(.*)"\)', condition)
+    (condition,) = _load("gateway.yaml")["processors"]["filter/health-events"]["log_conditions"]
+    match = re.fullmatch(r'not IsMatch\(log\.attributes\["event\.name"\], "(.*)"\)',
+                         condition)
     assert match is not None, condition
     pattern = re.compile(match.group(1).replace("\\\\", "\\"))
     for event in HEALTH_EVENTS:
@@ -126,14 +145,14 @@ def test_every_variable_the_gateway_needs_is_documented() -> None:
 def _fleet_filter() -> Callable[[str], bool]:
     """The fleet overlay's metric conditions, evaluated for a metric name (True: dropped).
     Only the two OTTL forms the overlay uses are understood; any other fails the test."""
-    conditions = _load("gateway-fleet.yaml")["processors"]["filter/fleet"]["metrics"]["metric"]
+    conditions = _load("gateway-fleet.yaml")["processors"]["filter/fleet"]["metric_conditions"]
     tests: list[Callable[[str], bool]] = []
     for condition in conditions:
-        if match := re.fullmatch(r'IsMatch\(name, "(.*)"\)', condition):
+        if match := re.fullmatch(r'IsMatch\(metric\.name, "(.*)"\)', condition):
             pattern = re.compile(match.group(1).replace("\\\\", "\\"))
             tests.append(lambda name, p=pattern: p.search(name) is not None)
-        elif names := re.findall(r'name == "([^"]+)"', condition):
-            assert condition == " or ".join(f'name == "{n}"' for n in names), condition
+        elif names := re.findall(r'metric\.name == "([^"]+)"', condition):
+            assert condition == " or ".join(f'metric.name == "{n}"' for n in names), condition
             tests.append(lambda name, n=frozenset(names): name in n)
         else:
             raise AssertionError(f"unexpected OTTL condition: {condition}")
@@ -158,3 +177,19 @@ def test_the_fleet_overlay_drops_per_process_series_and_keeps_what_alerts_use() 
         assert name.replace(".", "_") not in rules, name
     pipeline = _merged("gateway.yaml", "gateway-fleet.yaml")["service"]["pipelines"]["metrics"]
     assert pipeline["processors"][:2] == ["memory_limiter", "filter/fleet"]
+
+
+def test_the_collector_manifest_takes_every_component_from_one_release() -> None:
+    """otel-config/otelcol-builder.yaml: core components at the release, contrib ones at the
+    same release, except the stable (v1) ones, which contrib tags alongside it."""
+    manifest = _load("otelcol-builder.yaml")
+    release = "v" + manifest["dist"]["version"]
+    modules = [m["gomod"].split() for kind in ("receivers", "processors", "exporters",
+                                              "extensions") for m in manifest[kind]]
+    assert modules
+    for module, version in modules:
+        if module.startswith("go.opentelemetry.io/collector/"):
+            assert version == release, module
+        else:
+            assert module.startswith("github.com/open-telemetry/opentelemetry-collector-contrib/")
+            assert version == release or version.startswith("v1."), module

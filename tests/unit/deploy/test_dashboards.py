@@ -4,6 +4,7 @@ tests/integration/test_prometheus_scrape.py)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from gpu_otel_agent.gpu_health.events import EVENTS
@@ -51,3 +52,20 @@ def test_no_legend_names_a_gpu_by_its_index_alone() -> None:
                  and "{{gpu_pci_bus_id}}" not in target["legendFormat"]
                  and "{{hw_id}}" not in target["legendFormat"]]
     assert ambiguous == []
+
+
+def test_the_loki_metric_panels_count_events_not_records() -> None:
+    """An event that hit two processes is two records sharing gpu.event.id (docs/events.md):
+    a metric panel counts distinct gpu_event_id, grouped as the panel shows them."""
+    board = json.loads((REPO / "otel-config" / "dashboards" / "gpu-health-events.json")
+                       .read_text(encoding="utf-8"))
+    metric = [(p["title"], t["expr"]) for p in board["panels"] for t in p.get("targets", [])
+              if "count_over_time" in t["expr"]]
+    assert len(metric) == 2
+    for title, expr in metric:
+        match = re.fullmatch(r"count by \(([^)]*)\) \(sum by \(([^)]*)\) \(count_over_time\("
+                             r"(.*)\)\)\)", expr)
+        assert match is not None, title
+        outer = [s.strip() for s in match.group(1).split(",")]
+        inner = [s.strip() for s in match.group(2).split(",")]
+        assert inner == [*outer, "gpu_event_id"], title

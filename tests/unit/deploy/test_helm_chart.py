@@ -289,9 +289,11 @@ def test_agent_resource_names_its_pod_by_ip_and_node_from_the_downward_api(
 ) -> None:
     _, container = _container(render(chart))
     env = {e["name"]: e for e in container["env"]}
-    assert env["OTEL_RESOURCE_ATTRIBUTES"]["value"] == "k8s.pod.ip=$(POD_IP)"
+    assert env["OTEL_RESOURCE_ATTRIBUTES"]["value"] == "k8s.pod.ip=$(POD_IP),k8s.pod.uid=$(POD_UID)"
+    assert env["POD_UID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.uid"
     names = [e["name"] for e in container["env"]]
-    assert names.index("POD_IP") < names.index("OTEL_RESOURCE_ATTRIBUTES")  # defined first
+    for name in ("POD_IP", "POD_UID"):  # defined first
+        assert names.index(name) < names.index("OTEL_RESOURCE_ATTRIBUTES")
     assert env["K8S_NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
 
 

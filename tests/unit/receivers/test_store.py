@@ -121,3 +121,16 @@ def test_wait_for_timeout_reports_what_arrived() -> None:
     assert "power points" in message
     assert "util[('hw.id', 'a')] = 0.5" in message
     assert "extra context line" in message
+
+
+def test_a_series_end_is_not_a_value() -> None:
+    """A point flagged "no recorded value" (the agent's end of a series) is no point: a
+    backend stores a staleness marker, not the zero such a point would decode to."""
+    store = Store()
+    request = _request(("hw.power", 300.0, 10, {"hw.id": "GPU-0"}),
+                       ("hw.power", 0.0, 20, {"hw.id": "GPU-1"}))
+    ended = request.resource_metrics[0].scope_metrics[0].metrics[1].gauge.data_points[0]
+    ended.ClearField("as_double")
+    ended.flags = 1  # DATA_POINT_FLAGS_NO_RECORDED_VALUE_MASK
+    _add(store, request)
+    assert [p.attributes["hw.id"] for p in store.points("hw.power")] == ["GPU-0"]
