@@ -54,6 +54,25 @@ LAYERS: Final[tuple[tuple[str, ...], ...]] = (
 # The highest layer a plugin may import from.
 PLUGIN_CEILING: Final = "backends"
 
+# The wings of ``export``, bottom first, checked as the layers are: the shared OTLP transport
+# (gRPC, HTTP, retries, a collector's throttling, the target, the failure log, the scope and
+# value encoding both signals use); the two signals beside each other (the metrics: series,
+# encoder, pusher; the health events: spool, pusher, senders); Prometheus, which renders the
+# metrics' series.
+EXPORT_WINGS: Final[tuple[tuple[str, ...], ...]] = (
+    ("otlp",),
+    ("metrics", "events"),
+    ("prometheus",),
+)
+
+
+def wing_of(name: str) -> int:
+    """The floor (0 = bottom) of a wing of ``gpu_otel_agent.export``."""
+    for index, names in enumerate(EXPORT_WINGS):
+        if name in names:
+            return index
+    raise KeyError(f"{name!r} is in no wing of gpu_otel_agent.layers.EXPORT_WINGS")
+
 
 def layer_of(name: str) -> int:
     """The layer (0 = bottom) of a package or top-level module of ``gpu_otel_agent``."""

@@ -30,10 +30,10 @@ from gpu_otel_agent.backends.protocol import PROCESS_GROUP, Backend
 from gpu_otel_agent.config.holder import ConfigHolder
 from gpu_otel_agent.config.load import ConfigError, Overrides, load, restart_needed
 from gpu_otel_agent.config.schema import AgentConfig
-from gpu_otel_agent.export.exporters import build_snapshot_exporter
-from gpu_otel_agent.export.metric_pusher import MetricPusher
+from gpu_otel_agent.export.metrics.exporters import build_snapshot_exporter
+from gpu_otel_agent.export.metrics.pusher import MetricPusher
+from gpu_otel_agent.export.metrics.tracing import SpanRecorder, TracedExporter, build_tracer
 from gpu_otel_agent.export.prometheus import EndpointError
-from gpu_otel_agent.export.tracing import SpanRecorder, TracedExporter, build_tracer
 from gpu_otel_agent.gpu_health.verdict import HealthBoard
 from gpu_otel_agent.local.client import LocalClientError, get
 from gpu_otel_agent.local.endpoint import (

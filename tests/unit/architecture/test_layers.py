@@ -8,12 +8,12 @@ both sides may import (or up to the one that wires them), do not move the table 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import pytest
 
-from gpu_otel_agent.layers import LAYERS, PLUGIN_CEILING, layer_of
+from gpu_otel_agent.layers import EXPORT_WINGS, LAYERS, PLUGIN_CEILING, layer_of, wing_of
 from tests.unit.architecture.imports import Module, core_modules, imports, plugin_modules
 
 CORE = "gpu_otel_agent"
@@ -38,16 +38,19 @@ def _imports(module: Module) -> Iterable[tuple[str, int]]:
     return imports(module.path.read_text(encoding="utf-8"), module.package)
 
 
-def climbing(modules: Iterable[Module]) -> list[str]:
-    """``file:line -> package`` for every import of a core package not below the importer's."""
+def climbing(modules: Iterable[Module], room_of: Callable[[str], str | None] = room,
+             floor_of: Callable[[str], int] = layer_of) -> list[str]:
+    """``file:line -> package`` for every import of a package not below the importer's:
+    ``room_of`` names the package (or wing) a module is in (None: outside the table),
+    ``floor_of`` its floor (the core's layers by default)."""
     out = set()
     for module in modules:
-        own = room(module.name)
+        own = room_of(module.name)
         if own is None:
             continue  # gpu_otel_agent/__init__.py
         for name, line in _imports(module):
-            target = room(name)
-            if target is not None and target != own and layer_of(target) >= layer_of(own):
+            target = room_of(name)
+            if target is not None and target != own and floor_of(target) >= floor_of(own):
                 out.add(f"{module.where}:{line} -> {target}")
     return sorted(out)
 
@@ -123,6 +126,73 @@ def package_graph(modules: Iterable[Module]) -> dict[str, set[str]]:
     return graph
 
 
+EXPORT = "gpu_otel_agent.export"
+
+
+def wing(name: str) -> str | None:
+    """The wing of ``export`` (``otlp``, ``metrics``, ...) ``name`` is in; a module directly in
+    ``export/`` is a wing of its own (so the table must name it)."""
+    parts = name.split(".")
+    return parts[2] if len(parts) > 2 and ".".join(parts[:2]) == EXPORT else None
+
+
+def export_modules() -> list[Module]:
+    return [m for m in core_modules() if wing(m.name) is not None]
+
+
+def climbing_wings(modules: Iterable[Module]) -> list[str]:
+    """``file:line -> wing`` for every import of a wing of ``export`` not below the importer's."""
+    return climbing(modules, wing, wing_of)
+
+
+def module_graph(modules: Iterable[Module]) -> dict[str, set[str]]:
+    """Which modules import which, among ``modules``."""
+    names = {m.name for m in modules}
+    graph: dict[str, set[str]] = {}
+    for module in modules:
+        for name, _ in _imports(module):
+            if name in names and name != module.name:
+                graph.setdefault(module.name, set()).add(name)
+    return graph
+
+
+def test_every_export_wing_is_in_the_table() -> None:
+    found = {wing(m.name) for m in export_modules()} - {None}
+    listed = {name for floor in EXPORT_WINGS for name in floor}
+    assert sorted(found ^ listed) == []
+
+
+def test_no_export_module_imports_a_wing_beside_or_above_its_own() -> None:
+    modules = export_modules()
+    assert len(modules) > 30, "the scan found too few modules to be looking at export/"
+    assert climbing_wings(modules) == []
+
+
+def test_the_events_depend_on_the_transport_only() -> None:
+    wings = {wing(name) for m in export_modules() if wing(m.name) == "events"
+             for name, _ in _imports(m)} - {None}
+    assert wings <= {"events", "otlp"}
+
+
+def test_no_modules_of_export_or_the_simulator_import_each_other_in_a_circle() -> None:
+    from tests.unit.architecture.imports import REPO, modules
+
+    simulator = modules(REPO / "simulator" / "gpu_otel_agent" / "simulation",
+                        "gpu_otel_agent.simulation")
+    assert circles(module_graph(export_modules())) == []
+    assert circles(module_graph(simulator)) == []
+
+
+def test_a_climbing_wing_and_a_module_circle_are_seen(tmp_path: Path) -> None:
+    source = "from gpu_otel_agent.export.metrics.series import series\n"
+    found = climbing_wings([_module(tmp_path, "gpu_otel_agent.export.events.x", source)])
+    assert [line.rpartition(" -> ")[2] for line in found] == ["metrics"]
+    a = _module(tmp_path, "gpu_otel_agent.export.otlp.a", "from . import b\n")
+    b = _module(tmp_path, "gpu_otel_agent.export.otlp.b", "import gpu_otel_agent.export.otlp.a\n")
+    assert circles(module_graph([a, b])) == [["gpu_otel_agent.export.otlp.a",
+                                              "gpu_otel_agent.export.otlp.b"]]
+
+
 def test_every_core_package_has_a_layer() -> None:
     rooms = {room(module.name) for module in core_modules()} - {None}
     listed = {name for layer in LAYERS for name in layer}
@@ -174,8 +244,8 @@ def test_a_climbing_import_is_seen(tmp_path: Path, module: str, source: str,
 
 
 @pytest.mark.parametrize(("module", "source"), [
-    ("gpu_otel_agent.runtime.agent", "from gpu_otel_agent.export.metric_pusher import P"),
-    ("gpu_otel_agent.export.metric_pusher", "from gpu_otel_agent.export.retry import R"),
+    ("gpu_otel_agent.runtime.agent", "from gpu_otel_agent.export.metrics.pusher import P"),
+    ("gpu_otel_agent.export.metrics.pusher", "from gpu_otel_agent.export.otlp.retry import R"),
     ("gpu_otel_agent.sampling.sampler", "from . import relay"),
     ("gpu_otel_agent.cli", '"""Runs gpu_otel_agent.runtime.agent."""'),
     ("gpu_otel_agent.model.x", "import json"),

@@ -6,7 +6,8 @@ import io
 import re
 from types import MappingProxyType
 
-from gpu_otel_agent.export.console_lines import LinesSnapshotExporter, event_line
+from gpu_otel_agent.export.events.console_lines import event_line
+from gpu_otel_agent.export.metrics.console_lines import LinesSnapshotExporter
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
 from gpu_otel_agent.model.snapshot import (

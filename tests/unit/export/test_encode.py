@@ -3,7 +3,7 @@ from __future__ import annotations
 from opentelemetry.sdk.metrics.export import Gauge, Sum
 from opentelemetry.sdk.resources import Resource
 
-from gpu_otel_agent.export.sdk_metrics import encode
+from gpu_otel_agent.export.metrics.sdk_metrics import encode
 from gpu_otel_agent.gpu_health.verdict import HealthBoard
 from gpu_otel_agent.model.snapshot import (
     DeviceIdentity,

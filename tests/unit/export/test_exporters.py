@@ -7,7 +7,11 @@ from pathlib import Path
 import pytest
 
 from gpu_otel_agent.config.load import load
-from gpu_otel_agent.export.exporters import ExporterConfigError, otlp_protocol, otlp_settings
+from gpu_otel_agent.export.metrics.exporters import (
+    ExporterConfigError,
+    otlp_protocol,
+    otlp_settings,
+)
 
 
 def _config(tmp_path: Path) -> Path:

@@ -9,9 +9,9 @@ import logging
 import pytest
 
 from gpu_otel_agent.config.load import load
-from gpu_otel_agent.export.failure_log import FailureLog
-from gpu_otel_agent.export.metric_senders import build_request_sender
-from gpu_otel_agent.export.otlp_target import resolve_target
+from gpu_otel_agent.export.otlp.failure_log import FailureLog
+from gpu_otel_agent.export.otlp.senders import build_request_sender
+from gpu_otel_agent.export.otlp.target import resolve_target
 from tests.receivers.netutil import free_port
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.receivers.otlp_http import OtlpHttpReceiver
@@ -21,7 +21,7 @@ LOGGER = "gpu_otel_agent.export"
 
 
 def _request() -> bytes:
-    from gpu_otel_agent.export.otlp_proto import ProtoEncoder
+    from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
 
     return ProtoEncoder(RESOURCE).encode(_snapshot(300.0)).SerializeToString()
 
@@ -43,13 +43,13 @@ def test_a_refused_export_is_a_warning_naming_endpoint_and_cause_once(
     try:
         with caplog.at_level(logging.INFO, logger=LOGGER):
             for _ in range(3):  # each with its retries: one line for all of them
-                assert not sender.send(_request(), timeout_s=0.5)
+                assert not sender.send(_request(), timeout_s=0.5).ok
             (line,) = _failing(caplog)
             assert line.levelno == logging.WARNING
             assert f"127.0.0.1:{port}" in line.getMessage()
             assert "nothing listens there (connection refused)" in line.getMessage()
             receiver.start()
-            assert sender.send(_request(), timeout_s=10)
+            assert sender.send(_request(), timeout_s=10).ok
             assert any(r.getMessage().endswith("recovered") for r in caplog.records
                        if r.name == LOGGER)
     finally:

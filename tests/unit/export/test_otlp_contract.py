@@ -25,11 +25,14 @@ from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.util.re import parse_env_headers
 
 from gpu_otel_agent.config.load import load
-from gpu_otel_agent.export import otlp_proto
-from gpu_otel_agent.export.exporters import build_snapshot_exporter, fast_path_problem
-from gpu_otel_agent.export.metric_senders import export_method
-from gpu_otel_agent.export.sdk_metrics import encode
-from gpu_otel_agent.export.snapshot_exporters import OtlpSnapshotExporter, SdkSnapshotExporter
+from gpu_otel_agent.export.metrics import otlp_proto
+from gpu_otel_agent.export.metrics.exporters import build_snapshot_exporter, fast_path_problem
+from gpu_otel_agent.export.metrics.sdk_metrics import encode
+from gpu_otel_agent.export.metrics.snapshot_exporters import (
+    OtlpSnapshotExporter,
+    SdkSnapshotExporter,
+)
+from gpu_otel_agent.export.otlp.senders import export_method
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.unit.export.test_otlp_proto import RESOURCE, _snapshot
 

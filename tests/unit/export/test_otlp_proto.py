@@ -5,8 +5,8 @@ from __future__ import annotations
 from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 from opentelemetry.sdk.resources import Resource
 
-from gpu_otel_agent.export.otlp_proto import ProtoEncoder
-from gpu_otel_agent.export.sdk_metrics import encode
+from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
+from gpu_otel_agent.export.metrics.sdk_metrics import encode
 from gpu_otel_agent.model.snapshot import (
     DeviceIdentity,
     DeviceSnapshot,

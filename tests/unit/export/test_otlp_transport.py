@@ -31,11 +31,11 @@ from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.config.load import load
 from gpu_otel_agent.export.events.otlp_logs import LogEncoder
-from gpu_otel_agent.export.exporters import build_snapshot_exporter
-from gpu_otel_agent.export.metric_senders import build_request_sender
-from gpu_otel_agent.export.otlp_proto import ProtoEncoder
-from gpu_otel_agent.export.otlp_target import ExporterConfigError, OtlpTarget, resolve_target
-from gpu_otel_agent.export.sdk_metrics import encode
+from gpu_otel_agent.export.metrics.exporters import build_snapshot_exporter
+from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
+from gpu_otel_agent.export.metrics.sdk_metrics import encode
+from gpu_otel_agent.export.otlp.senders import build_request_sender
+from gpu_otel_agent.export.otlp.target import ExporterConfigError, OtlpTarget, resolve_target
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
@@ -130,9 +130,9 @@ def test_grpc_delivers_what_the_sdk_would_encode(grpc_receiver: OtlpGrpcReceiver
         "grpc", grpc_receiver.endpoint, OTEL_EXPORTER_OTLP_HEADERS="x-tenant=a,x-other=b",
         OTEL_EXPORTER_OTLP_COMPRESSION=compression))
     try:
-        assert sender.send(ProtoEncoder(RESOURCE).encode(snapshot))
+        assert sender.send(ProtoEncoder(RESOURCE).encode(snapshot)).ok
         # What the exporter sends: the request already serialised, passed through as it is.
-        assert sender.send(ProtoEncoder(RESOURCE).encode_bytes(snapshot))
+        assert sender.send(ProtoEncoder(RESOURCE).encode_bytes(snapshot)).ok
     finally:
         sender.shutdown()
     as_message, as_bytes = grpc_receiver.store.received()
@@ -150,9 +150,9 @@ def test_http_delivers_what_the_sdk_would_encode(http_receiver: OtlpHttpReceiver
         "http/protobuf", http_receiver.endpoint, OTEL_EXPORTER_OTLP_HEADERS="x-tenant=a",
         OTEL_EXPORTER_OTLP_COMPRESSION=compression))
     try:
-        assert sender.send(ProtoEncoder(RESOURCE).encode(snapshot))
+        assert sender.send(ProtoEncoder(RESOURCE).encode(snapshot)).ok
         # Kept-alive connection; the bytes the exporter sends go out as they are.
-        assert sender.send(ProtoEncoder(RESOURCE).encode_bytes(snapshot))
+        assert sender.send(ProtoEncoder(RESOURCE).encode_bytes(snapshot)).ok
     finally:
         sender.shutdown()
     first, second = http_receiver.store.received()
@@ -170,7 +170,7 @@ def test_logs_go_to_the_logs_service(grpc_receiver: OtlpGrpcReceiver,
     request = LogEncoder(Resource.create({})).encode([event])
     sender = build_request_sender(_target(protocol, receiver.endpoint, "LOGS"))
     try:
-        assert sender.send(request)
+        assert sender.send(request).ok
     finally:
         sender.shutdown()
     (received,) = receiver.store.received()
@@ -220,7 +220,7 @@ def test_retries_a_retryable_refusal_until_accepted(
                                           OTEL_EXPORTER_OTLP_TIMEOUT="30"))
     outcome: list[bool] = []
     worker = threading.Thread(
-        target=lambda: outcome.append(sender.send(ProtoEncoder(RESOURCE).encode(_snapshot(1)))))
+        target=lambda: outcome.append(sender.send(ProtoEncoder(RESOURCE).encode(_snapshot(1))).ok))
     worker.start()
     try:
         receiver.store.wait_for(lambda s: s.received(accepted=None) or None, timeout=MARGIN_S)
@@ -237,7 +237,7 @@ def test_a_final_refusal_is_not_retried(grpc_receiver: OtlpGrpcReceiver) -> None
     grpc_receiver.reject(grpc.StatusCode.INVALID_ARGUMENT)
     sender = build_request_sender(_target("grpc", grpc_receiver.endpoint))
     try:
-        assert not sender.send(ProtoEncoder(RESOURCE).encode(_snapshot(1)))
+        assert not sender.send(ProtoEncoder(RESOURCE).encode(_snapshot(1))).ok
     finally:
         sender.shutdown()
     assert len(grpc_receiver.store.received(accepted=None)) == 1
@@ -265,7 +265,7 @@ def test_a_garbled_retry_info_from_the_collector_is_a_failed_export_not_a_crash(
     sender = build_request_sender(_target("grpc", f"http://127.0.0.1:{port}",
                                           OTEL_EXPORTER_OTLP_TIMEOUT="1"))
     try:
-        assert sender.send(ProtoEncoder(RESOURCE).encode(_snapshot(1))) is False
+        assert sender.send(ProtoEncoder(RESOURCE).encode(_snapshot(1))).ok is False
     finally:
         sender.shutdown()
         server.stop(None).wait(5)
@@ -359,7 +359,7 @@ def test_http_export_to_a_hung_collector_ends_at_its_timeout(
                                           OTEL_EXPORTER_OTLP_TIMEOUT=str(configured)))
     started = time.monotonic()
     try:
-        ok = sender.send(ProtoEncoder(RESOURCE).encode(_snapshot(1)), per_call)
+        ok = sender.send(ProtoEncoder(RESOURCE).encode(_snapshot(1)), per_call).ok
     finally:
         sender.shutdown()
         listener.close()
@@ -405,7 +405,7 @@ def test_http_export_to_a_trickling_collector_ends_at_its_timeout() -> None:
                                           OTEL_EXPORTER_OTLP_TIMEOUT="2"))
     started = time.monotonic()
     try:
-        ok = sender.send(ProtoEncoder(RESOURCE).encode(_snapshot(1)))
+        ok = sender.send(ProtoEncoder(RESOURCE).encode(_snapshot(1))).ok
     finally:
         sender.shutdown()
         listener.close()
@@ -420,7 +420,7 @@ def test_shutdown_ends_a_retry_wait(grpc_receiver: OtlpGrpcReceiver) -> None:
                                           OTEL_EXPORTER_OTLP_TIMEOUT="60"))
     outcome: list[bool] = []
     worker = threading.Thread(
-        target=lambda: outcome.append(sender.send(ProtoEncoder(RESOURCE).encode(_snapshot(1)))))
+        target=lambda: outcome.append(sender.send(ProtoEncoder(RESOURCE).encode(_snapshot(1))).ok))
     worker.start()
     grpc_receiver.store.wait_for(lambda s: s.received(accepted=None) or None, timeout=MARGIN_S)
     sender.shutdown()
@@ -473,9 +473,9 @@ def test_https_verifies_the_collector_with_the_configured_ca(
     untrusted = build_request_sender(_target("http/protobuf", endpoint,
                                              OTEL_EXPORTER_OTLP_TIMEOUT="60"))
     try:
-        assert trusted.send(request)
+        assert trusted.send(request).ok
         started = time.monotonic()
-        assert not untrusted.send(request)  # an unknown CA: refused, and not retried
+        assert not untrusted.send(request).ok  # an unknown CA: refused, and not retried
         assert time.monotonic() - started < 60
     finally:
         trusted.shutdown()

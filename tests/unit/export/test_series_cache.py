@@ -6,8 +6,8 @@ from types import MappingProxyType
 
 from opentelemetry.sdk.resources import Resource
 
-from gpu_otel_agent.export.otlp_proto import ProtoEncoder
-from gpu_otel_agent.export.series import series, series_runs
+from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
+from gpu_otel_agent.export.metrics.series import series, series_runs
 from gpu_otel_agent.model.snapshot import (
     DeviceIdentity,
     DeviceSnapshot,

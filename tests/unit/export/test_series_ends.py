@@ -10,7 +10,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 from opentelemetry.sdk.resources import Resource
 
-from gpu_otel_agent.export.otlp_proto import ProtoEncoder
+from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
 from gpu_otel_agent.model.snapshot import (
     DeviceIdentity,
     DeviceSnapshot,

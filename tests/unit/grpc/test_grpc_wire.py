@@ -28,7 +28,7 @@ from google.protobuf.duration_pb2 import Duration
 from google.rpc.error_details_pb2 import RetryInfo
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 
-from gpu_otel_agent.export.metric_senders import export_method
+from gpu_otel_agent.export.otlp.senders import export_method
 from gpu_otel_agent.grpc.connection import tls_context
 from gpu_otel_agent.grpc.status import GrpcError, StatusCode
 from gpu_otel_agent.grpc.unary_client import GrpcClient

@@ -6,7 +6,7 @@ import socket
 import uuid
 
 from gpu_otel_agent.export.events.otlp_logs import LogEncoder
-from gpu_otel_agent.export.otlp_proto import ProtoEncoder
+from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
 from gpu_otel_agent.model.semconv import SCHEMA_URL, agent_resource

@@ -9,7 +9,7 @@ from gpu_otel_agent.backends.protocol import DeviceLost, DeviceNeedsReset
 from gpu_otel_agent.config.holder import ConfigHolder
 from gpu_otel_agent.config.load import load
 from gpu_otel_agent.config.schema import GroupConfig
-from gpu_otel_agent.export.series import series
+from gpu_otel_agent.export.metrics.series import series
 from gpu_otel_agent.model.counters import CounterRestarts
 from gpu_otel_agent.model.snapshot import (
     DeviceIdentity,

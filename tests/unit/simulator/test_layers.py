@@ -13,6 +13,7 @@ from pathlib import Path
 from gpu_otel_agent.simulation.layers import LAYERS, layer_of
 from tests.unit.architecture.imports import REPO, Module, imports, modules
 from tests.unit.architecture.test_layers import circles
+from tests.unit.architecture.test_layers import climbing as core_climbing
 
 SIM = "gpu_otel_agent.simulation"
 ROOT = REPO / "simulator" / "gpu_otel_agent" / "simulation"
@@ -31,16 +32,7 @@ def _imports(module: Module) -> Iterable[tuple[str, int]]:
 
 
 def climbing(found: Iterable[Module]) -> list[str]:
-    out = set()
-    for module in found:
-        own = room(module.name)
-        if own is None:
-            continue  # simulation/__init__.py
-        for name, line in _imports(module):
-            target = room(name)
-            if target is not None and target != own and layer_of(target) >= layer_of(own):
-                out.add(f"{module.where}:{line} -> {target}")
-    return sorted(out)
+    return core_climbing(found, room, layer_of)
 
 
 def graph(found: Iterable[Module]) -> dict[str, set[str]]:

@@ -40,7 +40,7 @@ from google.protobuf.message import EncodeError
 from gpu_otel_agent.export.events.dead_letter import DeadLetters
 from gpu_otel_agent.export.events.senders import EventSender
 from gpu_otel_agent.export.events.spool import Spool
-from gpu_otel_agent.export.retry import Attempt
+from gpu_otel_agent.export.otlp.retry import Attempt
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.threads.named import NamedThread
 from gpu_otel_agent.threads.supervised import SupervisedThread

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
+from gpu_otel_agent.export.metrics.series import SeriesPoint
 from gpu_otel_agent.export.prometheus.exposition import Families, Labels
 from gpu_otel_agent.export.prometheus.naming import label_name, metric_name, prometheus_type
-from gpu_otel_agent.export.series import SeriesPoint
 from gpu_otel_agent.model.metrics import spec_for
 from gpu_otel_agent.model.snapshot import Attributes
 

@@ -13,7 +13,7 @@ import pytest
 
 from gpu_otel_agent.export.events.pusher import EventPusher
 from gpu_otel_agent.export.events.spool import Spool
-from gpu_otel_agent.export.retry import Attempt
+from gpu_otel_agent.export.otlp.retry import Attempt
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
 from tests.unit.export.events.disk import fill

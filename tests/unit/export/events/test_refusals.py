@@ -23,9 +23,9 @@ from gpu_otel_agent.export.events.otlp_logs import LogEncoder
 from gpu_otel_agent.export.events.pusher import EventPusher
 from gpu_otel_agent.export.events.senders import OtlpEventSender
 from gpu_otel_agent.export.events.spool import Spool
-from gpu_otel_agent.export.metric_senders import RequestSender, build_request_sender
-from gpu_otel_agent.export.otlp_target import OtlpTarget, resolve_target
-from gpu_otel_agent.export.throttle import gate_for
+from gpu_otel_agent.export.otlp.senders import RequestSender, build_request_sender
+from gpu_otel_agent.export.otlp.target import OtlpTarget, resolve_target
+from gpu_otel_agent.export.otlp.throttle import gate_for
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
 from tests.polling import wait_until as wait
@@ -152,7 +152,7 @@ def test_an_event_whose_encoding_raises_is_quarantined_not_retried_forever(
 
     class Fragile:
         def send(self, events: Sequence[HealthEvent]):  # type: ignore[no-untyped-def]
-            from gpu_otel_agent.export.retry import Attempt
+            from gpu_otel_agent.export.otlp.retry import Attempt
             if any(e.attributes[0][1] == POISON for e in events):
                 raise OverflowError("cannot encode")
             accepted.extend(events)
@@ -182,7 +182,7 @@ def _hammer(senders: Sequence[tuple[RequestSender, Callable[[], Message]]],
 
 
 def _requests() -> tuple[Callable[[], Message], Callable[[], Message]]:
-    from gpu_otel_agent.export.otlp_proto import ProtoEncoder
+    from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
     from tests.unit.export.test_otlp_proto import _snapshot
 
     return (lambda: ProtoEncoder(RESOURCE).encode(_snapshot(1)),
@@ -209,7 +209,7 @@ def test_a_requested_delay_holds_metrics_and_events_to_that_collector(
     events = build_request_sender(target("grpc", grpc_receiver.endpoint, "LOGS"))
     metric_request, log_request = _requests()
     try:
-        assert not metrics.send(metric_request(), 1.0)
+        assert not metrics.send(metric_request(), 1.0).ok
         _hammer([(metrics, metric_request), (events, log_request)], 2.0)
     finally:
         metrics.shutdown()
@@ -237,7 +237,7 @@ def test_sending_resumes_once_the_requested_delay_has_passed(
                                          OTEL_EXPORTER_OTLP_TIMEOUT="20"))
     _, log_request = _requests()
     try:
-        assert events.send(log_request())  # waited at the gate, then accepted
+        assert events.send(log_request()).ok  # waited at the gate, then accepted
     finally:
         events.shutdown()
     refused, accepted = (grpc_receiver.store.received(accepted=False),
@@ -255,7 +255,7 @@ def test_resource_exhausted_without_retry_info_is_not_retried(
                                          OTEL_EXPORTER_OTLP_TIMEOUT="10"))
     _, log_request = _requests()
     try:
-        outcome = events.deliver(log_request())
+        outcome = events.send(log_request())
     finally:
         events.shutdown()
     assert not outcome.ok and not outcome.retryable and outcome.code == "RESOURCE_EXHAUSTED"
@@ -270,7 +270,7 @@ def test_an_http_retry_after_holds_both_signals() -> None:
         events = build_request_sender(target("http/protobuf", receiver.endpoint, "LOGS"))
         metric_request, log_request = _requests()
         try:
-            assert not metrics.send(metric_request(), 1.0)
+            assert not metrics.send(metric_request(), 1.0).ok
             receiver.accept()
             _hammer([(metrics, metric_request), (events, log_request)], 2.0)
         finally:

@@ -21,7 +21,7 @@ from gpu_otel_agent.check.result import Status
 from gpu_otel_agent.config.load import load
 from gpu_otel_agent.export.events.pusher import EventPusher
 from gpu_otel_agent.export.events.spool import Spool
-from gpu_otel_agent.export.retry import Attempt
+from gpu_otel_agent.export.otlp.retry import Attempt
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
 from tests.unit.export.events.collectors import Accepting

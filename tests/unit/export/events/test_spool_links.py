@@ -24,8 +24,8 @@ from gpu_otel_agent.export.events.otlp_logs import LogEncoder
 from gpu_otel_agent.export.events.pusher import EventPusher
 from gpu_otel_agent.export.events.senders import OtlpEventSender
 from gpu_otel_agent.export.events.spool import Spool
-from gpu_otel_agent.export.metric_senders import build_request_sender
-from gpu_otel_agent.export.otlp_target import resolve_target
+from gpu_otel_agent.export.otlp.senders import build_request_sender
+from gpu_otel_agent.export.otlp.target import resolve_target
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
 from gpu_otel_agent.gpu_health.storm import StormKey

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from gpu_otel_agent.docs.migration_doc import migration_markdown
+from gpu_otel_agent.export.metrics.series import series
 from gpu_otel_agent.export.prometheus.dcgm_scheme import FIELDS, DcgmTranslator
-from gpu_otel_agent.export.series import series
 from gpu_otel_agent.model.dcgm_names import BY_OLD, RENAMES_49, Source
 from tests.unit.export.prometheus.snapshots import UUIDS, node
 from tests.unit.export.prometheus.test_schemes import RESOURCE, one, parsed

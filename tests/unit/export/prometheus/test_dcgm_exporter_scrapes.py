@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from gpu_otel_agent.export.metrics.series import series
 from gpu_otel_agent.export.prometheus.dcgm_scheme import CURRENT, DcgmTranslator
 from gpu_otel_agent.export.prometheus.exposition import render
-from gpu_otel_agent.export.series import series
 from gpu_otel_agent.model.snapshot import (
     Attributes,
     DeviceIdentity,

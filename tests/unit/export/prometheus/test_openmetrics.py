@@ -11,11 +11,11 @@ from prometheus_client.openmetrics.parser import (
 )
 from prometheus_client.parser import text_string_to_metric_families as text_families
 
+from gpu_otel_agent.export.metrics.series import series
 from gpu_otel_agent.export.prometheus.dcgm_scheme import DcgmTranslator
 from gpu_otel_agent.export.prometheus.exposition import Families, render
 from gpu_otel_agent.export.prometheus.openmetrics import render_openmetrics
 from gpu_otel_agent.export.prometheus.otel_scheme import otel_families
-from gpu_otel_agent.export.series import series
 from tests.unit.export.prometheus.snapshots import node
 
 RESOURCE = {"service.name": "gpu-otel-agent", "host.name": "vm-1", "k8s.node.name": "gpu-node-7"}

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from gpu_otel_agent.config.holder import ConfigHolder
-from gpu_otel_agent.export.snapshot_exporters import SnapshotExporter
+from gpu_otel_agent.export.metrics.snapshot_exporters import SnapshotExporter
 from gpu_otel_agent.model.snapshot import SnapshotStore
 from gpu_otel_agent.threads.costs import SNAPSHOT, Stage
 from gpu_otel_agent.threads.named import name_pool_thread

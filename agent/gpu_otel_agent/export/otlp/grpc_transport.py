@@ -24,11 +24,11 @@ from google.protobuf.message import DecodeError, Message
 from google.rpc.error_details_pb2 import RetryInfo
 from google.rpc.status_pb2 import Status
 
-from gpu_otel_agent.export.failure_log import FailureLog
-from gpu_otel_agent.export.failure_words import grpc_words
-from gpu_otel_agent.export.otlp_target import OtlpTarget
-from gpu_otel_agent.export.retry import Attempt, with_retries
-from gpu_otel_agent.export.throttle import gate_for
+from gpu_otel_agent.export.otlp.failure_log import FailureLog
+from gpu_otel_agent.export.otlp.failure_words import grpc_words
+from gpu_otel_agent.export.otlp.retry import Attempt, budget, with_retries
+from gpu_otel_agent.export.otlp.target import OtlpTarget
+from gpu_otel_agent.export.otlp.throttle import gate_for
 from gpu_otel_agent.grpc.connection import tls_context
 from gpu_otel_agent.grpc.status import GrpcError, Metadata, StatusCode
 from gpu_otel_agent.grpc.unary_client import GrpcClient
@@ -137,18 +137,11 @@ class GrpcTransport:
     def target(self) -> OtlpTarget:
         return self._target
 
-    def send(self, request: Message | bytes, timeout_s: float | None = None) -> bool:
-        """True when the collector accepted ``request``; bounded by the configured timeout
-        and by ``timeout_s`` when the caller has a shorter deadline of its own."""
-        return self.deliver(request, timeout_s).ok
-
-    def deliver(self, request: Message | bytes, timeout_s: float | None = None) -> Attempt:
-        """As :meth:`send`, with the outcome: refused for good (the code), or retryable."""
-        budget = self._target.timeout_s if timeout_s is None else min(
-            timeout_s, self._target.timeout_s)
+    def send(self, request: Message | bytes, timeout_s: float | None = None) -> Attempt:
+        """See :class:`~gpu_otel_agent.export.otlp.senders.RequestSender`."""
         data = request if isinstance(request, bytes) else request.SerializeToString()
-        return with_retries(lambda remaining: self._attempt(data, remaining), budget,
-                            self._stop, self._gate)
+        return with_retries(lambda remaining: self._attempt(data, remaining),
+                            budget(self._target, timeout_s), self._stop, self._gate)
 
     def _attempt(self, request: bytes, remaining_s: float) -> Attempt:
         try:

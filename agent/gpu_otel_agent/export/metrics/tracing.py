@@ -17,8 +17,8 @@ from typing import Any, Protocol
 from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.config.schema import AgentConfig
-from gpu_otel_agent.export.exporters import otlp_settings
-from gpu_otel_agent.export.snapshot_exporters import SnapshotExporter
+from gpu_otel_agent.export.metrics.exporters import otlp_settings
+from gpu_otel_agent.export.metrics.snapshot_exporters import SnapshotExporter
 from gpu_otel_agent.model.snapshot import NodeSnapshot
 from gpu_otel_agent.threads.named import NamedThread
 from gpu_otel_agent.version import VERSION

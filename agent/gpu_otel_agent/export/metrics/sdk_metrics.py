@@ -19,15 +19,12 @@ from opentelemetry.sdk.metrics.export import (
     Sum,
 )
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from gpu_otel_agent.export.series import SeriesPoint, series
+from gpu_otel_agent.export.metrics.series import SeriesPoint, series
+from gpu_otel_agent.export.otlp.scope import SCOPE
 from gpu_otel_agent.model.metrics import DOUBLE_UNITS, Instrument, spec_for
 from gpu_otel_agent.model.semconv import SCHEMA_URL
 from gpu_otel_agent.model.snapshot import NodeSnapshot
-from gpu_otel_agent.version import VERSION
-
-SCOPE = InstrumentationScope("gpu_otel_agent", VERSION, schema_url=SCHEMA_URL)
 
 
 def encode(snapshot: NodeSnapshot, resource: Resource) -> MetricsData:

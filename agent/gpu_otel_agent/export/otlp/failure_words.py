@@ -9,7 +9,7 @@ import socket
 import ssl
 from urllib.parse import urlsplit
 
-from gpu_otel_agent.export.otlp_target import OtlpTarget
+from gpu_otel_agent.export.otlp.target import OtlpTarget
 from gpu_otel_agent.grpc.status import GrpcError, StatusCode
 
 Problem = tuple[str, str] | None  # what happened, what to do

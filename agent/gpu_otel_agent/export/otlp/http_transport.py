@@ -28,11 +28,11 @@ from urllib.parse import urlsplit
 
 from google.protobuf.message import Message
 
-from gpu_otel_agent.export.failure_log import FailureLog
-from gpu_otel_agent.export.failure_words import http_error_words, http_status_words
-from gpu_otel_agent.export.otlp_target import ExporterConfigError, OtlpTarget
-from gpu_otel_agent.export.retry import Attempt, with_retries
-from gpu_otel_agent.export.throttle import gate_for
+from gpu_otel_agent.export.otlp.failure_log import FailureLog
+from gpu_otel_agent.export.otlp.failure_words import http_error_words, http_status_words
+from gpu_otel_agent.export.otlp.retry import Attempt, budget, with_retries
+from gpu_otel_agent.export.otlp.target import ExporterConfigError, OtlpTarget
+from gpu_otel_agent.export.otlp.throttle import gate_for
 from gpu_otel_agent.version import USER_AGENT
 
 log = logging.getLogger(__name__)
@@ -99,18 +99,11 @@ class HttpTransport:
             return zlib.compress(data)
         return data
 
-    def send(self, request: Message | bytes, timeout_s: float | None = None) -> bool:
-        """True when the collector accepted ``request``; bounded by the configured timeout
-        and by ``timeout_s`` when the caller has a shorter deadline of its own."""
-        return self.deliver(request, timeout_s).ok
-
-    def deliver(self, request: Message | bytes, timeout_s: float | None = None) -> Attempt:
-        """As :meth:`send`, with the outcome: refused for good (the code), or retryable."""
-        budget = self._target.timeout_s if timeout_s is None else min(
-            timeout_s, self._target.timeout_s)
+    def send(self, request: Message | bytes, timeout_s: float | None = None) -> Attempt:
+        """See :class:`~gpu_otel_agent.export.otlp.senders.RequestSender`."""
         body = self._body(request)
-        return with_retries(lambda remaining: self._attempt(body, remaining), budget,
-                            self._stop, self._gate)
+        return with_retries(lambda remaining: self._attempt(body, remaining),
+                            budget(self._target, timeout_s), self._stop, self._gate)
 
     def _connect(self, timeout_s: float) -> http.client.HTTPConnection:
         if self._https:

@@ -32,10 +32,10 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 from opentelemetry.sdk.resources import Resource
 
-from gpu_otel_agent.export.proto_values import any_value, proto_resource
-from gpu_otel_agent.export.sdk_metrics import SCOPE
-from gpu_otel_agent.export.series import Run, series_runs
-from gpu_otel_agent.export.series_ends import SeriesEnds
+from gpu_otel_agent.export.metrics.series import Run, series_runs
+from gpu_otel_agent.export.metrics.series_ends import SeriesEnds
+from gpu_otel_agent.export.otlp.proto_values import any_value, proto_resource
+from gpu_otel_agent.export.otlp.scope import SCOPE
 from gpu_otel_agent.model.metrics import DOUBLE_UNITS, Instrument, spec_for
 from gpu_otel_agent.model.snapshot import Attributes, NodeSnapshot
 from gpu_otel_agent.threads.costs import SERIES, Stage

@@ -1,6 +1,6 @@
 """Where and how one OTLP signal is sent, resolved once from the environment and the file.
 
-The agent sends OTLP itself (see ``metric_senders``), so it reads the standard variables itself, as
+The agent sends OTLP itself (see ``otlp.senders``), so it reads the standard variables itself, as
 every OpenTelemetry SDK does: for signal S (METRICS, LOGS) ``OTEL_EXPORTER_OTLP_S_<NAME>``
 wins over ``OTEL_EXPORTER_OTLP_<NAME>``, which wins over the ``otlp`` section of the file,
 which wins over the defaults. The values mean what they mean to the Python SDK, which the

@@ -7,9 +7,9 @@ from typing import Protocol
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 from opentelemetry.sdk.resources import Resource
 
-from gpu_otel_agent.export.metric_senders import RequestSender
-from gpu_otel_agent.export.otlp_proto import ProtoEncoder
-from gpu_otel_agent.export.sdk_metrics import encode
+from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
+from gpu_otel_agent.export.metrics.sdk_metrics import encode
+from gpu_otel_agent.export.otlp.senders import RequestSender
 from gpu_otel_agent.model.snapshot import NodeSnapshot
 from gpu_otel_agent.threads.costs import ENCODING, SENDING, Stage
 
@@ -31,7 +31,7 @@ class NoSnapshotExporter:
 
 
 class OtlpSnapshotExporter:
-    """Encodes straight to OTLP protobuf and sends it itself (see ``metric_senders``)."""
+    """Encodes straight to OTLP protobuf and sends it itself (see ``otlp.senders``)."""
 
     def __init__(self, sender: RequestSender, encoder: ProtoEncoder) -> None:
         self._sender = sender
@@ -42,7 +42,7 @@ class OtlpSnapshotExporter:
         with Stage(ENCODING):
             request = self._encoder.encode_bytes(snapshot)
         with Stage(SENDING):
-            return self._sender.send(request, timeout_s)
+            return self._sender.send(request, timeout_s).ok
 
     def shutdown(self, timeout_s: float) -> None:
         self._sender.shutdown()

@@ -3,7 +3,7 @@
 Both transports use it: up to ``MAX_ATTEMPTS`` tries, 1 s, 2 s, 4 s ... apart with +/-20 %
 jitter (the Python SDK's schedule), or the delay the collector asked for (gRPC ``RetryInfo``,
 HTTP ``Retry-After``). A delay the collector asked for is put on the endpoint's
-:class:`~gpu_otel_agent.export.throttle.ThrottleGate`, so it holds every later request to that
+:class:`~gpu_otel_agent.export.otlp.throttle.ThrottleGate`, so it holds every later request to that
 collector too, not only this one's retries. A retry whose wait would end past the deadline is
 not made: the export fails at once, so the caller's deadline holds. ``stop`` (set by shutdown)
 ends a wait early.
@@ -17,7 +17,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpu_otel_agent.export.throttle import ThrottleGate
+from gpu_otel_agent.export.otlp.target import OtlpTarget
+from gpu_otel_agent.export.otlp.throttle import ThrottleGate
 
 MAX_ATTEMPTS = 6
 JITTER = 0.2
@@ -40,6 +41,11 @@ class Attempt:
 
 def backoff_s(retry: int) -> float:
     return float(2**retry) * random.uniform(1 - JITTER, 1 + JITTER)
+
+
+def budget(target: OtlpTarget, timeout_s: float | None) -> float:
+    """A send's time: the configured timeout, or the caller's deadline when it is shorter."""
+    return target.timeout_s if timeout_s is None else min(timeout_s, target.timeout_s)
 
 
 def with_retries(

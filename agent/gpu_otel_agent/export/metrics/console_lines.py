@@ -1,6 +1,7 @@
 """``exporter: console`` for a person (``console_format: lines``): one line per GPU per export
-and one line per health event as it happens, instead of the OpenTelemetry SDK's JSON dump
-(about 17,000 lines per export of the simulated 8-GPU node).
+(the events' lines are ``events/console_lines.py``; both name a GPU alike, ``device_name``),
+instead of the OpenTelemetry SDK's JSON dump (about 17,000 lines per export of the simulated
+8-GPU node).
 
 A GPU line says what ``gpu-agent top`` says of it: utilization, memory, temperature, power and
 health, each ``-`` where the device did not give it this cycle (absent, never 0). A GPU is
@@ -13,21 +14,22 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import TextIO
 
-from gpu_otel_agent.gpu_health.events import EventValue, HealthEvent
-from gpu_otel_agent.model.snapshot import VENDOR_NAMES, DeviceSnapshot, NodeSnapshot, Reading
+from gpu_otel_agent.model.snapshot import (
+    VENDOR_NAMES,
+    DeviceSnapshot,
+    NodeSnapshot,
+    Reading,
+    device_name,
+)
 
 GIB = 1024**3
 
 
 def clock(time_ns: int) -> str:
     return time.strftime("%H:%M:%S", time.localtime(time_ns / 1e9))
-
-
-def device_name(vendor: str, index: object) -> str:
-    return f"{VENDOR_NAMES.get(vendor, vendor)} {index}"
 
 
 def _value(readings: Iterable[Reading], metric: str, **attributes: str) -> float | None:
@@ -73,37 +75,8 @@ def snapshot_lines(snapshot: NodeSnapshot) -> list[str]:
     return [device_line(device, snapshot) for device in devices]
 
 
-def _hit(workloads: Iterable[Mapping[str, EventValue]]) -> list[str]:
-    """Who the event hit: namespace/pod, Slurm job, else executable(pid)."""
-    hit: list[str] = []
-    for w in workloads:
-        pod, namespace, job = w.get("k8s.pod.name"), w.get("k8s.namespace.name"), \
-            w.get("slurm.job.id")
-        name = (f"{namespace}/{pod}" if pod and namespace else str(pod) if pod else
-                f"slurm job {job}" if job else
-                f"{w.get('process.executable.name', '?')}({w['process.pid']})"
-                if "process.pid" in w else None)
-        if name is not None and name not in hit:
-            hit.append(name)
-    return hit
-
-
-def event_line(event: HealthEvent) -> str:
-    attributes = dict(event.attributes)
-    where = (device_name(str(attributes.get("hw.vendor", "")).lower(), attributes["gpu.index"])
-             if "gpu.index" in attributes else "node")
-    if event.name == "gpu.xid":
-        what = (f"XID {attributes.get('gpu.xid.code')} {attributes.get('gpu.xid.name')} -> "
-                f"{attributes.get('gpu.xid.action')}: {event.body}")
-    else:
-        what = event.body
-    hit = _hit(dict(w) for w in event.workloads)
-    tail = f" (hit: {', '.join(hit)})" if hit else ""
-    return f"{clock(event.time_ns)} EVENT {event.severity.text} {event.name} {where}: {what}{tail}"
-
-
 class LinesSnapshotExporter:
-    """A SnapshotExporter printing one line per GPU (``export/snapshot_exporters.py``)."""
+    """A SnapshotExporter printing one line per GPU (``export/metrics/snapshot_exporters.py``)."""
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self._stream = stream

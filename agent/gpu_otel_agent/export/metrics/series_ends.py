@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gpu_otel_agent.export.series import Run
+from gpu_otel_agent.export.metrics.series import Run
 from gpu_otel_agent.model.snapshot import Attributes
 
 

@@ -2,8 +2,8 @@
 
 The console prints a line per GPU (``console_lines``) or, with ``console_format: otlp-json``,
 the SDK console exporter's JSON. OTLP goes through the agent's own encoder and transports
-(``metric_senders``), configured by ``otlp_target``. The SDK's exporters remain for the
-console's JSON, for pipeline traces and as the OTLP fallback (``metric_senders`` says when).
+(``otlp.senders``), configured by ``otlp.target``. The SDK's exporters remain for the
+console's JSON, for pipeline traces and as the OTLP fallback (``otlp.senders`` says when).
 They read the standard ``OTEL_EXPORTER_OTLP_*`` variables themselves; ``otlp_settings`` passes
 values from the agent's configuration file only where the matching variable is unset, so the
 environment wins over the file as everywhere else in the agent.
@@ -20,16 +20,16 @@ from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricExport
 from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.config.schema import AgentConfig
-from gpu_otel_agent.export.console_lines import LinesSnapshotExporter
-from gpu_otel_agent.export.metric_senders import build_request_sender, credential_provider
-from gpu_otel_agent.export.otlp_proto import ProtoEncoder, wire_contract_problem
-from gpu_otel_agent.export.otlp_target import ExporterConfigError, otlp_protocol, resolve_target
-from gpu_otel_agent.export.snapshot_exporters import (
+from gpu_otel_agent.export.metrics.console_lines import LinesSnapshotExporter
+from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder, wire_contract_problem
+from gpu_otel_agent.export.metrics.snapshot_exporters import (
     NoSnapshotExporter,
     OtlpSnapshotExporter,
     SdkSnapshotExporter,
     SnapshotExporter,
 )
+from gpu_otel_agent.export.otlp.senders import build_request_sender, credential_provider
+from gpu_otel_agent.export.otlp.target import ExporterConfigError, otlp_protocol, resolve_target
 
 __all__ = ["ExporterConfigError", "build_snapshot_exporter", "otlp_protocol", "otlp_settings"]
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ docs' encode benchmark: 1.4 ms against the SDK's 9.8 ms for an 8-GPU export). Ha
 SDK a finished request is only possible through its private methods (``_translate_data``,
 ``_export``, ``_export_batch``), which any minor release may change, and the SDK's gRPC
 exporter ignores the per-call timeout anyway. So the agent sends the bytes itself, with the
-settings, TLS, compression, timeouts and retries of the OTLP specification (``otlp_target``,
+settings, TLS, compression, timeouts and retries of the OTLP specification (``target``,
 ``retry``): over gRPC as one unary call of its own client (``grpc_transport`` on
 ``grpc.unary_client``: the pure-Python ``h2`` on a socket; no grpcio and no generated ``*_pb2_grpc``
 stubs, only the method's path from opentelemetry-proto's descriptor), or as a plain POST over
@@ -30,8 +30,8 @@ from typing import Protocol
 
 from google.protobuf.message import Message
 
-from gpu_otel_agent.export.otlp_target import OtlpTarget
-from gpu_otel_agent.export.retry import Attempt
+from gpu_otel_agent.export.otlp.retry import Attempt
+from gpu_otel_agent.export.otlp.target import OtlpTarget
 
 # Python-SDK extensions that name an entry point supplying credentials or a session.
 CREDENTIAL_PROVIDER_VARIABLES = {
@@ -45,13 +45,11 @@ CREDENTIAL_PROVIDER_VARIABLES = {
 class RequestSender(Protocol):
     """Sends one encoded OTLP request; blocks, so it runs on an export thread."""
 
-    def send(self, request: Message | bytes, timeout_s: float | None = None) -> bool:
-        """True when the collector accepted it (a message, or one already serialised);
-        ends within the configured timeout and ``timeout_s``, whichever is shorter."""
-
-    def deliver(self, request: Message | bytes, timeout_s: float | None = None) -> Attempt:
-        """As :meth:`send`, with the outcome: a request the collector refused for good
-        (``Attempt.bad_content``, with its code) must be dropped, not sent again."""
+    def send(self, request: Message | bytes, timeout_s: float | None = None) -> Attempt:
+        """The outcome of sending ``request`` (a message, or one already serialised), retries
+        included: ``ok`` when the collector accepted it; one it refused for good
+        (``Attempt.bad_content``, with its code) must be dropped, not sent again. Ends within
+        the configured timeout and ``timeout_s``, whichever is shorter."""
 
     def shutdown(self) -> None: ...
 
@@ -68,10 +66,10 @@ def credential_provider(target: OtlpTarget, environ: Mapping[str, str]) -> str |
 def build_request_sender(target: OtlpTarget) -> RequestSender:
     """A transport for ``target``; each transport's modules are imported only when used."""
     if target.protocol == "http/protobuf":
-        from gpu_otel_agent.export.http_transport import HttpTransport
+        from gpu_otel_agent.export.otlp.http_transport import HttpTransport
 
         return HttpTransport(target)
-    from gpu_otel_agent.export.grpc_transport import GrpcTransport
+    from gpu_otel_agent.export.otlp.grpc_transport import GrpcTransport
 
     return GrpcTransport(target, export_method(target.signal))
 
