@@ -34,7 +34,7 @@ from gpu_otel_agent.grpc.status import GrpcError, StatusCode
 from gpu_otel_agent.grpc.unary_client import GrpcClient
 from gpu_otel_agent.version import USER_AGENT
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
-from tests.unit.export.test_otlp_transport import _silent_server
+from tests.unit.export.otlp.test_otlp_transport import _silent_server
 
 MARGIN_S = 10.0
 SERVICE, METHOD = "test.Wire", "Call"

@@ -4,7 +4,7 @@ The SDK path (snapshot -> MetricsData -> ``encode_metrics``) rebuilds every attr
 point on every export; for 8 GPUs at 1 s that was the larger half of the agent's CPU (see the
 benchmark report). A node's attribute sets barely change between exports, so their encoded
 ``KeyValue`` lists are built once and copied in. The result equals what the SDK would send
-(``tests/unit/export/test_otlp_proto.py`` checks it).
+(``tests/unit/export/metrics/test_otlp_proto.py`` checks it).
 
 Data points are written in protobuf wire format (cached attribute bytes, then the times and
 the value packed with ``struct``) and parsed into their metric in one C call: setting fields
@@ -67,7 +67,7 @@ _SUM_INT = struct.Struct("<BQBQBq")  # 0x11 start, 0x19 time, 0x31 as_int
 # The contract between this encoder and opentelemetry-proto: every tag written by hand above,
 # with the field it must be. ``wire_contract_problem`` checks the tags against the installed
 # descriptors at start-up (field number and wire type); the exporter falls back to the SDK's
-# encoder when it does not hold, and tests/unit/export/test_otlp_contract.py fails.
+# encoder when it does not hold, and tests/unit/export/metrics/test_otlp_contract.py fails.
 WIRE_CONTRACT: tuple[tuple[Any, str, int], ...] = (
     (metrics_pb2.Gauge, "data_points", _DATA_POINTS_TAG[0]),
     (metrics_pb2.Sum, "data_points", _DATA_POINTS_TAG[0]),

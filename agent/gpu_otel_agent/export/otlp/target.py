@@ -7,7 +7,7 @@ which wins over the defaults. The values mean what they mean to the Python SDK, 
 agent used before and whose behaviour users already rely on: the timeout is in seconds, a
 gRPC endpoint's scheme chooses TLS (``http`` plain, ``https`` TLS, none: TLS unless
 insecure), and an HTTP endpoint from the generic variable or the file is a base URL that gets
-``/v1/<signal>`` appended. ``tests/unit/export/test_otlp_transport.py`` checks this against the
+``/v1/<signal>`` appended. ``tests/unit/export/otlp/test_otlp_transport.py`` checks this against the
 SDK's own exporters, sending to the same receiver.
 """
 

@@ -183,7 +183,7 @@ def _hammer(senders: Sequence[tuple[RequestSender, Callable[[], Message]]],
 
 def _requests() -> tuple[Callable[[], Message], Callable[[], Message]]:
     from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
-    from tests.unit.export.test_otlp_proto import _snapshot
+    from tests.unit.export.metrics.test_otlp_proto import _snapshot
 
     return (lambda: ProtoEncoder(RESOURCE).encode(_snapshot(1)),
             lambda: LogEncoder(RESOURCE).encode([xid(0, 31)]))

@@ -34,7 +34,7 @@ from gpu_otel_agent.export.metrics.snapshot_exporters import (
 )
 from gpu_otel_agent.export.otlp.senders import export_method
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
-from tests.unit.export.test_otlp_proto import RESOURCE, _snapshot
+from tests.unit.export.metrics.test_otlp_proto import RESOURCE, _snapshot
 
 # (callable, the keyword parameters the agent passes to it)
 CALLED: tuple[tuple[Callable[..., Any], tuple[str, ...]], ...] = (

@@ -40,7 +40,7 @@ from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.receivers.otlp_http import OtlpHttpReceiver
-from tests.unit.export.test_otlp_proto import RESOURCE, _snapshot
+from tests.unit.export.metrics.test_otlp_proto import RESOURCE, _snapshot
 
 # Generous: a loaded 2-core machine may be slow to schedule, never this slow.
 MARGIN_S = 10.0

@@ -15,7 +15,7 @@ from gpu_otel_agent.export.otlp.target import resolve_target
 from tests.receivers.netutil import free_port
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.receivers.otlp_http import OtlpHttpReceiver
-from tests.unit.export.test_otlp_proto import RESOURCE, _snapshot
+from tests.unit.export.metrics.test_otlp_proto import RESOURCE, _snapshot
 
 LOGGER = "gpu_otel_agent.export"
 
