@@ -230,7 +230,8 @@ class Agent:
         config = self._initial
         resource = build_resource(config, opened)
         uuids = tuple(device.identity.uuid for backend in opened for device in backend.devices)
-        parts = attribution_parts(config.attribution) if config.attribution.enabled else None
+        parts = (attribution_parts(config.attribution, self.store)
+                 if config.attribution.enabled else None)
         self.attribution = parts.attribution if parts is not None else None
         attribution = self.attribution
         self.node_plugins = open_node_plugins(config, lambda: attribution, lambda: uuids,
@@ -238,9 +239,6 @@ class Agent:
         workloads = (workload_service(config.attribution, parts.resolver,
                                       process_events(config, self.node_plugins))
                      if parts is not None else None)
-        if attribution is not None:
-            attribution.on_device_attributes(self.store.put_device_attributes)
-            attribution.on_processes(self.store.put_processes)
         # The one join both ways: the health engine asks samplers to re-probe (through the
         # directory) and the samplers report to the engine; the directory is filled with the
         # samplers in the next phase, before anything runs.

@@ -18,6 +18,7 @@ from pathlib import Path
 from gpu_otel_agent.config.schema import AttributionConfig
 from gpu_otel_agent.extensions.loading import LoadedEntry, load_group
 from gpu_otel_agent.extensions.workloads import WORKLOAD_SOURCE_GROUP
+from gpu_otel_agent.model.snapshot import SnapshotStore
 from gpu_otel_agent.workloads.attribution import Attribution, AttributionSettings
 from gpu_otel_agent.workloads.lifecycle import ProcessEventsFactory, netlink_events
 from gpu_otel_agent.workloads.procfs import ProcReader
@@ -78,9 +79,10 @@ class AttributionParts:
     resolver: WorkloadResolver  # what the workload service keeps current
 
 
-def attribution_parts(config: AttributionConfig) -> AttributionParts:
+def attribution_parts(config: AttributionConfig, store: SnapshotStore | None = None,
+                      ) -> AttributionParts:
     """Who a process belongs to: complete without the process event source (a node plugin
-    may give it, and node plugins read attribution)."""
+    may give it, and node plugins read attribution); it publishes into ``store``."""
     proc_root = Path(config.proc_root)
     report_namespaces(proc_root)
     resolver = WorkloadResolver(
@@ -90,7 +92,9 @@ def attribution_parts(config: AttributionConfig) -> AttributionParts:
     )
     attribution = Attribution(resolver, AttributionSettings(
         max_process_series=config.max_process_series,
-        command_line=config.export_command_line))
+        command_line=config.export_command_line),
+        put_processes=store.put_processes if store is not None else None,
+        publish_attributes=store.put_device_attributes if store is not None else None)
     return AttributionParts(attribution, resolver)
 
 
