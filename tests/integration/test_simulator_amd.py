@@ -116,9 +116,10 @@ def test_events_lost_reset_and_call_counts(node: SimulatedNode) -> None:
         node.command({"op": "event", "device": 1, "type": "vm_fault", "message": "not mine"})
         node.command({"op": "event", "device": 2, "type": "thermal_throttle"})  # masked out
         node.command({"op": "event", "device": 2, "type": "vm_fault", "message": "fault at 0x10"})
-        # The reset lasts 3 s of the node's clock: long beside one call made as soon as its
-        # beginning is read (the reader's wait wakes on the event).
-        node.command({"op": "reset", "device": 2, "ms": 3000})
+        # The reset lasts 10 s of the node's clock: long beside one call made as soon as its
+        # beginning is read (the reader's wait wakes on the event), even on a loaded machine
+        # (3 s was once too short for a reader starved of CPU in a full CI run).
+        node.command({"op": "reset", "device": 2, "ms": 10000})
         result = json.loads(reader.stdout.readline())
     finally:
         reader.kill()
