@@ -216,8 +216,10 @@ class DeviceSampler:
         call = self._device.current_call
         try:
             # asyncio.timeout, not wait_for: wait_for (3.11) can swallow a shutdown's cancel.
+            # The loop this sampler runs on, given: without one wrap_future asks for it, and
+            # on 3.11 every lookup of the running loop calls getpid().
             async with asyncio.timeout(timeout):
-                return await asyncio.wrap_future(future)
+                return await asyncio.wrap_future(future, loop=self._loop)
         except TimeoutError:
             call = self._device.current_call or call
             self.stats.deadline_overruns += 1

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpu_otel_agent.model.process import PROCESS_GROUP, ProcessUsage
 from gpu_otel_agent.model.snapshot import (
@@ -56,6 +56,9 @@ class _Identity:
     workload: Workload
     workload_attributes: Attributes
     limit: int | None
+    # Its utilization series' attributes by task, made on first use and then the same tuple
+    # every cycle: the exporters key what they keep of a series on it (export/metrics/series.py).
+    by_task: dict[str, Attributes] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -198,8 +201,12 @@ class Attribution:
         out = []
         if item.usage.memory_bytes is not None:
             out.append(Reading(PROCESS_MEMORY, item.usage.memory_bytes, base))
+        by_task = item.identity.by_task
         for task, value in item.usage.utilization:
-            out.append(Reading(PROCESS_UTILIZATION, value, (*base, ("hw.gpu.task", task))))
+            attributes = by_task.get(task)
+            if attributes is None:
+                attributes = by_task[task] = (*base, ("hw.gpu.task", task))
+            out.append(Reading(PROCESS_UTILIZATION, value, attributes))
         if item.usage.compute_unit_occupancy is not None:
             out.append(Reading(PROCESS_CU_OCCUPANCY, item.usage.compute_unit_occupancy, base))
         return out

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pynvml
 
+from gpu_otel_agent.simulation.nvidia.error_policy_doc import struct_fields
+
 PLUGIN = Path(__file__).resolve().parents[3] / "plugins/gpu_otel_agent/plugins/nvidia"
 AUDIT = PLUGIN.parents[3] / "simulator/gpu_otel_agent/simulation/nvidia/NVML_AUDIT.md"
 _NAME = re.compile(r"^nvml[A-Z]\w*$")
@@ -24,6 +26,9 @@ def _is_constant(name: str) -> bool:
 
 def agent_calls() -> set[str]:
     found: set[str] = set()
+    # pynvml's structure fields (``nvmlReturn``) are named as strings where the plugin reads
+    # them from an array's bytes (field_values.py); they are not calls.
+    fields = struct_fields()
     for path in PLUGIN.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
@@ -31,7 +36,8 @@ def agent_calls() -> set[str]:
                     and not _is_constant(node.attr)):
                 found.add(node.attr)
             elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
-                    and _NAME.match(node.value) and not _is_constant(node.value)):
+                    and _NAME.match(node.value) and not _is_constant(node.value)
+                    and node.value not in fields):
                 found.add(node.value)
     return found
 

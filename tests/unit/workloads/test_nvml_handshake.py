@@ -8,7 +8,7 @@ from typing import Any
 import pynvml
 import pytest
 
-from gpu_otel_agent.plugins.nvidia.processes import HANDSHAKE_TRIES, HEADROOM, _sized_call
+from gpu_otel_agent.plugins.nvidia.processes import HANDSHAKE_TRIES, HEADROOM, _handshake
 
 
 class GrowingList:
@@ -33,6 +33,11 @@ class GrowingList:
             array[i].pid = 1000 + i
         count.value = n
         return pynvml.NVML_SUCCESS
+
+
+def _sized_call(name: str, fake: GrowingList, struct: type[ctypes.Structure]) -> list[Any]:
+    array, count = _handshake(fake, struct)
+    return list(array[:count]) if count else []
 
 
 def test_empty_list_is_one_call() -> None:

@@ -14,9 +14,8 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricExporter
 from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.config.schema import AgentConfig
@@ -30,6 +29,9 @@ from gpu_otel_agent.export.metrics.snapshot_exporters import (
 )
 from gpu_otel_agent.export.otlp.senders import build_request_sender, credential_provider
 from gpu_otel_agent.export.otlp.target import ExporterConfigError, otlp_protocol, resolve_target
+
+if TYPE_CHECKING:  # the SDK's metrics are imported only when an SDK exporter is built
+    from opentelemetry.sdk.metrics.export import MetricExporter
 
 __all__ = ["ExporterConfigError", "build_snapshot_exporter", "otlp_protocol", "otlp_settings"]
 log = logging.getLogger(__name__)
@@ -125,6 +127,8 @@ def build_snapshot_exporter(
     if config.exporter == "console" and config.console_format == "lines":
         return LinesSnapshotExporter()
     if config.exporter == "console":
+        from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
+
         return SdkSnapshotExporter(ConsoleMetricExporter(), resource)
     if config.exporter == "none":
         return NoSnapshotExporter()

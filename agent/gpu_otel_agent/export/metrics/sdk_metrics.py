@@ -8,16 +8,8 @@ exactly while the snapshot has a reading for it. (OTLP pushes skip this step: se
 
 from __future__ import annotations
 
-from opentelemetry.sdk.metrics.export import (
-    AggregationTemporality,
-    Gauge,
-    Metric,
-    MetricsData,
-    NumberDataPoint,
-    ResourceMetrics,
-    ScopeMetrics,
-    Sum,
-)
+from typing import TYPE_CHECKING
+
 from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.export.metrics.series import SeriesPoint, series
@@ -26,8 +18,15 @@ from gpu_otel_agent.model.metrics import DOUBLE_UNITS, Instrument, spec_for
 from gpu_otel_agent.model.semconv import SCHEMA_URL
 from gpu_otel_agent.model.snapshot import NodeSnapshot
 
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics.export import Metric, MetricsData
 
+
+# opentelemetry.sdk.metrics (about 1 MiB of modules) is imported when an SDK exporter first
+# encodes, not at start-up: the OTLP fast path (otlp_proto) needs nothing from here.
 def encode(snapshot: NodeSnapshot, resource: Resource) -> MetricsData:
+    from opentelemetry.sdk.metrics.export import MetricsData, ResourceMetrics, ScopeMetrics
+
     metrics = [_metric(name, points) for name, points in series(snapshot).items()]
     scope = ScopeMetrics(scope=SCOPE, metrics=metrics, schema_url=SCHEMA_URL)
     return MetricsData(
@@ -37,6 +36,14 @@ def encode(snapshot: NodeSnapshot, resource: Resource) -> MetricsData:
 
 
 def _metric(name: str, points: list[SeriesPoint]) -> Metric:
+    from opentelemetry.sdk.metrics.export import (
+        AggregationTemporality,
+        Gauge,
+        Metric,
+        NumberDataPoint,
+        Sum,
+    )
+
     spec = spec_for(name)
     double = spec.unit in DOUBLE_UNITS  # as the wire encoder: one value type per metric
     data_points = [

@@ -56,36 +56,62 @@ class _Kept(NamedTuple):
 _latest: dict[tuple[str, str], _Kept] = {}
 MAX_KEPT = 4096  # (device, group) pairs; cleared past this (partitions come and go)
 
+# A series' whole attribute tuple, kept from one sample to the next of the same (device, group)
+# while the device's identity and workload-source attributes stay the same: a new sample
+# rebuilds only value and time, and hands the exporters the same tuple object as before (the
+# /metrics page keeps a series' labels by it: prometheus/otel_scheme.py). Only the last
+# sample's series are held (a gone process's tuple goes with the next sample). Looked up by
+# the reading's own attribute tuple as an object (backends and attribution hand the same one
+# every read, and a tuple's hash is not cached: hashing a process's attributes each cycle
+# cost as much as building them); the entry holds that object, so its id is not reused while
+# it is kept.
+_Known = dict[tuple[str, int], tuple[Attributes, Attributes]]
+_attributes: dict[tuple[str, str], tuple[DeviceIdentity, Attributes, _Known]] = {}
+
+
+def _series_attributes(device: DeviceSnapshot, metric: str, own: Attributes,
+                       extra: Attributes) -> Attributes:
+    """A reading's whole attribute tuple: the device's (those the metric takes), then its own."""
+    if not metric.startswith("hw."):
+        return (*device.identity.attributes(), *extra, *own)
+    if metric.startswith("hw.fan."):
+        return (*device.identity.fan_attributes(), *own)
+    # Only the conventional attributes the metric lists (model/semconv.py).
+    dropped = dropped_device_attributes(metric)
+    return (*(a for a in (*device.identity.series_attributes(), *extra) if a[0] not in dropped),
+            *own)
+
 
 def _device_points(device: DeviceSnapshot, readings: Iterable[Reading], time_ns: int,
-                   extra: Attributes) -> list[tuple[str, SeriesPoint]]:
-    identity = (*device.identity.attributes(), *extra)
-    with_type = (*device.identity.series_attributes(), *extra)
-    hw_bases: dict[frozenset[str], Attributes] = {}
+                   extra: Attributes, group: str) -> list[tuple[str, SeriesPoint]]:
+    slot = (device.identity.uuid, group)
+    held = _attributes.get(slot)
+    known: _Known = {} if held is None or held[0] is not device.identity or held[1] != extra \
+        else held[2]
+    used: _Known = {}
     starts = device.counter_starts
     out = []
     for reading in readings:
-        metric = reading.metric
-        if not carried(metric, reading.value, reading.attributes):
-            continue  # a value that cannot be read is absent, never NaN
-        if not metric.startswith("hw."):
-            base = identity
-        elif metric.startswith("hw.fan."):
-            base = device.identity.fan_attributes()
+        metric, own = reading.metric, reading.attributes
+        if not carried(metric, reading.value, own):
+            continue  # a value that cannot be read (or carried) is absent, never NaN
+        key = (metric, id(own))
+        held_series = known.get(key)
+        if held_series is not None and held_series[0] is own:
+            attributes = held_series[1]
         else:
-            # Only the conventional attributes the metric lists (model/semconv.py).
-            dropped = dropped_device_attributes(metric)
-            cached = hw_bases.get(dropped)
-            if cached is None:
-                cached = hw_bases[dropped] = tuple(a for a in with_type if a[0] not in dropped)
-            base = cached
-        start = (starts.get((reading.metric, reading.attributes), device.start_time_ns)
-                 if starts else device.start_time_ns)
+            attributes = _series_attributes(device, metric, own, extra)
+            held_series = (own, attributes)
+        used[key] = held_series
+        start = (starts.get((metric, own), device.start_time_ns) if starts
+                 else device.start_time_ns)
         # The device's own time of the value where it gave one (never before the series'
         # start: a value cached since before the agent started is dated at the start).
         at = max(reading.time_ns, start) if reading.time_ns else time_ns
-        out.append((reading.metric,
-                    SeriesPoint((*base, *reading.attributes), start, at, reading.value)))
+        out.append((metric, SeriesPoint(attributes, start, at, reading.value)))
+    if len(_attributes) >= MAX_KEPT and slot not in _attributes:
+        _attributes.clear()
+    _attributes[slot] = (device.identity, extra, used)
     return out
 
 
@@ -109,7 +135,7 @@ def _sample_runs(device: DeviceSnapshot, sample: GroupSample,
             and kept.counter_starts is device.counter_starts
             and kept.start_time_ns == device.start_time_ns and kept.extra == extra):
         return kept.runs
-    runs = _runs(_device_points(device, sample.readings, sample.time_ns, extra))
+    runs = _runs(_device_points(device, sample.readings, sample.time_ns, extra, sample.group))
     if len(_latest) >= MAX_KEPT:
         _latest.clear()
     _latest[slot] = _Kept(sample, device.identity, device.counter_starts, device.start_time_ns,
@@ -133,7 +159,8 @@ def series_runs(snapshot: NodeSnapshot) -> dict[str, list[Run]]:
         for group in device.samples.values():
             for metric, run in _sample_runs(device, group, extra).items():
                 runs[metric].append(run)
-        for metric, run in _runs(_device_points(device, now, snapshot.taken_ns, extra)).items():
+        for metric, run in _runs(
+                _device_points(device, now, snapshot.taken_ns, extra, "")).items():
             runs[metric].append(run)
     # Self-telemetry and node-level samples: their readings carry their own attributes.
     samples = (snapshot.agent, *snapshot.node) if snapshot.agent else snapshot.node

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
@@ -12,6 +11,9 @@ from gpu_otel_agent.export.metrics.sdk_metrics import encode
 from gpu_otel_agent.export.otlp.senders import RequestSender
 from gpu_otel_agent.model.snapshot import NodeSnapshot
 from gpu_otel_agent.threads.costs import ENCODING, SENDING, Stage
+
+if TYPE_CHECKING:  # imported by the SDK path only when used (sdk_metrics says why)
+    from opentelemetry.sdk.metrics.export import MetricExporter
 
 
 class SnapshotExporter(Protocol):
@@ -61,6 +63,8 @@ class SdkSnapshotExporter:
         self._resource = resource
 
     def export(self, snapshot: NodeSnapshot, timeout_s: float) -> bool:
+        from opentelemetry.sdk.metrics.export import MetricExportResult
+
         data = encode(snapshot, self._resource)
         result = self._exporter.export(data, timeout_millis=timeout_s * 1000)
         return result is MetricExportResult.SUCCESS

@@ -30,6 +30,7 @@ from gpu_otel_agent.export.prometheus.exposition import (
     Collected,
     Families,
     Family,
+    RenderCache,
     as_metric,
     warn_once,
 )
@@ -59,7 +60,7 @@ def _owned(name: str, type_: str) -> set[str]:
     return {name, *(name + suffix for suffix in _SUFFIXES[type_])}
 
 
-def _openmetrics_metrics(families: Families) -> Iterator[Metric]:
+def _openmetrics_typed(families: Families) -> Iterator[tuple[Family, str, str]]:
     seen: set[str] = set()
     for family in families:
         if not family.samples:
@@ -71,11 +72,25 @@ def _openmetrics_metrics(families: Families) -> Iterator[Metric]:
                 warn_once(f"{family.name} clashes with another family in OpenMetrics; dropped")
                 continue
         seen |= _owned(name, type_)
-        yield as_metric(family, name, type_)
+        yield family, name, type_
 
 
-def render_openmetrics(families: Families) -> bytes:
+def _write(metric: Metric) -> bytes:
+    """One family, without the page's end (written once, after the last family)."""
     # This generate_latest has no annotations (prometheus_client 0.26); it returns bytes.
-    body: bytes = generate_latest(  # type: ignore[no-untyped-call]
-        Collected(_openmetrics_metrics(families)))
-    return body
+    body: bytes = generate_latest(Collected((metric,)))  # type: ignore[no-untyped-call]
+    return body.removesuffix(EOF)
+
+
+EOF = b"# EOF\n"
+_OPENMETRICS = RenderCache()
+
+
+def render_openmetrics(families: Families, cache: RenderCache | None = _OPENMETRICS) -> bytes:
+    """The page in OpenMetrics 1.0.0; ``cache=None`` writes every family afresh."""
+    if cache is None:
+        parts = [_write(as_metric(f, n, t)) for f, n, t in _openmetrics_typed(families)]
+    else:
+        parts = cache.page(_openmetrics_typed(families), _write)
+    parts.append(EOF)
+    return b"".join(parts)

@@ -32,7 +32,34 @@ def otel_labels(attributes: Attributes) -> Labels:
     return tuple((label_name(k), label_value(v)) for k, v in attributes)
 
 
-def add_otel_series(families: Families, name: str, points: Sequence[SeriesPoint]) -> None:
+class LabelCache:
+    """A series' labels, kept from one scrape to the next by its attribute tuple as an object
+    (export/metrics/series.py hands the same tuple while the series' device and workload are the
+    same); converting every label of every series was the largest part of building a page's
+    families. Holds the last scrape's series only; each entry holds its tuple, so an id is
+    not reused while it is kept, and a lost race between two scrapes only converts again."""
+
+    def __init__(self) -> None:
+        self._last: dict[int, tuple[Attributes, Labels]] = {}
+        self._now: dict[int, tuple[Attributes, Labels]] = {}
+
+    def labels(self, attributes: Attributes) -> Labels:
+        key = id(attributes)
+        held = self._last.get(key)
+        if held is None or held[0] is not attributes:
+            held = (attributes, otel_labels(attributes))
+        self._now[key] = held
+        return held[1]
+
+    def scraped(self) -> None:
+        self._last, self._now = self._now, {}
+
+
+_LABELS = LabelCache()
+
+
+def add_otel_series(families: Families, name: str, points: Sequence[SeriesPoint],
+                    labels: LabelCache | None = None) -> None:
     try:
         spec = spec_for(name)
     except KeyError:
@@ -40,8 +67,9 @@ def add_otel_series(families: Families, name: str, points: Sequence[SeriesPoint]
     family = families.family(metric_name(spec), prometheus_type(spec), spec.description)
     if family is None:
         return
+    convert = otel_labels if labels is None else labels.labels
     for point in points:
-        family.add(otel_labels(point.attributes), point.value)
+        family.add(convert(point.attributes), point.value)
 
 
 def add_target_info(families: Families, resource: Mapping[str, object]) -> None:
@@ -56,5 +84,6 @@ def otel_families(
     families = Families()
     add_target_info(families, resource)
     for name, points in series.items():
-        add_otel_series(families, name, points)
+        add_otel_series(families, name, points, _LABELS)
+    _LABELS.scraped()
     return families

@@ -26,13 +26,13 @@ from gpu_otel_agent.model.snapshot import DeviceIdentity, Reading
 from gpu_otel_agent.plugins.nvidia.backoff import Backoff
 from gpu_otel_agent.plugins.nvidia.error_log import ErrorCounts
 from gpu_otel_agent.plugins.nvidia.error_policy import Policy, policy
+from gpu_otel_agent.plugins.nvidia.field_values import field_results
 from gpu_otel_agent.plugins.nvidia.gpm import GpmReader
 from gpu_otel_agent.plugins.nvidia.mig import MigPlace, NvidiaMigDevice, profile_of
 from gpu_otel_agent.plugins.nvidia.nvml import (
     NvmlUninitialized,
     Unavailable,
     classify,
-    field_value,
 )
 from gpu_otel_agent.plugins.nvidia.processes import NO_INSTANCE, ProcessSampler
 from gpu_otel_agent.plugins.nvidia.readings import GROUPS, CallReading, FieldReading
@@ -229,8 +229,8 @@ class NvidiaDevice:
             self._unsettled.add(group)
             return fields
         working = []
-        for field, value in zip(fields, values, strict=True):
-            if self._field_status(field, value.nvmlReturn) is not Policy.PERMANENT:
+        for field, value in zip(fields, field_results(values), strict=True):
+            if self._field_status(field, value.code) is not Policy.PERMANENT:
                 working.append(field)  # served, or failed this time only: not dropped
         return tuple(working)
 
@@ -453,17 +453,16 @@ class NvidiaDevice:
         except (Unavailable, pynvml.NVMLError):
             return []
         readings = []
-        for field, value in zip(due, values, strict=True):
-            kind = self._field_status(field, value.nvmlReturn)
+        for field, (code, timestamp_us, raw) in zip(due, field_results(values), strict=True):
+            kind = self._field_status(field, code)
             if kind is Policy.PERMANENT:
                 self._unsettled.add(group)
-            if kind is not None:
+            if kind is not None or raw is None:
                 continue
-            raw = field_value(value)
             number = raw if field.scale == 1.0 else raw * field.scale
             # nvml.h nvmlFieldValue_t.timestamp: "CPU Timestamp of this value in microseconds
             # since 1970": when the driver took it, which for a cached value is before now.
-            taken = int(value.timestamp) * 1000 if value.timestamp > 0 else 0
+            taken = timestamp_us * 1000 if timestamp_us > 0 else 0
             readings.append(Reading(field.metric, number, field.attributes, taken))
         return readings
 

@@ -26,6 +26,7 @@ from gpu_otel_agent.model.process import ProcessUsage
 from gpu_otel_agent.plugins.nvidia.error_policy import Policy, policy
 from gpu_otel_agent.plugins.nvidia.nvml import Unavailable
 from gpu_otel_agent.plugins.nvidia.process_utilization import ProcessUtilization, UtilSample
+from gpu_otel_agent.plugins.nvidia.records import Records
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +46,15 @@ def _function(name: str) -> Any:
     return pynvml._nvmlGetFunctionPointer(name)
 
 
-def _sized_call(name: str, call: Callable[[Any, ctypes.c_uint], int],
-                struct: type[ctypes.Structure]) -> list[Any]:
-    """NVML's count handshake: ask the size, allocate with headroom, retry if it grew."""
+def _handshake(call: Callable[[Any, ctypes.c_uint], int],
+               struct: type[ctypes.Structure]) -> tuple[Any, int]:
+    """NVML's count handshake: ask the size, allocate with headroom, retry if it grew. The
+    filled array and how many records it holds."""
     count = ctypes.c_uint(0)
     ret = call(None, count)
     for _ in range(HANDSHAKE_TRIES):
         if ret == pynvml.NVML_SUCCESS and count.value == 0:
-            return []
+            return None, 0
         if ret not in (pynvml.NVML_SUCCESS, pynvml.NVML_ERROR_INSUFFICIENT_SIZE):
             raise pynvml.NVMLError(ret)
         size = count.value + HEADROOM
@@ -60,14 +62,23 @@ def _sized_call(name: str, call: Callable[[Any, ctypes.c_uint], int],
         count = ctypes.c_uint(size)
         ret = call(array, count)
         if ret == pynvml.NVML_SUCCESS:
-            return list(array[: count.value])
+            return array, count.value
     raise pynvml.NVMLError(ret)
 
 
-def read_running(handle: Any, name: str) -> list[Any]:
+# The fields read of each record, in offset order (records.py reads them from the bytes).
+_INFO = Records(pynvml.c_nvmlProcessInfo_v3_t,
+                ("pid", "usedGpuMemory", "gpuInstanceId", "computeInstanceId"))
+_UTIL = Records(pynvml.c_nvmlProcessUtilizationSample_t,
+                ("pid", "timeStamp", "smUtil", "encUtil", "decUtil"))
+
+
+def read_running(handle: Any, name: str) -> list[tuple[int, int, int, int]]:
+    """(pid, usedGpuMemory, gpuInstanceId, computeInstanceId) of each listed process."""
     fn = _function(name)
-    return _sized_call(name, lambda array, count: int(fn(handle, ctypes.byref(count), array)),
-                       pynvml.c_nvmlProcessInfo_v3_t)
+    array, count = _handshake(
+        lambda array, count: int(fn(handle, ctypes.byref(count), array)), _INFO.structure)
+    return _INFO.read(array, count)
 
 
 class ProcessSampler:
@@ -124,12 +135,12 @@ class ProcessSampler:
                 if policy(error.value) in (Policy.TRANSIENT, Policy.BACKOFF):
                     raise ReadSkipped(f"{name}: {error}") from error
                 raise
-            for info in infos:
-                if info.gpuInstanceId != NO_INSTANCE:
-                    instances[info.pid] = (int(info.gpuInstanceId), int(info.computeInstanceId))
-                used = None if info.usedGpuMemory == _NOT_AVAILABLE else int(info.usedGpuMemory)
-                before = memory.get(info.pid)
-                memory[info.pid] = used if before is None else max(before, used or 0)
+            for pid, used_memory, gpu_instance, compute_instance in infos:
+                if gpu_instance != NO_INSTANCE:
+                    instances[pid] = (gpu_instance, compute_instance)
+                used = None if used_memory == _NOT_AVAILABLE else used_memory
+                before = memory.get(pid)
+                memory[pid] = used if before is None else max(before, used or 0)
         self.instances = instances
         if not self._utilization:
             return tuple(ProcessUsage(pid, used) for pid, used in sorted(memory.items()))
@@ -146,14 +157,12 @@ class ProcessSampler:
         fn = _function(UTIL_CALL)
         last = ctypes.c_ulonglong(self._util.cursor)
         try:
-            samples = _sized_call(
-                UTIL_CALL, lambda array, count: int(fn(self._handle, array, ctypes.byref(count),
-                                                       last)),
-                pynvml.c_nvmlProcessUtilizationSample_t)
+            array, count = _handshake(
+                lambda array, count: int(fn(self._handle, array, ctypes.byref(count), last)),
+                _UTIL.structure)
         except pynvml.NVMLError as error:
             if error.value == pynvml.NVML_ERROR_NOT_FOUND:
                 return  # no sample newer than the cursor: a successful, empty answer
             raise
-        self._util.add(UtilSample.from_percent(int(s.pid), int(s.timeStamp), int(s.smUtil),
-                                               int(s.encUtil), int(s.decUtil))
-                       for s in samples)
+        self._util.add(UtilSample.from_percent(pid, time_us, sm, enc, dec)
+                       for pid, time_us, sm, enc, dec in _UTIL.read(array, count))

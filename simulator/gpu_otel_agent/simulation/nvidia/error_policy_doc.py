@@ -10,6 +10,7 @@ names), their codes are the ``@return`` lists of ``nvml.h`` as extracted for the
 from __future__ import annotations
 
 import ast
+import ctypes
 import re
 import sys
 from pathlib import Path
@@ -52,9 +53,18 @@ def _is_constant(name: str) -> bool:
     return hasattr(pynvml, name) and not callable(getattr(pynvml, name))
 
 
+def struct_fields() -> set[str]:
+    """Names of pynvml's structure fields (``nvmlReturn`` of ``c_nvmlFieldValue_t``): the
+    plugin names some as strings to read them from the bytes, and they are not calls."""
+    return {field[0] for kind in vars(pynvml).values()
+            if isinstance(kind, type) and issubclass(kind, ctypes.Structure | ctypes.Union)
+            for field in getattr(kind, "_fields_", ())}
+
+
 def agent_calls() -> list[str]:
     """The NVML functions the plugin calls (its source outside the simulator)."""
     found: set[str] = set()
+    fields = struct_fields()
     for path in sorted(PLUGIN.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             name = None
@@ -63,7 +73,7 @@ def agent_calls() -> list[str]:
                 name = node.attr
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 name = node.value
-            if name and _NAME.match(name) and not _is_constant(name):
+            if name and _NAME.match(name) and not _is_constant(name) and name not in fields:
                 found.add(name)
     return sorted(found)
 

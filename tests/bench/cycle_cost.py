@@ -1,0 +1,183 @@
+"""Instructions per agent cycle, counted by callgrind: a figure a shared machine cannot blur.
+
+Wall-clock CPU percentages on a machine other work shares move by more than the changes they
+should judge. Instruction counts of a fixed amount of work do not: this runs the agent's own
+code for ``--cycles`` cycles in a child process attached to the simulated node, under
+``valgrind --tool=callgrind``, once with 0 cycles and once with N, and reports the difference
+divided by N (start-up and imports cancel out).
+
+One cycle, per stage:
+
+- ``sample``: every GPU's ``fast`` group read through ``NvidiaBackend`` (pynvml -> the
+  simulated library), and its processes every 5th cycle, as the agent's defaults do;
+- ``processes``: every GPU's processes only, every cycle: the lists and utilization samples
+  (``read_processes``) and their readings from attribution (``Attribution.readings``);
+- ``export``: a snapshot with those samples, ``ProtoEncoder.encode_bytes`` (series + encoding);
+- ``scrape``: one ``/metrics`` page (otel scheme, text 0.0.4) of that snapshot.
+
+``python -m tests.bench.cycle_cost SCENARIO --cycles 20 --stage sample`` prints JSON. Run it
+against two trees (``PYTHONPATH=<tree>/agent``) to compare commits; the figures of issue 41's
+commits were taken so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+STAGES = ("sample", "processes", "export", "scrape")
+PROCESS_EVERY = 5
+VARIANTS = 3
+
+
+def _child(node_env: dict[str, str], stage: str, cycles: int, writer: str = "current") -> None:
+    asyncio.run(_cycles(node_env, stage, cycles, writer))
+
+
+async def _cycles(node_env: dict[str, str], stage: str, cycles: int, writer: str) -> None:
+    from gpu_otel_agent.simulation.node import attach_in_process
+
+    attach_in_process(node_env)
+
+    from gpu_otel_agent.backends.discovery import OpenBackend
+    from gpu_otel_agent.config.load import load
+    from gpu_otel_agent.config.schema import AttributionConfig, KubeletConfig
+    from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
+    from gpu_otel_agent.export.metrics.series import series
+    from gpu_otel_agent.export.prometheus.exposition import Families, render
+    from gpu_otel_agent.export.prometheus.otel_scheme import otel_families
+    from gpu_otel_agent.model.snapshot import (
+        DeviceSnapshot,
+        GroupSample,
+        HealthState,
+        NodeSnapshot,
+        Reading,
+    )
+    from gpu_otel_agent.plugins.nvidia.backend import NvidiaBackend
+    from gpu_otel_agent.runtime.agent import build_resource
+    from gpu_otel_agent.runtime.attribution_setup import build_attribution
+
+    backend = NvidiaBackend()
+    info = backend.open()
+    devices = backend.devices()
+    groups = [sorted(device.probe()) for device in devices]
+    # Process series come from the process lists through attribution, as the agent's
+    # processes group does (not the backend's read of the group, which has none).
+    # Its sources running (netlink, inotify), as in the agent: a process's facts are read
+    # once and kept, so its series' attributes are the same objects from cycle to cycle.
+    attribution, service = build_attribution(AttributionConfig(kubelet=KubeletConfig(socket=None)))
+    running = asyncio.create_task(service.run())
+    await asyncio.sleep(0.2)
+
+    def process_readings(device: Any) -> tuple[Reading, ...]:
+        return attribution.readings(device.identity, device.read_processes())
+    snapshots = []
+    # Values as the node serves them over time (its patterns are random and sine): the export
+    # and scrape stages cycle through these, so consecutive cycles carry different values.
+    fast: list[list[tuple[Reading, ...]]] = []
+    processes: list[list[tuple[Reading, ...]]] = []
+    for device, names in zip(devices, groups, strict=True):
+        if "gpm" in names:
+            device.read("gpm")
+        samples = {g: GroupSample(g, device.read(g), time.time_ns()) for g in names}
+        fast.append([device.read("fast") for _ in range(VARIANTS)])
+        processes.append([process_readings(device) for _ in range(VARIANTS)])
+        samples["processes"] = GroupSample("processes", processes[-1][0], time.time_ns())
+        snapshots.append(DeviceSnapshot(device.identity, HealthState.OK, time.time_ns(),
+                                        MappingProxyType(samples)))
+    resource = build_resource(load(None), [OpenBackend(backend, info, tuple(devices))])
+    encoder = ProtoEncoder(resource)
+    attributes = dict(resource.attributes)
+    write: Callable[[Families], bytes] = render
+    if writer == "handwritten":  # the writer prometheus_client replaced (issue 33.5)
+        from tests.bench.exposition import BASELINE, _old_writers
+
+        write = _old_writers(BASELINE)["text"]
+
+    # The sources stop before the counted cycles: their threads would count what the rest of
+    # a shared machine does (every exec on the host is a netlink event).
+    running.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
+    for cycle in range(cycles):
+        if stage in ("sample", "processes"):
+            for device in devices:
+                if stage == "sample":
+                    device.read("fast")
+                if stage == "processes" or cycle % PROCESS_EVERY == 0:
+                    process_readings(device)
+            continue
+        # As the store publishes them: the fast group new each cycle (values as read),
+        # the processes group every 5th, the rest kept (the same sample objects).
+        for i, previous in enumerate(snapshots):
+            kept = previous.with_sample(GroupSample("fast", fast[i][cycle % VARIANTS],
+                                                    time.time_ns()))
+            if cycle % PROCESS_EVERY == 0 and "processes" in kept.samples:
+                kept = kept.with_sample(GroupSample(
+                    "processes", processes[i][(cycle // PROCESS_EVERY) % VARIANTS],
+                    time.time_ns()))
+            snapshots[i] = kept
+        current = NodeSnapshot(tuple(snapshots), time.time_ns())
+        if stage == "export":
+            encoder.encode_bytes(current)
+        else:
+            write(otel_families(series(current), attributes))
+    backend.close()
+
+
+def _instructions(scenario: Path, stage: str, cycles: int, env: dict[str, str],
+                  writer: str) -> int:
+    from gpu_otel_agent.simulation.node import SimulatedNode
+
+    with tempfile.TemporaryDirectory() as work, \
+            SimulatedNode.start(scenario, state_dir=Path(work) / "node") as node:
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+             sys.executable, "-m", "tests.bench.cycle_cost", str(scenario), "--child",
+             json.dumps(dict(node.env)), "--stage", stage, "--cycles", str(cycles),
+             "--writer", writer],
+            capture_output=True, text=True, env=env, check=False, timeout=3000)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode or found is None:
+        raise RuntimeError(f"callgrind run failed:\n{done.stderr[-3000:]}")
+    return int(found.group(1))
+
+
+def main() -> int:
+    import os
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("scenario", type=Path)
+    parser.add_argument("--stage", choices=STAGES, default="sample")
+    parser.add_argument("--cycles", type=int, default=20)
+    parser.add_argument("--writer", choices=("current", "handwritten"), default="current",
+                        help="scrape stage: this tree's writer, or the hand-written one "
+                             "prometheus_client replaced (loaded from git)")
+    parser.add_argument("--child", metavar="NODE_ENV")
+    args = parser.parse_args()
+    if args.child:
+        _child(json.loads(args.child), args.stage, args.cycles, args.writer)
+        return 0
+    env = dict(os.environ, PYTHONHASHSEED="0")  # the same dict and set layouts every run
+    base = _instructions(args.scenario, args.stage, 0, env, args.writer)
+    total = _instructions(args.scenario, args.stage, args.cycles, env, args.writer)
+    json.dump({"stage": args.stage, "cycles": args.cycles, "scenario": args.scenario.name,
+               "writer": args.writer,
+               "instructions_per_cycle": (total - base) / args.cycles}, sys.stdout)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
