@@ -28,7 +28,7 @@ from gpu_otel_agent.config.load import (
 )
 from gpu_otel_agent.config.table import FLAGS, Key, flag_dest
 from gpu_otel_agent.docs.topics import add_docs
-from gpu_otel_agent.export.exporters import ExporterConfigError
+from gpu_otel_agent.export.metrics.exporters import ExporterConfigError
 from gpu_otel_agent.extensions.commands import COMMAND_GROUP, Commands
 from gpu_otel_agent.extensions.loading import load_group
 from gpu_otel_agent.extensions.simulation import (
@@ -176,7 +176,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_validate(path: Path) -> int:
     """``gpu-agent config validate FILE`` (as ``otelcol validate``): every key, its value and
     the exporter settings the environment adds, without starting anything."""
-    from gpu_otel_agent.export.otlp_target import resolve_target
+    from gpu_otel_agent.export.otlp.target import resolve_target
 
     try:
         config = load(path)

@@ -9,7 +9,7 @@ together). The plugins (``gpu_otel_agent.plugins``) sit beside the layers up to
 doors it plugs into, never the core's machinery above them, and the core never imports a
 plugin (they come in through entry points).
 
-``tests/unit/core/test_layers.py`` reads every module's imports and checks them against this
+``tests/unit/architecture/test_layers.py`` reads every module's imports and checks them against this
 table, and that no packages import each other in a circle. A name here is a package or a
 top-level module of ``gpu_otel_agent``.
 """
@@ -53,6 +53,25 @@ LAYERS: Final[tuple[tuple[str, ...], ...]] = (
 
 # The highest layer a plugin may import from.
 PLUGIN_CEILING: Final = "backends"
+
+# The wings of ``export``, bottom first, checked as the layers are: the shared OTLP transport
+# (gRPC, HTTP, retries, a collector's throttling, the target, the failure log, the scope and
+# value encoding both signals use); the two signals beside each other (the metrics: series,
+# encoder, pusher; the health events: spool, pusher, senders); Prometheus, which renders the
+# metrics' series.
+EXPORT_WINGS: Final[tuple[tuple[str, ...], ...]] = (
+    ("otlp",),
+    ("metrics", "events"),
+    ("prometheus",),
+)
+
+
+def wing_of(name: str) -> int:
+    """The floor (0 = bottom) of a wing of ``gpu_otel_agent.export``."""
+    for index, names in enumerate(EXPORT_WINGS):
+        if name in names:
+            return index
+    raise KeyError(f"{name!r} is in no wing of gpu_otel_agent.layers.EXPORT_WINGS")
 
 
 def layer_of(name: str) -> int:

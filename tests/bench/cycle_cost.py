@@ -53,10 +53,10 @@ async def _cycles(node_env: dict[str, str], stage: str, cycles: int, writer: str
     from gpu_otel_agent.backends.discovery import OpenBackend
     from gpu_otel_agent.config.load import load
     from gpu_otel_agent.config.schema import AttributionConfig, KubeletConfig
-    from gpu_otel_agent.export.otlp_proto import ProtoEncoder
+    from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
+    from gpu_otel_agent.export.metrics.series import series
     from gpu_otel_agent.export.prometheus.exposition import Families, render
     from gpu_otel_agent.export.prometheus.otel_scheme import otel_families
-    from gpu_otel_agent.export.series import series
     from gpu_otel_agent.model.snapshot import (
         DeviceSnapshot,
         GroupSample,

@@ -5,9 +5,9 @@ simulated node is once per process. The child reads every group of every GPU in-
 ``NvidiaBackend`` -- the agent's own probe and read code -- builds the ``NodeSnapshot`` the
 exporters would see, and times one export's CPU work that does not depend on the network: the
 agent's ``ProtoEncoder`` (snapshot -> OTLP protobuf) plus serialisation, and for comparison the
-SDK path (``gpu_otel_agent.export.sdk_metrics.encode`` -> ``encode_metrics`` -> serialisation). The
-snapshot is real (same library, same node, same code path), not rebuilt from what a receiver
-decoded.
+SDK path (``gpu_otel_agent.export.metrics.sdk_metrics.encode`` -> ``encode_metrics`` ->
+serialisation). The snapshot is real (same library, same node, same code path), not rebuilt
+from what a receiver decoded.
 """
 
 from __future__ import annotations
@@ -83,8 +83,8 @@ def _measure(node_env: Mapping[str, str], repeats: int) -> dict[str, float | int
 
     from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 
-    from gpu_otel_agent.export.otlp_proto import ProtoEncoder
-    from gpu_otel_agent.export.sdk_metrics import encode
+    from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
+    from gpu_otel_agent.export.metrics.sdk_metrics import encode
 
     snapshot, resource, read_ms = read.snapshot, read.resource, read.read_ms
     encoder = ProtoEncoder(resource)

@@ -74,12 +74,12 @@ def _measure(node_env: Mapping[str, str], repeats: int, baseline: str) -> dict[s
 
     read = read_node(node_env)
 
+    from gpu_otel_agent.export.metrics.series import series
     from gpu_otel_agent.export.prometheus.dcgm_scheme import DcgmTranslator
     from gpu_otel_agent.export.prometheus.exposition import Families, render
     from gpu_otel_agent.export.prometheus.openmetrics import render_openmetrics
     from gpu_otel_agent.export.prometheus.otel_scheme import otel_families
     from gpu_otel_agent.export.prometheus.server import GZIP_LEVEL
-    from gpu_otel_agent.export.series import series
 
     resource = dict(read.resource.attributes)
     dcgm = DcgmTranslator(resource)

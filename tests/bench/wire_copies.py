@@ -16,7 +16,7 @@ import resource
 from typing import Any
 
 from gpu_otel_agent.grpc.unary_client import GrpcClient
-from tests.unit.core.test_grpc_wire import PATH, _payload, _serve, _Servicer
+from tests.unit.grpc.test_grpc_wire import PATH, _payload, _serve, _Servicer
 
 RUSAGE_THREAD = 1  # Linux: the calling thread only
 CALLS = 200

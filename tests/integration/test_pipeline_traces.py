@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from gpu_otel_agent.config.load import load
-from gpu_otel_agent.export.tracing import NoTracing, build_tracer
+from gpu_otel_agent.export.metrics.tracing import NoTracing, build_tracer
 from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.integration.harness import AgentProcess
 from tests.receivers.netutil import free_port, wait_for_port

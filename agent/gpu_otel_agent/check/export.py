@@ -21,13 +21,13 @@ from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.check.result import Result, failed, passed
 from gpu_otel_agent.config.schema import AgentConfig
-from gpu_otel_agent.export.failure_words import (
+from gpu_otel_agent.export.otlp.failure_words import (
     Problem,
     grpc_words,
     http_error_words,
     http_status_words,
 )
-from gpu_otel_agent.export.otlp_target import ExporterConfigError, OtlpTarget, resolve_target
+from gpu_otel_agent.export.otlp.target import ExporterConfigError, OtlpTarget, resolve_target
 from gpu_otel_agent.gpu_health.events import CHECK, HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
 from gpu_otel_agent.model.semconv import agent_resource
@@ -41,7 +41,7 @@ DEFAULT_TIMEOUT_S = 5.0
 
 def _requests(resource: Resource) -> dict[str, Message]:
     from gpu_otel_agent.export.events.otlp_logs import LogEncoder
-    from gpu_otel_agent.export.otlp_proto import ProtoEncoder
+    from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
 
     now = time.time_ns()
     snapshot = NodeSnapshot(devices=(), taken_ns=now, agent=AgentSample(
@@ -82,8 +82,8 @@ def collector(config: AgentConfig, environ: Mapping[str, str] | None = None,
 
 def _grpc(target: OtlpTarget, request: Message, timeout_s: float) -> Problem:
     """The agent's own gRPC client (``grpc.unary_client``), as the running agent sends."""
-    from gpu_otel_agent.export.grpc_transport import grpc_client
-    from gpu_otel_agent.export.metric_senders import export_method
+    from gpu_otel_agent.export.otlp.grpc_transport import grpc_client
+    from gpu_otel_agent.export.otlp.senders import export_method
     from gpu_otel_agent.grpc.status import GrpcError
 
     try:
@@ -102,7 +102,7 @@ def _grpc(target: OtlpTarget, request: Message, timeout_s: float) -> Problem:
 
 
 def _http(target: OtlpTarget, request: Message, timeout_s: float) -> Problem:
-    from gpu_otel_agent.export.http_transport import ssl_context
+    from gpu_otel_agent.export.otlp.http_transport import ssl_context
 
     url = urlsplit(target.endpoint)
     if url.scheme not in ("http", "https") or not url.hostname:

@@ -1,6 +1,6 @@
 """How plugins reach the core: one entry-point group per kind, one small Protocol per group.
 
-The core never imports a concrete plugin (``tests/unit/core/test_plugin_boundary.py`` checks
+The core never imports a concrete plugin (``tests/unit/architecture/test_plugin_boundary.py`` checks
 it). A plugin, in this distribution or any other, declares itself in its own
 ``[project.entry-points."<group>"]`` table and is found with
 :func:`importlib.metadata.entry_points`:

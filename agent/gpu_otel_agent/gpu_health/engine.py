@@ -127,11 +127,13 @@ class HealthEngine:
         wall_ns: Callable[[], int] = time.time_ns,
         board: HealthBoard | None = None,
         sampling: SamplingRequests | None = None,
+        journal: StormJournal | None = None,
     ) -> None:
         """``store``: read for the latest readings and partitions; ``board``: where the
         engine's view of each GPU goes (the agent's, shared with the samplers; by default one
         of its own on ``store``); ``sampling``: whom to ask for a re-probe or a partition
-        rescan when an event calls for one (by default nobody)."""
+        rescan when an event calls for one (by default nobody); ``journal``: where folded
+        repeats are counted on disk too, once it is open (by default nowhere)."""
         self._board = board if board is not None else HealthBoard(store)
         self._gpus = {d.uuid: _Gpu(d, HealthMachine(), PolledWatcher(), {},
                                    GrayWatch(settings.debounce)) for d in devices}
@@ -140,9 +142,9 @@ class HealthEngine:
         self._clock = clock
         self._wall_ns = wall_ns
         self._storm = StormControl(settings.storm_window)
-        # Set by the pipeline when the spool is usable: each folded repeat is counted on
-        # disk too, so a crash cannot lose it (storm_journal).
-        self.journal: StormJournal | None = None
+        # Once open (the pipeline opens it where the spool is usable): each folded repeat is
+        # counted on disk too, so a crash cannot lose it (storm_journal).
+        self.journal = journal
         self._windows: dict[StormKey, int] = {}  # key -> its window's id (wall ns)
         self._switches: dict[str, EventAttributes] = {}  # NVSwitch PCI bus id -> its attributes
         # Restored storms of partitions not published yet, and reads of their GPU since.
@@ -472,8 +474,9 @@ class HealthEngine:
         for summary in summaries:
             key = summary.key
             window = self._windows.pop(key, None)
-            uid = (self.journal.summarised(key, window)
-                   if self.journal is not None and window is not None else None)
+            journal = self._open_journal()
+            uid = (journal.summarised(key, window)
+                   if journal is not None and window is not None else None)
             if key.event == ev.SXID:
                 self._sxid_summary(key, summary.count, uid)
                 continue
@@ -570,18 +573,22 @@ class HealthEngine:
             return True
         self._suppressed.set()
         count = self._storm.suppressed(key)
-        if self.journal is not None and count:
+        journal = self._open_journal()
+        if journal is not None and count:
             window = self._windows.setdefault(key, self._wall_ns())
-            self.journal.count(key, window, count)
+            journal.count(key, window, count)
         return False
+
+    def _open_journal(self) -> StormJournal | None:
+        return self.journal if self.journal is not None and self.journal.opened else None
 
     def restore(self, windows: list[OpenWindow]) -> None:
         """Summaries of the storm windows a previous run counted and never summarised."""
         for window in windows:
             if window.key.event != ev.SXID and window.key.gpu not in self._gpus:
                 # a GPU this node no longer has
-                if self.journal is not None:
-                    self.journal.written([self.journal.summarised(window.key, window.window)])
+                if (journal := self._open_journal()) is not None:
+                    journal.written([journal.summarised(window.key, window.window)])
                 continue
             if window.key.scope and self._partition(window.key.scope) is None:
                 # A partition's storm: summarised on the partition once its GPU's sampler has

@@ -30,6 +30,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from gpu_otel_agent.gpu_health.storm import BadStormKey, StormKey
 from gpu_otel_agent.gpu_health.ulid import stable_ulid
@@ -38,6 +39,13 @@ log = logging.getLogger(__name__)
 NAME = "storm.jsonl"
 MAX_BYTES = 256 * 1024
 FILE_MODE = 0o600
+
+
+class Window(NamedTuple):
+    """One storm window: whose repeats, since when (wall ns, its id)."""
+
+    key: StormKey
+    window: int
 
 
 @dataclass(frozen=True)
@@ -71,16 +79,23 @@ class StormJournal:
         self._max_bytes = max_bytes
         self._lock = threading.Lock()
         self._fd: int | None = None
-        self._open: dict[tuple[StormKey, int], int] = {}  # (key, window) -> count
-        self._pending: dict[str, tuple[StormKey, int]] = {}  # summary uid -> window
+        self._open: dict[Window, int] = {}  # -> its count
+        self._pending: dict[str, Window] = {}  # by its summary's uid
         self._size = 0
         self.errors = 0
+        self._opened = False
+
+    @property
+    def opened(self) -> bool:
+        """``open`` was called: counts are journaled from now on (on disk where it can)."""
+        return self._opened
 
     def open(self) -> list[OpenWindow]:
         """Take the file; the windows a previous run counted and never summarised."""
+        self._opened = True
         if self._path is None:
             return []
-        leftover: dict[tuple[StormKey, int], int] = {}
+        leftover: dict[Window, int] = {}
         data = b""
         try:
             fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
@@ -97,7 +112,7 @@ class StormJournal:
                     stored = record["k"]
                     key = (_legacy(stored) if isinstance(stored, list)
                            else StormKey.from_json(stored))
-                    ident: tuple[StormKey, int] = (key, int(record["w"]))
+                    ident = Window(key, int(record["w"]))
                     if record.get("done"):
                         leftover.pop(ident, None)
                     else:
@@ -115,14 +130,14 @@ class StormJournal:
     def count(self, key: StormKey, window: int, count: int) -> None:
         """``count`` repeats so far in ``window`` of ``key``."""
         with self._lock:
-            self._open[(key, window)] = count
+            self._open[Window(key, window)] = count
             self._append({"k": key.to_json(), "w": window, "c": count})
 
     def summarised(self, key: StormKey, window: int) -> str:
         """The window's summary is on its way: its uid; ``written`` closes the window."""
         uid = summary_uid(key, window)
         with self._lock:
-            self._pending[uid] = (key, window)
+            self._pending[uid] = Window(key, window)
         return uid
 
     def written(self, uids: list[str]) -> None:
@@ -131,7 +146,7 @@ class StormJournal:
             for uid in uids:
                 ident = self._pending.pop(uid, None)
                 if ident is not None and self._open.pop(ident, None) is not None:
-                    self._append({"k": ident[0].to_json(), "w": ident[1], "done": True})
+                    self._append({"k": ident.key.to_json(), "w": ident.window, "done": True})
 
     def close(self) -> None:
         with self._lock:

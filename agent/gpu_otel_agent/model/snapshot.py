@@ -61,6 +61,12 @@ class DevicePartition:
 VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD"}
 
 
+def device_name(vendor: str, index: object) -> str:
+    """A GPU as a person names it: vendor and index (``NVIDIA 0``; a mixed node has a GPU 0 of
+    each vendor)."""
+    return f"{VENDOR_NAMES.get(vendor, vendor)} {index}"
+
+
 @dataclass(frozen=True)
 class DeviceIdentity:
     uuid: str

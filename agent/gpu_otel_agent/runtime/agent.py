@@ -19,6 +19,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,10 +30,10 @@ from gpu_otel_agent.backends.protocol import PROCESS_GROUP, Backend
 from gpu_otel_agent.config.holder import ConfigHolder
 from gpu_otel_agent.config.load import ConfigError, Overrides, load, restart_needed
 from gpu_otel_agent.config.schema import AgentConfig
-from gpu_otel_agent.export.exporters import build_snapshot_exporter
-from gpu_otel_agent.export.metric_pusher import MetricPusher
+from gpu_otel_agent.export.metrics.exporters import build_snapshot_exporter
+from gpu_otel_agent.export.metrics.pusher import MetricPusher
+from gpu_otel_agent.export.metrics.tracing import SpanRecorder, TracedExporter, build_tracer
 from gpu_otel_agent.export.prometheus import EndpointError
-from gpu_otel_agent.export.tracing import SpanRecorder, TracedExporter, build_tracer
 from gpu_otel_agent.gpu_health.verdict import HealthBoard
 from gpu_otel_agent.local.client import LocalClientError, get
 from gpu_otel_agent.local.endpoint import (
@@ -44,7 +45,7 @@ from gpu_otel_agent.local.routes import Sources, build_routes
 from gpu_otel_agent.model.semconv import agent_resource
 from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
 from gpu_otel_agent.model.workload import WorkloadLookup
-from gpu_otel_agent.runtime.attribution_setup import build_attribution
+from gpu_otel_agent.runtime.attribution_setup import attribution_parts, workload_service
 from gpu_otel_agent.runtime.config_watch import watch_config_file
 from gpu_otel_agent.runtime.health_pipeline import HealthRuntime
 from gpu_otel_agent.runtime.node_plugins import (
@@ -60,6 +61,7 @@ from gpu_otel_agent.threads import costs
 from gpu_otel_agent.threads.relay import Relay
 from gpu_otel_agent.version import VERSION
 from gpu_otel_agent.workloads.attribution import Attribution
+from gpu_otel_agent.workloads.service import WorkloadService
 
 if TYPE_CHECKING:
     from gpu_otel_agent.export.prometheus.server import MetricsEndpoint
@@ -93,6 +95,24 @@ def build_resource(config: AgentConfig, opened: list[OpenBackend]) -> Resource:
     return agent_resource(config.node_name)
 
 
+@dataclass(frozen=True)
+class _Parts:
+    """What start-up built that the agent's own attributes do not hold."""
+
+    opened: list[OpenBackend]
+    resource: Resource
+    tracer: SpanRecorder
+    telemetry: SelfTelemetry
+    workloads: WorkloadService | None  # keeps attribution current
+
+
+@dataclass(frozen=True)
+class _Started:
+    endpoint: MetricsEndpoint | None
+    local: LocalEndpoint | None
+    tasks: list[asyncio.Task[None]]
+
+
 class Agent:
     def __init__(
         self,
@@ -122,6 +142,8 @@ class Agent:
         self.node_plugins: list[RunningNodePlugin] = []
         self._reloads: set[asyncio.Task[None]] = set()
         self._reload_lock = asyncio.Lock()
+        # The live configuration every part reads and a reload replaces.
+        self._holder = ConfigHolder(config)
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -159,13 +181,38 @@ class Agent:
             await watch_config_file(self._config_path, self.reload)
 
     async def run(self) -> int:
-        self._holder = ConfigHolder(self._initial)
+        """Start-up in phases, each building objects complete for the next; then wait for a
+        stop, and stop in the reverse order."""
+        self._handle_signals()
+        opened = await self._open_backends()
+        if not opened:
+            return 1
+        parts = self._assemble(opened)
+        try:
+            started = self._start(parts)
+        except EndpointError as error:
+            log.error("%s", error)
+            self._close_backends(opened)
+            return 2
+        # Everything made so far (modules, libraries' tables, the backends) lives as long as
+        # the agent: out of the collector's sight, a full collection walks only what cycles
+        # allocate, not a few hundred thousand start-up objects each time.
+        gc.freeze()
+        await self._stop.wait()
+        await self._shut_down(parts, started)
+        log.info("run summary %s", json.dumps(self.summary(), sort_keys=True))
+        return 0
+
+    # -- start-up phases -----------------------------------------------------------------
+
+    def _handle_signals(self) -> None:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self.request_stop)
         loop.add_signal_handler(signal.SIGHUP, self.reload)
         loop.add_signal_handler(signal.SIGUSR1, _log_costs)
 
+    async def _open_backends(self) -> list[OpenBackend]:
         backends = self._backends if self._backends is not None else installed_backends()
         opened = await open_backends(backends, timeout=max(self._initial.call_timeout * 5, 10))
         if not opened:
@@ -174,43 +221,65 @@ class Agent:
                 "(without a GPU, try: gpu-agent run --simulate h100-8gpu, a simulated "
                 "node: gpu-otel-agent-simulator)"
             )
-            return 1
-        resource = build_resource(self._initial, opened)
-        workload_service = None
-        self.node_plugins = open_node_plugins(
-            self._initial, lambda: self.attribution,
-            lambda: (s.snapshot.identity.uuid for s in self.samplers), self.store)
-        if self._initial.attribution.enabled:
-            self.attribution, workload_service = build_attribution(
-                self._initial.attribution, process_events(self._initial, self.node_plugins))
-            self.attribution.on_device_attributes(self.store.put_device_attributes)
-            self.attribution.on_processes(self.store.put_processes)
-        directory = SamplerDirectory()  # filled below, once the samplers exist
-        if self._initial.health.enabled:
-            # Attribution's lookup knows containers and pods; the backend's only PIDs. It is
-            # filled by the processes group, so without that group it would name nobody.
-            processes = self._initial.groups.get(PROCESS_GROUP)
-            attribution = (self.attribution if processes is not None and processes.enabled
-                           else None)
-            self.health = HealthRuntime(self._initial, resource, opened, self.store,
-                                        self._workloads or attribution, board=self.board,
-                                        sampling=directory)
+        return opened
+
+    def _assemble(self, opened: list[OpenBackend]) -> _Parts:
+        """Build every part, bottom up: who processes belong to, the node plugins (which read
+        that), the health pipeline, the samplers (which report to it), the export and the
+        agent's own telemetry (which reads them all)."""
+        config = self._initial
+        resource = build_resource(config, opened)
+        uuids = tuple(device.identity.uuid for backend in opened for device in backend.devices)
+        parts = (attribution_parts(config.attribution, self.store)
+                 if config.attribution.enabled else None)
+        self.attribution = parts.attribution if parts is not None else None
+        attribution = self.attribution
+        self.node_plugins = open_node_plugins(config, lambda: attribution, lambda: uuids,
+                                              self.store)
+        workloads = (workload_service(config.attribution, parts.resolver,
+                                      process_events(config, self.node_plugins))
+                     if parts is not None else None)
+        # The one join both ways: the health engine asks samplers to re-probe (through the
+        # directory) and the samplers report to the engine; the directory is filled with the
+        # samplers in the next phase, before anything runs.
+        directory = SamplerDirectory()
+        self.health = self._build_health(opened, resource, directory)
+        self.samplers = self._build_samplers(opened)
+        directory.add(self.samplers)
+        tracer = build_tracer(config, resource)
+        exporter = build_snapshot_exporter(config, resource)
+        self.pusher = MetricPusher(
+            TracedExporter(exporter, tracer) if config.tracing.enabled else exporter,
+            self.store, self._holder, device_count=len(self.samplers),
+        )
+        telemetry = self._build_telemetry(opened)
+        return _Parts(opened, resource, tracer, telemetry, workloads)
+
+    def _build_health(self, opened: list[OpenBackend], resource: Resource,
+                      directory: SamplerDirectory) -> HealthRuntime | None:
+        if not self._initial.health.enabled:
+            return None
+        # Attribution's lookup knows containers and pods; the backend's only PIDs. It is
+        # filled by the processes group, so without that group it would name nobody.
+        processes = self._initial.groups.get(PROCESS_GROUP)
+        attribution = (self.attribution if processes is not None and processes.enabled
+                       else None)
+        return HealthRuntime(self._initial, resource, opened, self.store,
+                             self._workloads or attribution, board=self.board,
+                             sampling=directory)
+
+    def _build_samplers(self, opened: list[OpenBackend]) -> list[DeviceSampler]:
         observer = self.health.engine if self.health is not None else None
         relay = Relay()  # the node's devices due together read in turn (threads.relay)
-        self.samplers = [
+        return [
             DeviceSampler(device, self.store, self._holder, attribution=self.attribution,
                           observer=observer, relay=relay, health=self.board)
             for backend in opened
             for device in backend.devices
         ]
-        directory.add(self.samplers)  # the engine's re-probe and rescan requests reach them
-        tracer = build_tracer(self._initial, resource)
-        exporter = build_snapshot_exporter(self._initial, resource)
-        pusher = MetricPusher(
-            TracedExporter(exporter, tracer) if self._initial.tracing.enabled else exporter,
-            self.store, self._holder, device_count=len(self.samplers),
-        )
-        self.pusher = pusher
+
+    def _build_telemetry(self, opened: list[OpenBackend]) -> SelfTelemetry:
+        pusher = self.pusher
         telemetry = SelfTelemetry(time.time_ns())
         telemetry.watch_samplers(self.samplers)
         telemetry.watch_devices(device for backend in opened for device in backend.devices)
@@ -221,56 +290,51 @@ class Agent:
         for node_plugin in self.node_plugins:
             telemetry.add(node_plugin.readings)
         self.store.set_agent_source(telemetry.sample)
-        try:
-            endpoint = self._start_endpoint(resource, telemetry, tracer)
-        except EndpointError as error:
-            log.error("%s", error)
-            self._close_backends(opened)
-            return 2
+        return telemetry
+
+    def _start(self, parts: _Parts) -> _Started:
+        """Serve the endpoints, then start every task. Raises EndpointError if the
+        Prometheus endpoint cannot start (nothing else started yet)."""
+        endpoint = self._start_endpoint(parts.resource, parts.telemetry, parts.tracer)
         local, taken = self._start_local_endpoint()
         tasks = [asyncio.create_task(s.run(), name=f"sampler-{i}")
                  for i, s in enumerate(self.samplers)]
-        tasks.append(asyncio.create_task(pusher.run(), name="export"))
+        tasks.append(asyncio.create_task(self.pusher.run(), name="export"))
         tasks.append(asyncio.create_task(self._watch_file(), name="config-watch"))
         if local is not None and taken:
             tasks.append(asyncio.create_task(_take_over(local), name="local-endpoint-takeover"))
-        if workload_service is not None:
-            tasks.append(asyncio.create_task(workload_service.run(), name="workloads"))
+        if parts.workloads is not None:
+            tasks.append(asyncio.create_task(parts.workloads.run(), name="workloads"))
         tasks.extend(asyncio.create_task(p.plugin.run(), name=p.name)
                      for p in self.node_plugins)
         if self.health is not None:
             tasks.extend(self.health.start())
         for task in tasks:
             task.add_done_callback(_report_crash)
-        # Everything made so far (modules, libraries' tables, the backends) lives as long as
-        # the agent: out of the collector's sight, a full collection walks only what cycles
-        # allocate, not a few hundred thousand start-up objects each time.
-        gc.freeze()
-        await self._stop.wait()
+        return _Started(endpoint, local, tasks)
 
+    async def _shut_down(self, parts: _Parts, started: _Started) -> None:
         log.info("stopping")
         budget = self._holder.current.shutdown_timeout
         _exit_if_still_running_after(budget + WATCHDOG_GRACE_SECONDS)
-        for task in tasks:
+        for task in started.tasks:
             task.cancel()
-        _, pending = await asyncio.wait(tasks, timeout=TASK_STOP_SECONDS)
+        _, pending = await asyncio.wait(started.tasks, timeout=TASK_STOP_SECONDS)
         if pending:
             log.warning("%d task(s) did not stop in time: %s", len(pending),
                         ", ".join(t.get_name() for t in pending))
         if self.health is not None:
             # Events first: they are few, and what is not sent must reach the spool.
             self.health.close(budget * 0.3)
-        await pusher.close(budget * (0.7 if self.health is not None else 1.0))
-        if endpoint is not None:
-            endpoint.stop()
-        if local is not None:
-            local.stop()
-        tracer.shutdown(0.5)
+        await self.pusher.close(budget * (0.7 if self.health is not None else 1.0))
+        if started.endpoint is not None:
+            started.endpoint.stop()
+        if started.local is not None:
+            started.local.stop()
+        parts.tracer.shutdown(0.5)
         for node_plugin in self.node_plugins:
             node_plugin.close()
-        self._close_backends(opened)
-        log.info("run summary %s", json.dumps(self.summary(), sort_keys=True))
-        return 0
+        self._close_backends(parts.opened)
 
     def _start_endpoint(
         self, resource: Resource, telemetry: SelfTelemetry, tracer: SpanRecorder

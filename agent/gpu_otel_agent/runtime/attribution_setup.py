@@ -12,11 +12,13 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpu_otel_agent.config.schema import AttributionConfig
 from gpu_otel_agent.extensions.loading import LoadedEntry, load_group
 from gpu_otel_agent.extensions.workloads import WORKLOAD_SOURCE_GROUP
+from gpu_otel_agent.model.snapshot import SnapshotStore
 from gpu_otel_agent.workloads.attribution import Attribution, AttributionSettings
 from gpu_otel_agent.workloads.lifecycle import ProcessEventsFactory, netlink_events
 from gpu_otel_agent.workloads.procfs import ProcReader
@@ -66,6 +68,21 @@ def pod_source(config: AttributionConfig, factories: Iterable[LoadedEntry] | Non
 def build_attribution(config: AttributionConfig,
                       process_events: ProcessEventsFactory = netlink_events,
                       ) -> tuple[Attribution, WorkloadService]:
+    """Attribution and the service that keeps it current (both phases at once)."""
+    parts = attribution_parts(config)
+    return parts.attribution, workload_service(config, parts.resolver, process_events)
+
+
+@dataclass(frozen=True)
+class AttributionParts:
+    attribution: Attribution
+    resolver: WorkloadResolver  # what the workload service keeps current
+
+
+def attribution_parts(config: AttributionConfig, store: SnapshotStore | None = None,
+                      ) -> AttributionParts:
+    """Who a process belongs to: complete without the process event source (a node plugin
+    may give it, and node plugins read attribution); it publishes into ``store``."""
     proc_root = Path(config.proc_root)
     report_namespaces(proc_root)
     resolver = WorkloadResolver(
@@ -75,11 +92,18 @@ def build_attribution(config: AttributionConfig,
     )
     attribution = Attribution(resolver, AttributionSettings(
         max_process_series=config.max_process_series,
-        command_line=config.export_command_line))
-    pods = pod_source(config)
-    service = WorkloadService(resolver, ServiceSettings(
+        command_line=config.export_command_line),
+        put_processes=store.put_processes if store is not None else None,
+        publish_attributes=store.put_device_attributes if store is not None else None)
+    return AttributionParts(attribution, resolver)
+
+
+def workload_service(config: AttributionConfig, resolver: WorkloadResolver,
+                     process_events: ProcessEventsFactory = netlink_events,
+                     ) -> WorkloadService:
+    """Keeps ``resolver`` current: cgroups, the pod source, process exec/exit."""
+    return WorkloadService(resolver, ServiceSettings(
         cgroup_root=Path(config.cgroup_root),
         reconcile_interval=config.reconcile_interval,
         refresh_interval=config.kubelet.refresh_interval,
-    ), pods, process_events)
-    return attribution, service
+    ), pod_source(config), process_events)

@@ -78,22 +78,17 @@ class HealthRuntime:
         spool = Spool(Path(health.spool_path) if health.spool_path else None,
                       int(health.spool_max_mib * MIB))
         self.spool = spool
-        self.pusher = EventPusher(build_event_sender(config, resource), spool)
+        # Storm counts go beside the spool (its privacy and ownership), opened with it.
+        self.journal = StormJournal(spool.path)
+        self.pusher = EventPusher(build_event_sender(config, resource), spool,
+                                  on_open=self._open_journal, on_written=self.journal.written)
         # The recent events a local client (gpu-agent top) reads, as they were delivered.
         self.recent = EventRing(config.local_endpoint.recent_events)
-
-        def deliver(event: HealthEvent) -> None:
-            self.recent.append(event)
-            self.pusher.submit(event)
-
-        self.journal = StormJournal(spool.path)
-        self.pusher.on_open = self._open_journal
-        self.pusher.on_written = self.journal.written
         self.engine = HealthEngine(
-            [d.identity for b in opened for d in b.devices], deliver, store,
+            [d.identity for b in opened for d in b.devices], self._deliver, store,
             EngineSettings(storm_window=health.storm_window, dedup_window=health.dedup_window,
                            debounce=DebounceSettings(health.degrade_after, health.clear_after)),
-            workloads, board=board, sampling=sampling,
+            workloads, board=board, sampling=sampling, journal=self.journal,
         )
         options = EventSourceOptions(kmsg=health.kmsg)
         self.sources: list[EventSource] = []
@@ -104,13 +99,16 @@ class HealthRuntime:
                 log.info("backend %s has no event source; health comes from polling only",
                          backend.backend.name)
 
+    def _deliver(self, event: HealthEvent) -> None:
+        self.recent.append(event)
+        self.pusher.submit(event)
+
     def _open_journal(self) -> None:
         """Once the spool is open: storm counts go to disk beside it (only where the spool
         is usable: the same privacy and ownership), and windows a crash left unsummarised
         are summarised now."""
         if not self.spool.usable:
             return
-        self.engine.journal = self.journal
         self.engine.restore(self.journal.open())
 
     def start(self) -> list[asyncio.Task[None]]:

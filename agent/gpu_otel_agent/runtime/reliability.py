@@ -3,8 +3,8 @@ readings the wire cannot carry."""
 
 from __future__ import annotations
 
-from gpu_otel_agent.export.throttle import gates
-from gpu_otel_agent.export.wire_range import dropped_readings
+from gpu_otel_agent.export.metrics.wire_range import dropped_readings
+from gpu_otel_agent.export.otlp.throttle import gates
 from gpu_otel_agent.model.snapshot import Reading
 from gpu_otel_agent.threads.supervised import restarts
 

@@ -6,7 +6,7 @@ capped per GPU (largest memory first); the processes left out are counted in
 ``gpu.process.series.overflow`` and still count towards their container's totals, so nothing is
 silently folded into another series.
 
-Attribution publishes the readings itself (``on_processes``: into the snapshot store), on each
+Attribution publishes the readings itself (``put_processes``: into the snapshot store), on each
 list and again whenever what it knows changes (a process exited, a pod's name arrived), from
 the device's last list: sampler -> attribution -> store, nothing calls back into the sampler.
 """
@@ -57,7 +57,7 @@ class _Identity:
     workload_attributes: Attributes
     limit: int | None
     # Its utilization series' attributes by task, made on first use and then the same tuple
-    # every cycle: the exporters key what they keep of a series on it (export/series.py).
+    # every cycle: the exporters key what they keep of a series on it (export/metrics/series.py).
     by_task: dict[str, Attributes] = field(default_factory=dict, compare=False)
 
 
@@ -67,33 +67,34 @@ class _Attributed:
     identity: _Identity
 
 
+def _nowhere(uuid: str, value: object) -> None:
+    return None
+
+
 class Attribution:
     """A :class:`~gpu_otel_agent.model.workload.WorkloadLookup` from the latest process lists."""
 
     def __init__(self, resolver: WorkloadResolver, settings: AttributionSettings,
-                 clock_ns: Callable[[], int] = time.time_ns) -> None:
+                 clock_ns: Callable[[], int] = time.time_ns, *,
+                 put_processes: Callable[[str, GroupSample | None], None] | None = None,
+                 publish_attributes: Callable[[str, Attributes], None] | None = None) -> None:
+        """``put_processes(uuid, sample)`` publishes a device's process readings (``None``:
+        none); ``publish_attributes(uuid, attributes)`` is told when what the device's own
+        series carry beyond its identity changes (the DRA device a claim holds it as). Both
+        default to nowhere."""
         self.resolver = resolver
         self.settings = settings
         self._clock_ns = clock_ns
         self._lists: dict[str, tuple[ProcessUsage, ...]] = {}
         # Devices whose processes are published: what a republish needs (their memory total).
         self._live: dict[str, tuple[DeviceIdentity, int | None]] = {}
-        self._put: Callable[[str, GroupSample | None], None] = lambda uuid, sample: None
+        self._put = put_processes if put_processes is not None else _nowhere
         self._identities: dict[tuple[str, int], _Identity] = {}
         self._on_gpu: dict[str, tuple[GpuProcess, ...]] = {}
         self._partitions: dict[str, frozenset[str]] = {}  # parent UUID -> partition UUIDs
         self._device_attributes: dict[str, Attributes] = {}
-        self._publish: Callable[[str, Attributes], None] = lambda uuid, attributes: None
+        self._publish = publish_attributes if publish_attributes is not None else _nowhere
         resolver.subscribe(self._on_change)
-
-    def on_device_attributes(self, publish: Callable[[str, Attributes], None]) -> None:
-        """``publish(uuid, attributes)`` when what the device's own series carry beyond its
-        identity changes (the DRA device a claim holds it as)."""
-        self._publish = publish
-
-    def on_processes(self, put: Callable[[str, GroupSample | None], None]) -> None:
-        """``put(uuid, sample)`` publishes a device's process readings (``None``: none)."""
-        self._put = put
 
     def publish(self, identity: DeviceIdentity, processes: tuple[ProcessUsage, ...],
                 memory_total: int | None, time_ns: int) -> tuple[Reading, ...]:

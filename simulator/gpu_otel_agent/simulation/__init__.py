@@ -12,6 +12,8 @@ agent only through entry points (``gpu_otel_agent.commands`` ``sim``,
   control functions, model tables, faults).
 - ``core``: what both libraries share (C core, compile cache, control binding).
 - ``captures``: captures of real machines replayed as simulated GPUs.
+- ``operations``: the one table of the node's operations (its control requests, ``gpu-agent
+  sim`` commands and scenario timeline keys).
 - ``sim_commands`` (arguments), ``sim_runner`` (runs them): ``gpu-agent sim ...``.
 - ``scenarios``: scenarios shipped with it (``gpu-agent top --simulate h100-8gpu``).
 """

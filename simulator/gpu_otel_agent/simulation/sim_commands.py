@@ -11,11 +11,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
 
 from gpu_otel_agent.extensions.commands import CommandGroup, Commands
 
 # The names of amdsmi's events; importing the binding loads no library (the node daemon does).
 from gpu_otel_agent.simulation.amd.amdsmi_control import EVENT_TYPES as AMD_EVENT_TYPES
+from gpu_otel_agent.simulation.operations import OPERATIONS, Device
 
 
 def _handle(args: argparse.Namespace) -> int:
@@ -29,25 +31,22 @@ def _handle(args: argparse.Namespace) -> int:
         return 2
 
 
-def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
-    """Register ``sim`` and its sub-commands on an argparse ``add_subparsers()`` object.
+Parser = argparse.ArgumentParser
+if TYPE_CHECKING:  # what add_subparsers() returns: subscriptable for the type checker only
+    Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
-    The parser defaults ``func`` and ``handler`` to a function that runs the parsed command
-    (:func:`gpu_otel_agent.simulation.sim_runner.run`) and returns the exit code.
-    """
-    sim = subparsers.add_parser("sim", help="simulated GPU node (no GPU needed)")
-    sim.set_defaults(func=_handle, handler=_handle)
-    sub = sim.add_subparsers(dest="sim_cmd", required=True)
 
-    def _sock(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        p.add_argument(
-            "--socket",
-            type=Path,
-            default=None,
-            help="control socket (default: $GPU_SIM_SOCKET or the `sim up` default)",
-        )
-        return p
+def _sock(p: Parser) -> Parser:
+    p.add_argument(
+        "--socket",
+        type=Path,
+        default=None,
+        help="control socket (default: $GPU_SIM_SOCKET or the `sim up` default)",
+    )
+    return p
 
+
+def _node_commands(sub: Subparsers) -> None:
     up = sub.add_parser("up", help="run a simulated node in the foreground")
     up.add_argument("scenario", type=Path, nargs="?", default=None,
                     help="scenario YAML file (examples/scenarios/); optional with --capture")
@@ -60,6 +59,9 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
     _sock(sub.add_parser(
         "node", help="which simulated node the commands reach: its pid, scenario and control "
         "socket (every answer names it too)"))
+
+
+def _device_commands(sub: Subparsers) -> None:
     xid = _sock(sub.add_parser("xid", help="queue an XID critical-error event"))
     xid.add_argument("--code", type=int, required=True, help="XID code")
     xid.add_argument("--mig", type=int, default=None,
@@ -99,6 +101,9 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
     )
     st.add_argument("assignments", nargs="+", metavar="NAME=VALUE",
                     help="scenario reading and its new value (JSON; null = unsupported)")
+
+
+def _process_commands(sub: Subparsers) -> Subparsers:
     proc = sub.add_parser("proc", help="GPU processes")
     psub = proc.add_subparsers(dest="proc_cmd", required=True)
     padd = _sock(psub.add_parser("add", help="add a GPU process"))
@@ -115,6 +120,10 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
                       help="on this compute instance of it (position in its list)")
     prm = _sock(psub.add_parser("rm", help="remove a GPU process"))
     prm.add_argument("--pid", type=int, required=True, help="process id to remove")
+    return psub
+
+
+def _amd_commands(sub: Subparsers) -> None:
     ev = _sock(sub.add_parser("event", help="queue an amdsmi event notification (AMD GPU)"))
     ev.add_argument("--type", required=True, choices=tuple(AMD_EVENT_TYPES),
                     help="amdsmi event type")
@@ -128,6 +137,9 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
     rst.add_argument("--errno", choices=("EPERM", "EBUSY"), default="EPERM",
                      help="AMD: what amdgpu answers sysfs reads during the reset: EPERM (older "
                           "kernels; amdsmi says NOT_SUPPORTED) or EBUSY (amdsmi says BUSY)")
+
+
+def _fault_commands(sub: Subparsers) -> Parser:
     chaos = _sock(sub.add_parser(
         "chaos", help="random NVML errors (codes nvml.h documents per function) and slow calls"
     ))
@@ -163,6 +175,10 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
         "reset-required", help="device calls answer NVML_ERROR_RESET_REQUIRED until `sim reset`"
     ))
     rr.add_argument("--off", action="store_true", help="clear the state without a reset")
+    return fail
+
+
+def _fabric_commands(sub: Subparsers) -> None:
     fab = _sock(sub.add_parser(
         "fabric", help="the GPU fabric probe (nvmlDeviceGetGpuFabricInfoV): state, clique, health"
     ))
@@ -181,13 +197,40 @@ def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
                           "incorrect_configuration (none, insufficient_nvlinks, ...), "
                           "partition_assigned, gfm (connected/disconnected); repeatable")
     _sock(sub.add_parser("stats", help="NVML and amdsmi call counts per function and device"))
-    for name in ("xid", "recovery", "ecc", "lost", "recover", "hang", "set", "event", "reset",
-                 "reset-required", "mig", "fabric"):
-        sub.choices[name].add_argument("--device", type=int, required=True,
-                                       help="device index")
-    padd.add_argument("--device", type=int, required=True, help="device index")
-    prm.add_argument("--device", type=int, default=None,
-                     help="device index (default: every device)")
+
+
+def _device_arguments(sub: Subparsers, psub: Subparsers, fail: Parser) -> None:
+    """--device on every command whose operation names one (``operations.OPERATIONS``)."""
+    for operation in OPERATIONS:  # --device, as the operation's row says
+        if operation.command is None or operation.device is Device.NONE:
+            continue
+        command, _, second = operation.command.partition(" ")
+        target = psub.choices[second] if second else sub.choices[command]
+        if target is fail:
+            continue  # has its own, first among its arguments
+        if operation.device is Device.REQUIRED:
+            target.add_argument("--device", type=int, required=True, help="device index")
+        else:
+            target.add_argument("--device", type=int, default=None,
+                                help="device index (default: every device)")
+
+
+def add_sim_commands(subparsers: Commands) -> argparse.ArgumentParser:
+    """Register ``sim`` and its sub-commands on an argparse ``add_subparsers()`` object.
+
+    The parser defaults ``func`` and ``handler`` to a function that runs the parsed command
+    (:func:`gpu_otel_agent.simulation.sim_runner.run`) and returns the exit code.
+    """
+    sim = subparsers.add_parser("sim", help="simulated GPU node (no GPU needed)")
+    sim.set_defaults(func=_handle, handler=_handle)
+    sub = sim.add_subparsers(dest="sim_cmd", required=True)
+    _node_commands(sub)
+    _device_commands(sub)
+    psub = _process_commands(sub)
+    _amd_commands(sub)
+    fail = _fault_commands(sub)
+    _fabric_commands(sub)
+    _device_arguments(sub, psub, fail)
     parser: argparse.ArgumentParser = sim
     return parser
 

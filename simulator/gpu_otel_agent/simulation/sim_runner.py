@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from gpu_otel_agent.simulation.node.control_client import (
@@ -18,6 +19,7 @@ from gpu_otel_agent.simulation.node.control_client import (
     default_state_dir,
     send,
 )
+from gpu_otel_agent.simulation.operations import BY_COMMAND, Device
 
 
 def _value(text: str) -> object:
@@ -35,92 +37,99 @@ def _mig_scope(args: argparse.Namespace) -> dict[str, object]:
             if getattr(args, key, None) is not None}
 
 
-def _request(args: argparse.Namespace) -> dict[str, object]:
-    cmd = args.sim_cmd
-    if cmd == "xid":
-        return {"op": "xid", "device": args.device, "code": args.code, **_mig_scope(args)}
-    if cmd == "mig":
-        return {"op": "mig", "device": args.device, "set": args.set}
-    if cmd == "recovery":
-        return {"op": "recovery", "device": args.device, "action": args.action}
-    if cmd == "ecc":
-        return {"op": "ecc", "device": args.device, "type": args.type, **_mig_scope(args)}
-    if cmd in ("lost", "recover"):
-        return {"op": cmd, "device": args.device}
-    if cmd == "hang":
-        return {"op": "hang", "device": args.device, "ms": args.ms}
-    if cmd == "event":
-        return {"op": "event", "device": args.device, "type": args.type, "message": args.message}
-    if cmd == "reset":
-        return {"op": "reset", "device": args.device, "ms": args.ms, "errno": args.errno}
-    if cmd == "fabric":
-        entry: dict[str, object] = {k: v for k, v in (
-            ("state", args.state), ("status", args.status), ("clique_id", args.clique_id),
-            ("cluster_uuid", args.cluster_uuid), ("summary", args.summary)) if v is not None}
-        health: dict[str, object] = {}
-        for a in args.health:
-            name, sep, val = a.partition("=")
-            if not sep or not name:
-                raise ValueError(f"expected FIELD=VALUE, got {a!r}")
-            health[name] = val
-        if health:
-            entry["health"] = health
-        return {"op": "fabric", "device": args.device, "fabric": entry}
-    if cmd == "set":
-        values: dict[str, object] = {}
-        for a in args.assignments:
-            name, sep, val = a.partition("=")
-            if not sep or not name:
-                raise ValueError(f"expected NAME=VALUE, got {a!r}")
-            values[name] = _value(val)
-        return {"op": "set", "device": args.device, "values": values}
-    if cmd == "proc" and args.proc_cmd == "add":
-        return {
-            "op": "proc_add",
-            "device": args.device,
-            "pid": args.pid,
-            "used_memory_mib": args.memory_mib,
-            "sm_util": args.sm_util,
-            "mem_util": args.mem_util,
-            "type": args.type,
-            **_mig_scope(args),
-        }
-    if cmd == "proc" and args.proc_cmd == "rm":
-        req: dict[str, object] = {"op": "proc_rm", "pid": args.pid}
-        if args.device is not None:
-            req["device"] = args.device
-        return req
-    if cmd == "stats":
-        return {"op": "stats"}
-    if cmd == "node":
-        return {"op": "node"}
-    if cmd == "chaos":
-        if args.off:
-            return {"op": "chaos", "off": True}
-        if args.rate is None:
-            raise ValueError("--rate is required (or --off)")
-        return {
-            "op": "chaos", "rate": args.rate, "seed": args.seed, "functions": args.functions,
+def _pairs(items: list[str], what: str) -> Iterator[tuple[str, str]]:
+    for a in items:
+        name, sep, val = a.partition("=")
+        if not sep or not name:
+            raise ValueError(f"expected {what}=VALUE, got {a!r}")
+        yield name, val
+
+
+def _fabric(args: argparse.Namespace) -> dict[str, object]:
+    entry: dict[str, object] = {k: v for k, v in (
+        ("state", args.state), ("status", args.status), ("clique_id", args.clique_id),
+        ("cluster_uuid", args.cluster_uuid), ("summary", args.summary)) if v is not None}
+    health: dict[str, object] = dict(_pairs(args.health, "FIELD"))
+    if health:
+        entry["health"] = health
+    return {"fabric": entry}
+
+
+def _set(args: argparse.Namespace) -> dict[str, object]:
+    return {"values": {name: _value(val) for name, val in _pairs(args.assignments, "NAME")}}
+
+
+def _proc_add(args: argparse.Namespace) -> dict[str, object]:
+    return {"pid": args.pid, "used_memory_mib": args.memory_mib, "sm_util": args.sm_util,
+            "mem_util": args.mem_util, "type": args.type, **_mig_scope(args)}
+
+
+def _proc_rm(args: argparse.Namespace) -> dict[str, object]:
+    return {"pid": args.pid}
+
+
+def _chaos(args: argparse.Namespace) -> dict[str, object]:
+    if args.off:
+        return {"off": True}
+    if args.rate is None:
+        raise ValueError("--rate is required (or --off)")
+    return {"rate": args.rate, "seed": args.seed, "functions": args.functions,
             "codes": args.codes, "devices": args.devices,
-            "slow_ms": {"rate": args.slow_rate, "ms": args.slow_ms},
-        }
-    if cmd == "fail":
-        req = {"op": "fail", "device": args.device, "function": args.function}
-        for key in ("count", "field"):
-            if getattr(args, key) is not None:
-                req[key] = getattr(args, key)
-        if args.off:
-            req["off"] = True
-        elif args.code is None:
-            raise ValueError("--code is required (or --off)")
-        else:
-            req["code"] = int(args.code) if args.code.isdigit() else args.code
-        return req
-    if cmd == "driver-reload":
-        return {"op": "driver_reload"}
-    if cmd == "reset-required":
-        return {"op": "reset_required", "device": args.device, "on": not args.off}
-    raise ValueError(f"unknown sim command {cmd!r}")
+            "slow_ms": {"rate": args.slow_rate, "ms": args.slow_ms}}
+
+
+def _fail(args: argparse.Namespace) -> dict[str, object]:
+    req: dict[str, object] = {"function": args.function}
+    for key in ("count", "field"):
+        if getattr(args, key) is not None:
+            req[key] = getattr(args, key)
+    if args.off:
+        req["off"] = True
+    elif args.code is None:
+        raise ValueError("--code is required (or --off)")
+    else:
+        req["code"] = int(args.code) if args.code.isdigit() else args.code
+    return req
+
+
+def _none(args: argparse.Namespace) -> dict[str, object]:
+    return {}
+
+
+# A parsed command's request body (less ``op`` and ``device``), by operation
+# (``operations.OPERATIONS``: its rows with a command).
+REQUESTS: Mapping[str, Callable[[argparse.Namespace], dict[str, object]]] = {
+    "xid": lambda args: {"code": args.code, **_mig_scope(args)},
+    "ecc": lambda args: {"type": args.type, **_mig_scope(args)},
+    "lost": _none,
+    "recover": _none,
+    "hang": lambda args: {"ms": args.ms},
+    "set": _set,
+    "proc_add": _proc_add,
+    "proc_rm": _proc_rm,
+    "event": lambda args: {"type": args.type, "message": args.message},
+    "reset": lambda args: {"ms": args.ms, "errno": args.errno},
+    "recovery": lambda args: {"action": args.action},
+    "chaos": _chaos,
+    "fail": _fail,
+    "driver_reload": _none,
+    "reset_required": lambda args: {"on": not args.off},
+    "fabric": _fabric,
+    "mig": lambda args: {"set": args.set},
+    "stats": _none,
+    "node": _none,
+}
+
+
+def _request(args: argparse.Namespace) -> dict[str, object]:
+    command = args.sim_cmd if args.sim_cmd != "proc" else f"proc {args.proc_cmd}"
+    operation = BY_COMMAND.get(command)
+    if operation is None:
+        raise ValueError(f"unknown sim command {args.sim_cmd!r}")
+    req: dict[str, object] = {"op": operation.name}
+    if operation.device is not Device.NONE:  # null: every device
+        req["device"] = args.device
+    return {**req, **REQUESTS[operation.name](args)}
 
 
 def _up(args: argparse.Namespace) -> int:

@@ -133,7 +133,7 @@ EXPORTER_KWARGS = {  # key -> the exporter argument the file's value becomes (ht
 
 
 def test_documented_exporter_variables_win_over_the_file(tmp_path: Path) -> None:
-    from gpu_otel_agent.export.exporters import otlp_settings
+    from gpu_otel_agent.export.metrics.exporters import otlp_settings
 
     rows = {k: r for k, r in doc_rows().items() if r["generic variable"].endswith(EXPORTER_MARK)}
     assert set(rows) == {*EXPORTER_KWARGS, "otlp.protocol", "otlp.insecure"}

@@ -11,7 +11,7 @@ import pytest
 
 from gpu_otel_agent.cli import main
 from gpu_otel_agent.config.load import ConfigError, load
-from gpu_otel_agent.export.otlp_target import ExporterConfigError, resolve_target
+from gpu_otel_agent.export.otlp.target import ExporterConfigError, resolve_target
 
 
 def _file(tmp_path: Path, text: str) -> Path:

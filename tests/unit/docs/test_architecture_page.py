@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from gpu_otel_agent.layers import LAYERS
+from gpu_otel_agent.simulation.layers import LAYERS as SIMULATOR_LAYERS
 
 REPO = Path(__file__).resolve().parents[3]
 PAGE = REPO / "docs" / "architecture.md"
@@ -21,13 +22,24 @@ def _page() -> str:
     return PAGE.read_text(encoding="utf-8")
 
 
+SIMULATOR_TABLE = "| layer | simulator packages |"
+
+
+def _table(section: str) -> list[tuple[str, ...]]:
+    rows = re.findall(r"^\| (\d+) \| (.+?) \|", section, re.MULTILINE)
+    assert [int(number) for number, _ in rows] == list(range(len(rows)))
+    return [tuple(name.rstrip("/") for name in re.findall(r"`([^`]+)`", cells))
+            for _, cells in rows]
+
+
 def test_the_layer_table_is_the_layers_module() -> None:
     section = _page().split("## Layers", 1)[1].split("\n## ", 1)[0]
-    rows = re.findall(r"^\| (\d+) \| (.+?) \|", section, re.MULTILINE)
-    table = [tuple(name.rstrip("/") for name in re.findall(r"`([^`]+)`", cells))
-             for _, cells in rows]
-    assert [int(number) for number, _ in rows] == list(range(len(LAYERS)))
-    assert table == [tuple(names) for names in LAYERS]
+    assert _table(section.split(SIMULATOR_TABLE, 1)[0]) == [tuple(names) for names in LAYERS]
+
+
+def test_the_simulator_layer_table_is_its_layers_module() -> None:
+    section = _page().split(SIMULATOR_TABLE, 1)[1].split("\n## ", 1)[0]
+    assert _table(section) == [tuple(names) for names in SIMULATOR_LAYERS]
 
 
 def _exists(name: str) -> bool:

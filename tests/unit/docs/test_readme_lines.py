@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[3]
 README = REPO / "README.md"
 FENCE = re.compile(r"^```sh\n(.*?)^```", re.MULTILINE | re.DOTALL)
 # What the nested pytest runs instead of the whole suite: small, and not this module.
-NESTED_TESTS = "tests/unit/core/test_layers.py"
+NESTED_TESTS = "tests/unit/architecture/test_layers.py"
 
 
 def _first_lines() -> tuple[str, str]:

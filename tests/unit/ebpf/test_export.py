@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpu_otel_agent.export.metrics.series import series
 from gpu_otel_agent.export.prometheus.dcgm_scheme import DcgmTranslator
 from gpu_otel_agent.export.prometheus.exposition import Families, render
 from gpu_otel_agent.export.prometheus.otel_scheme import otel_families
-from gpu_otel_agent.export.series import series
 from gpu_otel_agent.model.snapshot import AgentSample, NodeSnapshot, SnapshotStore
 from gpu_otel_agent.model.workload import GpuProcess, Workload
 from gpu_otel_agent.plugins.ebpf.activity import Activity

@@ -106,3 +106,30 @@ def test_a_window_of_a_gpu_the_node_no_longer_has_is_closed_not_kept(tmp_path: P
 
     asyncio.run(main())
     assert StormJournal(tmp_path).open() == []
+
+
+def test_an_engine_built_with_a_journal_counts_in_it_only_once_it_is_open(
+        tmp_path: Path) -> None:
+    """Wired at construction; the pipeline opens it once the spool is (where it is usable)."""
+    import asyncio
+
+    from gpu_otel_agent.backends.protocol import EVENT_XID, DeviceEvent
+    from gpu_otel_agent.gpu_health.engine import EngineSettings, HealthEngine
+    from gpu_otel_agent.model.snapshot import DeviceIdentity, SnapshotStore
+
+    journal = StormJournal(tmp_path)
+    gpu = DeviceIdentity("GPU-a", 0, "nvidia", "NVIDIA A100-SXM4-80GB", "00000000:18:00.0")
+
+    async def main() -> None:
+        engine = HealthEngine([gpu], lambda event: None, SnapshotStore(), EngineSettings(),
+                              journal=journal)
+        burst = [DeviceEvent("GPU-a", EVENT_XID, 0, code=13) for _ in range(4)]
+        engine.on_events(burst)  # not open: the repeats are counted in memory only
+        assert not journal.opened and not (tmp_path / NAME).exists()
+        engine.restore(journal.open())
+        engine.on_events(burst)
+        engine.close()
+
+    asyncio.run(main())
+    [window] = StormJournal(tmp_path).open()
+    assert (window.key.gpu, window.key.code, window.count) == ("GPU-a", 13, 7)

@@ -11,7 +11,7 @@ from dataclasses import replace
 from gpu_otel_agent.config.holder import ConfigHolder
 from gpu_otel_agent.config.load import load
 from gpu_otel_agent.config.schema import GroupConfig
-from gpu_otel_agent.export.series import series
+from gpu_otel_agent.export.metrics.series import series
 from gpu_otel_agent.gpu_health.engine import EngineSettings, HealthEngine
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.verdict import EngineView, HealthBoard, Reachability, decide

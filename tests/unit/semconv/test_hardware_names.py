@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_otel_agent.export.series import series
+from gpu_otel_agent.export.metrics.series import series
 from gpu_otel_agent.model.metrics import DEVICE_METRICS, MetricSpec
 from gpu_otel_agent.model.snapshot import (
     DeviceIdentity,

@@ -23,7 +23,7 @@ def test_every_simulator_module_marks_its_harness_tests() -> None:
 
 def test_a_folder_marks_what_is_below_it_and_nothing_else() -> None:
     assert in_harness_folder(TESTS / "unit" / "simulator" / "test_scenario.py")
-    assert not in_harness_folder(TESTS / "unit" / "core" / "test_sampler.py")
+    assert not in_harness_folder(TESTS / "unit" / "sampling" / "test_sampler.py")
     assert not in_harness_folder(TESTS / "unit" / "simulatorish" / "test_x.py")
     assert not in_harness_folder(Path("/elsewhere/unit/simulator/test_x.py"))
 

@@ -53,9 +53,9 @@ def test_exit_drops_the_series_at_once_and_lookup_follows(tmp_path: Path) -> Non
     _proc(tmp_path, 10)
     _proc(tmp_path, 11)
     resolver = WorkloadResolver(ProcReader(tmp_path))
-    attribution = Attribution(resolver, AttributionSettings(), clock_ns=lambda: 7)
     published: list[tuple[str, GroupSample | None]] = []
-    attribution.on_processes(lambda uuid, sample: published.append((uuid, sample)))
+    attribution = Attribution(resolver, AttributionSettings(), clock_ns=lambda: 7,
+                              put_processes=lambda uuid, sample: published.append((uuid, sample)))
     attribution.publish(GPU, (ProcessUsage(10, 1), ProcessUsage(11, 2)), None, 5)
     assert [p.pid for p in attribution.processes_on(GPU.uuid)] == [10, 11]
     resolver.on_exit(11)
@@ -79,9 +79,8 @@ def test_processes_reach_the_store_from_attribution_and_leave_when_withdrawn(
     _proc(tmp_path, 10)
     _proc(tmp_path, 11)
     resolver = WorkloadResolver(ProcReader(tmp_path))
-    attribution = Attribution(resolver, AttributionSettings())
     store = SnapshotStore()
-    attribution.on_processes(store.put_processes)
+    attribution = Attribution(resolver, AttributionSettings(), put_processes=store.put_processes)
     store.put(DeviceSnapshot(GPU, HealthState.OK, 0))  # the sampler's: no processes in it
     assert not store.covers(1)
     attribution.publish(GPU, (ProcessUsage(10, 1), ProcessUsage(11, 2)), None, 5)

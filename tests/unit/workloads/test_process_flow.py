@@ -77,8 +77,8 @@ def _holder() -> ConfigHolder:
 def _wired(proc: Path) -> tuple[SnapshotStore, Attribution, ConfigHolder]:
     """A store, attribution publishing into it (as the agent wires them), a config holder."""
     store = SnapshotStore()
-    attribution = Attribution(WorkloadResolver(ProcReader(proc)), AttributionSettings())
-    attribution.on_processes(store.put_processes)
+    attribution = Attribution(WorkloadResolver(ProcReader(proc)), AttributionSettings(),
+                              put_processes=store.put_processes)
     return store, attribution, _holder()
 
 

@@ -10,8 +10,8 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.sdk.resources import Resource
 
-from gpu_otel_agent.export.proto_values import any_value, proto_resource
-from gpu_otel_agent.export.sdk_metrics import SCOPE
+from gpu_otel_agent.export.otlp.proto_values import any_value, proto_resource
+from gpu_otel_agent.export.otlp.scope import SCOPE
 from gpu_otel_agent.gpu_health.events import HealthEvent
 
 

@@ -40,7 +40,7 @@ from google.protobuf.message import EncodeError
 from gpu_otel_agent.export.events.dead_letter import DeadLetters
 from gpu_otel_agent.export.events.senders import EventSender
 from gpu_otel_agent.export.events.spool import Spool
-from gpu_otel_agent.export.retry import Attempt
+from gpu_otel_agent.export.otlp.retry import Attempt
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.threads.named import NamedThread
 from gpu_otel_agent.threads.supervised import SupervisedThread
@@ -64,7 +64,9 @@ class EventExportStats:
 
 class EventPusher:
     def __init__(self, sender: EventSender, spool: Spool, retry: float = 1.0,
-                 dead_letters: DeadLetters | None = None) -> None:
+                 dead_letters: DeadLetters | None = None, *,
+                 on_open: Callable[[], None] | None = None,
+                 on_written: Callable[[list[str]], None] | None = None) -> None:
         self._sender = sender
         self._spool = spool
         self.dead_letters = (dead_letters if dead_letters is not None
@@ -85,9 +87,9 @@ class EventPusher:
         self._failing = False
         self.stats = EventExportStats()
         # Told the ids of events once written ahead (the storm journal closes their windows).
-        self.on_written: Callable[[list[str]], None] | None = None
+        self._on_written = on_written
         # Called on the event loop once the spool is open (or found unusable).
-        self.on_open: Callable[[], None] | None = None
+        self._on_open = on_open
 
     def submit(self, event: HealthEvent) -> None:
         with self._lock:
@@ -100,8 +102,8 @@ class EventPusher:
     async def run(self) -> None:
         """Open the spool, start the writer, syncer and sender, and wait to be cancelled."""
         await asyncio.to_thread(self._spool.open)
-        if self.on_open is not None:
-            self.on_open()
+        if self._on_open is not None:
+            self._on_open()
         # Daemon threads: a send stuck on the network must not hold up the process's exit.
         for name, target in (("otlp-events-wal", self._write_loop),
                              ("otlp-events-sync", self._sync_loop),
@@ -134,8 +136,8 @@ class EventPusher:
         live), or is dropped when the spool is full and the collector away."""
         written = self._spool.append(batch)
         rest = batch[written.kept:]
-        if written.kept and self.on_written is not None:
-            self.on_written([event.uid for event in batch[:written.kept]])
+        if written.kept and self._on_written is not None:
+            self._on_written([event.uid for event in batch[:written.kept]])
         with self._lock:
             if written.segment is not None and self._hot_events < HOT_EVENTS:
                 self._hot[written.segment] = batch[:written.kept]

@@ -2,7 +2,7 @@
 (a line per event, or JSON).
 
 Events are encoded by ``otlp_logs.LogEncoder`` and sent by the same transports as the metrics
-(``gpu_otel_agent.export.metric_senders``), so the standard ``OTEL_EXPORTER_OTLP_*`` /
+(``gpu_otel_agent.export.otlp.senders``), so the standard ``OTEL_EXPORTER_OTLP_*`` /
 ``OTEL_EXPORTER_OTLP_LOGS_*`` variables, TLS, headers, compression, the timeout and retries
 behave as in every OpenTelemetry SDK. They block; the event pusher calls them on its own
 thread.
@@ -19,11 +19,11 @@ from typing import Protocol
 from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.config.schema import AgentConfig
-from gpu_otel_agent.export.console_lines import event_line
+from gpu_otel_agent.export.events.console_lines import event_line
 from gpu_otel_agent.export.events.otlp_logs import LogEncoder
-from gpu_otel_agent.export.metric_senders import RequestSender, build_request_sender
-from gpu_otel_agent.export.otlp_target import resolve_target
-from gpu_otel_agent.export.retry import Attempt
+from gpu_otel_agent.export.otlp.retry import Attempt
+from gpu_otel_agent.export.otlp.senders import RequestSender, build_request_sender
+from gpu_otel_agent.export.otlp.target import resolve_target
 from gpu_otel_agent.gpu_health.events import HealthEvent
 
 ACCEPTED = Attempt(ok=True)
@@ -56,7 +56,7 @@ class OtlpEventSender:
         request = self._encoder.encode(events).SerializeToString()
         if len(events) > 1 and len(request) > self._max_batch_bytes:
             return Attempt(ok=False, code=SPLIT, bad_content=True)
-        return self._transport.deliver(request)
+        return self._transport.send(request)
 
     def shutdown(self) -> None:
         self._transport.shutdown()

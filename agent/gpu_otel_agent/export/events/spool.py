@@ -40,7 +40,7 @@ import threading
 import time
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
@@ -79,6 +79,15 @@ def _line(event: HealthEvent) -> bytes:
     return b"%08x %s\n" % (zlib.crc32(payload), payload)
 
 
+@dataclass(frozen=True)
+class Segment:
+    """What the index knows of one segment file without reading it again."""
+
+    size: int  # bytes
+    records: int
+    old: bool  # from before this start, or sent once already: its events count as re-sent
+
+
 class SpoolTooOpen(Exception):
     pass
 
@@ -88,7 +97,7 @@ class Spool:
         self._path = path
         self._max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._segments: dict[int, tuple[int, int, bool]] = {}  # n -> (bytes, records, old)
+        self._segments: dict[int, Segment] = {}  # by segment number
         self._next = 0
         self._unsynced: set[int] = set()  # written, not yet fsynced: not offered yet
         self._lock_file: IO[bytes] | None = None
@@ -178,7 +187,7 @@ class Spool:
             except (ValueError, OSError):
                 self._corrupt(1, f"unreadable segment {name}")
                 continue
-            self._segments[number] = (len(data), data.count(b"\n"), True)
+            self._segments[number] = Segment(len(data), data.count(b"\n"), old=True)
             self._next = max(self._next, number + 1)
         self._refresh()
         if self._segments:
@@ -199,8 +208,8 @@ class Spool:
             self._corrupt_unlogged = 0
 
     def _refresh(self) -> None:
-        self.stats.bytes = sum(b for b, _, _ in self._segments.values())
-        self.stats.records = sum(r for _, r, _ in self._segments.values())
+        self.stats.bytes = sum(segment.size for segment in self._segments.values())
+        self.stats.records = sum(segment.records for segment in self._segments.values())
 
     @staticmethod
     def _segment(number: int) -> str:
@@ -259,7 +268,7 @@ class Spool:
             if self._write_error is not None:
                 log.info("event spool %s is writable again", self._path)
                 self._write_error = None
-            self._segments[number] = (len(data), len(lines), False)
+            self._segments[number] = Segment(len(data), len(lines), old=False)
             self.stats.spooled += len(lines)
             self._refresh()
             return Written(number, len(lines), full)
@@ -419,17 +428,16 @@ class Spool:
     def remove(self, number: int) -> None:
         """The segment's events were accepted by the collector."""
         with self._lock:
-            _, records, old = self._segments.get(number, (0, 0, False))
+            segment = self._segments.get(number)
             self._delete(number)
-            if old:
-                self.stats.resent += records
+            if segment is not None and segment.old:
+                self.stats.resent += segment.records
 
     def mark_resent(self, number: int) -> None:
         """A send of the segment failed: once accepted, its events count as re-sent."""
         with self._lock:
             if number in self._segments:
-                size, records, _ = self._segments[number]
-                self._segments[number] = (size, records, True)
+                self._segments[number] = replace(self._segments[number], old=True)
 
     def _delete(self, number: int) -> None:
         # No fsync: should the deletion be lost to a power cut, the events are sent again

@@ -47,13 +47,13 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from gpu_otel_agent.export.metrics.series import SeriesPoint
 from gpu_otel_agent.export.prometheus.exposition import Families, Family, Labels
 from gpu_otel_agent.export.prometheus.otel_scheme import (
     add_otel_series,
     add_target_info,
     label_value,
 )
-from gpu_otel_agent.export.series import SeriesPoint
 from gpu_otel_agent.model.dcgm_names import BY_OLD, DcgmRename
 from gpu_otel_agent.model.metrics import Instrument, spec_for
 from gpu_otel_agent.model.snapshot import Attributes, AttributeValue

@@ -16,7 +16,7 @@ Why not ``prometheus_client.exposition.choose_encoder`` and ``gzip_accepted``, w
 library writes the page: they ignore ``q``. ``choose_encoder`` serves OpenMetrics whenever the
 header names it, even at ``q=0`` or below a text format the scraper prefers (Prometheus with
 ``scrape_protocols: [PrometheusText0.0.4, OpenMetricsText1.0.0]``); ``gzip_accepted`` gzips for
-``gzip;q=0`` and not for ``*``. tests/unit/prometheus/test_negotiation.py pins each case.
+``gzip;q=0`` and not for ``*``. tests/unit/export/prometheus/test_negotiation.py pins each case.
 """
 
 from __future__ import annotations

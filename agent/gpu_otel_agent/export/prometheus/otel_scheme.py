@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
+from gpu_otel_agent.export.metrics.series import SeriesPoint
 from gpu_otel_agent.export.prometheus.exposition import Families, Labels
 from gpu_otel_agent.export.prometheus.naming import label_name, metric_name, prometheus_type
-from gpu_otel_agent.export.series import SeriesPoint
 from gpu_otel_agent.model.metrics import spec_for
 from gpu_otel_agent.model.snapshot import Attributes
 
@@ -34,7 +34,7 @@ def otel_labels(attributes: Attributes) -> Labels:
 
 class LabelCache:
     """A series' labels, kept from one scrape to the next by its attribute tuple as an object
-    (export/series.py hands the same tuple while the series' device and workload are the
+    (export/metrics/series.py hands the same tuple while the series' device and workload are the
     same); converting every label of every series was the largest part of building a page's
     families. Holds the last scrape's series only; each entry holds its tuple, so an id is
     not reused while it is kept, and a lost race between two scrapes only converts again."""

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpu_otel_agent.config.schema import AgentConfig
+from gpu_otel_agent.export.metrics.series import series
+from gpu_otel_agent.export.metrics.tracing import NoTracing, SpanRecorder
 from gpu_otel_agent.export.prometheus import EndpointError
 from gpu_otel_agent.export.prometheus.dcgm_scheme import (
     CURRENT,
@@ -49,8 +51,6 @@ from gpu_otel_agent.export.prometheus.openmetrics import render_openmetrics
 from gpu_otel_agent.export.prometheus.otel_scheme import otel_families
 from gpu_otel_agent.export.prometheus.probes import HealthCheck
 from gpu_otel_agent.export.prometheus.webconfig import BasicAuth, WebConfig, load_web_config
-from gpu_otel_agent.export.series import series
-from gpu_otel_agent.export.tracing import NoTracing, SpanRecorder
 from gpu_otel_agent.http_server.connections import HttpServer, Limits, Request, Response
 from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
 

@@ -1,6 +1,6 @@
 """Runs ``gpu-agent capture --vendor amd``: the AMD GPUs amdsmi shows, as ``amd-smi
-static/metric --json`` (:func:`~.capture.capture_json`), registered in ``CAPTURE_WRITERS`` of
-:mod:`gpu_otel_agent.plugins.capture.writers`. The JSON holds no process list, so
+static/metric --json`` (:func:`~.capture.capture_json`), registered as the ``amd`` entry point
+of ``gpu_otel_agent.capture_writers``. The JSON holds no process list, so
 there are no names to scrub."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from gpu_otel_agent.backends.protocol import BackendUnavailable
+from gpu_otel_agent.extensions.capture import write_whole
 from gpu_otel_agent.plugins.amd import smi
 from gpu_otel_agent.plugins.amd.capture import capture_json
-from gpu_otel_agent.plugins.capture.writers import write_whole
 
 
 def run(out: Path | None, *, keep_names: bool) -> int:

@@ -1,6 +1,7 @@
 """``gpu-agent capture``: the GPUs this node shows, in their vendor tool's capture format (entry
-point of ``gpu_otel_agent.commands``). Only the arguments live here; the vendor's writer
-(``CAPTURE_WRITERS`` of :mod:`.writers`) is imported when run."""
+point of ``gpu_otel_agent.commands``). Only the arguments live here; the vendor's writer (an
+entry point of ``gpu_otel_agent.capture_writers``, declared by the vendor's plugin) is loaded when
+run."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from gpu_otel_agent.extensions.capture import (
+    NoCaptureWriter,
+    capture_vendors,
+    capture_writer,
+)
 from gpu_otel_agent.extensions.commands import Commands
-
-VENDORS = ("nvidia", "amd")
 
 
 def add_capture_commands(commands: Commands) -> None:
@@ -28,14 +32,12 @@ def add_capture_commands(commands: Commands) -> None:
                         help="write here (default: standard output)")
     parser.add_argument("--keep-names", action="store_true",
                         help="keep process names (they may say what runs on the node)")
-    parser.add_argument("--vendor", choices=VENDORS, default="nvidia",
+    parser.add_argument("--vendor", choices=capture_vendors(), default="nvidia",
                         help="whose GPUs (default: nvidia)")
     parser.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from gpu_otel_agent.plugins.capture.writers import NoCaptureWriter, capture_writer
-
     try:
         write = capture_writer(args.vendor)
     except NoCaptureWriter as error:

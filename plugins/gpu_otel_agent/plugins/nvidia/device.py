@@ -249,11 +249,11 @@ class NvidiaDevice:
         return tuple(out)
 
     def _probe_group(self, group: str) -> GroupPlan:
-        fields, calls = GROUPS[group]
-        working_fields = self._first_per_key(self._probe_fields(group, fields))
+        reads = GROUPS[group]
+        working_fields = self._first_per_key(self._probe_fields(group, reads.fields))
         served = {field.key for field in working_fields if field.key}
         working_calls = []
-        for call in calls:
+        for call in reads.calls:
             if call.key is not None and call.key in served:
                 continue  # a field or an earlier alternative already provides it
             try:

@@ -7,8 +7,9 @@ device (in list order, fields first) serves it and the others are never called t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import pynvml
 
@@ -312,7 +313,15 @@ SLOW_CALLS: tuple[CallReading, ...] = (
     CallReading("nvmlDeviceGetTemperatureThreshold", _slowdown_threshold),
 )
 
-GROUPS: dict[str, tuple[tuple[FieldReading, ...], tuple[CallReading, ...]]] = {
-    "fast": (FAST_FIELDS, FAST_CALLS),
-    "slow": (SLOW_FIELDS, SLOW_CALLS),
+class Group(NamedTuple):
+    """What one metric group reads: field values (one nvmlDeviceGetFieldValues call for all)
+    and calls of their own."""
+
+    fields: tuple[FieldReading, ...]
+    calls: tuple[CallReading, ...]
+
+
+GROUPS: Mapping[str, Group] = {
+    "fast": Group(FAST_FIELDS, FAST_CALLS),
+    "slow": Group(SLOW_FIELDS, SLOW_CALLS),
 }

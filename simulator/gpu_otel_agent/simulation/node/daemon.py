@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from gpu_otel_agent.simulation.amd import amdsmi_control as amd_lib
 from gpu_otel_agent.simulation.amd import models as amd_models
@@ -40,6 +40,7 @@ from gpu_otel_agent.simulation.captures.registry import not_served_lines
 from gpu_otel_agent.simulation.node import statedir
 from gpu_otel_agent.simulation.node.cgroups import Placement
 from gpu_otel_agent.simulation.node.control_client import send
+from gpu_otel_agent.simulation.node.mig_node import MigNode
 from gpu_otel_agent.simulation.node.scenario import (
     DeviceSpec,
     Random,
@@ -63,7 +64,6 @@ from gpu_otel_agent.simulation.nvidia.faults import (
     parse_chaos,
     parse_fail,
 )
-from gpu_otel_agent.simulation.nvidia.mig_node import MigNode
 from gpu_otel_agent.simulation.nvidia.models import BASE, model_info
 
 if TYPE_CHECKING:  # imported when a scenario names pods (it loads grpcio)
@@ -119,6 +119,20 @@ _DERIVED: Mapping[str, Callable[[Mapping[str, float | None]], float]] = {
 _RESET_STATUS: Mapping[str, int] = {"EPERM": 2, "EBUSY": 30}
 
 
+class Slot(NamedTuple):
+    """Where a scenario device is served: its vendor's library, under that library's index."""
+
+    vendor: str
+    local: int
+
+
+class AmdTarget(NamedTuple):
+    """An AMD device's library and its primary processor's index there."""
+
+    lib: amd_lib.AmdNodeLib
+    local: int
+
+
 class CommandError(ValueError):
     """A control request is invalid; the node is not changed."""
 
@@ -169,7 +183,7 @@ class Node:
         self.lib = nvml_control.NodeLib(self.library)
         self.faults = FaultControl(self.library, self.lib.functions)
         # Each scenario device is served by its vendor's library under a vendor-local index.
-        self.slots: list[tuple[str, int]] = []
+        self.slots: list[Slot] = []
         # A partitioned AMD GPU is served as one amdsmi processor per compute partition: its
         # slot is the primary's (XCP 0), the others follow it (device -> all its locals).
         self.amd_locals: dict[int, tuple[int, ...]] = {}
@@ -177,7 +191,7 @@ class Node:
         self.amd_ids: dict[int, tuple[int, ...]] = {}
         counts = {"nvidia": 0, "amd": 0}
         for d in scenario.devices:
-            self.slots.append((d.vendor, counts[d.vendor]))
+            self.slots.append(Slot(d.vendor, counts[d.vendor]))
             width = len(d.partition.served) if d.partition is not None else 1
             if d.vendor == "amd":
                 self.amd_locals[d.index] = tuple(range(counts["amd"], counts["amd"] + width))
@@ -211,7 +225,7 @@ class Node:
     def setup(self) -> None:
         sc = self.scenario
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.lib.create(self.state_path, sum(v == "nvidia" for v, _ in self.slots))
+        self.lib.create(self.state_path, sum(slot.vendor == "nvidia" for slot in self.slots))
         self.lib.set_system(sc.driver_version, sc.nvml_version, sc.cuda_driver_version)
         if self.amd is not None:
             self.amd.create(self.amd_state_path, counts_amd := sum(
@@ -224,7 +238,7 @@ class Node:
             if d.vendor == "amd":
                 self._setup_amd(d)
                 continue
-            local = self.slots[d.index][1]
+            local = self.slots[d.index].local
             info = model_info(d.model)
             vals: dict[str, Value] = dict(BASE)
             vals.update(info.readings)
@@ -272,13 +286,13 @@ class Node:
                 self.proc_part[(p.device, pid)] = p.partition
         self._apply_procs(0.0)
         for (dev, pid), place in self.proc_gi.items():
-            self.lib.proc_set_mig(self._slot(dev)[1], pid, place)
+            self.lib.proc_set_mig(self._slot(dev).local, pid, place)
         if pods:
             self._serve_pods(pods)
 
     def _setup_amd(self, d: DeviceSpec) -> None:
         assert self.amd is not None
-        local = self.slots[d.index][1]
+        local = self.slots[d.index].local
         vals: dict[str, Value] = dict(amd_models.BASE)
         vals.update(amd_models.model_readings(d.model))
         vals["minor_number"] = float(local)
@@ -415,7 +429,7 @@ class Node:
             if device is None:
                 # A MIG-enabled GPU's used memory is what its instances use.
                 for dev, used in self.mig.apply(t, self.rng, _eval).items():
-                    self.lib.set_reading(self._slot(dev)[1], "memory_used_mib", used)
+                    self.lib.set_reading(self._slot(dev).local, "memory_used_mib", used)
 
     def _apply_procs(self, t: float) -> None:
         with self.lock:
@@ -442,8 +456,6 @@ class Node:
             ev = tl[self.timeline_pos]
             self.timeline_pos += 1
             req: dict[str, object] = {"op": ev.action, "device": ev.device, **ev.args}
-            if ev.action == "hang_ms":
-                req["op"] = "hang"
             if ev.action == "set":
                 req["values"] = dict(ev.args["values"])  # type: ignore[call-overload]
             try:
@@ -491,110 +503,105 @@ class Node:
             raise CommandError(f"'{key}' must be a non-negative number")
         return float(v)
 
-    def _slot(self, dev: int) -> tuple[str, int]:
+    def _slot(self, dev: int) -> Slot:
         return self.slots[dev]
 
-    def _amd_target(self, dev: int) -> tuple[amd_lib.AmdNodeLib, int] | None:
-        vendor, local = self.slots[dev]
-        return (self.amd, local) if vendor == "amd" and self.amd is not None else None
+    def _amd_target(self, dev: int) -> AmdTarget | None:
+        slot = self.slots[dev]
+        return (AmdTarget(self.amd, slot.local) if slot.vendor == "amd" and self.amd is not None
+                else None)
 
     def handle(self, req: Mapping[str, object], parsed: bool = False) -> dict[str, object]:
+        """One control request (``parsed``: from the scenario's timeline, values already
+        validated), by its operation's handler (``HANDLERS``)."""
         op = req.get("op")
         if op == "node":  # who answers (handle_line adds the node to every answer)
             return {"ok": True}
+        handler = HANDLERS.get(op) if isinstance(op, str) else None
+        if handler is None:
+            raise CommandError(f"unknown op {op!r}")
         with self.lock:
             if op in ("xid", "ecc", "proc_add") and req.get("ci") is not None \
                     and req.get("mig") is None:
                 raise CommandError("'ci' needs 'mig' (the GPU instance it is in)")
-            if op == "xid":
-                dev = self._device(req)
-                code = self._int_arg(req, "code")
-                if self._amd_target(dev) is not None:
-                    raise CommandError(
-                        f"device {dev} is an AMD GPU: AMD reports no XIDs; use the 'event' op"
-                    )
-                if req.get("mig") is not None:
-                    gi, ci = self._place(dev, req["mig"], req.get("ci"))
-                    # Without 'ci' the XID is the GPU instance's as a whole (no compute instance).
-                    named = ci if req.get("ci") is not None else None
-                    seq = self.lib.push_event_mig(self._slot(dev)[1], nvml_control.EVENT_XID,
-                                                  code, gi, named)
-                    return {"ok": True, "seq": seq, "gpu_instance_id": gi,
-                            "compute_instance_id": named}
-                seq = self.lib.push_event(self._slot(dev)[1], nvml_control.EVENT_XID, code)
-                if code in FALLEN_OFF_THE_BUS:
-                    # The driver lost the GPU: from now on every call answers GPU_IS_LOST, as
-                    # on a real node (no more utilization or power), until `sim recover`.
-                    self.lib.set_lost(self._slot(dev)[1], True)
-                return {"ok": True, "seq": seq}
-            if op == "recovery":
-                return self._op_recovery(req)
-            if op == "mig":
-                return self._op_mig(req)
-            if op == "ecc":
-                dev = self._device(req)
-                kind = req.get("type", "single_bit")
-                if kind not in ("single_bit", "double_bit"):
-                    raise CommandError("'type' must be single_bit or double_bit")
-                amd = self._amd_target(dev)
-                if amd is not None:  # amdsmi has no ECC notification: the counters move
-                    counter = "ecc_correctable" if kind == "single_bit" else "ecc_uncorrectable"
-                    amd[0].bump(amd[1], counter, 1)
-                    return {"ok": True}
-                if req.get("mig") is not None:
-                    return self._mig_ecc(dev, req, str(kind))
-                bit = (nvml_control.EVENT_SINGLE_BIT_ECC if kind == "single_bit"
-                       else nvml_control.EVENT_DOUBLE_BIT_ECC)
-                seq = self.lib.push_event(self._slot(dev)[1], bit, 0)  # also bumps the counters
-                return {"ok": True, "seq": seq}
-            if op in ("lost", "recover", "hang"):
-                dev = self._device(req)
-                ms = self._int_arg(req, "ms") if op == "hang" else 0
-                amd = self._amd_target(dev)
-                target: nvml_control.NodeLib | amd_lib.AmdNodeLib = amd[0] if amd else self.lib
-                local = self._slot(dev)[1]
-                if op != "hang":
-                    target.set_lost(local, op == "lost")
-                target.set_hang_ms(local, ms)
-                return {"ok": True}
-            if op == "event":
-                return self._op_event(req)
-            if op == "reset":
-                return self._op_reset(req)
-            if op == "set":
-                return self._op_set(req, parsed)
-            if op == "fabric":
-                return self._op_fabric(req)
-            if op == "proc_add":
-                return self._op_proc_add(req)
-            if op == "proc_rm":
-                pid = self._int_arg(req, "pid", 1)
-                dev = self._device(req) if req.get("device") is not None else -1
-                keys = [k for k in self.procs if k[1] == pid and (dev < 0 or k[0] == dev)]
-                if not keys:
-                    raise CommandError(f"no GPU process with pid {pid}")
-                for k in keys:
-                    del self.procs[k]
-                    self.proc_gi.pop(k, None)
-                    amd = self._amd_target(k[0])
-                    if amd is not None:
-                        amd[0].proc_rm(self._amd_part_local(k[0], pid), pid)
-                        self.proc_part.pop(k, None)
-                    else:
-                        self.lib.proc_rm(self._slot(k[0])[1], pid)
-                return {"ok": True, "removed": len(keys)}
-            if op in ("chaos", "fail", "driver_reload", "reset_required"):
-                return self._op_fault(str(op), req)
-            if op == "stats":
-                return {"ok": True, **self._stats()}
-            if op == "info":
-                return {"ok": True, **self.describe()}
-        raise CommandError(f"unknown op {op!r}")
+            return handler(self, req, parsed)
+
+    def _op_xid(self, req: Mapping[str, object]) -> dict[str, object]:
+        dev = self._device(req)
+        code = self._int_arg(req, "code")
+        if self._amd_target(dev) is not None:
+            raise CommandError(
+                f"device {dev} is an AMD GPU: AMD reports no XIDs; use the 'event' op"
+            )
+        local = self._slot(dev).local
+        if req.get("mig") is not None:
+            gi, ci = self._place(dev, req["mig"], req.get("ci"))
+            # Without 'ci' the XID is the GPU instance's as a whole (no compute instance).
+            named = ci if req.get("ci") is not None else None
+            seq = self.lib.push_event_mig(local, nvml_control.EVENT_XID, code, gi, named)
+            return {"ok": True, "seq": seq, "gpu_instance_id": gi,
+                    "compute_instance_id": named}
+        seq = self.lib.push_event(local, nvml_control.EVENT_XID, code)
+        if code in FALLEN_OFF_THE_BUS:
+            # The driver lost the GPU: from now on every call answers GPU_IS_LOST, as
+            # on a real node (no more utilization or power), until `sim recover`.
+            self.lib.set_lost(local, True)
+        return {"ok": True, "seq": seq}
+
+    def _op_ecc(self, req: Mapping[str, object]) -> dict[str, object]:
+        dev = self._device(req)
+        kind = req.get("type", "single_bit")
+        if kind not in ("single_bit", "double_bit"):
+            raise CommandError("'type' must be single_bit or double_bit")
+        amd = self._amd_target(dev)
+        if amd is not None:  # amdsmi has no ECC notification: the counters move
+            counter = "ecc_correctable" if kind == "single_bit" else "ecc_uncorrectable"
+            amd.lib.bump(amd.local, counter, 1)
+            return {"ok": True}
+        if req.get("mig") is not None:
+            return self._mig_ecc(dev, req, str(kind))
+        bit = (nvml_control.EVENT_SINGLE_BIT_ECC if kind == "single_bit"
+               else nvml_control.EVENT_DOUBLE_BIT_ECC)
+        seq = self.lib.push_event(self._slot(dev).local, bit, 0)  # also bumps the counters
+        return {"ok": True, "seq": seq}
+
+    def _op_lost(self, req: Mapping[str, object], op: str) -> dict[str, object]:
+        """lost, recover and hang: a GPU off the bus, back, or blocking every call."""
+        dev = self._device(req)
+        ms = self._int_arg(req, "ms") if op == "hang" else 0
+        amd = self._amd_target(dev)
+        target: nvml_control.NodeLib | amd_lib.AmdNodeLib = amd.lib if amd else self.lib
+        local = self._slot(dev).local
+        if op != "hang":
+            target.set_lost(local, op == "lost")
+        target.set_hang_ms(local, ms)
+        return {"ok": True}
+
+    def _op_proc_rm(self, req: Mapping[str, object]) -> dict[str, object]:
+        pid = self._int_arg(req, "pid", 1)
+        dev = self._device(req) if req.get("device") is not None else -1
+        keys = [k for k in self.procs if k[1] == pid and (dev < 0 or k[0] == dev)]
+        if not keys:
+            raise CommandError(f"no GPU process with pid {pid}")
+        for k in keys:
+            del self.procs[k]
+            self.proc_gi.pop(k, None)
+            amd = self._amd_target(k[0])
+            if amd is not None:
+                amd.lib.proc_rm(self._amd_part_local(k[0], pid), pid)
+                self.proc_part.pop(k, None)
+            else:
+                self.lib.proc_rm(self._slot(k[0]).local, pid)
+        return {"ok": True, "removed": len(keys)}
+
+    def _nvidia_index(self) -> dict[int, int]:
+        """NVIDIA library index -> scenario index."""
+        return {slot.local: i for i, slot in enumerate(self.slots) if slot.vendor == "nvidia"}
 
     def _stats(self) -> dict[str, object]:
         """Call counts of both libraries; per-device counts under the scenario's indices."""
         totals, per_local = self.lib.call_counts()
-        by_scenario = {local: i for i, (v, local) in enumerate(self.slots) if v == "nvidia"}
+        by_scenario = self._nvidia_index()
         per_dev: dict[str, dict[str, int]] = {
             fn: {str(by_scenario.get(int(d), d)): c for d, c in devs.items()}
             for fn, devs in per_local.items()
@@ -614,7 +621,7 @@ class Node:
             totals = {**totals, **amd_totals}
             processes += self.amd.proc_count()
             out["amd_event_seq"] = self.amd.event_seq()
-        nvidia_index = {local: i for i, (v, local) in enumerate(self.slots) if v == "nvidia"}
+        nvidia_index = self._nvidia_index()
         return {
             "chaos": self.faults.stats(nvidia_index),
             "calls": totals,
@@ -635,7 +642,7 @@ class Node:
             raise CommandError("'action' must be 0..7 (nvmlDeviceGpuRecoveryAction_t)")
         if self._amd_target(dev) is not None:
             raise CommandError(f"device {dev} is an AMD GPU: recovery actions are NVML's")
-        local = self._slot(dev)[1]
+        local = self._slot(dev).local
         self.values[dev]["recovery_action"] = float(action)
         self.lib.set_reading(local, "recovery_action", float(action))
         seq = self.lib.push_event(local, nvml_control.EVENT_RECOVERY_ACTION, 0)
@@ -652,10 +659,10 @@ class Node:
         message = req.get("message", "")
         if not isinstance(message, str):
             raise CommandError("'message' must be a string")
-        local = amd[1]
+        local = amd.local
         if req.get("partition") is not None:  # raised on the partition (KFD node) that faulted
             local = self._amd_partition_local(dev, self._int_arg(req, "partition"))
-        seq = amd[0].push_event(local, str(kind), message or f"simulated {kind}")
+        seq = amd.lib.push_event(local, str(kind), message or f"simulated {kind}")
         return {"ok": True, "seq": seq}
 
     def _amd_part_local(self, dev: int, pid: int) -> int:
@@ -687,7 +694,7 @@ class Node:
         dev = self._device(req)
         amd = self._amd_target(dev)
         if amd is None:  # NVIDIA: volatile counters and uptime restart, RESET_REQUIRED clears
-            self.faults.gpu_reset(self._slot(dev)[1])
+            self.faults.gpu_reset(self._slot(dev).local)
             return {"ok": True}
         ms = self._int_arg(req, "ms") if "ms" in req else 1000
         errno_name = req.get("errno", "EPERM")
@@ -711,7 +718,7 @@ class Node:
         dev = self._device(req)
         if self._amd_target(dev) is not None:
             raise CommandError(f"device {dev} is an AMD GPU; '{op}' is for NVIDIA devices")
-        return self._slot(dev)[1]
+        return self._slot(dev).local
 
     def _op_fault(self, op: str, req: Mapping[str, object]) -> dict[str, object]:
         """chaos, fail, driver_reload, reset_required (nvml_chaos.h does the work)."""
@@ -724,7 +731,8 @@ class Node:
                 spec = parse_chaos(body, functions, n_dev)
                 local = spec
                 if spec.devices is not None:
-                    nv = [self._slot(d)[1] for d in spec.devices if self._slot(d)[0] == "nvidia"]
+                    nv = [self._slot(d).local for d in spec.devices
+                          if self._slot(d).vendor == "nvidia"]
                     local = ChaosSpec(**{**spec.__dict__, "devices": tuple(nv)})
                 self.faults.apply_chaos(local, n_dev)
                 self.faults.spec = spec
@@ -755,12 +763,12 @@ class Node:
         values = req.get("values")
         if not isinstance(values, Mapping) or not values:
             raise CommandError("'values' must be a non-empty object of reading: value")
-        allowed = vendor_readings(self._slot(dev)[0])
+        allowed = vendor_readings(self._slot(dev).vendor)
         new: dict[str, Value] = {}
         ctx = _Ctx(Path("<set>"))
         for k, v in values.items():
             try:
-                link = nvlinks.set_key(k, v) if self._slot(dev)[0] == "nvidia" else None
+                link = nvlinks.set_key(k, v) if self._slot(dev).vendor == "nvidia" else None
             except nvlinks.LinkError as error:
                 raise CommandError(f"{k}: {error}") from error
             if link is not None:  # nvlink.N.field=value: that link's reading
@@ -778,7 +786,7 @@ class Node:
         if req.get("partition") is not None:
             return self._set_partition(dev, self._int_arg(req, "partition"), new)
         self.values[dev].update(new)
-        if "utilization_gpu" in new and self._slot(dev)[0] == "nvidia":
+        if "utilization_gpu" in new and self._slot(dev).vendor == "nvidia":
             self.util_set.add(dev)
         self._apply_values(time.monotonic() - self.t0, frozenset(new), dev)
         self._apply_procs(time.monotonic() - self.t0)
@@ -823,9 +831,9 @@ class Node:
         kind = req.get("type", "compute")
         if kind not in nvml_control.PROC_KINDS:
             raise CommandError("'type' must be compute, graphics or mps")
-        local = self._slot(dev)[1]
+        local = self._slot(dev).local
         amd = self._amd_target(dev)
-        counter: nvml_control.NodeLib | amd_lib.AmdNodeLib = amd[0] if amd else self.lib
+        counter: nvml_control.NodeLib | amd_lib.AmdNodeLib = amd.lib if amd else self.lib
         if (dev, pid) not in self.procs and counter.proc_count() >= 4096:
             raise CommandError("process table full")
         place = self._place(dev, req["mig"], req.get("ci")) if req.get("mig") is not None \
@@ -872,7 +880,7 @@ class Node:
                                          else None)
         except (ValueError, StopIteration) as error:
             raise CommandError(str(error)) from error
-        seq = self.lib.push_event(self._slot(dev)[1], nvml_control.EVENT_DOUBLE_BIT_ECC, 0)
+        seq = self.lib.push_event(self._slot(dev).local, nvml_control.EVENT_DOUBLE_BIT_ECC, 0)
         return {"ok": True, "seq": seq, "gpu_instance_id": gi, "compute_instance_id": ci}
 
     def _op_mig(self, req: Mapping[str, object]) -> dict[str, object]:
@@ -982,6 +990,34 @@ class Node:
         self.cgroups.remove()
         if self.kubelet is not None:
             self.kubelet.stop()
+
+
+Handler = Callable[[Node, Mapping[str, object], bool], dict[str, object]]
+
+# The node's side of each operation (``operations.OPERATIONS``), by its name; ``node`` is
+# answered before the lock (``Node.handle``).
+HANDLERS: Mapping[str, Handler] = {
+    "xid": lambda node, req, _: node._op_xid(req),
+    "ecc": lambda node, req, _: node._op_ecc(req),
+    "lost": lambda node, req, _: node._op_lost(req, "lost"),
+    "recover": lambda node, req, _: node._op_lost(req, "recover"),
+    "hang": lambda node, req, _: node._op_lost(req, "hang"),
+    "set": lambda node, req, parsed: node._op_set(req, parsed),
+    "proc_add": lambda node, req, _: node._op_proc_add(req),
+    "proc_rm": lambda node, req, _: node._op_proc_rm(req),
+    "event": lambda node, req, _: node._op_event(req),
+    "reset": lambda node, req, _: node._op_reset(req),
+    "recovery": lambda node, req, _: node._op_recovery(req),
+    "chaos": lambda node, req, _: node._op_fault("chaos", req),
+    "fail": lambda node, req, _: node._op_fault("fail", req),
+    "driver_reload": lambda node, req, _: node._op_fault("driver_reload", req),
+    "reset_required": lambda node, req, _: node._op_fault("reset_required", req),
+    "fabric": lambda node, req, _: node._op_fabric(req),
+    "mig": lambda node, req, _: node._op_mig(req),
+    "stats": lambda node, req, _: {"ok": True, **node._stats()},
+    "node": lambda node, req, _: {"ok": True},
+    "info": lambda node, req, _: {"ok": True, **node.describe()},
+}
 
 
 def default_socket_in(state_dir: Path) -> Path:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import uuid as uuidlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -41,6 +41,7 @@ from gpu_otel_agent.simulation.nvidia.mig_profiles import (
     compute_profile,
 )
 from gpu_otel_agent.simulation.nvidia.nvlinks import LinkError, scenario_readings
+from gpu_otel_agent.simulation.operations import BY_TIMELINE_KEY, Device
 
 # Readings a scenario may not set directly: identity comes from the model.
 _IDENTITY = frozenset(
@@ -162,7 +163,7 @@ class ProcessSpec:
 class TimelineEvent:
     at_s: float
     device: int | None
-    action: str  # xid | ecc | recovery | lost | recover | hang_ms | set | proc_add | proc_rm
+    action: str  # its operation's name (operations.py: xid, hang, proc_add, ...)
     args: Mapping[str, object]
 
 
@@ -688,12 +689,30 @@ def _mig_position(ctx: _Ctx, v: object, key: str, device: DeviceSpec) -> int:
     return position
 
 
-_ACTIONS = (
-    "xid", "ecc", "lost", "recover", "hang_ms", "set", "proc_add", "proc_rm", "event", "reset",
-    "recovery", "chaos", "fail", "driver_reload", "reset_required", "fabric",
-)
-_AMD_ONLY = frozenset({"event"})
-_NODE_WIDE = frozenset({"proc_rm", "chaos", "fail", "driver_reload"})  # device optional
+# A timeline entry's key is its operation's (``operations.py``); one with no device acts on
+# the whole node, or (``proc_rm``, ``fail``) on every device.
+_ACTIONS = tuple(BY_TIMELINE_KEY)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One timeline entry being validated: where it is, what it names, its action's value."""
+
+    ctx: _Ctx
+    key: str  # timeline[i]
+    raw: Mapping[str, object]
+    action: str
+    value: object
+    device: int | None
+    vendor: str
+    devices: Sequence[DeviceSpec]
+
+    @property
+    def sub(self) -> str:
+        return f"{self.key}.{self.action}"
+
+    def fail(self, msg: str, key: str | None = None) -> ScenarioError:
+        return self.ctx.fail(key or self.sub, msg)
 
 
 def _timeline(ctx: _Ctx, raw: object, i: int, devices: Sequence[DeviceSpec]) -> TimelineEvent:
@@ -707,100 +726,159 @@ def _timeline(ctx: _Ctx, raw: object, i: int, devices: Sequence[DeviceSpec]) -> 
     actions = [a for a in _ACTIONS if a in e]
     if len(actions) != 1:
         raise ctx.fail(key, f"exactly one action of {', '.join(_ACTIONS)} is required")
-    action = actions[0]
+    operation = BY_TIMELINE_KEY[actions[0]]
     dev: int | None = None
     if "device" in e:
         dev = _int(ctx, e["device"], f"{key}.device")
         if dev >= n_dev:
             raise ctx.fail(f"{key}.device", f"no device {dev} (the scenario has {n_dev})")
-    elif action not in _NODE_WIDE:
+    elif operation.device is Device.REQUIRED:
         raise ctx.fail(key, "missing key 'device'")
-    vendor = vendors[dev] if dev is not None else "nvidia"
-    if action in _AMD_ONLY and vendor != "amd":
-        raise ctx.fail(f"{key}.{action}", f"'{action}' applies to AMD devices only")
-    if action == "xid" and vendor == "amd":
-        raise ctx.fail(f"{key}.xid", "AMD GPUs report no XIDs; use 'event' (vm_fault, ...)")
-    sub = f"{key}.{action}"
-    v = e[action]
-    args: dict[str, object]
-    if ("mig" in e or "ci" in e) and action != "xid":
+    entry = _Entry(ctx, key, e, actions[0], e[actions[0]], dev,
+                   vendors[dev] if dev is not None else "nvidia", devices)
+    if operation.vendors == {"amd"} and entry.vendor != "amd":
+        raise entry.fail(f"'{entry.action}' applies to AMD devices only")
+    if ("mig" in e or "ci" in e) and operation.name != "xid":
         where = "mig" if "mig" in e else "ci"
         raise ctx.fail(f"{key}.{where}", "'mig'/'ci' scope an XID to a MIG instance; only with "
                        "'xid'")
-    if action == "xid":
-        args = {"code": _int(ctx, v, sub)}
-        if "mig" in e and dev is not None:
-            args["mig"] = _mig_position(ctx, e["mig"], f"{key}.mig", devices[dev])
-        if dev is not None:
-            ci = _ci_position(ctx, e, key, devices[dev], args.get("mig"))  # type: ignore[arg-type]
-            if ci is not None:
-                args["ci"] = ci
-    elif action == "recovery":
-        if vendor == "amd":
-            raise ctx.fail(sub, "recovery actions are NVML's (nvmlEventTypeGpuRecoveryAction)")
-        action_code = _int(ctx, v, sub)
-        if action_code > 7:
-            raise ctx.fail(sub, "expected 0..7 (nvmlDeviceGpuRecoveryAction_t)")
-        args = {"action": action_code}
-    elif action == "ecc":
-        m = _mapping(ctx, v, sub, ("type",))
-        t = m.get("type", "single_bit")
-        if t not in ("single_bit", "double_bit"):
-            raise ctx.fail(f"{sub}.type", f"expected single_bit or double_bit, got {t!r}")
-        args = {"type": t}
-    elif action in ("lost", "recover"):
-        if v is not True:
-            raise ctx.fail(sub, "expected 'true'")
-        args = {}
-    elif action == "hang_ms":
-        args = {"ms": _int(ctx, v, sub)}
-    elif action == "set":
-        m = _mapping(ctx, v, sub, vendor_readings(vendor))
-        args = {"values": MappingProxyType(_readings(ctx, m, sub, vendor))}
-    elif action == "event":
-        m = _mapping(ctx, v, sub, ("type", "message"))
-        kind = m.get("type")
-        if kind not in amd_scenario.EVENT_KINDS:
-            kinds = ", ".join(amd_scenario.EVENT_KINDS)
-            raise ctx.fail(f"{sub}.type", f"expected one of {kinds}, got {kind!r}")
-        args = {"type": kind, "message": str(m.get("message", ""))}
-    elif action == "fabric":
-        if vendor != "nvidia":
-            raise ctx.fail(sub, "the GPU fabric probe is NVIDIA's (NVML)")
-        try:
-            fabric.readings(v, {"fabric_state": 0})  # checked now, applied on the node's state
-        except fabric.FabricError as error:
-            raise ctx.fail(sub, str(error)) from error
-        args = {"fabric": v}
-    elif action == "reset":
-        m = {} if v is True else _mapping(ctx, v, sub, ("ms",))
-        args = {"ms": _int(ctx, m.get("ms", 1000), f"{sub}.ms")}
-    elif action in ("chaos", "fail"):
-        args = _fault_args(ctx, action, v, sub, dev, vendors)
-    elif action in ("driver_reload", "reset_required"):
-        if not isinstance(v, bool) or (action == "driver_reload" and v is not True):
-            want = "expected 'true'" if action == "driver_reload" else "expected true or false"
-            raise ctx.fail(sub, want)
-        if action == "reset_required" and vendor != "nvidia":
-            raise ctx.fail(sub, "'reset_required' applies to NVIDIA devices only")
-        args = {"on": v} if action == "reset_required" else {}
-    elif action == "proc_add":
-        m = _mapping(ctx, v, sub, ("pid", "used_memory_mib", "sm_util", "mem_util", "type"))
-        if "pid" not in m:
-            raise ctx.fail(sub, "missing key 'pid'")
-        args = {
-            "pid": _int(ctx, m["pid"], f"{sub}.pid", minimum=1),
-            "used_memory_mib": _num(ctx, m.get("used_memory_mib", 0), f"{sub}.used_memory_mib"),
-            "sm_util": _num(ctx, m.get("sm_util", 0), f"{sub}.sm_util"),
-            "mem_util": _num(ctx, m.get("mem_util", 0), f"{sub}.mem_util"),
-            "type": m.get("type", "compute"),
-        }
-    else:  # proc_rm
-        m = _mapping(ctx, v, sub, ("pid",))
-        if "pid" not in m:
-            raise ctx.fail(sub, "missing key 'pid'")
-        args = {"pid": _int(ctx, m["pid"], f"{sub}.pid", minimum=1)}
-    return TimelineEvent(at, dev, action, MappingProxyType(args))
+    args = TIMELINE_ARGS[operation.name](entry)
+    return TimelineEvent(at, dev, operation.name, MappingProxyType(args))
+
+
+def _xid_args(t: _Entry) -> dict[str, object]:
+    if t.vendor == "amd":
+        raise t.fail("AMD GPUs report no XIDs; use 'event' (vm_fault, ...)")
+    args: dict[str, object] = {"code": _int(t.ctx, t.value, t.sub)}
+    if t.device is None:
+        return args
+    device = t.devices[t.device]
+    mig = _mig_position(t.ctx, t.raw["mig"], f"{t.key}.mig", device) if "mig" in t.raw else None
+    if mig is not None:
+        args["mig"] = mig
+    ci = _ci_position(t.ctx, t.raw, t.key, device, mig)
+    if ci is not None:
+        args["ci"] = ci
+    return args
+
+
+def _recovery_args(t: _Entry) -> dict[str, object]:
+    if t.vendor == "amd":
+        raise t.fail("recovery actions are NVML's (nvmlEventTypeGpuRecoveryAction)")
+    action_code = _int(t.ctx, t.value, t.sub)
+    if action_code > 7:
+        raise t.fail("expected 0..7 (nvmlDeviceGpuRecoveryAction_t)")
+    return {"action": action_code}
+
+
+def _ecc_args(t: _Entry) -> dict[str, object]:
+    m = _mapping(t.ctx, t.value, t.sub, ("type",))
+    kind = m.get("type", "single_bit")
+    if kind not in ("single_bit", "double_bit"):
+        raise t.fail(f"expected single_bit or double_bit, got {kind!r}", f"{t.sub}.type")
+    return {"type": kind}
+
+
+def _true_args(t: _Entry) -> dict[str, object]:
+    """``lost: true``, ``recover: true``."""
+    if t.value is not True:
+        raise t.fail("expected 'true'")
+    return {}
+
+
+def _hang_args(t: _Entry) -> dict[str, object]:
+    return {"ms": _int(t.ctx, t.value, t.sub)}
+
+
+def _set_args(t: _Entry) -> dict[str, object]:
+    m = _mapping(t.ctx, t.value, t.sub, vendor_readings(t.vendor))
+    return {"values": MappingProxyType(_readings(t.ctx, m, t.sub, t.vendor))}
+
+
+def _event_args(t: _Entry) -> dict[str, object]:
+    m = _mapping(t.ctx, t.value, t.sub, ("type", "message"))
+    kind = m.get("type")
+    if kind not in amd_scenario.EVENT_KINDS:
+        kinds = ", ".join(amd_scenario.EVENT_KINDS)
+        raise t.fail(f"expected one of {kinds}, got {kind!r}", f"{t.sub}.type")
+    return {"type": kind, "message": str(m.get("message", ""))}
+
+
+def _fabric_args(t: _Entry) -> dict[str, object]:
+    if t.vendor != "nvidia":
+        raise t.fail("the GPU fabric probe is NVIDIA's (NVML)")
+    try:
+        fabric.readings(t.value, {"fabric_state": 0})  # checked now, applied on the node's state
+    except fabric.FabricError as error:
+        raise t.fail(str(error)) from error
+    return {"fabric": t.value}
+
+
+def _reset_args(t: _Entry) -> dict[str, object]:
+    m = {} if t.value is True else _mapping(t.ctx, t.value, t.sub, ("ms",))
+    return {"ms": _int(t.ctx, m.get("ms", 1000), f"{t.sub}.ms")}
+
+
+def _chaos_fail_args(t: _Entry) -> dict[str, object]:
+    return _fault_args(t.ctx, t.action, t.value, t.sub, t.device,
+                       [d.vendor for d in t.devices])
+
+
+def _driver_reload_args(t: _Entry) -> dict[str, object]:
+    if t.value is not True:
+        raise t.fail("expected 'true'")
+    return {}
+
+
+def _reset_required_args(t: _Entry) -> dict[str, object]:
+    if not isinstance(t.value, bool):
+        raise t.fail("expected true or false")
+    if t.vendor != "nvidia":
+        raise t.fail("'reset_required' applies to NVIDIA devices only")
+    return {"on": t.value}
+
+
+def _proc_add_args(t: _Entry) -> dict[str, object]:
+    m = _mapping(t.ctx, t.value, t.sub,
+                 ("pid", "used_memory_mib", "sm_util", "mem_util", "type"))
+    if "pid" not in m:
+        raise t.fail("missing key 'pid'")
+    return {
+        "pid": _int(t.ctx, m["pid"], f"{t.sub}.pid", minimum=1),
+        "used_memory_mib": _num(t.ctx, m.get("used_memory_mib", 0), f"{t.sub}.used_memory_mib"),
+        "sm_util": _num(t.ctx, m.get("sm_util", 0), f"{t.sub}.sm_util"),
+        "mem_util": _num(t.ctx, m.get("mem_util", 0), f"{t.sub}.mem_util"),
+        "type": m.get("type", "compute"),
+    }
+
+
+def _proc_rm_args(t: _Entry) -> dict[str, object]:
+    m = _mapping(t.ctx, t.value, t.sub, ("pid",))
+    if "pid" not in m:
+        raise t.fail("missing key 'pid'")
+    return {"pid": _int(t.ctx, m["pid"], f"{t.sub}.pid", minimum=1)}
+
+
+# A timeline entry's arguments, by operation (``operations.OPERATIONS``: its timeline rows).
+TIMELINE_ARGS: Mapping[str, Callable[[_Entry], dict[str, object]]] = {
+    "xid": _xid_args,
+    "ecc": _ecc_args,
+    "lost": _true_args,
+    "recover": _true_args,
+    "hang": _hang_args,
+    "set": _set_args,
+    "proc_add": _proc_add_args,
+    "proc_rm": _proc_rm_args,
+    "event": _event_args,
+    "reset": _reset_args,
+    "recovery": _recovery_args,
+    "chaos": _chaos_fail_args,
+    "fail": _chaos_fail_args,
+    "driver_reload": _driver_reload_args,
+    "reset_required": _reset_required_args,
+    "fabric": _fabric_args,
+}
+
 
 
 def _fault_args(  # noqa: PLR0917 - one timeline entry's parts

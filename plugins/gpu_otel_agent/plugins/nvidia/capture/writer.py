@@ -21,7 +21,7 @@ from typing import Any
 
 import pynvml
 
-from gpu_otel_agent.plugins.capture.writers import write_whole
+from gpu_otel_agent.extensions.capture import write_whole
 from gpu_otel_agent.plugins.nvidia.capture import fields
 
 MIB = 1024 * 1024
@@ -335,7 +335,7 @@ def _processes(gpu: ET.Element, handle: Handle, keep_names: bool) -> None:
 
 
 def run(out: Path | None, *, keep_names: bool) -> int:
-    """``gpu-agent capture --vendor nvidia`` (``CAPTURE_WRITERS`` of plugins.capture.writers)."""
+    """``gpu-agent capture --vendor nvidia`` (its entry point of gpu_otel_agent.capture_writers)."""
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as error:

@@ -1,0 +1,145 @@
+"""Pushes the snapshot to the metric exporter on the export interval.
+
+The exporter blocks (network I/O, retries), so it runs on a thread of its own; the event loop
+only encodes the snapshot and waits. An export that fails is logged and the next interval
+carries the then-current values; the final export on shutdown is bounded in time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from gpu_otel_agent.config.holder import ConfigHolder
+from gpu_otel_agent.export.metrics.snapshot_exporters import SnapshotExporter
+from gpu_otel_agent.model.snapshot import SnapshotStore
+from gpu_otel_agent.threads.costs import SNAPSHOT, Stage
+from gpu_otel_agent.threads.named import name_pool_thread
+
+log = logging.getLogger(__name__)
+FIRST_EXPORT_POLL_SECONDS = 0.05
+
+
+@dataclass
+class ExportStats:
+    exports: int = 0  # attempts that ended, successful or not
+    failures: int = 0
+    skipped: int = 0  # intervals skipped because the previous export was still retrying
+    first_export_ns: int | None = None
+
+
+class MetricPusher:
+    def __init__(
+        self,
+        exporter: SnapshotExporter,
+        store: SnapshotStore,
+        config: ConfigHolder,
+        device_count: int,
+    ) -> None:
+        self._exporter = exporter
+        self._store = store
+        self._config = config
+        self._device_count = device_count
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="otlp-export",
+                                          initializer=name_pool_thread)
+        self.stats = ExportStats()
+        self._failing = False
+        self._in_flight: asyncio.Future[bool] | None = None
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_due = await self._first_export()
+        while True:
+            interval = self._config.current.export_interval
+            next_due = max(next_due + interval, loop.time())
+            if await self._config.sleep(next_due - loop.time()):
+                next_due = loop.time()  # new interval takes effect now
+                continue
+            await self.export_once(timeout=max(interval, 1.0))
+
+    async def _first_export(self) -> float:
+        """Export as soon as every device has been read once, not a whole interval later."""
+        loop = asyncio.get_running_loop()
+        interval = self._config.current.export_interval
+        deadline = loop.time() + interval
+        while loop.time() < deadline and not self._store.covers(self._device_count):
+            await asyncio.sleep(FIRST_EXPORT_POLL_SECONDS)
+        started = loop.time()
+        await self.export_once(timeout=max(interval, 1.0))
+        return started
+
+    async def export_once(self, timeout: float) -> None:
+        """Start an export and wait up to ``timeout`` for it.
+
+        The exporter may retry for longer than we wait; its outcome is recorded whenever it
+        ends (``_record``), so a late success still counts and still ends an outage.
+        """
+        if self._in_flight is not None and not self._in_flight.done():
+            # The previous export is still retrying: don't queue stale data behind it.
+            self.stats.skipped += 1
+            return
+        with Stage(SNAPSHOT):
+            snapshot = self._store.current(time.time_ns())
+        if not snapshot.devices:
+            return
+        loop = asyncio.get_running_loop()
+        # Encoding happens on the export thread too: the loop only takes the snapshot.
+        in_flight = loop.run_in_executor(
+            self._thread, lambda: self._exporter.export(snapshot, timeout)
+        )
+        in_flight.add_done_callback(self._record)
+        self._in_flight = in_flight
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.wait({in_flight})
+        except TimeoutError:
+            pass
+
+    def _record(self, outcome: asyncio.Future[bool]) -> None:
+        self.stats.exports += 1
+        ok = False
+        if outcome.cancelled():
+            pass
+        elif (error := outcome.exception()) is not None:
+            # A bug in encoding must cost one export, not all of them.
+            log.error("metric export raised", exc_info=error)
+        else:
+            ok = outcome.result()
+        if ok:
+            if self.stats.first_export_ns is None:
+                self.stats.first_export_ns = time.time_ns()
+                log.info("first export done")
+            if self._failing:
+                log.info("metric export recovered")
+            self._failing = False
+            return
+        self.stats.failures += 1
+        if not self._failing:  # the transport has logged why, with the endpoint
+            log.info("metric export failed; will retry with fresh values every interval")
+        self._failing = True
+
+    async def close(self, timeout: float) -> None:
+        """Final export, then shut the exporter down, all within ``timeout`` seconds."""
+        start = time.monotonic()
+        try:
+            if self._in_flight is not None and not self._in_flight.done():
+                # Let a retrying export finish (it may be carrying the latest values).
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(timeout * 0.4):
+                        await asyncio.wait({self._in_flight})
+            remaining = timeout - (time.monotonic() - start)
+            await self.export_once(timeout=max(remaining * 0.8, 0.1))
+        finally:
+            remaining = max(timeout - (time.monotonic() - start), 0.1)
+            loop = asyncio.get_running_loop()
+            shutdown = loop.run_in_executor(None, lambda: self._exporter.shutdown(remaining))
+            try:
+                async with asyncio.timeout(remaining):
+                    await shutdown
+            except TimeoutError:
+                log.warning("exporter did not shut down within %.1fs", remaining)
+            self._thread.shutdown(wait=False, cancel_futures=True)
