@@ -31,7 +31,7 @@ from gpu_otel_agent.gpu_health.xid import lookup
 from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.integration.cgroups import Pod, cgroups
 from tests.integration.conftest import UUIDS
-from tests.integration.harness import REPO, AgentProcess, h100, write_scenario
+from tests.integration.harness import REPO, AgentProcess, write_scenario
 from tests.integration.otelcol import (
     CONFIGS,
     Collector,
@@ -44,7 +44,6 @@ from tests.integration.test_prometheus_scrape import (
     FAULTS,
     HEALED,
     MEMORY_RESOURCE,
-    MI300X,
     MIB,
     NO_DATA_HERE,
     NODE,
@@ -53,6 +52,7 @@ from tests.integration.test_prometheus_scrape import (
     _dashboard_queries,
     _pods,
     _substituted,
+    faulty_node_devices,
 )
 from tests.receivers.kube_api import KubeApi, pod
 from tests.receivers.kubelet import FakeKubelet
@@ -128,19 +128,6 @@ def _alerts() -> set[str]:
             for rule in group["rules"] if "alert" in rule}
 
 
-def _devices() -> list[dict[str, object]]:
-    devices: list[dict[str, object]] = [
-        h100(i, uuid=UUIDS[i], utilization_gpu=UTIL[i], memory_used_mib=USED_MIB[i])
-        for i in range(4)]
-    devices.append({"model": "NVIDIA A100-SXM4-80GB", "power_w": 250,
-                    "mig": [{"profile": "3g.40gb", "memory_used_mib": 9000},
-                            {"profile": "1g.10gb", "memory_used_mib": 2000}]})
-    devices.append({"vendor": "amd", "model": "AMD Instinct MI300X", "pci_bus_id": MI300X,
-                    "partition": {"compute": "CPX", "memory": "NPS4"}, "power_w": 600,
-                    "utilization_gpu": 60, "memory_used_mib": 8000})
-    return devices
-
-
 def _agent_pod() -> dict[str, Any]:
     """The agent's pod as the chart deploys it: host network, owned by the DaemonSet."""
     return pod("gpu-otel-agent-x7k2p", "monitoring", AGENT_POD_UID, node=NODE, ip="127.0.0.1",
@@ -162,7 +149,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
     workdir = tmp_path_factory.mktemp("otelcol-e2e")
     scenario = write_scenario(workdir, {"driver_version": "580.95.05",
                                         "amd_driver_version": "6.10.5",
-                                        "devices": _devices()})
+                                        "devices": faulty_node_devices()})
     closers: list[Any] = []
     with SimulatedNode.start(scenario, state_dir=workdir / "node") as node, \
             cgroups() as groups, FakeKubelet(workdir / "kubelet" / "kubelet.sock") as kubelet, \

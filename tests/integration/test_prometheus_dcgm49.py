@@ -29,12 +29,11 @@ from gpu_otel_agent.model.dcgm_names import BY_OLD, RENAMES_49
 from gpu_otel_agent.simulation.node import SimulatedNode
 from tests.integration.cgroups import Pod, cgroups
 from tests.integration.conftest import UUIDS
-from tests.integration.harness import REPO, AgentProcess, h100, write_scenario
+from tests.integration.harness import REPO, AgentProcess, write_scenario
 from tests.integration.prometheus_stack import Stack, binaries_missing
 from tests.integration.test_prometheus_scrape import (
     FAULTS,
     HEALED,
-    MI300X,
     MI300X_INDEX,
     NO_DATA_HERE,
     USED_MIB,
@@ -45,6 +44,7 @@ from tests.integration.test_prometheus_scrape import (
     _pods,
     _substituted,
     _values,
+    faulty_node_devices,
 )
 from tests.receivers.kubelet import FakeKubelet
 from tests.receivers.netutil import free_port
@@ -90,15 +90,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
     if missing:
         pytest.skip(missing)
     workdir = tmp_path_factory.mktemp("prometheus-dcgm49")
-    devices: list[dict[str, object]] = [
-        h100(i, uuid=UUIDS[i], utilization_gpu=UTIL[i], memory_used_mib=USED_MIB[i])
-        for i in range(4)]
-    devices.append({"model": "NVIDIA A100-SXM4-80GB", "power_w": 250,
-                    "mig": [{"profile": "3g.40gb", "memory_used_mib": 9000},
-                            {"profile": "1g.10gb", "memory_used_mib": 2000}]})
-    devices.append({"vendor": "amd", "model": "AMD Instinct MI300X", "pci_bus_id": MI300X,
-                    "partition": {"compute": "CPX", "memory": "NPS4"}, "power_w": 600,
-                    "utilization_gpu": 60, "memory_used_mib": 8000})
+    devices = faulty_node_devices()
     scenario_file = write_scenario(workdir, {"driver_version": "580.95.05",
                                              "amd_driver_version": "6.10.5",
                                              "devices": devices})

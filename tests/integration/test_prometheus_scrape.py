@@ -157,12 +157,9 @@ def _agent(workdir: Path, node: SimulatedNode, receiver: OtlpGrpcReceiver, *, sc
                          env={"K8S_NODE_NAME": NODE}).serving(port)
 
 
-@pytest.fixture(scope="module")
-def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
-    missing = binaries_missing()
-    if missing:
-        pytest.skip(missing)
-    workdir = tmp_path_factory.mktemp("prometheus")
+def faulty_node_devices() -> list[dict[str, object]]:
+    """The node every real-Prometheus test serves (scrape, dcgm-4.9, OTLP): four H100s, an
+    A100 with two MIG instances, a partitioned MI300X."""
     devices: list[dict[str, object]] = [
         h100(i, uuid=UUIDS[i], utilization_gpu=UTIL[i], memory_used_mib=USED_MIB[i])
         for i in range(4)]
@@ -172,6 +169,16 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
     devices.append({"vendor": "amd", "model": "AMD Instinct MI300X", "pci_bus_id": MI300X,
                     "partition": {"compute": "CPX", "memory": "NPS4"}, "power_w": 600,
                     "utilization_gpu": 60, "memory_used_mib": 8000})
+    return devices
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
+    missing = binaries_missing()
+    if missing:
+        pytest.skip(missing)
+    workdir = tmp_path_factory.mktemp("prometheus")
+    devices = faulty_node_devices()
     scenario_file = write_scenario(workdir, {"driver_version": "580.95.05",
                                              "amd_driver_version": "6.10.5",
                                              "devices": devices})
