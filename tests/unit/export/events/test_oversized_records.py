@@ -5,25 +5,19 @@ records that each fit is split below the limit instead of refused whole (issue 3
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from opentelemetry.sdk.resources import Resource
 
-from gpu_otel_agent.config.load import load
-from gpu_otel_agent.export.events.otlp_logs import LogEncoder
 from gpu_otel_agent.export.events.pusher import EventPusher
-from gpu_otel_agent.export.events.senders import OtlpEventSender
 from gpu_otel_agent.export.events.spool import Spool
-from gpu_otel_agent.export.otlp.senders import build_request_sender
-from gpu_otel_agent.export.otlp.target import resolve_target
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
 from tests.polling import wait_until
 from tests.receivers import decode
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
+from tests.unit.export.events.pushing import grpc_event_sender, run_pusher
 
 GRPC_DEFAULT_LIMIT = 4 * 1024 * 1024  # grpcio's max_receive_message_length default
 
@@ -46,23 +40,8 @@ def accepted(receiver: OtlpGrpcReceiver) -> list[object]:
 
 def run(receiver: OtlpGrpcReceiver, spool_dir: Path,
         scenario: Callable[[EventPusher], None]) -> EventPusher:
-    environ = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
-               "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
-               "OTEL_EXPORTER_OTLP_TIMEOUT": "5"}
-    sender = OtlpEventSender(build_request_sender(resolve_target(
-        load(None, environ={}), environ, "LOGS")), LogEncoder(Resource.create({})))
-
-    async def main() -> EventPusher:
-        pusher = EventPusher(sender, Spool(spool_dir, 64 << 20), retry=0.05)
-        task = asyncio.create_task(pusher.run())
-        try:
-            await asyncio.to_thread(scenario, pusher)
-        finally:
-            task.cancel()
-            pusher.close([], timeout=2.0)
-        return pusher
-
-    return asyncio.run(main())
+    return run_pusher(grpc_event_sender(receiver.endpoint, 5), spool_dir, scenario,
+                      spool_bytes=64 << 20)
 
 
 def test_a_record_that_can_never_fit_is_quarantined_and_later_events_arrive(

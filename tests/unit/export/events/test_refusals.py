@@ -5,7 +5,6 @@ events alike; RESOURCE_EXHAUSTED without a RetryInfo is final (OTLP)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import zlib
@@ -22,7 +21,6 @@ from gpu_otel_agent.export.events.dead_letter import NAME as DEAD_LETTER
 from gpu_otel_agent.export.events.otlp_logs import LogEncoder
 from gpu_otel_agent.export.events.pusher import EventPusher
 from gpu_otel_agent.export.events.senders import OtlpEventSender
-from gpu_otel_agent.export.events.spool import Spool
 from gpu_otel_agent.export.otlp.senders import RequestSender, build_request_sender
 from gpu_otel_agent.export.otlp.target import OtlpTarget, resolve_target
 from gpu_otel_agent.export.otlp.throttle import gate_for
@@ -33,6 +31,7 @@ from tests.receivers import decode
 from tests.receivers.otlp_grpc import Answer, OtlpGrpcReceiver, throttled
 from tests.receivers.otlp_http import OtlpHttpReceiver
 from tests.receivers.records import Signal
+from tests.unit.export.events.pushing import run_pusher
 
 RESOURCE = Resource.create({"service.name": "gpu-otel-agent"})
 POISON = 13
@@ -63,21 +62,6 @@ def refuse_poison(signal: Signal, request: Message) -> Answer | None:
 def grpc_receiver() -> Iterator[OtlpGrpcReceiver]:
     with OtlpGrpcReceiver() as receiver:
         yield receiver
-
-
-def run_pusher(sender: OtlpEventSender, spool_dir: Path,
-               scenario: Callable[[EventPusher], None]) -> EventPusher:
-    async def main() -> EventPusher:
-        pusher = EventPusher(sender, Spool(spool_dir, 1 << 20), retry=0.05)
-        task = asyncio.create_task(pusher.run())
-        try:
-            await asyncio.to_thread(scenario, pusher)
-        finally:
-            task.cancel()
-            pusher.close([], timeout=2.0)
-        return pusher
-
-    return asyncio.run(main())
 
 
 def accepted_numbers(receiver: OtlpGrpcReceiver) -> list[object]:

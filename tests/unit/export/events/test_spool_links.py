@@ -8,7 +8,6 @@ there), or was handed back to root with that user's symbolic links still in it (
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,16 +15,9 @@ from pathlib import Path
 import grpc
 import pytest
 from google.protobuf.message import Message
-from opentelemetry.sdk.resources import Resource
 
-from gpu_otel_agent.config.load import load
 from gpu_otel_agent.export.events.dead_letter import NAME as DEAD_LETTER
-from gpu_otel_agent.export.events.otlp_logs import LogEncoder
 from gpu_otel_agent.export.events.pusher import EventPusher
-from gpu_otel_agent.export.events.senders import OtlpEventSender
-from gpu_otel_agent.export.events.spool import Spool
-from gpu_otel_agent.export.otlp.senders import build_request_sender
-from gpu_otel_agent.export.otlp.target import resolve_target
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
 from gpu_otel_agent.gpu_health.storm import StormKey
@@ -35,6 +27,7 @@ from tests.polling import wait_until
 from tests.receivers import decode
 from tests.receivers.otlp_grpc import Answer, OtlpGrpcReceiver
 from tests.receivers.records import Signal
+from tests.unit.export.events.pushing import grpc_event_sender, run_pusher
 
 NOBODY = 65534
 POISON = 13
@@ -80,23 +73,7 @@ def _victim(tmp_path: Path, name: str) -> Path:
 
 def _push(receiver: OtlpGrpcReceiver, spool_dir: Path,
           scenario: Callable[[EventPusher], None]) -> EventPusher:
-    environ = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
-               "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
-               "OTEL_EXPORTER_OTLP_TIMEOUT": "2"}
-    sender = OtlpEventSender(build_request_sender(resolve_target(
-        load(None, environ={}), environ, "LOGS")), LogEncoder(Resource.create({})))
-
-    async def main() -> EventPusher:
-        pusher = EventPusher(sender, Spool(spool_dir, 1 << 20), retry=0.05)
-        task = asyncio.create_task(pusher.run())
-        try:
-            await asyncio.to_thread(scenario, pusher)
-        finally:
-            task.cancel()
-            pusher.close([], timeout=2.0)
-        return pusher
-
-    return asyncio.run(main())
+    return run_pusher(grpc_event_sender(receiver.endpoint, 2), spool_dir, scenario)
 
 
 def _quarantine_one(receiver: OtlpGrpcReceiver) -> Callable[[EventPusher], None]:
