@@ -701,8 +701,10 @@ class Node:
         if errno_name not in _RESET_STATUS:
             raise CommandError(f"'errno' must be one of {', '.join(_RESET_STATUS)}")
         lib, local = amd
-        lib.push_event(local, "gpu_pre_reset", "GPU reset begin")
+        # In reset before the event is readable: a reader woken by GPU_PRE_RESET must find
+        # the device refusing (the other order let a fast reader call in between).
         lib.set_reset(local, _RESET_STATUS[str(errno_name)])
+        lib.push_event(local, "gpu_pre_reset", "GPU reset begin")
 
         def _finish() -> None:
             with self.lock:
