@@ -138,10 +138,12 @@ async def _cycles(node_env: dict[str, str], stage: str, cycles: int, writer: str
 
 def _instructions(scenario: Path, stage: str, cycles: int, env: dict[str, str],
                   writer: str) -> int:
-    from gpu_otel_agent.simulation.node import SimulatedNode
+    from gpu_otel_agent.simulation.node import SimulatedNode, load_scenario
+    from tests.bench.agent_case import node_ready_timeout
 
     with tempfile.TemporaryDirectory() as work, \
-            SimulatedNode.start(scenario, state_dir=Path(work) / "node") as node:
+            SimulatedNode.start(scenario, state_dir=Path(work) / "node",
+                                ready_timeout=node_ready_timeout(load_scenario(scenario))) as node:
         done = subprocess.run(
             ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
              sys.executable, "-m", "tests.bench.cycle_cost", str(scenario), "--child",

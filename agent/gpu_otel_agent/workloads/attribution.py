@@ -154,7 +154,8 @@ class Attribution:
             children = self._partitions.get(parent, frozenset())
             if identity.uuid not in children:
                 self._partitions = {**self._partitions, parent: children | {identity.uuid}}
-        attributed = self._attribute(self._lists.get(identity.uuid, ()), device)
+        with self.resolver.batched():  # new PIDs: the event filter is rebuilt once
+            attributed = self._attribute(self._lists.get(identity.uuid, ()), device)
         # Replaced whole (one reference store), so other threads read it without a lock.
         self._on_gpu[identity.uuid] = tuple(
             GpuProcess(a.usage.pid, a.identity.facts.executable, a.identity.workload)

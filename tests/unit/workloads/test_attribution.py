@@ -101,3 +101,20 @@ def test_processes_reach_the_store_from_attribution_and_leave_when_withdrawn(
     resolver.on_exit(10)  # a change while withdrawn publishes nothing
     assert pids() == []
     assert [p.pid for p in attribution.processes_on(GPU.uuid)] == [10]  # events still name it
+
+
+def test_a_new_list_tells_the_event_source_once(tmp_path: Path) -> None:
+    """A GPU's first list of many new processes changes the watched PIDs (the kernel's event
+    filter) once, with all of them, not once per process."""
+    pids = range(10, 74)
+    for pid in pids:
+        _proc(tmp_path, pid)
+    resolver = WorkloadResolver(ProcReader(tmp_path))
+    told: list[frozenset[int]] = []
+    resolver.on_watched(told.append)
+    attribution = Attribution(resolver, AttributionSettings())
+    readings = attribution.readings(GPU, tuple(ProcessUsage(pid, pid) for pid in pids))
+    assert told == [frozenset(), frozenset(pids)]
+    assert len(_values(readings, "gpu.process.memory.usage")) == len(pids)
+    attribution.readings(GPU, tuple(ProcessUsage(pid, pid) for pid in pids[:-1]))
+    assert told[-1] == frozenset(pids[:-1])  # the one no GPU lists is let go
