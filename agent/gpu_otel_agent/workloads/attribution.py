@@ -13,6 +13,7 @@ the device's last list: sampler -> attribution -> store, nothing calls back into
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -56,15 +57,20 @@ class _Identity:
     workload: Workload
     workload_attributes: Attributes
     limit: int | None
+    # The process as health events name it (``processes_on``): the same object every cycle.
+    gpu_process: GpuProcess
     # Its utilization series' attributes by task, made on first use and then the same tuple
     # every cycle: the exporters key what they keep of a series on it (export/metrics/series.py).
     by_task: dict[str, Attributes] = field(default_factory=dict, compare=False)
+    # Its last reading of each series (by metric, or by task for utilization), handed on
+    # again while the value is the same (same type too: 1 and 1.0 encode differently).
+    # A reading is a frozen dataclass (four guarded attribute stores to build); most of a
+    # process's figures (its memory, an idle encoder) hold still from cycle to cycle.
+    kept: dict[str, Reading] = field(default_factory=dict, compare=False)
 
 
-@dataclass(frozen=True)
-class _Attributed:
-    usage: ProcessUsage
-    identity: _Identity
+# A listed process and what its series carry (a plain tuple: built per process per cycle).
+_Attributed = tuple[ProcessUsage, _Identity]
 
 
 def _nowhere(uuid: str, value: object) -> None:
@@ -157,14 +163,12 @@ class Attribution:
         with self.resolver.batched():  # new PIDs: the event filter is rebuilt once
             attributed = self._attribute(self._lists.get(identity.uuid, ()), device)
         # Replaced whole (one reference store), so other threads read it without a lock.
-        self._on_gpu[identity.uuid] = tuple(
-            GpuProcess(a.usage.pid, a.identity.facts.executable, a.identity.workload)
-            for a in attributed)
+        self._on_gpu[identity.uuid] = tuple(known.gpu_process for _, known in attributed)
         limit = self.settings.max_process_series
-        ranked = sorted(attributed, key=lambda a: (-(a.usage.memory_bytes or 0), a.usage.pid))
+        ranked = sorted(attributed, key=_by_memory)
         out: list[Reading] = []
-        for item in ranked[:limit]:
-            out.extend(self._process_readings(item))
+        for usage, known in ranked[:limit]:
+            _process_readings(usage, known, out)
         out.append(Reading(OVERFLOW, max(len(ranked) - limit, 0)))
         out.extend(self._container_readings(attributed))
         return tuple(out)
@@ -179,12 +183,12 @@ class Attribution:
             key = (device.uuid, usage.pid)
             identity = self._identities.get(key)
             if identity is None or identity.facts is not facts:
-                identity = self._identify(facts, device)
+                identity = self._identify(usage.pid, facts, device)
                 self._identities[key] = identity
-            found.append(_Attributed(usage, identity))
+            found.append((usage, identity))
         return found
 
-    def _identify(self, facts: ProcessFacts, device: GpuDevice) -> _Identity:
+    def _identify(self, pid: int, facts: ProcessFacts, device: GpuDevice) -> _Identity:
         workload = self.resolver.workload(facts, device)
         limit = self.resolver.memory_limit(facts, device) if facts.cgroup.known else None
         attrs: list[tuple[str, AttributeValue]] = [
@@ -195,37 +199,23 @@ class Attribution:
             attrs.append(("process.command_line", facts.command_line))
         workload_attributes = workload.attributes()
         attrs.extend(workload_attributes)
-        return _Identity(facts, tuple(attrs), workload, workload_attributes, limit)
-
-    def _process_readings(self, item: _Attributed) -> list[Reading]:
-        base = item.identity.process_attributes
-        out = []
-        if item.usage.memory_bytes is not None:
-            out.append(Reading(PROCESS_MEMORY, item.usage.memory_bytes, base))
-        by_task = item.identity.by_task
-        for task, value in item.usage.utilization:
-            attributes = by_task.get(task)
-            if attributes is None:
-                attributes = by_task[task] = (*base, ("hw.gpu.task", task))
-            out.append(Reading(PROCESS_UTILIZATION, value, attributes))
-        if item.usage.compute_unit_occupancy is not None:
-            out.append(Reading(PROCESS_CU_OCCUPANCY, item.usage.compute_unit_occupancy, base))
-        return out
+        return _Identity(facts, tuple(attrs), workload, workload_attributes, limit,
+                         GpuProcess(pid, facts.executable, workload))
 
     @staticmethod
     def _container_readings(attributed: list[_Attributed]) -> list[Reading]:
         memory: dict[Attributes, int] = defaultdict(int)
         utilization: dict[Attributes, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         limits: dict[Attributes, int] = {}
-        for item in attributed:
-            workload = item.identity.workload_attributes
+        for usage, identity in attributed:
+            workload = identity.workload_attributes
             if not workload:
                 continue
-            memory[workload] += item.usage.memory_bytes or 0
-            for task, value in item.usage.utilization:
+            memory[workload] += usage.memory_bytes or 0
+            for task, value in usage.utilization:
                 utilization[workload][task] += value
-            if item.identity.limit is not None:
-                limits[workload] = item.identity.limit
+            if identity.limit is not None:
+                limits[workload] = identity.limit
         out = []
         for workload in sorted(memory):
             attrs = workload
@@ -250,6 +240,41 @@ class Attribution:
         if not children:
             return own
         return own + tuple(p for child in sorted(children) for p in self._on_gpu.get(child, ()))
+
+
+def _by_memory(item: _Attributed) -> tuple[int, int]:
+    """Largest memory first, then by PID: who keeps a series when there are too many."""
+    usage = item[0]
+    return -(usage.memory_bytes or 0), usage.pid
+
+
+def _reading(kept: dict[str, Reading], key: str, metric: str, value: float | int,
+             attributes: Attributes) -> Reading:
+    """``Reading(metric, value, attributes)``: the one kept under ``key`` while it holds the
+    same value of the same type (``attributes`` are the identity's own: fixed per key)."""
+    held = kept.get(key)
+    if held is not None and held.value == value and type(held.value) is type(value) and (
+            value or math.copysign(1, held.value) == math.copysign(1, value)):  # 0.0 vs -0.0
+        return held
+    reading = kept[key] = Reading(metric, value, attributes)
+    return reading
+
+
+def _process_readings(usage: ProcessUsage, identity: _Identity, out: list[Reading]) -> None:
+    """One process's series, appended to ``out``."""
+    base = identity.process_attributes
+    kept = identity.kept
+    if usage.memory_bytes is not None:
+        out.append(_reading(kept, PROCESS_MEMORY, PROCESS_MEMORY, usage.memory_bytes, base))
+    by_task = identity.by_task
+    for task, value in usage.utilization:
+        attributes = by_task.get(task)
+        if attributes is None:
+            attributes = by_task[task] = (*base, ("hw.gpu.task", task))
+        out.append(_reading(kept, task, PROCESS_UTILIZATION, value, attributes))
+    if usage.compute_unit_occupancy is not None:
+        out.append(_reading(kept, PROCESS_CU_OCCUPANCY, PROCESS_CU_OCCUPANCY,
+                            usage.compute_unit_occupancy, base))
 
 
 def _gpu_device(identity: DeviceIdentity, memory_total: int | None) -> GpuDevice:

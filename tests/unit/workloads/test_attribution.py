@@ -118,3 +118,46 @@ def test_a_new_list_tells_the_event_source_once(tmp_path: Path) -> None:
     assert len(_values(readings, "gpu.process.memory.usage")) == len(pids)
     attribution.readings(GPU, tuple(ProcessUsage(pid, pid) for pid in pids[:-1]))
     assert told[-1] == frozenset(pids[:-1])  # the one no GPU lists is let go
+
+
+def _exact(readings: tuple[Reading, ...]) -> list[tuple[object, ...]]:
+    """What reaches a collector of each reading, value type and sign included (1 and 1.0,
+    0.0 and -0.0 are encoded differently)."""
+    return [(r.metric, repr(r.value), type(r.value), r.attributes, r.time_ns) for r in readings]
+
+
+def test_kept_readings_equal_a_fresh_attributions_over_changing_lists(tmp_path: Path) -> None:
+    """A long-lived attribution hands on a process's readings while their values hold still;
+    each cycle's readings equal, value types included, those of an attribution that never
+    saw an earlier cycle, while processes come and go and their figures change or not."""
+    import random
+
+    rng = random.Random(41)
+    pids = list(range(10, 40))
+    for pid in pids:
+        _proc(tmp_path, pid)
+    kept = Attribution(WorkloadResolver(ProcReader(tmp_path)),
+                       AttributionSettings(max_process_series=20))
+    figures: dict[int, ProcessUsage] = {}
+    reused = 0
+    previous: tuple[Reading, ...] = ()
+    for _ in range(60):
+        listed = sorted(rng.sample(pids, rng.randint(0, len(pids))))
+        for pid in listed:
+            old = figures.get(pid)
+            if old is None or rng.random() < 0.4:
+                memory = rng.choice([None, 0, 1 << 20, pid * 1000])
+                busy = rng.choice([0.0, -0.0, 0.25, 1.0, 1])
+                utilization = rng.choice([(), (("general", busy), ("encoder", 0.0),
+                                              ("decoder", 0.0))])
+                occupancy = rng.choice([None, 0.5, 0, 0.0])
+                figures[pid] = ProcessUsage(pid, memory, utilization, occupancy)
+        usage = tuple(figures[pid] for pid in listed)
+        fresh = Attribution(WorkloadResolver(ProcReader(tmp_path)),
+                            AttributionSettings(max_process_series=20))
+        got, want = kept.readings(GPU, usage), fresh.readings(GPU, usage)
+        assert _exact(got) == _exact(want)
+        assert kept.processes_on(GPU.uuid) == fresh.processes_on(GPU.uuid)
+        reused += sum(1 for r in got if any(r is o for o in previous))
+        previous = got
+    assert reused > 0  # unchanged figures were handed on as the same objects
