@@ -248,33 +248,41 @@ def _by_memory(item: _Attributed) -> tuple[int, int]:
     return -(usage.memory_bytes or 0), usage.pid
 
 
-def _reading(kept: dict[str, Reading], key: str, metric: str, value: float | int,
-             attributes: Attributes) -> Reading:
-    """``Reading(metric, value, attributes)``: the one kept under ``key`` while it holds the
-    same value of the same type (``attributes`` are the identity's own: fixed per key)."""
-    held = kept.get(key)
-    if held is not None and held.value == value and type(held.value) is type(value) and (
-            value or math.copysign(1, held.value) == math.copysign(1, value)):  # 0.0 vs -0.0
-        return held
-    reading = kept[key] = Reading(metric, value, attributes)
-    return reading
+def _same(held: float | int, value: float | int) -> bool:
+    """Whether a reading of ``held`` says what one of ``value`` would, to the bit: equal, of
+    one type (1 and 1.0 encode differently) and sign (0.0 and -0.0 too)."""
+    return held == value and type(held) is type(value) and (
+        bool(value) or math.copysign(1, held) == math.copysign(1, value))
 
 
 def _process_readings(usage: ProcessUsage, identity: _Identity, out: list[Reading]) -> None:
-    """One process's series, appended to ``out``."""
-    base = identity.process_attributes
+    """One process's series, appended to ``out``: each the reading kept from the last cycle
+    while its value is the same (most often the very object: a sample's figures are shared,
+    figures_of in the NVIDIA plugin), else a new one kept for the next."""
     kept = identity.kept
-    if usage.memory_bytes is not None:
-        out.append(_reading(kept, PROCESS_MEMORY, PROCESS_MEMORY, usage.memory_bytes, base))
-    by_task = identity.by_task
+    memory = usage.memory_bytes
+    if memory is not None:
+        held = kept.get(PROCESS_MEMORY)
+        if held is None or not _same(held.value, memory):
+            held = kept[PROCESS_MEMORY] = Reading(PROCESS_MEMORY, memory,
+                                                  identity.process_attributes)
+        out.append(held)
     for task, value in usage.utilization:
-        attributes = by_task.get(task)
-        if attributes is None:
-            attributes = by_task[task] = (*base, ("hw.gpu.task", task))
-        out.append(_reading(kept, task, PROCESS_UTILIZATION, value, attributes))
-    if usage.compute_unit_occupancy is not None:
-        out.append(_reading(kept, PROCESS_CU_OCCUPANCY, PROCESS_CU_OCCUPANCY,
-                            usage.compute_unit_occupancy, base))
+        held = kept.get(task)
+        if held is None or (held.value is not value and not _same(held.value, value)):
+            attributes = identity.by_task.get(task)
+            if attributes is None:
+                attributes = identity.by_task[task] = (*identity.process_attributes,
+                                                       ("hw.gpu.task", task))
+            held = kept[task] = Reading(PROCESS_UTILIZATION, value, attributes)
+        out.append(held)
+    occupancy = usage.compute_unit_occupancy
+    if occupancy is not None:
+        held = kept.get(PROCESS_CU_OCCUPANCY)
+        if held is None or not _same(held.value, occupancy):
+            held = kept[PROCESS_CU_OCCUPANCY] = Reading(PROCESS_CU_OCCUPANCY, occupancy,
+                                                        identity.process_attributes)
+        out.append(held)
 
 
 def _gpu_device(identity: DeviceIdentity, memory_total: int | None) -> GpuDevice:
