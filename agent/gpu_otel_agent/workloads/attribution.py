@@ -96,6 +96,7 @@ class Attribution:
         self._live: dict[str, tuple[DeviceIdentity, int | None]] = {}
         self._put = put_processes if put_processes is not None else _nowhere
         self._identities: dict[tuple[str, int], _Identity] = {}
+        self._generation = resolver.workloads_generation  # of the identities held
         self._on_gpu: dict[str, tuple[GpuProcess, ...]] = {}
         self._partitions: dict[str, frozenset[str]] = {}  # parent UUID -> partition UUIDs
         self._device_attributes: dict[str, Attributes] = {}
@@ -118,7 +119,12 @@ class Attribution:
             self._put(uuid, None)
 
     def _on_change(self) -> None:
-        self._identities.clear()
+        # Pods or bindings changed: any process's workload may have. An exit alone changes
+        # no other process's: their identities (and the readings they keep) stay, so an
+        # exit costs a republish, not every process identified again (issue 41).
+        if self._generation != self.resolver.workloads_generation:
+            self._generation = self.resolver.workloads_generation
+            self._identities.clear()
         if not self._live:
             return
         with Stage(ATTRIBUTION):

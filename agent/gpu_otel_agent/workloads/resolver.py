@@ -84,6 +84,9 @@ class WorkloadResolver:
         self._watchers: list[Callable[[frozenset[int]], None]] = []
         self._watched: frozenset[int] = frozenset()
         self._batches = 0  # open ``batched()`` blocks: watchers are told when the last ends
+        # Counts changes that may give a known process another workload (pods, bindings);
+        # an exit changes no one else's: attribution keeps the others' identities then.
+        self.workloads_generation = 0
         self._watch_pending = False
 
     # -- events ----------------------------------------------------------------------
@@ -137,9 +140,11 @@ class WorkloadResolver:
         self.wanted.discard(key)
         self._pods = (*(p for p in self._pods if (p.namespace, p.name) != key), pod)
         self._claims = ClaimIndex(self._pods)
-        self._changed()
+        self._changed(workloads=True)
 
-    def _changed(self) -> None:
+    def _changed(self, workloads: bool) -> None:
+        if workloads:
+            self.workloads_generation += 1
         for listener in self._listeners:
             listener()
 
@@ -147,7 +152,7 @@ class WorkloadResolver:
         if pid in self._facts:
             del self._facts[pid]
             self._exited.add(pid)
-            self._changed()
+            self._changed(workloads=False)
 
     def on_fork(self, pid: int) -> None:
         """A new process: if its PID was a GPU process that exited, it is someone else now."""
@@ -178,7 +183,7 @@ class WorkloadResolver:
 
     def on_pod_gone(self, pod_uid: str) -> None:
         if self._bound.pop(pod_uid, None) is not None:
-            self._changed()
+            self._changed(workloads=True)
 
     def set_pods(self, pods: tuple[PodAllocation, ...]) -> None:
         listed = {(p.namespace, p.name): p for p in pods}
@@ -194,7 +199,7 @@ class WorkloadResolver:
         self.wanted.clear()
         self.pods_known = True
         if changed:
-            self._changed()
+            self._changed(workloads=True)
 
     def reconcile(self) -> None:
         """Catch what events missed: exits, reused PIDs, cgroup moves of the PIDs we hold."""

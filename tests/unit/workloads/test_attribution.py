@@ -161,3 +161,31 @@ def test_kept_readings_equal_a_fresh_attributions_over_changing_lists(tmp_path: 
         reused += sum(1 for r in got if any(r is o for o in previous))
         previous = got
     assert reused > 0  # unchanged figures were handed on as the same objects
+
+
+def test_an_exit_keeps_the_other_processes_identities(tmp_path: Path) -> None:
+    """An exit republishes the GPU's readings without identifying every other process again
+    (their readings are the very objects of before); a change of pods does identify them
+    again, to the same values."""
+    from gpu_otel_agent.workloads.pods import ContainerAllocation, PodAllocation
+
+    for pid in (10, 11, 12):
+        _proc(tmp_path, pid)
+    resolver = WorkloadResolver(ProcReader(tmp_path))
+    published: list[GroupSample | None] = []
+    attribution = Attribution(resolver, AttributionSettings(),
+                              put_processes=lambda uuid, sample: published.append(sample))
+    usage = tuple(ProcessUsage(pid, pid * 100) for pid in (10, 11, 12))
+    before = attribution.publish(GPU, usage, None, 1)
+    resolver.on_exit(11)
+    after = published[-1]
+    assert after is not None and after.readings is not before
+    survivors = [r for r in before if r.metric == "gpu.process.memory.usage"
+                 and dict(r.attributes)["process.pid"] != 11]
+    memory = [r for r in after.readings if r.metric == "gpu.process.memory.usage"]
+    assert len(memory) == 2 and all(a is b for a, b in zip(memory, survivors, strict=True))
+    resolver.set_pods((PodAllocation("ml", "other", (ContainerAllocation("main", ()),)),))
+    again = published[-1]
+    assert again is not None
+    renewed = [r for r in again.readings if r.metric == "gpu.process.memory.usage"]
+    assert renewed == memory and not any(a is b for a, b in zip(renewed, memory, strict=True))
