@@ -37,7 +37,8 @@ IDLE: Figures = ((TASK_GENERAL, 0.0), (TASK_ENCODER, 0.0), (TASK_DECODER, 0.0))
 # The figures of each (sm, enc, dec) percentage triple, made once and shared: a sample costs
 # a dictionary look-up instead of three tuples and three divisions, and processes at the same
 # percentages share one tuple (issue 41: a process's cost). Percentages are few (0..100 each
-# in practice); a driver answering garbage cannot grow this past FIGURES_HELD.
+# in practice); a driver answering garbage cannot grow this past FIGURES_HELD. Every device
+# thread uses it: each dict operation is atomic, and a race only makes one triple twice (equal).
 FIGURES_HELD = 4096
 _figures: dict[tuple[int, int, int], Figures] = {}
 
