@@ -86,6 +86,10 @@ NOTES = (
     "lists, split by gpuInstanceId and computeInstanceId (no call per instance); the partition "
     "scan (mode, count, a handle per MIG device index up to the maximum count, UUID per "
     "instance) runs on the slow cadence.",
+    "agent-8gpu-2048proc-1s is agent-8gpu-1s with 2,048 GPU processes, 256 per GPU "
+    "(bench-8gpu-2048proc.yaml; issue 41's \"8 x 2,048\"), each with a utilization sample "
+    "every cycle: what a process costs. Above 1,984 watched PIDs the kernel's socket filter "
+    "no longer fits (BPF_MAXINSNS), so the agent decodes every process event of the host.",
     "agent-8amd-1s is agent-8gpu-1s with eight AMD MI300X (bench-8mi300x-64proc.yaml) read "
     "through the real amdsmi package from the simulated libamd_smi.so: amdsmi calls instead of "
     "NVML calls (the firmware metrics table, VRAM usage and the energy counter in the fast "
