@@ -21,7 +21,7 @@ import yaml
 
 from gpu_otel_agent.config.schema import AgentConfig
 from gpu_otel_agent.runtime.agent import COSTS_MARK
-from gpu_otel_agent.simulation.node import SimulatedNode, load_scenario
+from gpu_otel_agent.simulation.node import Scenario, SimulatedNode, load_scenario
 from tests.bench.calls import per_gpu_per_cycle
 from tests.bench.procstat import peak_rss_mib
 from tests.bench.results import AgentResult, CycleCosts
@@ -49,6 +49,13 @@ class AgentCase:
     @property
     def export_interval(self) -> float:
         return DEFAULT_EXPORT_INTERVAL_S if self.at_defaults else self.interval
+
+
+def node_ready_timeout(scenario: Scenario) -> float:
+    """How long the node may take to come up: it spawns a placeholder process for each GPU
+    process without a pid (one fork each), which at 2,048 took over 30 s on a loaded
+    2-core machine."""
+    return 30.0 + 0.05 * len(scenario.processes)
 
 
 def run_summary(log: str) -> dict[str, object]:
@@ -145,7 +152,7 @@ def run_agent_case(case: AgentCase, workdir: Path) -> AgentResult:
     if not case.at_defaults:
         flags += ["--interval", f"{case.interval:g}", "--export-interval", f"{case.interval:g}"]
     with OtlpGrpcReceiver() as receiver, SimulatedNode.start(
-        case.scenario, state_dir=workdir / "node"
+        case.scenario, state_dir=workdir / "node", ready_timeout=node_ready_timeout(scenario)
     ) as node:
         started_wall = time.time()
         agent = AgentProcess(workdir, receiver.endpoint, node.env, flags)

@@ -18,6 +18,13 @@ One cycle, per stage:
 ``python -m tests.bench.cycle_cost SCENARIO --cycles 20 --stage sample`` prints JSON. Run it
 against two trees (``PYTHONPATH=<tree>/agent``) to compare commits; the figures of issue 41's
 commits were taken so.
+
+``--pause S`` sleeps S seconds of wall time before each cycle (not counted). The simulated
+node records a utilization sample per process every 0.5 s and keeps 1.5 s of them, and a
+read returns those newer than the last: without a pause, a slower tree reads more samples per
+cycle under callgrind than a faster one, so the processes stage's work is not the same. With
+``--pause 2`` every read returns each process's whole history (four samples): the same work
+in every tree.
 """
 
 from __future__ import annotations
@@ -41,11 +48,13 @@ PROCESS_EVERY = 5
 VARIANTS = 3
 
 
-def _child(node_env: dict[str, str], stage: str, cycles: int, writer: str = "current") -> None:
-    asyncio.run(_cycles(node_env, stage, cycles, writer))
+def _child(node_env: dict[str, str], stage: str, cycles: int, writer: str = "current",
+           pause: float = 0.0) -> None:
+    asyncio.run(_cycles(node_env, stage, cycles, writer, pause))
 
 
-async def _cycles(node_env: dict[str, str], stage: str, cycles: int, writer: str) -> None:
+async def _cycles(node_env: dict[str, str], stage: str, cycles: int, writer: str,
+                  pause: float = 0.0) -> None:
     from gpu_otel_agent.simulation.node import attach_in_process
 
     attach_in_process(node_env)
@@ -111,6 +120,8 @@ async def _cycles(node_env: dict[str, str], stage: str, cycles: int, writer: str
     with contextlib.suppress(asyncio.CancelledError):
         await running
     for cycle in range(cycles):
+        if pause:
+            time.sleep(pause)
         if stage in ("sample", "processes"):
             for device in devices:
                 if stage == "sample":
@@ -137,16 +148,18 @@ async def _cycles(node_env: dict[str, str], stage: str, cycles: int, writer: str
 
 
 def _instructions(scenario: Path, stage: str, cycles: int, env: dict[str, str],
-                  writer: str) -> int:
-    from gpu_otel_agent.simulation.node import SimulatedNode
+                  writer: str, *, pause: float = 0.0) -> int:
+    from gpu_otel_agent.simulation.node import SimulatedNode, load_scenario
+    from tests.bench.agent_case import node_ready_timeout
 
     with tempfile.TemporaryDirectory() as work, \
-            SimulatedNode.start(scenario, state_dir=Path(work) / "node") as node:
+            SimulatedNode.start(scenario, state_dir=Path(work) / "node",
+                                ready_timeout=node_ready_timeout(load_scenario(scenario))) as node:
         done = subprocess.run(
             ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
              sys.executable, "-m", "tests.bench.cycle_cost", str(scenario), "--child",
              json.dumps(dict(node.env)), "--stage", stage, "--cycles", str(cycles),
-             "--writer", writer],
+             "--writer", writer, "--pause", str(pause)],
             capture_output=True, text=True, env=env, check=False, timeout=3000)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if done.returncode or found is None:
@@ -164,16 +177,19 @@ def main() -> int:
     parser.add_argument("--writer", choices=("current", "handwritten"), default="current",
                         help="scrape stage: this tree's writer, or the hand-written one "
                              "prometheus_client replaced (loaded from git)")
+    parser.add_argument("--pause", type=float, default=0.0, metavar="S",
+                        help="wall-clock seconds before each cycle, not counted (see above)")
     parser.add_argument("--child", metavar="NODE_ENV")
     args = parser.parse_args()
     if args.child:
-        _child(json.loads(args.child), args.stage, args.cycles, args.writer)
+        _child(json.loads(args.child), args.stage, args.cycles, args.writer, args.pause)
         return 0
     env = dict(os.environ, PYTHONHASHSEED="0")  # the same dict and set layouts every run
-    base = _instructions(args.scenario, args.stage, 0, env, args.writer)
-    total = _instructions(args.scenario, args.stage, args.cycles, env, args.writer)
+    base = _instructions(args.scenario, args.stage, 0, env, args.writer, pause=args.pause)
+    total = _instructions(args.scenario, args.stage, args.cycles, env, args.writer,
+                          pause=args.pause)
     json.dump({"stage": args.stage, "cycles": args.cycles, "scenario": args.scenario.name,
-               "writer": args.writer,
+               "writer": args.writer, "pause_s": args.pause,
                "instructions_per_cycle": (total - base) / args.cycles}, sys.stdout)
     print()
     return 0

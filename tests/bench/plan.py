@@ -1,4 +1,4 @@
-"""Which cases run, and for how long: the full run (about 13 minutes, the eBPF cases 2.5 of
+"""Which cases run, and for how long: the full run (about 14 minutes, the eBPF cases 2.5 of
 them, host churn 2.5) and the smoke run.
 
 Windows are whole numbers of fast cycles, and multiples of 30 s in the full run so the slow
@@ -33,12 +33,17 @@ NODE_8 = SCENARIOS / "bench-8gpu-64proc.yaml"
 NODE_16 = SCENARIOS / "bench-16gpu-256proc.yaml"
 NODE_8_AMD = SCENARIOS / "bench-8mi300x-64proc.yaml"
 NODE_8_MIG = SCENARIOS / "bench-8gpu-mig7-64proc.yaml"
+# Issue 41's "8 x 2,048": 8 GPUs and 2,048 GPU processes in all (256 per GPU), as "16 x 256"
+# is 16 GPUs and 256 processes in all (bench-16gpu-256proc.yaml).
+NODE_8_2048 = SCENARIOS / "bench-8gpu-2048proc.yaml"
 
 TARGETS: dict[str, float] = {
     "cpu_percent_one_core_8gpu_1s": 1.0,
     "cpu_percent_one_core_16gpu_1s": 2.0,
     "cpu_percent_one_core_8gpu_defaults": 0.25,
+    "cpu_percent_one_core_8gpu_2048proc_1s": 2.5,  # issue 41
     "peak_rss_mib": 60.0,
+    "peak_rss_mib_8gpu_2048proc_1s": 60.0,  # issue 41
     "fast_calls_per_gpu_per_cycle": 3.0,
     "first_export_s": 2.0,
     "missed_cycles": 0.0,
@@ -128,13 +133,17 @@ def build(smoke: bool, chaos_minutes: float | None = None) -> Plan:
     # The same eight H100s with MIG on, 7 instances each (56 MIG devices), beside fast_8.
     mig_8 = AgentCase("agent-8gpu-mig7-1s", NODE_8_MIG, 1.0, 3 if smoke else 60,
                       2 if smoke else 10)
+    # A process's cost (issue 41): fast_8's GPUs with 256 processes each, every one of them
+    # with a utilization sample each second. Full run only (2,048 placeholder processes).
+    procs_8 = AgentCase("agent-8gpu-2048proc-1s", NODE_8_2048, 1.0, 60, 10)
     # The smoke run keeps one case of each kind (one agent case, a peer of each sort, one
     # churn): the other shapes run the same code on other scenario files (which
     # tests/unit/simulator loads anyway) or at other intervals (the defaults' first export
     # alone takes 10 s).
     return Plan(
         smoke=smoke,
-        agent=((fast_8,) if smoke else (fast_8, slow_8, defaults_8, scale, amd_8, mig_8)),
+        agent=((fast_8,) if smoke else (fast_8, slow_8, defaults_8, scale, amd_8, mig_8,
+                                         procs_8)),
         nvitop_exporter=((_nvitop(1.0, 2, fast_8),) if smoke else
                          (_nvitop(1.0, 60, fast_8), _nvitop(slow, 6, slow_8))),
         gpustat=(PeerCase("gpustat-8gpu", NODE_8, 1.0, 2 if smoke else 10, fast_8.name),),

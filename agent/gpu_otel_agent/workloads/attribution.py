@@ -13,6 +13,7 @@ the device's last list: sampler -> attribution -> store, nothing calls back into
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -56,15 +57,20 @@ class _Identity:
     workload: Workload
     workload_attributes: Attributes
     limit: int | None
+    # The process as health events name it (``processes_on``): the same object every cycle.
+    gpu_process: GpuProcess
     # Its utilization series' attributes by task, made on first use and then the same tuple
     # every cycle: the exporters key what they keep of a series on it (export/metrics/series.py).
     by_task: dict[str, Attributes] = field(default_factory=dict, compare=False)
+    # Its last reading of each series (by metric, or by task for utilization), handed on
+    # again while the value is the same (same type too: 1 and 1.0 encode differently).
+    # A reading is a frozen dataclass (four guarded attribute stores to build); most of a
+    # process's figures (its memory, an idle encoder) hold still from cycle to cycle.
+    kept: dict[str, Reading] = field(default_factory=dict, compare=False)
 
 
-@dataclass(frozen=True)
-class _Attributed:
-    usage: ProcessUsage
-    identity: _Identity
+# A listed process and what its series carry (a plain tuple: built per process per cycle).
+_Attributed = tuple[ProcessUsage, _Identity]
 
 
 def _nowhere(uuid: str, value: object) -> None:
@@ -90,6 +96,7 @@ class Attribution:
         self._live: dict[str, tuple[DeviceIdentity, int | None]] = {}
         self._put = put_processes if put_processes is not None else _nowhere
         self._identities: dict[tuple[str, int], _Identity] = {}
+        self._generation = resolver.workloads_generation  # of the identities held
         self._on_gpu: dict[str, tuple[GpuProcess, ...]] = {}
         self._partitions: dict[str, frozenset[str]] = {}  # parent UUID -> partition UUIDs
         self._device_attributes: dict[str, Attributes] = {}
@@ -112,7 +119,12 @@ class Attribution:
             self._put(uuid, None)
 
     def _on_change(self) -> None:
-        self._identities.clear()
+        # Pods or bindings changed: any process's workload may have. An exit alone changes
+        # no other process's: their identities (and the readings they keep) stay, so an
+        # exit costs a republish, not every process identified again (issue 41).
+        if self._generation != self.resolver.workloads_generation:
+            self._generation = self.resolver.workloads_generation
+            self._identities.clear()
         if not self._live:
             return
         with Stage(ATTRIBUTION):
@@ -154,16 +166,15 @@ class Attribution:
             children = self._partitions.get(parent, frozenset())
             if identity.uuid not in children:
                 self._partitions = {**self._partitions, parent: children | {identity.uuid}}
-        attributed = self._attribute(self._lists.get(identity.uuid, ()), device)
+        with self.resolver.batched():  # new PIDs: the event filter is rebuilt once
+            attributed = self._attribute(self._lists.get(identity.uuid, ()), device)
         # Replaced whole (one reference store), so other threads read it without a lock.
-        self._on_gpu[identity.uuid] = tuple(
-            GpuProcess(a.usage.pid, a.identity.facts.executable, a.identity.workload)
-            for a in attributed)
+        self._on_gpu[identity.uuid] = tuple(known.gpu_process for _, known in attributed)
         limit = self.settings.max_process_series
-        ranked = sorted(attributed, key=lambda a: (-(a.usage.memory_bytes or 0), a.usage.pid))
+        ranked = sorted(attributed, key=_by_memory)
         out: list[Reading] = []
-        for item in ranked[:limit]:
-            out.extend(self._process_readings(item))
+        for usage, known in ranked[:limit]:
+            _process_readings(usage, known, out)
         out.append(Reading(OVERFLOW, max(len(ranked) - limit, 0)))
         out.extend(self._container_readings(attributed))
         return tuple(out)
@@ -178,12 +189,12 @@ class Attribution:
             key = (device.uuid, usage.pid)
             identity = self._identities.get(key)
             if identity is None or identity.facts is not facts:
-                identity = self._identify(facts, device)
+                identity = self._identify(usage.pid, facts, device)
                 self._identities[key] = identity
-            found.append(_Attributed(usage, identity))
+            found.append((usage, identity))
         return found
 
-    def _identify(self, facts: ProcessFacts, device: GpuDevice) -> _Identity:
+    def _identify(self, pid: int, facts: ProcessFacts, device: GpuDevice) -> _Identity:
         workload = self.resolver.workload(facts, device)
         limit = self.resolver.memory_limit(facts, device) if facts.cgroup.known else None
         attrs: list[tuple[str, AttributeValue]] = [
@@ -194,37 +205,23 @@ class Attribution:
             attrs.append(("process.command_line", facts.command_line))
         workload_attributes = workload.attributes()
         attrs.extend(workload_attributes)
-        return _Identity(facts, tuple(attrs), workload, workload_attributes, limit)
-
-    def _process_readings(self, item: _Attributed) -> list[Reading]:
-        base = item.identity.process_attributes
-        out = []
-        if item.usage.memory_bytes is not None:
-            out.append(Reading(PROCESS_MEMORY, item.usage.memory_bytes, base))
-        by_task = item.identity.by_task
-        for task, value in item.usage.utilization:
-            attributes = by_task.get(task)
-            if attributes is None:
-                attributes = by_task[task] = (*base, ("hw.gpu.task", task))
-            out.append(Reading(PROCESS_UTILIZATION, value, attributes))
-        if item.usage.compute_unit_occupancy is not None:
-            out.append(Reading(PROCESS_CU_OCCUPANCY, item.usage.compute_unit_occupancy, base))
-        return out
+        return _Identity(facts, tuple(attrs), workload, workload_attributes, limit,
+                         GpuProcess(pid, facts.executable, workload))
 
     @staticmethod
     def _container_readings(attributed: list[_Attributed]) -> list[Reading]:
         memory: dict[Attributes, int] = defaultdict(int)
         utilization: dict[Attributes, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         limits: dict[Attributes, int] = {}
-        for item in attributed:
-            workload = item.identity.workload_attributes
+        for usage, identity in attributed:
+            workload = identity.workload_attributes
             if not workload:
                 continue
-            memory[workload] += item.usage.memory_bytes or 0
-            for task, value in item.usage.utilization:
+            memory[workload] += usage.memory_bytes or 0
+            for task, value in usage.utilization:
                 utilization[workload][task] += value
-            if item.identity.limit is not None:
-                limits[workload] = item.identity.limit
+            if identity.limit is not None:
+                limits[workload] = identity.limit
         out = []
         for workload in sorted(memory):
             attrs = workload
@@ -249,6 +246,49 @@ class Attribution:
         if not children:
             return own
         return own + tuple(p for child in sorted(children) for p in self._on_gpu.get(child, ()))
+
+
+def _by_memory(item: _Attributed) -> tuple[int, int]:
+    """Largest memory first, then by PID: who keeps a series when there are too many."""
+    usage = item[0]
+    return -(usage.memory_bytes or 0), usage.pid
+
+
+def _same(held: float | int, value: float | int) -> bool:
+    """Whether a reading of ``held`` says what one of ``value`` would, to the bit: equal, of
+    one type (1 and 1.0 encode differently) and sign (0.0 and -0.0 too)."""
+    return held == value and type(held) is type(value) and (
+        bool(value) or math.copysign(1, held) == math.copysign(1, value))
+
+
+def _process_readings(usage: ProcessUsage, identity: _Identity, out: list[Reading]) -> None:
+    """One process's series, appended to ``out``: each the reading kept from the last cycle
+    while its value is the same (most often the very object: a sample's figures are shared,
+    figures_of in the NVIDIA plugin), else a new one kept for the next."""
+    kept = identity.kept
+    memory = usage.memory_bytes
+    if memory is not None:
+        held = kept.get(PROCESS_MEMORY)
+        if held is None or not _same(held.value, memory):
+            held = kept[PROCESS_MEMORY] = Reading(PROCESS_MEMORY, memory,
+                                                  identity.process_attributes)
+        out.append(held)
+    for task, value in usage.utilization:
+        held = kept.get(task)
+        if held is None or (held.value is not value and not _same(held.value, value)):
+            attributes = identity.by_task.get(task)
+            if attributes is None:
+                attributes = identity.by_task[task] = (*identity.process_attributes,
+                                                       ("hw.gpu.task", task))
+            held = kept[task] = Reading(PROCESS_UTILIZATION, value, attributes)
+        out.append(held)
+    occupancy = usage.compute_unit_occupancy
+    if occupancy is not None:
+        held = kept.get(PROCESS_CU_OCCUPANCY)
+        if held is None or not _same(held.value, occupancy):
+            held = kept[PROCESS_CU_OCCUPANCY] = Reading(PROCESS_CU_OCCUPANCY, occupancy,
+                                                        identity.process_attributes)
+        out.append(held)
 
 
 def _gpu_device(identity: DeviceIdentity, memory_total: int | None) -> GpuDevice:

@@ -17,8 +17,9 @@ which asks the kubelet for that pod (``Get``) or for all of them.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from gpu_otel_agent.model.snapshot import Attributes
@@ -82,6 +83,11 @@ class WorkloadResolver:
         self.resolutions = 0  # /proc reads done (the benchmark reports it)
         self._watchers: list[Callable[[frozenset[int]], None]] = []
         self._watched: frozenset[int] = frozenset()
+        self._batches = 0  # open ``batched()`` blocks: watchers are told when the last ends
+        # Counts changes that may give a known process another workload (pods, bindings);
+        # an exit changes no one else's: attribution keeps the others' identities then.
+        self.workloads_generation = 0
+        self._watch_pending = False
 
     # -- events ----------------------------------------------------------------------
 
@@ -96,7 +102,28 @@ class WorkloadResolver:
         self._watchers.append(listener)
         listener(self._watched)
 
+    @contextlib.contextmanager
+    def batched(self) -> Iterator[None]:
+        """Lookups inside tell the watchers once, at the end, what changed in all.
+
+        Each PID seen for the first time changes the watched set; told one by one, a list of
+        N new processes (the agent's first cycle, a job starting its ranks) built the set and
+        the kernel's socket filter N times, O(N²): seconds of CPU at 2,048 processes (issue
+        41). The filter follows at the end of the same synchronous block, before the event
+        loop reads the socket again."""
+        self._batches += 1
+        try:
+            yield
+        finally:
+            self._batches -= 1
+            if not self._batches and self._watch_pending:
+                self._watch_changed()
+
     def _watch_changed(self) -> None:
+        if self._batches:
+            self._watch_pending = True
+            return
+        self._watch_pending = False
         watched = frozenset(self._facts).union(self._exited)
         if watched != self._watched:
             self._watched = watched
@@ -113,9 +140,11 @@ class WorkloadResolver:
         self.wanted.discard(key)
         self._pods = (*(p for p in self._pods if (p.namespace, p.name) != key), pod)
         self._claims = ClaimIndex(self._pods)
-        self._changed()
+        self._changed(workloads=True)
 
-    def _changed(self) -> None:
+    def _changed(self, workloads: bool) -> None:
+        if workloads:
+            self.workloads_generation += 1
         for listener in self._listeners:
             listener()
 
@@ -123,7 +152,7 @@ class WorkloadResolver:
         if pid in self._facts:
             del self._facts[pid]
             self._exited.add(pid)
-            self._changed()
+            self._changed(workloads=False)
 
     def on_fork(self, pid: int) -> None:
         """A new process: if its PID was a GPU process that exited, it is someone else now."""
@@ -154,7 +183,7 @@ class WorkloadResolver:
 
     def on_pod_gone(self, pod_uid: str) -> None:
         if self._bound.pop(pod_uid, None) is not None:
-            self._changed()
+            self._changed(workloads=True)
 
     def set_pods(self, pods: tuple[PodAllocation, ...]) -> None:
         listed = {(p.namespace, p.name): p for p in pods}
@@ -170,7 +199,7 @@ class WorkloadResolver:
         self.wanted.clear()
         self.pods_known = True
         if changed:
-            self._changed()
+            self._changed(workloads=True)
 
     def reconcile(self) -> None:
         """Catch what events missed: exits, reused PIDs, cgroup moves of the PIDs we hold."""

@@ -59,3 +59,35 @@ def test_a_process_that_left_is_forgotten() -> None:
     util.add([UtilSample.from_percent(7, clock.us, 50, 0, 0)])
     util.figures(set(), answered=True)
     assert util.figures({7}, answered=True) == {7: IDLE}
+
+
+def test_percentages_read_as_samples_read() -> None:
+    """The sampler's path (records as the answer's bytes give them) keeps what the sample
+    path keeps: the same cursor and figures, answer after answer, in any order, with
+    repeated PIDs, stale samples and percentages past 100."""
+    import random
+
+    from gpu_otel_agent.plugins.nvidia.process_utilization import FIGURES_HELD, figures_of
+
+    rng = random.Random(41)
+    clock = Clock()
+    by_samples, by_records = ProcessUtilization(clock), ProcessUtilization(clock)
+    for _ in range(200):
+        clock.us += rng.choice([0, 250_000, 1_500_000])
+        answer = [(rng.randint(1, 12), clock.us - rng.randint(0, 2_000_000),
+                   rng.choice([0, 1, 50, 100, 101, 2**32 - 1]), rng.randint(0, 3),
+                   rng.randint(0, 3)) for _ in range(rng.randint(0, 20))]
+        by_samples.add([UtilSample.from_percent(*record) for record in answer])
+        by_records.add_percentages(answer)
+        assert by_records.cursor == by_samples.cursor
+        listed = set(rng.sample(range(1, 13), rng.randint(0, 12)))
+        answered = rng.random() < 0.8
+        assert by_records.figures(listed, answered) == by_samples.figures(listed, answered)
+    # Each triple's figures are the fractions, capped; made once, shared, and bounded.
+    assert figures_of(150, 7, 0) == (("general", 1.0), ("encoder", 0.07), ("decoder", 0.0))
+    assert figures_of(150, 7, 0) is figures_of(150, 7, 0)
+    for sm in range(2 * FIGURES_HELD):
+        assert figures_of(sm, 0, 0)[0] == ("general", min(sm, 100) / 100.0)
+    from gpu_otel_agent.plugins.nvidia import process_utilization
+
+    assert len(process_utilization._figures) <= FIGURES_HELD

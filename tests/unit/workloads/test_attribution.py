@@ -101,3 +101,91 @@ def test_processes_reach_the_store_from_attribution_and_leave_when_withdrawn(
     resolver.on_exit(10)  # a change while withdrawn publishes nothing
     assert pids() == []
     assert [p.pid for p in attribution.processes_on(GPU.uuid)] == [10]  # events still name it
+
+
+def test_a_new_list_tells_the_event_source_once(tmp_path: Path) -> None:
+    """A GPU's first list of many new processes changes the watched PIDs (the kernel's event
+    filter) once, with all of them, not once per process."""
+    pids = range(10, 74)
+    for pid in pids:
+        _proc(tmp_path, pid)
+    resolver = WorkloadResolver(ProcReader(tmp_path))
+    told: list[frozenset[int]] = []
+    resolver.on_watched(told.append)
+    attribution = Attribution(resolver, AttributionSettings())
+    readings = attribution.readings(GPU, tuple(ProcessUsage(pid, pid) for pid in pids))
+    assert told == [frozenset(), frozenset(pids)]
+    assert len(_values(readings, "gpu.process.memory.usage")) == len(pids)
+    attribution.readings(GPU, tuple(ProcessUsage(pid, pid) for pid in pids[:-1]))
+    assert told[-1] == frozenset(pids[:-1])  # the one no GPU lists is let go
+
+
+def _exact(readings: tuple[Reading, ...]) -> list[tuple[object, ...]]:
+    """What reaches a collector of each reading, value type and sign included (1 and 1.0,
+    0.0 and -0.0 are encoded differently)."""
+    return [(r.metric, repr(r.value), type(r.value), r.attributes, r.time_ns) for r in readings]
+
+
+def test_kept_readings_equal_a_fresh_attributions_over_changing_lists(tmp_path: Path) -> None:
+    """A long-lived attribution hands on a process's readings while their values hold still;
+    each cycle's readings equal, value types included, those of an attribution that never
+    saw an earlier cycle, while processes come and go and their figures change or not."""
+    import random
+
+    rng = random.Random(41)
+    pids = list(range(10, 40))
+    for pid in pids:
+        _proc(tmp_path, pid)
+    kept = Attribution(WorkloadResolver(ProcReader(tmp_path)),
+                       AttributionSettings(max_process_series=20))
+    figures: dict[int, ProcessUsage] = {}
+    reused = 0
+    previous: tuple[Reading, ...] = ()
+    for _ in range(60):
+        listed = sorted(rng.sample(pids, rng.randint(0, len(pids))))
+        for pid in listed:
+            old = figures.get(pid)
+            if old is None or rng.random() < 0.4:
+                memory = rng.choice([None, 0, 1 << 20, pid * 1000])
+                busy = rng.choice([0.0, -0.0, 0.25, 1.0, 1])
+                utilization = rng.choice([(), (("general", busy), ("encoder", 0.0),
+                                              ("decoder", 0.0))])
+                occupancy = rng.choice([None, 0.5, 0, 0.0])
+                figures[pid] = ProcessUsage(pid, memory, utilization, occupancy)
+        usage = tuple(figures[pid] for pid in listed)
+        fresh = Attribution(WorkloadResolver(ProcReader(tmp_path)),
+                            AttributionSettings(max_process_series=20))
+        got, want = kept.readings(GPU, usage), fresh.readings(GPU, usage)
+        assert _exact(got) == _exact(want)
+        assert kept.processes_on(GPU.uuid) == fresh.processes_on(GPU.uuid)
+        reused += sum(1 for r in got if any(r is o for o in previous))
+        previous = got
+    assert reused > 0  # unchanged figures were handed on as the same objects
+
+
+def test_an_exit_keeps_the_other_processes_identities(tmp_path: Path) -> None:
+    """An exit republishes the GPU's readings without identifying every other process again
+    (their readings are the very objects of before); a change of pods does identify them
+    again, to the same values."""
+    from gpu_otel_agent.workloads.pods import ContainerAllocation, PodAllocation
+
+    for pid in (10, 11, 12):
+        _proc(tmp_path, pid)
+    resolver = WorkloadResolver(ProcReader(tmp_path))
+    published: list[GroupSample | None] = []
+    attribution = Attribution(resolver, AttributionSettings(),
+                              put_processes=lambda uuid, sample: published.append(sample))
+    usage = tuple(ProcessUsage(pid, pid * 100) for pid in (10, 11, 12))
+    before = attribution.publish(GPU, usage, None, 1)
+    resolver.on_exit(11)
+    after = published[-1]
+    assert after is not None and after.readings is not before
+    survivors = [r for r in before if r.metric == "gpu.process.memory.usage"
+                 and dict(r.attributes)["process.pid"] != 11]
+    memory = [r for r in after.readings if r.metric == "gpu.process.memory.usage"]
+    assert len(memory) == 2 and all(a is b for a, b in zip(memory, survivors, strict=True))
+    resolver.set_pods((PodAllocation("ml", "other", (ContainerAllocation("main", ()),)),))
+    again = published[-1]
+    assert again is not None
+    renewed = [r for r in again.readings if r.metric == "gpu.process.memory.usage"]
+    assert renewed == memory and not any(a is b for a, b in zip(renewed, memory, strict=True))

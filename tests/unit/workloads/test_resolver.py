@@ -105,6 +105,37 @@ def test_the_watched_pids_are_the_ones_whose_events_matter(tmp_path: Path) -> No
     assert told[-1] == frozenset()
 
 
+def test_a_batch_of_new_pids_tells_the_watchers_once(tmp_path: Path) -> None:
+    """A list of N new processes rebuilds the event filter once, not N times (O(N²) at
+    2,048 processes); the watchers end with the same set as one lookup at a time gives."""
+    pids = range(10, 30)
+    for pid in pids:
+        _proc(tmp_path, pid, UID_A)
+    one_by_one = WorkloadResolver(ProcReader(tmp_path))
+    separately: list[frozenset[int]] = []
+    one_by_one.on_watched(separately.append)
+    for pid in pids:
+        one_by_one.process(pid)
+    resolver = WorkloadResolver(ProcReader(tmp_path))
+    told: list[frozenset[int]] = []
+    resolver.on_watched(told.append)
+    with resolver.batched():
+        with resolver.batched():  # nested: told when the outer block ends
+            resolver.process(10)
+        assert told == [frozenset()]
+        for pid in pids:
+            assert resolver.process(pid) == one_by_one.process(pid)
+        assert told == [frozenset()]
+    assert len(separately) == len(pids) + 1
+    assert told == [frozenset(), separately[-1]] and told[-1] == frozenset(pids)
+    with resolver.batched():
+        resolver.process(10)  # nothing new: nobody is told
+    assert len(told) == 2
+    resolver.on_exit(10)  # outside a batch: at once, as before
+    resolver.on_fork(10)
+    assert told[-1] == frozenset(pids) - {10}
+
+
 def test_a_move_into_a_pod_is_found_from_the_cgroup_file_alone(tmp_path: Path) -> None:
     # A process outside any pod, then moved into one (a container runtime does this): the new
     # cgroup is picked up when a pod cgroup appears and at reconciliation, from /proc/PID/cgroup

@@ -34,6 +34,28 @@ SAMPLE_PERIOD_US = 1_000_000
 IDLE: Figures = ((TASK_GENERAL, 0.0), (TASK_ENCODER, 0.0), (TASK_DECODER, 0.0))
 
 
+# The figures of each (sm, enc, dec) percentage triple, made once and shared: a sample costs
+# a dictionary look-up instead of three tuples and three divisions, and processes at the same
+# percentages share one tuple (issue 41: a process's cost). Percentages are few (0..100 each
+# in practice); a driver answering garbage cannot grow this past FIGURES_HELD. Every device
+# thread uses it: each dict operation is atomic, and a race only makes one triple twice (equal).
+FIGURES_HELD = 4096
+_figures: dict[tuple[int, int, int], Figures] = {}
+
+
+def figures_of(sm: int, enc: int, dec: int) -> Figures:
+    """A sample's percentages as fractions by task (each capped at 100 %)."""
+    key = (sm, enc, dec)
+    figures = _figures.get(key)
+    if figures is None:
+        if len(_figures) >= FIGURES_HELD:
+            _figures.clear()
+        figures = _figures[key] = ((TASK_GENERAL, min(sm, 100) / 100.0),
+                                   (TASK_ENCODER, min(enc, 100) / 100.0),
+                                   (TASK_DECODER, min(dec, 100) / 100.0))
+    return figures
+
+
 def _wall_us() -> int:
     return time.time_ns() // 1000
 
@@ -48,9 +70,7 @@ class UtilSample:
 
     @classmethod
     def from_percent(cls, pid: int, time_us: int, sm: int, enc: int, dec: int) -> UtilSample:
-        return cls(pid, time_us, ((TASK_GENERAL, min(sm, 100) / 100.0),
-                                  (TASK_ENCODER, min(enc, 100) / 100.0),
-                                  (TASK_DECODER, min(dec, 100) / 100.0)))
+        return cls(pid, time_us, figures_of(sm, enc, dec))
 
 
 class ProcessUtilization:
@@ -61,15 +81,28 @@ class ProcessUtilization:
         self._clock_us = clock_us
         self._period_us = period_us
         self.cursor = 0  # lastSeenTimeStamp for the next call: the newest timestamp seen
-        self._newest: dict[int, UtilSample] = {}
+        self._newest: dict[int, tuple[int, Figures]] = {}  # pid -> (time_us, figures)
 
     def add(self, samples: Iterable[UtilSample]) -> None:
         """Samples of one answer, in whatever order the driver gave them."""
         for sample in samples:
             self.cursor = max(self.cursor, sample.time_us)
             held = self._newest.get(sample.pid)
-            if held is None or sample.time_us > held.time_us:
-                self._newest[sample.pid] = sample
+            if held is None or sample.time_us > held[0]:
+                self._newest[sample.pid] = (sample.time_us, sample.figures)
+
+    def add_percentages(self, records: Iterable[tuple[int, int, int, int, int]]) -> None:
+        """:meth:`add` of ``UtilSample.from_percent(*record)`` for each record (pid, time_us,
+        sm, enc, dec), as the answer's bytes give them, without a sample object each."""
+        newest = self._newest
+        cursor = self.cursor
+        for pid, time_us, sm, enc, dec in records:
+            if time_us > cursor:  # noqa: PLR1730 - a comparison, not a call, per sample
+                cursor = time_us
+            held = newest.get(pid)
+            if held is None or time_us > held[0]:  # the newest wins, whatever the order
+                newest[pid] = (time_us, figures_of(sm, enc, dec))
+        self.cursor = cursor
 
     def figures(self, pids: Collection[int], answered: bool) -> dict[int, Figures]:
         """Each listed process's figures now.
@@ -81,9 +114,9 @@ class ProcessUtilization:
         self._newest = {pid: s for pid, s in self._newest.items() if pid in pids}
         out: dict[int, Figures] = {}
         for pid in pids:
-            sample = self._newest.get(pid)
-            if sample is not None and now - sample.time_us <= self._period_us:
-                out[pid] = sample.figures
+            held = self._newest.get(pid)
+            if held is not None and now - held[0] <= self._period_us:
+                out[pid] = held[1]
             else:
                 out[pid] = IDLE if answered else ()
         return out

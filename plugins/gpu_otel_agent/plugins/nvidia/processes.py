@@ -25,7 +25,7 @@ from gpu_otel_agent.backends.protocol import ReadSkipped
 from gpu_otel_agent.model.process import ProcessUsage
 from gpu_otel_agent.plugins.nvidia.error_policy import Policy, policy
 from gpu_otel_agent.plugins.nvidia.nvml import Unavailable
-from gpu_otel_agent.plugins.nvidia.process_utilization import ProcessUtilization, UtilSample
+from gpu_otel_agent.plugins.nvidia.process_utilization import ProcessUtilization
 from gpu_otel_agent.plugins.nvidia.records import Records
 
 log = logging.getLogger(__name__)
@@ -164,5 +164,4 @@ class ProcessSampler:
             if error.value == pynvml.NVML_ERROR_NOT_FOUND:
                 return  # no sample newer than the cursor: a successful, empty answer
             raise
-        self._util.add(UtilSample.from_percent(pid, time_us, sm, enc, dec)
-                       for pid, time_us, sm, enc, dec in _UTIL.read(array, count))
+        self._util.add_percentages(_UTIL.read(array, count))
