@@ -54,10 +54,10 @@ from gpu_otel_agent.grpc.messages import (
     code_name,
     frame,
     grpc_timeout,
-    metadata_value,
     outcome,
     too_large,
 )
+from gpu_otel_agent.grpc.request_headers import RequestHeaders, request_headers
 from gpu_otel_agent.grpc.status import GrpcError, StatusCode
 from gpu_otel_agent.version import USER_AGENT
 
@@ -94,6 +94,10 @@ class GrpcClient:
         self._closed = False
         self._ping_after_idle_s = ping_after_idle_s
         self.pings = 0  # keepalive PINGs sent (answered or not)
+        # The last call's headers (path, metadata, built): a sender calls one method with
+        # the same metadata every time.
+        self._built: tuple[str, tuple[tuple[str, str | bytes], ...], RequestHeaders] | None \
+            = None
 
     @classmethod
     def tcp(cls, endpoint: str, context: ssl.SSLContext | None = None,
@@ -165,17 +169,15 @@ class GrpcClient:
         if connection is not None:
             connection.close()
 
-    def _headers(self, path: str, deadline: float,
-                 metadata: MetadataIn) -> list[tuple[str, str]]:
-        headers = [(":method", "POST"), (":scheme", self._scheme), (":path", path),
-                   (":authority", self._authority), ("te", "trailers"),
-                   ("content-type", "application/grpc"), ("user-agent", self._user_agent),
-                   ("grpc-timeout", grpc_timeout(left(deadline))),
-                   ("grpc-accept-encoding", "identity,gzip")]
-        if self._gzip:
-            headers.append(("grpc-encoding", "gzip"))
-        headers.extend((key.lower(), metadata_value(value)) for key, value in metadata)
-        return headers
+    def _headers(self, path: str, metadata: MetadataIn) -> RequestHeaders:
+        pairs = metadata if isinstance(metadata, tuple) else tuple(metadata)
+        built = self._built
+        if built is None or built[0] != path or built[1] != pairs:
+            built = (path, pairs, request_headers(
+                path, scheme=self._scheme, authority=self._authority,
+                user_agent=self._user_agent, gzip=self._gzip, metadata=pairs))
+            self._built = built
+        return built[2]
 
     def _exchange(self, connection: Connection, path: str, request: bytes,
                   deadline: float, metadata: MetadataIn) -> Response:
@@ -186,7 +188,12 @@ class GrpcClient:
             connection.alive = False  # used up; the next call opens another
             raise
         response = Response()
-        h2.send_headers(stream_id, self._headers(path, deadline, metadata))
+        headers = self._headers(path, metadata)
+        # Plain headers are sent as built (``request_headers``); others through h2's checks.
+        config = h2.config
+        config.normalize_outbound_headers = config.validate_outbound_headers = \
+            not headers.plain
+        h2.send_headers(stream_id, headers.with_timeout(grpc_timeout(left(deadline))))
         self._send(connection, stream_id, frame(request, self._gzip), deadline, response)
         while not response.done:
             self._apply(connection, connection.read(deadline), stream_id, response)
