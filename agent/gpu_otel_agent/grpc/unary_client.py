@@ -48,6 +48,7 @@ from gpu_otel_agent.grpc.connection import (
     tcp_opener,
     unix_opener,
 )
+from gpu_otel_agent.grpc.direct_data import scatters, write_data
 from gpu_otel_agent.grpc.messages import (
     PREFIX,
     Response,
@@ -70,6 +71,8 @@ _FLUSH_AT = 65536  # request bytes queued in h2 before they go to the socket
 # the 16 KiB pieces before), in a quarter of the frames: each frame is a pass through h2's
 # send_data in Python (issue 41).
 _CHUNK = 65536
+# The request's last bytes, sent through h2 with END_STREAM (the rest: ``direct_data``).
+_THROUGH_H2 = 1024
 # A connection idle this long is checked with a PING before the next call (an HTTP/2
 # keepalive): a NAT or load balancer may have dropped it silently, and a call sent into a
 # dead connection waits for its whole deadline. Five minutes is the least interval grpc
@@ -216,6 +219,9 @@ class GrpcClient:
         view = memoryview(body)
         total = len(prefix) + len(body)
         offset = queued = 0  # of the framed message
+        # All but the last bytes go from the request's buffer to the socket (``direct_data``);
+        # the last, with END_STREAM, through h2, which closes our side of the stream.
+        direct_until = total - _THROUGH_H2 if scatters(connection.sock) else 0
         while offset < total:
             if response.done:
                 # Answered before it read the whole request (an error status, a reset): stop
@@ -226,15 +232,21 @@ class GrpcClient:
                         and _open(h2, stream_id)):
                     h2.reset_stream(stream_id, ErrorCodes.CANCEL)
                 break
-            room = min(h2.local_flow_control_window(stream_id), h2.max_outbound_frame_size,
-                       _CHUNK, total - offset)
+            window = h2.local_flow_control_window(stream_id)
+            if offset < direct_until and window > 0 and _open(h2, stream_id):
+                end = offset + min(window, direct_until - offset)
+                write_data(h2, connection.sock, stream_id, prefix=prefix, body=view,
+                           start=offset, end=end, deadline=deadline)
+                offset = end
+                continue
+            room = min(window, h2.max_outbound_frame_size, _CHUNK, total - offset)
             if room <= 0 or (offset == 0 and room < len(prefix)):  # the prefix goes whole
                 connection.flush(deadline)
                 queued = 0
                 self._apply(connection, connection.read(deadline), stream_id, response)
                 continue
             if offset == 0:
-                piece: bytes | memoryview = prefix + view[:room - len(prefix)]  # 16 KiB
+                piece: bytes | memoryview = prefix + view[:room - len(prefix)]  # 64 KiB
             else:
                 start = offset - len(prefix)
                 piece = view[start:start + room]
