@@ -51,11 +51,11 @@ def slices(prefix: bytes, body: memoryview, start: int, end: int) -> Iterator[Bu
         yield body[body_start:body_end]
 
 
-def write_data(h2: H2Connection, sock: socket.socket, stream_id: int, *, prefix: bytes,
-               body: memoryview, start: int, end: int, deadline: float) -> None:
-    """Sends bytes ``start:end`` of the framed message as DATA frames on ``stream_id``
-    (none with END_STREAM), after what h2 has queued, and charges h2's windows with them.
-    The caller keeps ``end - start`` within ``h2.local_flow_control_window(stream_id)``."""
+def data_frames(h2: H2Connection, stream_id: int, *, prefix: bytes, body: memoryview,
+                start: int, end: int) -> list[Buffer]:
+    """What h2 has queued, then bytes ``start:end`` of the framed message as DATA frames on
+    ``stream_id`` (none with END_STREAM), for ``send_all``; h2's windows are charged with
+    them now. The caller keeps ``end - start`` within ``h2.local_flow_control_window``."""
     buffers: list[Buffer] = []
     queued = h2.data_to_send()
     if queued:
@@ -69,7 +69,7 @@ def write_data(h2: H2Connection, sock: socket.socket, stream_id: int, *, prefix:
     # As h2's send_data: the connection's window and the stream's (private, see above).
     h2.outbound_flow_control_window -= end - start
     h2.streams[stream_id].outbound_flow_control_window -= end - start
-    send_all(sock, buffers, deadline)
+    return buffers
 
 
 def send_all(sock: socket.socket, buffers: list[Buffer], deadline: float) -> None:

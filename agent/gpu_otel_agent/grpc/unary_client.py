@@ -48,7 +48,7 @@ from gpu_otel_agent.grpc.connection import (
     tcp_opener,
     unix_opener,
 )
-from gpu_otel_agent.grpc.direct_data import scatters, write_data
+from gpu_otel_agent.grpc.direct_data import data_frames, scatters, send_all
 from gpu_otel_agent.grpc.messages import (
     PREFIX,
     Response,
@@ -222,6 +222,8 @@ class GrpcClient:
         # All but the last bytes go from the request's buffer to the socket (``direct_data``);
         # the last, with END_STREAM, through h2, which closes our side of the stream.
         direct_until = total - _THROUGH_H2 if scatters(connection.sock) else 0
+        if direct_until <= len(prefix):
+            direct_until = 0  # a small request: all through h2
         while offset < total:
             if response.done:
                 # Answered before it read the whole request (an error status, a reset): stop
@@ -235,8 +237,14 @@ class GrpcClient:
             window = h2.local_flow_control_window(stream_id)
             if offset < direct_until and window > 0 and _open(h2, stream_id):
                 end = offset + min(window, direct_until - offset)
-                write_data(h2, connection.sock, stream_id, prefix=prefix, body=view,
-                           start=offset, end=end, deadline=deadline)
+                buffers = data_frames(h2, stream_id, prefix=prefix, body=view, start=offset,
+                                      end=end)
+                if end == direct_until and window - (end - offset) >= total - end:
+                    # The last piece fits the window too: in the same write.
+                    h2.send_data(stream_id, view[end - len(prefix):], end_stream=True)
+                    buffers.append(h2.data_to_send())
+                    end = total
+                send_all(connection.sock, buffers, deadline)
                 offset = end
                 continue
             room = min(window, h2.max_outbound_frame_size, _CHUNK, total - offset)

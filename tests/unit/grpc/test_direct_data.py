@@ -21,7 +21,7 @@ from h2.connection import H2Connection
 from h2.events import DataReceived, StreamEnded
 from h2.settings import SettingCodes
 
-from gpu_otel_agent.grpc.direct_data import scatters, send_all, slices, write_data
+from gpu_otel_agent.grpc.direct_data import data_frames, scatters, send_all, slices
 from gpu_otel_agent.grpc.messages import frame
 
 MARGIN_S = 30.0
@@ -77,8 +77,9 @@ def test_frames_written_directly_read_as_h2s_and_charge_its_windows(
         while not ended:
             room = min(direct.local_flow_control_window(stream), total - 1 - offset)
             if room > 0:
-                write_data(direct, left, stream, prefix=prefix, body=memoryview(body),
-                           start=offset, end=offset + room, deadline=time.monotonic() + 30)
+                send_all(left, data_frames(direct, stream, prefix=prefix, body=memoryview(body),
+                                           start=offset, end=offset + room),
+                         time.monotonic() + MARGIN_S)
                 for piece in slices(prefix, memoryview(body), offset, offset + room):
                     for start in range(0, len(piece), max_frame):
                         reference.send_data(reference_stream,
