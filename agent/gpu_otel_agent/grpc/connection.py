@@ -130,6 +130,9 @@ class Connection:
         self.h2.increment_flow_control_window(WINDOW - 65535)
         self._last_used = time.monotonic()
         self._inbound = bytearray()  # a frame not read whole yet
+        # Registered once: ``readable`` runs before every call (``usable_after_idle``).
+        self._poller = select.poll()
+        self._poller.register(sock, select.POLLIN)
 
     def used(self) -> None:
         """A call has just been answered on it."""
@@ -210,9 +213,7 @@ class Connection:
     def readable(self) -> bool:
         if isinstance(self.sock, ssl.SSLSocket) and self.sock.pending():
             return True
-        poller = select.poll()
-        poller.register(self.sock, select.POLLIN)
-        return bool(poller.poll(0))
+        return bool(self._poller.poll(0))
 
     def usable_after_idle(self, deadline: float) -> bool:
         """Reads what came while idle (SETTINGS, PING, GOAWAY, end of stream), not blocking
