@@ -64,12 +64,12 @@ from gpu_otel_agent.version import USER_AGENT
 
 MAX_RECEIVE = 16 * 1024 * 1024  # the largest answer accepted (the kubelet's own limit)
 _FLUSH_AT = 65536  # request bytes queued in h2 before they go to the socket
-# Request bytes per DATA frame, whatever larger frame the server allows: h2 copies a frame
-# three times on its way out (serialise, join, its buffer), and a 275 kB frame made those
-# copies payload-sized (169 minor page faults per export). 64 KiB pieces keep every copy
-# under glibc's mmap threshold (128 KiB), so they reuse heap buffers (no page faults, as with
-# the 16 KiB pieces before), in a quarter of the frames: each frame is a pass through h2's
-# send_data in Python (issue 41).
+# Request bytes per DATA frame sent through h2 (over TLS; plain TCP: ``direct_data``),
+# whatever larger frame the server allows: h2 copies a frame three times on its way out
+# (serialise, join, its buffer), and a 275 kB frame made those copies payload-sized (169
+# minor page faults per export). 64 KiB pieces keep every copy under glibc's mmap threshold
+# (128 KiB), so they reuse heap buffers (no page faults, as with the 16 KiB pieces before), in
+# a quarter of the frames: each frame is a pass through h2's send_data in Python (issue 41).
 _CHUNK = 65536
 # The request's last bytes, sent through h2 with END_STREAM (the rest: ``direct_data``).
 _THROUGH_H2 = 1024
