@@ -64,7 +64,7 @@ from gpu_otel_agent.version import USER_AGENT
 
 MAX_RECEIVE = 16 * 1024 * 1024  # the largest answer accepted (the kubelet's own limit)
 _FLUSH_AT = 65536  # request bytes queued in h2 before they go to the socket
-# Request bytes per DATA frame sent through h2 (over TLS; plain TCP: ``direct_data``),
+# Request bytes per DATA frame sent through h2 (a unix socket; TCP: ``direct_data``),
 # whatever larger frame the server allows: h2 copies a frame three times on its way out
 # (serialise, join, its buffer), and a 275 kB frame made those copies payload-sized (169
 # minor page faults per export). 64 KiB pieces keep every copy under glibc's mmap threshold
