@@ -13,7 +13,12 @@ One cycle, per stage:
 - ``processes``: every GPU's processes only, every cycle: the lists and utilization samples
   (``read_processes``) and their readings from attribution (``Attribution.readings``);
 - ``export``: a snapshot with those samples, ``ProtoEncoder.encode_bytes`` (series + encoding);
-- ``scrape``: one ``/metrics`` page (otel scheme, text 0.0.4) of that snapshot.
+- ``scrape``: one ``/metrics`` page (otel scheme, text 0.0.4) of that snapshot;
+- ``send``: one OTLP/gRPC export of that snapshot (encoded once, before the cycles) through the
+  agent's own sender (``GrpcTransport`` on its ``GrpcClient``, as ``OtlpSnapshotExporter``
+  calls it) to a grpcio server in another process (``tests.bench.sink_server``), so only the
+  sender's instructions count; ``WARM_EXPORTS`` before the cycles open the connection and
+  bring its HPACK tables to their steady state.
 
 ``python -m tests.bench.cycle_cost SCENARIO --cycles 20 --stage sample`` prints JSON. Run it
 against two trees (``PYTHONPATH=<tree>/agent``) to compare commits; the figures of issue 41's
@@ -38,23 +43,24 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-STAGES = ("sample", "processes", "export", "scrape")
+STAGES = ("sample", "processes", "export", "scrape", "send")
 PROCESS_EVERY = 5
 VARIANTS = 3
+WARM_EXPORTS = 100  # send: more than the HPACK table holds of changing timeouts
 
 
 def _child(node_env: dict[str, str], stage: str, cycles: int, writer: str = "current",
-           pause: float = 0.0) -> None:
-    asyncio.run(_cycles(node_env, stage, cycles, writer, pause))
+           *, pause: float = 0.0, sink: str = "") -> None:
+    asyncio.run(_cycles(node_env, stage, cycles, writer, pause=pause, sink=sink))
 
 
 async def _cycles(node_env: dict[str, str], stage: str, cycles: int, writer: str,
-                  pause: float = 0.0) -> None:
+                  *, pause: float = 0.0, sink: str = "") -> None:
     from gpu_otel_agent.simulation.node import attach_in_process
 
     attach_in_process(node_env)
@@ -119,6 +125,11 @@ async def _cycles(node_env: dict[str, str], stage: str, cycles: int, writer: str
     running.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await running
+    if stage == "send":
+        _send(sink, encoder.encode_bytes(NodeSnapshot(tuple(snapshots), time.time_ns())),
+              cycles)
+        backend.close()
+        return
     for cycle in range(cycles):
         if pause:
             time.sleep(pause)
@@ -147,19 +158,58 @@ async def _cycles(node_env: dict[str, str], stage: str, cycles: int, writer: str
     backend.close()
 
 
+def _send(sink: str, request: bytes, cycles: int) -> None:
+    """``cycles`` exports of ``request`` to the sink at ``sink`` (host:port), after
+    ``WARM_EXPORTS``; each must succeed (a failing send costs something else)."""
+    from gpu_otel_agent.export.otlp.grpc_transport import GrpcTransport
+    from gpu_otel_agent.export.otlp.senders import export_method
+    from gpu_otel_agent.export.otlp.target import OtlpTarget
+    from gpu_otel_agent.threads.costs import SENDING, Stage
+
+    target = OtlpTarget(protocol="grpc", signal="METRICS", endpoint=sink, tls=False,
+                        headers=(), timeout_s=10.0, compression=None, certificate=None,
+                        client_key=None, client_certificate=None)
+    transport = GrpcTransport(target, export_method("METRICS"))
+    for _ in range(WARM_EXPORTS):
+        if not transport.send(request).ok:
+            raise RuntimeError(f"the sink at {sink} refused an export")
+    for _ in range(cycles):
+        with Stage(SENDING):  # as OtlpSnapshotExporter.export sends
+            ok = transport.send(request, 10.0).ok
+        if not ok:
+            raise RuntimeError(f"the sink at {sink} refused an export")
+    transport.shutdown()
+
+
+@contextlib.contextmanager
+def _sink(stage: str) -> Iterator[str]:
+    """The ``send`` stage's receiver (host:port), a grpcio server in its own process."""
+    if stage != "send":
+        yield ""
+        return
+    with subprocess.Popen([sys.executable, "-m", "tests.bench.sink_server"],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as server:
+        assert server.stdout is not None and server.stdin is not None
+        try:
+            yield f"127.0.0.1:{int(server.stdout.readline())}"
+        finally:
+            server.stdin.close()  # it stops when its input ends
+            server.wait(timeout=30)
+
+
 def _instructions(scenario: Path, stage: str, cycles: int, env: dict[str, str],
                   writer: str, *, pause: float = 0.0) -> int:
     from gpu_otel_agent.simulation.node import SimulatedNode, load_scenario
     from tests.bench.agent_case import node_ready_timeout
 
-    with tempfile.TemporaryDirectory() as work, \
+    with tempfile.TemporaryDirectory() as work, _sink(stage) as sink, \
             SimulatedNode.start(scenario, state_dir=Path(work) / "node",
                                 ready_timeout=node_ready_timeout(load_scenario(scenario))) as node:
         done = subprocess.run(
             ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
              sys.executable, "-m", "tests.bench.cycle_cost", str(scenario), "--child",
              json.dumps(dict(node.env)), "--stage", stage, "--cycles", str(cycles),
-             "--writer", writer, "--pause", str(pause)],
+             "--writer", writer, "--pause", str(pause), "--sink", sink],
             capture_output=True, text=True, env=env, check=False, timeout=3000)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if done.returncode or found is None:
@@ -180,9 +230,11 @@ def main() -> int:
     parser.add_argument("--pause", type=float, default=0.0, metavar="S",
                         help="wall-clock seconds before each cycle, not counted (see above)")
     parser.add_argument("--child", metavar="NODE_ENV")
+    parser.add_argument("--sink", default="", help=argparse.SUPPRESS)  # send: host:port
     args = parser.parse_args()
     if args.child:
-        _child(json.loads(args.child), args.stage, args.cycles, args.writer, args.pause)
+        _child(json.loads(args.child), args.stage, args.cycles, args.writer,
+               pause=args.pause, sink=args.sink)
         return 0
     env = dict(os.environ, PYTHONHASHSEED="0")  # the same dict and set layouts every run
     base = _instructions(args.scenario, args.stage, 0, env, args.writer, pause=args.pause)

@@ -48,25 +48,31 @@ from gpu_otel_agent.grpc.connection import (
     tcp_opener,
     unix_opener,
 )
+from gpu_otel_agent.grpc.direct_data import data_frames, scatters, send_all
 from gpu_otel_agent.grpc.messages import (
     PREFIX,
     Response,
     code_name,
     frame,
     grpc_timeout,
-    metadata_value,
     outcome,
     too_large,
 )
+from gpu_otel_agent.grpc.request_headers import RequestHeaders, request_headers
 from gpu_otel_agent.grpc.status import GrpcError, StatusCode
 from gpu_otel_agent.version import USER_AGENT
 
 MAX_RECEIVE = 16 * 1024 * 1024  # the largest answer accepted (the kubelet's own limit)
 _FLUSH_AT = 65536  # request bytes queued in h2 before they go to the socket
-# Request bytes per DATA frame, whatever larger frame the server allows: h2 copies a frame
-# three times on its way out (serialise, join, its buffer), and a 275 kB frame made those
-# copies payload-sized (169 minor page faults per export); 16 KiB pieces reuse small buffers.
-_CHUNK = 16384
+# Request bytes per DATA frame sent through h2 (a unix socket; TCP: ``direct_data``),
+# whatever larger frame the server allows: h2 copies a frame three times on its way out
+# (serialise, join, its buffer), and a 275 kB frame made those copies payload-sized (169
+# minor page faults per export). 64 KiB pieces keep every copy under glibc's mmap threshold
+# (128 KiB), so they reuse heap buffers (no page faults, as with the 16 KiB pieces before), in
+# a quarter of the frames: each frame is a pass through h2's send_data in Python (issue 41).
+_CHUNK = 65536
+# The request's last bytes, sent through h2 with END_STREAM (the rest: ``direct_data``).
+_THROUGH_H2 = 1024
 # A connection idle this long is checked with a PING before the next call (an HTTP/2
 # keepalive): a NAT or load balancer may have dropped it silently, and a call sent into a
 # dead connection waits for its whole deadline. Five minutes is the least interval grpc
@@ -94,6 +100,10 @@ class GrpcClient:
         self._closed = False
         self._ping_after_idle_s = ping_after_idle_s
         self.pings = 0  # keepalive PINGs sent (answered or not)
+        # The last call's headers (path, metadata, built): a sender calls one method with
+        # the same metadata every time.
+        self._built: tuple[str, tuple[tuple[str, str | bytes], ...], RequestHeaders] | None \
+            = None
 
     @classmethod
     def tcp(cls, endpoint: str, context: ssl.SSLContext | None = None,
@@ -165,17 +175,15 @@ class GrpcClient:
         if connection is not None:
             connection.close()
 
-    def _headers(self, path: str, deadline: float,
-                 metadata: MetadataIn) -> list[tuple[str, str]]:
-        headers = [(":method", "POST"), (":scheme", self._scheme), (":path", path),
-                   (":authority", self._authority), ("te", "trailers"),
-                   ("content-type", "application/grpc"), ("user-agent", self._user_agent),
-                   ("grpc-timeout", grpc_timeout(left(deadline))),
-                   ("grpc-accept-encoding", "identity,gzip")]
-        if self._gzip:
-            headers.append(("grpc-encoding", "gzip"))
-        headers.extend((key.lower(), metadata_value(value)) for key, value in metadata)
-        return headers
+    def _headers(self, path: str, metadata: MetadataIn) -> RequestHeaders:
+        pairs = metadata if isinstance(metadata, tuple) else tuple(metadata)
+        built = self._built
+        if built is None or built[0] != path or built[1] != pairs:
+            built = (path, pairs, request_headers(
+                path, scheme=self._scheme, authority=self._authority,
+                user_agent=self._user_agent, gzip=self._gzip, metadata=pairs))
+            self._built = built
+        return built[2]
 
     def _exchange(self, connection: Connection, path: str, request: bytes,
                   deadline: float, metadata: MetadataIn) -> Response:
@@ -186,7 +194,12 @@ class GrpcClient:
             connection.alive = False  # used up; the next call opens another
             raise
         response = Response()
-        h2.send_headers(stream_id, self._headers(path, deadline, metadata))
+        headers = self._headers(path, metadata)
+        # Plain headers are sent as built (``request_headers``); others through h2's checks.
+        config = h2.config
+        config.normalize_outbound_headers = config.validate_outbound_headers = \
+            not headers.plain
+        h2.send_headers(stream_id, headers.with_timeout(grpc_timeout(left(deadline))))
         self._send(connection, stream_id, frame(request, self._gzip), deadline, response)
         while not response.done:
             self._apply(connection, connection.read(deadline), stream_id, response)
@@ -206,6 +219,11 @@ class GrpcClient:
         view = memoryview(body)
         total = len(prefix) + len(body)
         offset = queued = 0  # of the framed message
+        # All but the last bytes go from the request's buffer to the socket (``direct_data``);
+        # the last, with END_STREAM, through h2, which closes our side of the stream.
+        direct_until = total - _THROUGH_H2 if scatters(connection.sock) else 0
+        if direct_until <= len(prefix):
+            direct_until = 0  # a small request: all through h2
         while offset < total:
             if response.done:
                 # Answered before it read the whole request (an error status, a reset): stop
@@ -216,15 +234,27 @@ class GrpcClient:
                         and _open(h2, stream_id)):
                     h2.reset_stream(stream_id, ErrorCodes.CANCEL)
                 break
-            room = min(h2.local_flow_control_window(stream_id), h2.max_outbound_frame_size,
-                       _CHUNK, total - offset)
+            window = h2.local_flow_control_window(stream_id)
+            if offset < direct_until and window > 0 and _open(h2, stream_id):
+                end = offset + min(window, direct_until - offset)
+                buffers = data_frames(h2, stream_id, prefix=prefix, body=view, start=offset,
+                                      end=end)
+                if end == direct_until and window - (end - offset) >= total - end:
+                    # The last piece fits the window too: in the same write.
+                    h2.send_data(stream_id, view[end - len(prefix):], end_stream=True)
+                    buffers.append(h2.data_to_send())
+                    end = total
+                send_all(connection.sock, buffers, deadline)
+                offset = end
+                continue
+            room = min(window, h2.max_outbound_frame_size, _CHUNK, total - offset)
             if room <= 0 or (offset == 0 and room < len(prefix)):  # the prefix goes whole
                 connection.flush(deadline)
                 queued = 0
                 self._apply(connection, connection.read(deadline), stream_id, response)
                 continue
             if offset == 0:
-                piece: bytes | memoryview = prefix + view[:room - len(prefix)]  # 16 KiB
+                piece: bytes | memoryview = prefix + view[:room - len(prefix)]  # 64 KiB
             else:
                 start = offset - len(prefix)
                 piece = view[start:start + room]
