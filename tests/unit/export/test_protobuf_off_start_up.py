@@ -2,11 +2,10 @@
 
 Metrics are written by hand (``otlp_proto``, ``otlp/wire_values``) and sent by the agent's own
 gRPC client; generated classes are imported only where something reads or builds a message:
-the first health event's request, a collector's ``RetryInfo``, a kubelet's pod-resources
-answers, the SDK fallback. Checked in a fresh interpreter that imports what ``gpu-agent run``
+a collector's ``RetryInfo``, a kubelet's pod-resources answers, the SDK fallback, callers that
+want a request as a message. Checked in a fresh interpreter that imports what ``gpu-agent run``
 imports, builds the default exporters, the event sender and the kubelet client (its socket
-absent), and exports a snapshot to a real local receiver; then the first event loads protobuf
-as it must.
+absent), and sends a snapshot and a health event to a real local receiver.
 """
 
 from __future__ import annotations
@@ -21,12 +20,14 @@ import pytest
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 
 PROBE = """
-import dataclasses, json, sys
+import json, sys
 import gpu_otel_agent.cli, gpu_otel_agent.runtime.agent
 from gpu_otel_agent.config.load import load
 from gpu_otel_agent.config.schema import AttributionConfig, KubeletConfig
 from gpu_otel_agent.export.events.senders import build_event_sender
 from gpu_otel_agent.export.metrics.exporters import build_snapshot_exporter
+from gpu_otel_agent.gpu_health.events import HealthEvent
+from gpu_otel_agent.gpu_health.severity import Severity
 from gpu_otel_agent.model.semconv import agent_resource
 from gpu_otel_agent.model.snapshot import (
     DeviceIdentity, DeviceSnapshot, GroupSample, HealthState, NodeSnapshot, Reading)
@@ -54,14 +55,14 @@ try:
     kubelet.list_blocking()
 except PodResourcesUnavailable:
     pass
-before = protobuf()
-from gpu_otel_agent.export.events.otlp_logs import LogEncoder
-LogEncoder(resource).encode([])
-after = protobuf()
+event = HealthEvent("gpu.xid", 1_700_000_000_000_000_000, Severity.FATAL, "XID 79",
+                    (("hw.id", "GPU-0"), ("gpu.xid.code", 79)))
+sent = events.send([event]).ok
+loaded = protobuf()
 exporter.shutdown(1.0)
 events.shutdown()
 print(json.dumps({"exported": exported, "kind": type(exporter).__name__,
-                  "before": before, "after": after}))
+                  "sent": sent, "loaded": loaded}))
 """
 
 
@@ -82,6 +83,7 @@ def test_default_start_up_and_export_load_no_protobuf(receiver: OtlpGrpcReceiver
     names = {m.name for rm in received.request.resource_metrics  # type: ignore[attr-defined]
              for sm in rm.scope_metrics for m in sm.metrics}
     assert {"hw.power", "hw.gpu.utilization"} <= names
-    assert out["before"] == []
-    # ... and an event's request still gets the generated classes when one is encoded.
-    assert "opentelemetry.proto.collector.logs.v1.logs_service_pb2" in out["after"]
+    assert out["sent"] is True
+    receiver.store.wait_for(lambda store: store.received("logs"), timeout=30,
+                            what="the health event")
+    assert out["loaded"] == []

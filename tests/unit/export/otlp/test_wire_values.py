@@ -24,9 +24,9 @@ from opentelemetry.proto.common.v1.common_pb2 import (
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from gpu_otel_agent.export.otlp import wire_values
-from gpu_otel_agent.export.otlp.proto_values import any_value as generated_any_value
 from gpu_otel_agent.export.otlp.senders import EXPORT_METHODS
 from gpu_otel_agent.export.otlp.wire_values import Value
+from tests.unit.export.otlp.generated_values import any_value as generated_any_value
 
 EDGE_VALUES: list[Value] = [
     True, False, "", "gpu", "ünï\u2603\U0001f600", "x" * 200, 0, 1, -1, 127, 128, 300,
