@@ -35,8 +35,14 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _DOUBLE = struct.Struct("<Bd")
 
 
+# One-byte varints, made once: most lengths written here are below 128.
+_SMALL = tuple(bytes((n,)) for n in range(0x80))
+
+
 def varint(value: int) -> bytes:
     """A non-negative integer as a protobuf base-128 varint."""
+    if value < 0x80:
+        return _SMALL[value]
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
@@ -67,8 +73,14 @@ def any_value(value: Value) -> bytes:
 
 def key_value(key: str, value: Value) -> bytes:
     """A ``KeyValue``'s bytes (not length-prefixed: the caller's field tag goes around it)."""
-    encoded_key = _delimited(KEY_VALUE_KEY, key.encode()) if key else b""
-    return encoded_key + _delimited(KEY_VALUE_VALUE, any_value(value))
+    encoded_key = key.encode()
+    if type(value) is str:  # the common case, written in one go (the encoder's cache misses)
+        text = value.encode()
+        encoded = b"\x0a" + varint(len(text)) + text  # AnyValue.string_value
+    else:
+        encoded = any_value(value)
+    return ((b"\x0a" + varint(len(encoded_key)) + encoded_key if encoded_key else b"")
+            + b"\x12" + varint(len(encoded)) + encoded)
 
 
 def resource(attributes: Iterable[tuple[str, Value]]) -> bytes:
