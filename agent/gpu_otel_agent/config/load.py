@@ -9,7 +9,6 @@ somewhere later.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import logging
 import os
 import typing
@@ -97,6 +96,8 @@ def _check_group_name(name: str, origin: str) -> None:
     close to a core group is refused (``fastt``), any other is named once in the log."""
     if name in GROUPS:
         return
+    import difflib  # only for a name that is not a core group: 0.2 MiB the agent rarely needs
+
     close = difflib.get_close_matches(name, GROUPS, n=1, cutoff=0.75)
     core = ", ".join(GROUPS)
     if close:

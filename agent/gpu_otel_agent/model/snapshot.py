@@ -10,6 +10,7 @@ callbacks). Each part of a snapshot has one writer; readers only read.
 from __future__ import annotations
 
 import enum
+import functools
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -91,6 +92,13 @@ class DeviceIdentity:
         return (self.index, self.partition is not None, self.uuid)
 
     def attributes(self) -> Attributes:
+        """The device's own attributes, one tuple for the identity's life: every series of
+        the device holds it (the encoder's and the series' caches keep about 1,500 at 8 GPUs x
+        64 processes), so one set of pairs instead of one per call (issue 41: 0.6 MiB)."""
+        return self._attributes
+
+    @functools.cached_property
+    def _attributes(self) -> Attributes:  # not a field: equality and hash stay the fields'
         own: Attributes = (
             ("hw.id", self.uuid),
             ("hw.vendor", VENDOR_NAMES.get(self.vendor, self.vendor)),

@@ -53,7 +53,7 @@ class OtlpEventSender:
         self._max_batch_bytes = max_batch_bytes
 
     def send(self, events: Sequence[HealthEvent]) -> Attempt:
-        request = self._encoder.encode(events).SerializeToString()
+        request = self._encoder.encode_bytes(events)
         if len(events) > 1 and len(request) > self._max_batch_bytes:
             return Attempt(ok=False, code=SPLIT, bad_content=True)
         return self._transport.send(request)

@@ -20,7 +20,7 @@ from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.config.schema import AgentConfig
 from gpu_otel_agent.export.metrics.console_lines import LinesSnapshotExporter
-from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder, wire_contract_problem
+from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
 from gpu_otel_agent.export.metrics.snapshot_exporters import (
     NoSnapshotExporter,
     OtlpSnapshotExporter,
@@ -105,10 +105,13 @@ def _sdk_otlp_exporter(config: AgentConfig, env: Mapping[str, str]) -> MetricExp
 
 
 def fast_path_problem(config: AgentConfig, env: Mapping[str, str]) -> str | None:
-    """Why the agent's own encoder and transport cannot be used here (None: they can)."""
-    problem = wire_contract_problem()
-    if problem is not None:
-        return f"the installed opentelemetry-proto changed: {problem}"
+    """Why the agent's own encoder and transport cannot be used here (None: they can).
+
+    The hand-written wire tags are not checked here against opentelemetry-proto's
+    descriptors: that loads protobuf's runtime (3.7 MiB resident) to confirm field numbers a
+    published .proto never changes; ``otlp_proto.wire_contract_problem`` runs in the contract
+    test against the installed version instead (tests/unit/export/metrics/test_otlp_contract.py).
+    """
     provider = credential_provider(resolve_target(config, env, "METRICS"), env)
     if provider is not None:
         return f"{provider} names an SDK credential provider"

@@ -23,27 +23,29 @@ from __future__ import annotations
 import operator
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from google.protobuf.descriptor import FieldDescriptor
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-    ExportMetricsServiceRequest,
-)
-from opentelemetry.proto.common.v1.common_pb2 import KeyValue
-from opentelemetry.proto.metrics.v1 import metrics_pb2
 from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.export.metrics.series import Run, series_runs
 from gpu_otel_agent.export.metrics.series_ends import SeriesEnds
-from gpu_otel_agent.export.otlp.proto_values import any_value, proto_resource
+from gpu_otel_agent.export.otlp import wire_values
 from gpu_otel_agent.export.otlp.scope import SCOPE
 from gpu_otel_agent.model.metrics import DOUBLE_UNITS, Instrument, spec_for
 from gpu_otel_agent.model.snapshot import Attributes, NodeSnapshot
 from gpu_otel_agent.threads.costs import SERIES, Stage
 
+if TYPE_CHECKING:  # generated classes only for ``encode`` and the contract (see wire_values)
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+        ExportMetricsServiceRequest,
+    )
+
 # Bounds the cache when series come and go (processes, pods): cleared, not grown, past this.
 MAX_CACHED_ATTRIBUTE_SETS = 20_000
-CUMULATIVE = metrics_pb2.AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
+# AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE and DataPointFlags.
+# DATA_POINT_FLAGS_NO_RECORDED_VALUE_MASK: enum values, checked by the contract test.
+CUMULATIVE = 2
+NO_RECORDED_VALUE_MASK = 1
 
 # NumberDataPoint fields (opentelemetry/proto/metrics/v1/metrics.proto), as wire-format tags:
 # start_time_unix_nano = 2 and time_unix_nano = 3 (fixed64), as_double = 4 (double),
@@ -54,8 +56,7 @@ _ATTRIBUTE_TAG = b"\x3a"
 _START_TIME_TAG, _TIME_TAG, _AS_DOUBLE_TAG, _AS_INT_TAG = 0x11, 0x19, 0x21, 0x31
 _FLAGS_TAG = 0x40
 # flags = FLAG_NO_RECORDED_VALUE (DataPointFlags, 1): the end of a series (export/series_ends).
-_NO_RECORDED_VALUE = bytes(
-    (_FLAGS_TAG, metrics_pb2.DataPointFlags.DATA_POINT_FLAGS_NO_RECORDED_VALUE_MASK))
+_NO_RECORDED_VALUE = bytes((_FLAGS_TAG, NO_RECORDED_VALUE_MASK))
 _GAUGE_END = struct.Struct("<BQ")  # 0x19 time; no value
 _SUM_END = struct.Struct("<BQBQ")  # 0x11 start, 0x19 time; no value
 # Gauges carry no start time, as the SDK sends them; sums do.
@@ -66,49 +67,65 @@ _SUM_INT = struct.Struct("<BQBQBq")  # 0x11 start, 0x19 time, 0x31 as_int
 
 
 # The contract between this encoder and opentelemetry-proto: every tag written by hand above,
-# with the field it must be. ``wire_contract_problem`` checks the tags against the installed
-# descriptors at start-up (field number and wire type); the exporter falls back to the SDK's
-# encoder when it does not hold, and tests/unit/export/metrics/test_otlp_contract.py fails.
-WIRE_CONTRACT: tuple[tuple[Any, str, int], ...] = (
-    (metrics_pb2.Gauge, "data_points", _DATA_POINTS_TAG[0]),
-    (metrics_pb2.Sum, "data_points", _DATA_POINTS_TAG[0]),
-    (metrics_pb2.NumberDataPoint, "start_time_unix_nano", _START_TIME_TAG),
-    (metrics_pb2.NumberDataPoint, "time_unix_nano", _TIME_TAG),
-    (metrics_pb2.NumberDataPoint, "as_double", _AS_DOUBLE_TAG),
-    (metrics_pb2.NumberDataPoint, "as_int", _AS_INT_TAG),
-    (metrics_pb2.NumberDataPoint, "attributes", _ATTRIBUTE_TAG[0]),
-    (metrics_pb2.NumberDataPoint, "flags", _FLAGS_TAG),
-    (ExportMetricsServiceRequest, "resource_metrics", 0x0A),
-    (metrics_pb2.ResourceMetrics, "resource", 0x0A),
-    (metrics_pb2.ResourceMetrics, "scope_metrics", 0x12),
-    (metrics_pb2.ResourceMetrics, "schema_url", 0x1A),
-    (metrics_pb2.ScopeMetrics, "scope", 0x0A),
-    (metrics_pb2.ScopeMetrics, "metrics", 0x12),
-    (metrics_pb2.ScopeMetrics, "schema_url", 0x1A),
-    (metrics_pb2.Metric, "name", 0x0A),
-    (metrics_pb2.Metric, "description", 0x12),
-    (metrics_pb2.Metric, "unit", 0x1A),
-    (metrics_pb2.Metric, "gauge", 0x2A),
-    (metrics_pb2.Metric, "sum", 0x3A),
-    (metrics_pb2.Sum, "aggregation_temporality", 0x10),
-    (metrics_pb2.Sum, "is_monotonic", 0x18),
-)
-_FD = FieldDescriptor
-_WIRE_TYPES = {_FD.TYPE_FIXED64: 1, _FD.TYPE_SFIXED64: 1, _FD.TYPE_DOUBLE: 1,
-               _FD.TYPE_MESSAGE: 2, _FD.TYPE_STRING: 2, _FD.TYPE_ENUM: 0, _FD.TYPE_BOOL: 0,
-               _FD.TYPE_UINT32: 0}
+# with the field it must be. The generated classes are imported only here: loading them (and
+# protobuf's upb runtime) cost the running agent 3.7 MiB for a check that field numbers, which
+# a published .proto never changes, are still the same; the check runs in
+# tests/unit/export/metrics/test_otlp_contract.py against the installed opentelemetry-proto.
+def wire_contract() -> tuple[tuple[Any, str, int], ...]:
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+        ExportMetricsServiceRequest,
+    )
+    from opentelemetry.proto.metrics.v1 import metrics_pb2
+
+    return (
+        (metrics_pb2.Gauge, "data_points", _DATA_POINTS_TAG[0]),
+        (metrics_pb2.Sum, "data_points", _DATA_POINTS_TAG[0]),
+        (metrics_pb2.NumberDataPoint, "start_time_unix_nano", _START_TIME_TAG),
+        (metrics_pb2.NumberDataPoint, "time_unix_nano", _TIME_TAG),
+        (metrics_pb2.NumberDataPoint, "as_double", _AS_DOUBLE_TAG),
+        (metrics_pb2.NumberDataPoint, "as_int", _AS_INT_TAG),
+        (metrics_pb2.NumberDataPoint, "attributes", _ATTRIBUTE_TAG[0]),
+        (metrics_pb2.NumberDataPoint, "flags", _FLAGS_TAG),
+        (ExportMetricsServiceRequest, "resource_metrics", 0x0A),
+        (metrics_pb2.ResourceMetrics, "resource", 0x0A),
+        (metrics_pb2.ResourceMetrics, "scope_metrics", 0x12),
+        (metrics_pb2.ResourceMetrics, "schema_url", 0x1A),
+        (metrics_pb2.ScopeMetrics, "scope", 0x0A),
+        (metrics_pb2.ScopeMetrics, "metrics", 0x12),
+        (metrics_pb2.ScopeMetrics, "schema_url", 0x1A),
+        (metrics_pb2.Metric, "name", 0x0A),
+        (metrics_pb2.Metric, "description", 0x12),
+        (metrics_pb2.Metric, "unit", 0x1A),
+        (metrics_pb2.Metric, "gauge", 0x2A),
+        (metrics_pb2.Metric, "sum", 0x3A),
+        (metrics_pb2.Sum, "aggregation_temporality", 0x10),
+        (metrics_pb2.Sum, "is_monotonic", 0x18),
+    )
 
 
 def wire_contract_problem() -> str | None:
     """None when the installed opentelemetry-proto has the fields written by hand here."""
-    for message, name, tag in WIRE_CONTRACT:
+    from google.protobuf.descriptor import FieldDescriptor
+    from opentelemetry.proto.metrics.v1 import metrics_pb2
+
+    fd = FieldDescriptor
+    wire_types = {fd.TYPE_FIXED64: 1, fd.TYPE_SFIXED64: 1, fd.TYPE_DOUBLE: 1,
+                  fd.TYPE_MESSAGE: 2, fd.TYPE_STRING: 2, fd.TYPE_ENUM: 0, fd.TYPE_BOOL: 0,
+                  fd.TYPE_UINT32: 0}
+    for message, name, tag in wire_contract():
         field = message.DESCRIPTOR.fields_by_name.get(name)
         if field is None:
             return f"{message.DESCRIPTOR.full_name} has no field {name}"
-        expected = (field.number, _WIRE_TYPES.get(field.type))
+        expected = (field.number, wire_types.get(field.type))
         if (tag >> 3, tag & 7) != expected:
             return (f"{message.DESCRIPTOR.full_name}.{name} is field {field.number} "
                     f"(wire type {expected[1]}), the encoder writes tag {tag:#04x}")
+    cumulative = metrics_pb2.AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
+    if cumulative != CUMULATIVE:
+        return f"AGGREGATION_TEMPORALITY_CUMULATIVE is {cumulative}, the encoder writes 2"
+    mask = metrics_pb2.DataPointFlags.DATA_POINT_FLAGS_NO_RECORDED_VALUE_MASK
+    if mask != NO_RECORDED_VALUE_MASK:
+        return f"DATA_POINT_FLAGS_NO_RECORDED_VALUE_MASK is {mask}, the encoder writes 1"
     return None
 
 
@@ -155,7 +172,6 @@ def _metric_frame(name: str) -> _MetricFrame:
 
 class ProtoEncoder:
     def __init__(self, resource: Resource) -> None:
-        self._resource = proto_resource(resource)
         self._schema_url = resource.schema_url
         # (attributes, point size without them) -> (data point tag and length, attributes).
         self._heads: dict[tuple[Attributes, int], tuple[bytes, bytes]] = {}
@@ -167,12 +183,12 @@ class ProtoEncoder:
         self._ends = SeriesEnds()
         # The last export's metrics: their runs, and the bytes written for them.
         self._metrics: dict[str, tuple[list[Run], tuple[bytes, ...], int]] = {}
-        scope = metrics_pb2.ScopeMetrics()
-        scope.scope.name = SCOPE.name
-        scope.scope.version = SCOPE.version or ""
-        self._scope = scope.SerializeToString()  # field 1, scope: it comes first
+        # ScopeMetrics' field 1, scope: it comes first
+        self._scope = _length_delimited(b"\x0a", wire_values.scope(SCOPE.name,
+                                                                   SCOPE.version or ""))
         self._scope_schema = _string(b"\x1a", SCOPE.schema_url or "")
-        self._resource_field = _length_delimited(b"\x0a", self._resource.SerializeToString())
+        self._resource_field = _length_delimited(
+            b"\x0a", wire_values.resource(resource.attributes.items()))  # type: ignore[arg-type]
         self._resource_schema = _string(b"\x1a", self._schema_url or "")
 
     def _head(self, attributes: Attributes, fixed_size: int) -> tuple[bytes, bytes]:
@@ -185,8 +201,7 @@ class ProtoEncoder:
             if len(self._heads) >= MAX_CACHED_ATTRIBUTE_SETS:
                 self._heads.clear()
             encoded = b"".join(
-                _length_delimited(_ATTRIBUTE_TAG,
-                                  KeyValue(key=k, value=any_value(v)).SerializeToString())
+                _length_delimited(_ATTRIBUTE_TAG, wire_values.key_value(k, v))
                 for k, v in attributes)
             head = (_DATA_POINTS_TAG + _varint(len(encoded) + fixed_size), encoded)
             self._heads[key] = head
@@ -194,6 +209,10 @@ class ProtoEncoder:
 
     def encode(self, snapshot: NodeSnapshot) -> ExportMetricsServiceRequest:
         """The request as a message (tests, and callers that want to look inside)."""
+        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+            ExportMetricsServiceRequest,
+        )
+
         return ExportMetricsServiceRequest.FromString(self.encode_bytes(snapshot))
 
     def encode_bytes(self, snapshot: NodeSnapshot) -> bytes:

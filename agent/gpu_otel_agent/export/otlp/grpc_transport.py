@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import TYPE_CHECKING
 
 from google.protobuf.message import DecodeError, Message
-from google.rpc.error_details_pb2 import RetryInfo
-from google.rpc.status_pb2 import Status
 
 from gpu_otel_agent.export.otlp.failure_log import FailureLog
 from gpu_otel_agent.export.otlp.failure_words import grpc_words
@@ -32,6 +31,9 @@ from gpu_otel_agent.export.otlp.throttle import gate_for
 from gpu_otel_agent.grpc.connection import tls_context
 from gpu_otel_agent.grpc.status import GrpcError, Metadata, StatusCode
 from gpu_otel_agent.grpc.unary_client import GrpcClient
+
+if TYPE_CHECKING:
+    from google.rpc.error_details_pb2 import RetryInfo
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +79,13 @@ def _delay_s(info: RetryInfo) -> float:
 def _retry_delay(trailing: Metadata) -> float | None:
     """The delay the collector asked for; None (our own back-off) when it named none we can
     read. The trailers are the collector's input: a garbled one must not escape ``send``."""
+    if not any(key in (_STATUS_DETAILS_KEY, _RETRY_INFO_KEY) for key, _ in trailing):
+        return None
+    # Imported on the first answer that carries one: any generated class loads protobuf's
+    # upb runtime, 3.7 MiB resident, which a collector that never pushes back never needs.
+    from google.rpc.error_details_pb2 import RetryInfo
+    from google.rpc.status_pb2 import Status
+
     for key, value in trailing:
         if key == _STATUS_DETAILS_KEY:
             try:

@@ -9,7 +9,7 @@ exporter ignores the per-call timeout anyway. So the agent sends the bytes itsel
 settings, TLS, compression, timeouts and retries of the OTLP specification (``target``,
 ``retry``): over gRPC as one unary call of its own client (``grpc_transport`` on
 ``grpc.unary_client``: the pure-Python ``h2`` on a socket; no grpcio and no generated ``*_pb2_grpc``
-stubs, only the method's path from opentelemetry-proto's descriptor), or as a plain POST over
+stubs, only the method's path as opentelemetry-proto's descriptor names it), or as a plain POST over
 ``http.client`` on a kept-alive connection (``http_transport``).
 
 Why not grpcio for gRPC: it was the largest single cost of the running agent (issue 17): its
@@ -19,7 +19,9 @@ the agent's whole budget is 1 % of a core and 60 MiB.
 
 The SDK path (``sdk_metrics`` -> the SDK exporter's public ``export()``) stays as the fallback, and
 only it loads grpcio, chosen automatically when the encoder's wire contract with
-opentelemetry-proto does not hold (``otlp_proto.wire_contract_problem``) or when a Python-SDK
+opentelemetry-proto does not hold (``otlp_proto.wire_contract_problem``, run by the contract
+test, not at start-up: see ``exporters.fast_path_problem``; ``build_snapshot_exporter``'s
+``problem``) or when a Python-SDK
 credential-provider entry point is configured, which only the SDK's exporters know how to load.
 """
 
@@ -74,13 +76,16 @@ def build_request_sender(target: OtlpTarget) -> RequestSender:
     return GrpcTransport(target, export_method(target.signal))
 
 
+# The gRPC paths of the services' ``Export``, as opentelemetry-proto's descriptors name them
+# (tests/unit/export/metrics/test_otlp_contract.py and tests/unit/export/otlp/test_wire_values.py
+# compare them): reading the descriptors here loaded protobuf's runtime for two constants.
+EXPORT_METHODS = {
+    "METRICS": "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
+    "LOGS": "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+}
+
+
 def export_method(signal: str) -> str:
     """The gRPC path of the signal's ``Export`` (``/opentelemetry.proto.collector.metrics.v1.
-    MetricsService/Export``), read from the .proto's own descriptor."""
-    from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
-    from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
-
-    module, name = ((logs_service_pb2, "LogsService") if signal == "LOGS"
-                    else (metrics_service_pb2, "MetricsService"))
-    service = module.DESCRIPTOR.services_by_name[name]
-    return f"/{service.full_name}/{service.methods_by_name['Export'].name}"
+    MetricsService/Export``); any signal but logs is metrics, as before."""
+    return EXPORT_METHODS["LOGS" if signal == "LOGS" else "METRICS"]

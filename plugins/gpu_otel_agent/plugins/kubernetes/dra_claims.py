@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gpu_otel_agent.plugins.kubernetes import api_pb2
 from gpu_otel_agent.plugins.kubernetes.cdi import CdiRegistry
 from gpu_otel_agent.plugins.kubernetes.nvidia_nodes import DriverView, device_ids, read_driver
 from gpu_otel_agent.workloads.pods import ClaimAllocation, ClaimDevice
+
+if TYPE_CHECKING:  # the messages come from podresources, imported once a kubelet answers
+    from gpu_otel_agent.plugins.kubernetes import api_pb2
 
 log = logging.getLogger(__name__)
 

@@ -21,15 +21,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from google.protobuf.message import DecodeError, Message
 
 from gpu_otel_agent.grpc.status import GrpcError, StatusCode
 from gpu_otel_agent.grpc.unary_client import GrpcClient
-from gpu_otel_agent.plugins.kubernetes import api
 from gpu_otel_agent.plugins.kubernetes.dra_claims import ClaimMapper
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
+
+if TYPE_CHECKING:  # imported by the calls, once the kubelet's socket exists (``_api``)
+    from gpu_otel_agent.plugins.kubernetes import api
 
 log = logging.getLogger(__name__)
 _Response = TypeVar("_Response", bound=Message)
@@ -69,10 +71,13 @@ class PodResourcesClient:
         self._claims = claims
         self._claims_seen: bool | None = None  # None: no answer yet
 
-    def _call(self, method: str, request: Message, response: type[_Response]) -> _Response:
+    def _require_socket(self) -> None:
         if not self.socket_path.exists():
             self.close()
             raise PodResourcesUnavailable(f"no kubelet socket at {self.socket_path}")
+
+    def _call(self, method: str, request: Message, response: type[_Response]) -> _Response:
+        self._require_socket()
         if self._client is None:
             self._client = GrpcClient.unix(str(self.socket_path), max_receive=MAX_MESSAGE)
         name = method.rsplit("/", 1)[-1]
@@ -92,6 +97,11 @@ class PodResourcesClient:
                 f"kubelet pod-resources {name}: an answer that does not parse") from error
 
     def list_blocking(self) -> tuple[PodAllocation, ...]:
+        # The generated messages load protobuf's upb runtime (3.7 MiB resident): imported
+        # once a kubelet's socket is there, not on a node without one.
+        self._require_socket()
+        from gpu_otel_agent.plugins.kubernetes import api
+
         response = self._call(api.LIST, api.ListRequest(), api.ListResponse)
         if self._claims is None:
             return tuple(_pod(p, None) for p in response.pod_resources)
@@ -115,6 +125,9 @@ class PodResourcesClient:
         """One pod, or None where the kubelet has no ``Get`` (or no such pod)."""
         if not self._get_supported:
             return None
+        self._require_socket()  # before the messages' import, as in ``list_blocking``
+        from gpu_otel_agent.plugins.kubernetes import api
+
         request = api.GetRequest(pod_name=name, pod_namespace=namespace)
         try:
             response = self._call(api.GET, request, api.GetResponse)

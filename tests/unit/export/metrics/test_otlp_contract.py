@@ -76,7 +76,7 @@ def test_generated_services_export_the_request_types_the_agent_builds(
 
 def test_hand_written_wire_tags_match_the_installed_descriptors() -> None:
     assert otlp_proto.wire_contract_problem() is None
-    for message, name, tag in otlp_proto.WIRE_CONTRACT:
+    for message, name, tag in otlp_proto.wire_contract():
         field = message.DESCRIPTOR.fields_by_name[name]
         assert tag >> 3 == field.number, f"{message.DESCRIPTOR.full_name}.{name}"
 

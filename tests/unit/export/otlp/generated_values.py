@@ -1,4 +1,6 @@
-"""OTLP protobuf building blocks shared by the metric and log encoders."""
+"""OTLP common values built with opentelemetry-proto's generated classes: the reference the
+hand-written encoders (``export/otlp/wire_values``, ``export/events/otlp_logs``) are compared
+with. The agent built its messages this way before issue 41."""
 
 from __future__ import annotations
 
