@@ -33,7 +33,7 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 from opentelemetry.sdk.resources import Resource
 
-from gpu_otel_agent.export.metrics.series import Run, series_runs
+from gpu_otel_agent.export.metrics.series import Points, Run, RunShape, ShapedRun, series_runs
 from gpu_otel_agent.export.metrics.series_ends import SeriesEnds
 from gpu_otel_agent.export.otlp.proto_values import any_value, proto_resource
 from gpu_otel_agent.export.otlp.scope import SCOPE
@@ -130,6 +130,33 @@ def _string(tag: bytes, text: str) -> bytes:
     return _length_delimited(tag, text.encode()) if text else b""
 
 
+_START = struct.Struct("<BQ")  # 0x11 start: fixed while a run's shape holds
+
+
+@dataclass(frozen=True, slots=True)
+class _Template:
+    """A run's bytes with its points' times and values left open (``ProtoEncoder._template``).
+
+    A point's size does not depend on its time or value (both are 8-byte fixed fields:
+    fixed64, double, sfixed64), so neither does any length prefix: the template holds
+    while the run's shape (series, counter starts, value types) does, and ``series.py``
+    hands a new ``RunShape`` when it changes. ``fill`` is one struct call per run instead
+    of a ``SeriesPoint``, a pack and an attribute look-up per point."""
+
+    shape: RunShape
+    packer: struct.Struct
+    # For each point: bytes before its time, its time, the value's tag, its value; then the
+    # last point's attributes. The times and values are written over at each fill (one
+    # encoder is used by one export thread at a time).
+    pieces: list[Any]
+
+    def fill(self, run: ShapedRun) -> bytes:
+        pieces = self.pieces
+        pieces[1::4] = run.times
+        pieces[3::4] = run.values
+        return self.packer.pack(*pieces)
+
+
 @dataclass(frozen=True)
 class _MetricFrame:
     """A metric's bytes around its data points, built once per metric name."""
@@ -164,6 +191,10 @@ class ProtoEncoder:
         # unchanged sample as the same list): the slow, gpm and processes groups' points are
         # written once per sample, not once per export.
         self._encoded: dict[int, tuple[Run, bytes]] = {}
+        # The last export's run shapes and their templates, by id (series.series_runs keeps
+        # a RunShape while a sample's readings are the same set): the fast group's points
+        # are a new sample each export, written by patching values and times into them.
+        self._templates: dict[int, _Template] = {}
         self._ends = SeriesEnds()
         # The last export's metrics: their runs, and the bytes written for them.
         self._metrics: dict[str, tuple[list[Run], tuple[bytes, ...], int]] = {}
@@ -208,6 +239,8 @@ class ProtoEncoder:
         frames = self._frames
         encoded = self._encoded
         kept: dict[int, tuple[Run, bytes]] = {}  # this export's runs: nothing older is held
+        templates = self._templates
+        kept_templates: dict[int, _Template] = {}
         with Stage(SERIES):
             grouped = series_runs(snapshot)
             ended = self._ends.ended(grouped)
@@ -224,7 +257,10 @@ class ProtoEncoder:
             if held is not None and name not in ended and len(held[0]) == len(runs) \
                     and all(map(operator.is_, held[0], runs)):
                 for run in runs:
-                    kept[id(run)] = encoded[id(run)]
+                    if type(run) is ShapedRun:
+                        kept_templates[id(run.shape)] = templates[id(run.shape)]
+                    else:
+                        kept[id(run)] = encoded[id(run)]
                 kept_metrics[name] = held
                 parts += held[1]
                 scope_size += held[2]
@@ -234,6 +270,14 @@ class ProtoEncoder:
                 frame = frames[name] = _metric_frame(name)
             chunks: list[bytes] = []
             for run in runs:
+                if isinstance(run, ShapedRun):
+                    shape = run.shape
+                    template = templates.get(id(shape))
+                    if template is None or template.shape is not shape:
+                        template = self._template(shape, not frame.trailer, frame.double)
+                    kept_templates[id(shape)] = template
+                    chunks.append(template.fill(run))
+                    continue
                 # A run of an unchanged sample is the same list as at the last export, and
                 # so are its bytes (the identity check guards against a reused id).
                 cached = encoded.get(id(run))
@@ -261,6 +305,7 @@ class ProtoEncoder:
                          + len(self._resource_schema))
         parts[0], parts[1] = b"\x0a", _varint(resource_size)  # the request's resource_metrics
         self._encoded = kept
+        self._templates = kept_templates
         self._metrics = kept_metrics
         return b"".join(parts)
 
@@ -278,7 +323,29 @@ class ProtoEncoder:
             chunks += (prefix, packed, encoded, _NO_RECORDED_VALUE)
         return b"".join(chunks)
 
-    def _points(self, run: Run, gauge: bool, double: bool) -> bytes:
+    def _template(self, shape: RunShape, gauge: bool, double: bool) -> _Template:
+        """The bytes of a run of ``shape`` less its times and values: for each point, what
+        ``_points`` writes before its time (the end of the last point's attributes, the
+        point's tag and length, a sum's start), the time, the value's tag and the value."""
+        pieces: list[Any] = []
+        codes = ["<"]
+        before = b""
+        for (attributes, start), is_int in zip(shape.series, shape.ints, strict=True):
+            as_int = is_int and not double
+            if gauge:
+                fixed, size = b"", _GAUGE_INT.size
+            else:
+                fixed, size = _START.pack(_START_TIME_TAG, start), _SUM_INT.size
+            prefix, encoded = self._head(attributes, size)
+            piece = before + prefix + fixed + bytes((_TIME_TAG,))
+            pieces += (piece, 0, _AS_INT_TAG if as_int else _AS_DOUBLE_TAG, 0)
+            codes.append(f"{len(piece)}sQB{'q' if as_int else 'd'}")
+            before = encoded
+        pieces.append(before)
+        codes.append(f"{len(before)}s")
+        return _Template(shape, struct.Struct("".join(codes)), pieces)
+
+    def _points(self, run: Points, gauge: bool, double: bool) -> bytes:
         """One run's data points, each its tag and length, the times and value, and its
         attributes (field 7 last, as ``SerializeToString`` orders them)."""
         head = self._head

@@ -9,17 +9,19 @@ the wire cannot carry (an integer beyond 64 signed bits, in the value or an attr
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from operator import attrgetter, itemgetter
+from typing import Any, NamedTuple
 
-from gpu_otel_agent.export.metrics.wire_range import carried
+from gpu_otel_agent.export.metrics.wire_range import INT64_MAX, INT64_MIN, carried
 from gpu_otel_agent.model.semconv import dropped_device_attributes
 from gpu_otel_agent.model.snapshot import (
     Attributes,
     DeviceIdentity,
     DeviceSnapshot,
-    GroupSample,
     NodeSnapshot,
     Reading,
 )
@@ -35,7 +37,39 @@ class SeriesPoint(NamedTuple):
     value: float | int
 
 
-Run = list[SeriesPoint]  # one metric's points from one sample
+Points = list[SeriesPoint]
+
+
+@dataclass(frozen=True, slots=True)
+class RunShape:
+    """What one metric's points of a (device, group) keep from sample to sample while the
+    sample's shape holds (``_SampleShape``): each point's series, as (attributes, counter
+    start), and whether its value is an integer. The same object while it holds, so an
+    encoder or ``SeriesEnds`` may keep what it made of it (encoded bytes, the series set)."""
+
+    series: tuple[tuple[Attributes, int], ...]
+    ints: tuple[bool, ...]  # the value is an int, not a float
+
+
+@dataclass(frozen=True, slots=True)
+class ShapedRun:
+    """A run of a sample of a known shape: the shape's series with this sample's values and
+    times, and no ``SeriesPoint`` built unless someone iterates it (the OTLP encoder patches
+    the values into bytes it keeps per shape; /metrics and the SDK path iterate)."""
+
+    shape: RunShape
+    values: Sequence[float | int]
+    times: Sequence[int]
+
+    def __iter__(self) -> Iterator[SeriesPoint]:
+        return (SeriesPoint(attributes, start, at, value) for (attributes, start), at, value
+                in zip(self.shape.series, self.times, self.values, strict=True))
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+Run = Points | ShapedRun  # one metric's points from one sample
 
 
 # A device's samples mostly outlive an export (the slow group's for 30 s, the processes'
@@ -45,12 +79,106 @@ Run = list[SeriesPoint]  # one metric's points from one sample
 # entry per (device, group), the latest: nothing older is held. Shared by every exporter's
 # thread (one dict operation each; a lost race rebuilds the points once more).
 class _Kept(NamedTuple):
-    sample: GroupSample
+    sample: object  # the GroupSample (or the export's health readings)
     identity: DeviceIdentity
     counter_starts: Mapping[tuple[str, Attributes], int]
     start_time_ns: int
     extra: Attributes
     runs: dict[str, Run]
+    shape: _SampleShape | None
+
+
+_METRIC = attrgetter("metric")
+_OWN = attrgetter("attributes")
+_VALUE = attrgetter("value")
+_TIME = attrgetter("time_ns")
+# The value types a shape takes, and whether they go as integers (a bool, or anything else,
+# goes the general way: the SDK path refuses a bool where an int is due).
+_KINDS = {int: True, float: False}
+
+
+def _picker(indices: Sequence[int]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """A tuple of the items at ``indices`` in one C call (``itemgetter`` of one index
+    returns the item itself, not a tuple of it)."""
+    if len(indices) == 1:
+        return itemgetter(slice(indices[0], indices[0] + 1))
+    return itemgetter(*indices)
+
+
+@dataclass(frozen=True, slots=True)
+class _SampleShape:
+    """What a (device, group)'s samples have in common while the device reads the same set:
+    the readings' metrics, own attributes and value types, in order, and the runs built from
+    them. The fast group is a new sample every second, but its shape is the last one's
+    nearly always: a sample of the same shape gets its runs as ``ShapedRun`` (values and
+    times picked in a few C calls) instead of a ``SeriesPoint`` and a few dict operations
+    per reading. Held only while every reading of the sample was carried (none dropped)."""
+
+    metrics: list[str]
+    own: list[Attributes]
+    types: list[type]
+    starts: list[int]  # each reading's counter start
+    runs: tuple[tuple[str, RunShape, Callable[[Sequence[Any]], tuple[Any, ...]]], ...]
+    ints: Callable[[Sequence[Any]], tuple[Any, ...]] | None  # the int values
+    floats: Callable[[Sequence[Any]], tuple[Any, ...]] | None  # the float values
+
+
+def _shape_of(readings: Sequence[Reading], runs: dict[str, Points]) -> _SampleShape | None:
+    """The shape of a sample the general path just turned into ``runs``; None where a reading
+    was dropped (not carried) or a value is of another type: those go the general way."""
+    types = [type(reading.value) for reading in readings]
+    if sum(map(len, runs.values())) != len(readings) or not all(t in _KINDS for t in types):
+        return None
+    metrics = list(map(_METRIC, readings))
+    indices: dict[str, list[int]] = {}
+    for i, metric in enumerate(metrics):
+        indices.setdefault(metric, []).append(i)
+    starts = [0] * len(readings)
+    shapes = []
+    for metric, points in runs.items():
+        picks = indices[metric]
+        for i, point in zip(picks, points, strict=True):
+            starts[i] = point.start_time_ns
+        shapes.append((metric, RunShape(tuple((p.attributes, p.start_time_ns) for p in points),
+                                        tuple(_KINDS[types[i]] for i in picks)),
+                       _picker(picks)))
+    ints = [i for i, t in enumerate(types) if _KINDS[t]]
+    floats = [i for i, t in enumerate(types) if not _KINDS[t]]
+    return _SampleShape(metrics, list(map(_OWN, readings)), types, starts, tuple(shapes),
+                        _picker(ints) if ints else None, _picker(floats) if floats else None)
+
+
+def _shaped_runs(shape: _SampleShape, readings: Sequence[Reading],
+                 time_ns: int) -> dict[str, Run] | None:
+    """The runs of a sample of ``shape`` (None when it is of another: same metrics, own
+    attributes (equal, mostly the same objects) and value types, in order, and every value
+    carried, as ``wire_range.carried`` would find it; else the general path decides)."""
+    if len(readings) != len(shape.metrics) or list(map(_METRIC, readings)) != shape.metrics \
+            or list(map(_OWN, readings)) != shape.own:
+        return None
+    values = list(map(_VALUE, readings))
+    if list(map(type, values)) != shape.types:
+        return None
+    if shape.ints is not None:
+        ints = shape.ints(values)
+        if min(ints) < INT64_MIN or max(ints) > INT64_MAX:
+            return None
+    # Not finite somewhere: NaN and infinities carry into the sum (a sum of large finite
+    # values that overflows only sends the sample the general way).
+    if shape.floats is not None and not math.isfinite(sum(shape.floats(values))):
+        return None
+    times = list(map(_TIME, readings))
+    # As _device_points dates a point: the device's time (never before the series' start)
+    # where it gave one, else the sample's.
+    if not any(times):
+        times = [time_ns] * len(times)
+    elif all(times):
+        times = list(map(max, times, shape.starts))
+    else:
+        times = [max(at, start) if at else time_ns
+                 for at, start in zip(times, shape.starts, strict=True)]
+    return {metric: ShapedRun(run, pick(values), pick(times))
+            for metric, run, pick in shape.runs}
 
 
 _latest: dict[tuple[str, str], _Kept] = {}
@@ -115,9 +243,9 @@ def _device_points(device: DeviceSnapshot, readings: Iterable[Reading], time_ns:
     return out
 
 
-def _runs(points: Iterable[tuple[str, SeriesPoint]]) -> dict[str, Run]:
+def _runs(points: Iterable[tuple[str, SeriesPoint]]) -> dict[str, Points]:
     """Points of one sample, by metric, in the order they came."""
-    runs: dict[str, Run] = {}
+    runs: dict[str, Points] = {}
     for metric, point in points:
         run = runs.get(metric)
         if run is None:
@@ -127,19 +255,28 @@ def _runs(points: Iterable[tuple[str, SeriesPoint]]) -> dict[str, Run]:
     return runs
 
 
-def _sample_runs(device: DeviceSnapshot, sample: GroupSample,
+def _sample_runs(device: DeviceSnapshot, group: str, sample: object,
+                 readings: Sequence[Reading], time_ns: int, *,
                  extra: Attributes) -> dict[str, Run]:
-    slot = (device.identity.uuid, sample.group)
+    slot = (device.identity.uuid, group)
     kept = _latest.get(slot)
-    if (kept is not None and kept.sample is sample and kept.identity is device.identity
-            and kept.counter_starts is device.counter_starts
-            and kept.start_time_ns == device.start_time_ns and kept.extra == extra):
+    same_device = (kept is not None and kept.identity is device.identity
+                   and kept.counter_starts is device.counter_starts
+                   and kept.start_time_ns == device.start_time_ns and kept.extra == extra)
+    if same_device and kept is not None and kept.sample is sample:
         return kept.runs
-    runs = _runs(_device_points(device, sample.readings, sample.time_ns, extra, sample.group))
-    if len(_latest) >= MAX_KEPT:
+    runs: dict[str, Run] | None = None
+    shape = kept.shape if same_device and kept is not None else None
+    if shape is not None:
+        runs = _shaped_runs(shape, readings, time_ns)
+    if runs is None:
+        points = _runs(_device_points(device, readings, time_ns, extra, group))
+        shape = _shape_of(readings, points)
+        runs = dict(points)
+    if len(_latest) >= MAX_KEPT and slot not in _latest:
         _latest.clear()
     _latest[slot] = _Kept(sample, device.identity, device.counter_starts, device.start_time_ns,
-                          extra, runs)
+                          extra, runs, shape)
     return runs
 
 
@@ -157,10 +294,13 @@ def series_runs(snapshot: NodeSnapshot) -> dict[str, list[Run]]:
         health = snapshot.health_of(device.identity.uuid)
         now = (*health.status, *health.readings)
         for group in device.samples.values():
-            for metric, run in _sample_runs(device, group, extra).items():
+            for metric, run in _sample_runs(device, group.group, group, group.readings,
+                                            group.time_ns, extra=extra).items():
                 runs[metric].append(run)
-        for metric, run in _runs(
-                _device_points(device, now, snapshot.taken_ns, extra, "")).items():
+        # The health readings are the export's own (dated by the snapshot), but of the
+        # same shape export after export.
+        for metric, run in _sample_runs(device, "", now, now, snapshot.taken_ns,
+                                        extra=extra).items():
             runs[metric].append(run)
     # Self-telemetry and node-level samples: their readings carry their own attributes.
     samples = (snapshot.agent, *snapshot.node) if snapshot.agent else snapshot.node
