@@ -23,6 +23,7 @@ from __future__ import annotations
 import operator
 import struct
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -33,7 +34,14 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 from opentelemetry.sdk.resources import Resource
 
-from gpu_otel_agent.export.metrics.series import Points, Run, RunShape, ShapedRun, series_runs
+from gpu_otel_agent.export.metrics.series import (
+    Points,
+    Run,
+    RunShape,
+    ShapedRun,
+    run_shapes,
+    series_runs,
+)
 from gpu_otel_agent.export.metrics.series_ends import SeriesEnds
 from gpu_otel_agent.export.otlp.proto_values import any_value, proto_resource
 from gpu_otel_agent.export.otlp.scope import SCOPE
@@ -133,9 +141,27 @@ def _string(tag: bytes, text: str) -> bytes:
 _START = struct.Struct("<BQ")  # 0x11 start: fixed while a run's shape holds
 
 
+# A point's bytes in a template: what comes before its time (the end of the last point's
+# attributes, the point's tag and length, a sum's start), its time, its value's tag, its value;
+# after the last point, its attributes. The times and values are written over at each fill
+# (an encoder is used by one export thread at a time).
+_STRIDE = 4
+_OPEN = struct.calcsize("<QBd")  # the bytes a point's time, value tag and value take
+_TIMES = operator.attrgetter("times")
+_VALUES = operator.attrgetter("values")
+
+
+def _packer(pieces: list[Any], value_codes: list[str]) -> struct.Struct:
+    codes = ["<"]
+    for i, code in enumerate(value_codes):
+        codes.append(f"{len(pieces[i * _STRIDE])}sQB{code}")
+    codes.append(f"{len(pieces[-1])}s")
+    return struct.Struct("".join(codes))
+
+
 @dataclass(frozen=True, slots=True)
 class _Template:
-    """A run's bytes with its points' times and values left open (``ProtoEncoder._template``).
+    """A run's bytes with its points' times and values left open (``ProtoEncoder._layout``).
 
     A point's size does not depend on its time or value (both are 8-byte fixed fields:
     fixed64, double, sfixed64), so neither does any length prefix: the template holds
@@ -145,15 +171,30 @@ class _Template:
 
     shape: RunShape
     packer: struct.Struct
-    # For each point: bytes before its time, its time, the value's tag, its value; then the
-    # last point's attributes. The times and values are written over at each fill (one
-    # encoder is used by one export thread at a time).
     pieces: list[Any]
 
     def fill(self, run: ShapedRun) -> bytes:
         pieces = self.pieces
-        pieces[1::4] = run.times
-        pieces[3::4] = run.values
+        pieces[1::_STRIDE] = run.times
+        pieces[3::_STRIDE] = run.values
+        return self.packer.pack(*pieces)
+
+
+@dataclass(frozen=True, slots=True)
+class _MetricTemplate:
+    """A whole metric's bytes (its tag and length, name, description and unit, data tag and
+    length, every run's points, a sum's trailer) with the times and values left open, for
+    runs of these shapes in this order: the steady state of every metric, whose runs are
+    each device's new sample of an unchanged shape. One struct call per metric."""
+
+    shapes: list[RunShape]
+    packer: struct.Struct
+    pieces: list[Any]
+
+    def fill(self, runs: list[Run]) -> bytes:
+        pieces = self.pieces
+        pieces[1::_STRIDE] = chain.from_iterable(map(_TIMES, runs))
+        pieces[3::_STRIDE] = chain.from_iterable(map(_VALUES, runs))
         return self.packer.pack(*pieces)
 
 
@@ -195,6 +236,8 @@ class ProtoEncoder:
         # a RunShape while a sample's readings are the same set): the fast group's points
         # are a new sample each export, written by patching values and times into them.
         self._templates: dict[int, _Template] = {}
+        # The last export's metrics whose runs all had a shape, and their templates.
+        self._shaped: dict[str, _MetricTemplate] = {}
         self._ends = SeriesEnds()
         # The last export's metrics: their runs, and the bytes written for them.
         self._metrics: dict[str, tuple[list[Run], tuple[bytes, ...], int]] = {}
@@ -246,6 +289,8 @@ class ProtoEncoder:
             ended = self._ends.ended(grouped)
         metrics = self._metrics
         kept_metrics: dict[str, tuple[list[Run], tuple[bytes, ...], int]] = {}
+        shaped = self._shaped
+        kept_shaped: dict[str, _MetricTemplate] = {}
         # Metrics whose every series ended come after the others, with only their ends.
         names = [*grouped, *(name for name in ended if name not in grouped)]
         for name in names:
@@ -256,11 +301,14 @@ class ProtoEncoder:
             held = metrics.get(name)
             if held is not None and name not in ended and len(held[0]) == len(runs) \
                     and all(map(operator.is_, held[0], runs)):
-                for run in runs:
-                    if type(run) is ShapedRun:
-                        kept_templates[id(run.shape)] = templates[id(run.shape)]
-                    else:
-                        kept[id(run)] = encoded[id(run)]
+                if name in shaped:  # written from its template: every run has a shape
+                    kept_shaped[name] = shaped[name]
+                else:
+                    for run in runs:
+                        if isinstance(run, ShapedRun):
+                            kept_templates[id(run.shape)] = templates[id(run.shape)]
+                        else:
+                            kept[id(run)] = encoded[id(run)]
                 kept_metrics[name] = held
                 parts += held[1]
                 scope_size += held[2]
@@ -268,6 +316,19 @@ class ProtoEncoder:
             frame = frames.get(name)
             if frame is None:
                 frame = frames[name] = _metric_frame(name)
+            shapes = run_shapes(runs) if runs and name not in ended else None
+            if shapes is not None:
+                # Every run of a known shape: the metric's bytes are its template's with this
+                # export's times and values (RunShape compares by identity).
+                whole = shaped.get(name)
+                if whole is None or whole.shapes != shapes:
+                    whole = self._metric_template(frame, shapes)
+                kept_shaped[name] = whole
+                written_one = whole.fill(runs)
+                kept_metrics[name] = (runs, (written_one,), len(written_one))
+                parts.append(written_one)
+                scope_size += len(written_one)
+                continue
             chunks: list[bytes] = []
             for run in runs:
                 if isinstance(run, ShapedRun):
@@ -306,6 +367,7 @@ class ProtoEncoder:
         parts[0], parts[1] = b"\x0a", _varint(resource_size)  # the request's resource_metrics
         self._encoded = kept
         self._templates = kept_templates
+        self._shaped = kept_shaped
         self._metrics = kept_metrics
         return b"".join(parts)
 
@@ -323,12 +385,12 @@ class ProtoEncoder:
             chunks += (prefix, packed, encoded, _NO_RECORDED_VALUE)
         return b"".join(chunks)
 
-    def _template(self, shape: RunShape, gauge: bool, double: bool) -> _Template:
-        """The bytes of a run of ``shape`` less its times and values: for each point, what
-        ``_points`` writes before its time (the end of the last point's attributes, the
-        point's tag and length, a sum's start), the time, the value's tag and the value."""
+    def _layout(self, shape: RunShape, gauge: bool,
+                double: bool) -> tuple[list[Any], list[str]]:
+        """The pieces of a run of ``shape`` (``_STRIDE`` per point, then the last point's
+        attributes), as ``_points`` writes them, and each value's struct code."""
         pieces: list[Any] = []
-        codes = ["<"]
+        value_codes = []
         before = b""
         for (attributes, start), is_int in zip(shape.series, shape.ints, strict=True):
             as_int = is_int and not double
@@ -337,13 +399,32 @@ class ProtoEncoder:
             else:
                 fixed, size = _START.pack(_START_TIME_TAG, start), _SUM_INT.size
             prefix, encoded = self._head(attributes, size)
-            piece = before + prefix + fixed + bytes((_TIME_TAG,))
-            pieces += (piece, 0, _AS_INT_TAG if as_int else _AS_DOUBLE_TAG, 0)
-            codes.append(f"{len(piece)}sQB{'q' if as_int else 'd'}")
+            pieces += (before + prefix + fixed + bytes((_TIME_TAG,)), 0,
+                       _AS_INT_TAG if as_int else _AS_DOUBLE_TAG, 0)
+            value_codes.append("q" if as_int else "d")
             before = encoded
         pieces.append(before)
-        codes.append(f"{len(before)}s")
-        return _Template(shape, struct.Struct("".join(codes)), pieces)
+        return pieces, value_codes
+
+    def _template(self, shape: RunShape, gauge: bool, double: bool) -> _Template:
+        pieces, value_codes = self._layout(shape, gauge, double)
+        return _Template(shape, _packer(pieces, value_codes), pieces)
+
+    def _metric_template(self, frame: _MetricFrame, shapes: list[RunShape]) -> _MetricTemplate:
+        gauge = not frame.trailer
+        pieces: list[Any] = [b""]
+        value_codes: list[str] = []
+        for shape in shapes:
+            run_pieces, run_codes = self._layout(shape, gauge, frame.double)
+            pieces[-1] += run_pieces[0]
+            pieces += run_pieces[1:]
+            value_codes += run_codes
+        pieces[-1] += frame.trailer
+        data_size = sum(len(p) for p in pieces[::_STRIDE]) + _OPEN * len(value_codes)
+        data_prefix = frame.data_tag + _varint(data_size)
+        metric_size = len(frame.head) + len(data_prefix) + data_size
+        pieces[0] = b"\x12" + _varint(metric_size) + frame.head + data_prefix + pieces[0]
+        return _MetricTemplate(shapes, _packer(pieces, value_codes), pieces)
 
     def _points(self, run: Points, gauge: bool, double: bool) -> bytes:
         """One run's data points, each its tag and length, the times and value, and its

@@ -40,26 +40,34 @@ class SeriesPoint(NamedTuple):
 Points = list[SeriesPoint]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class RunShape:
     """What one metric's points of a (device, group) keep from sample to sample while the
     sample's shape holds (``_SampleShape``): each point's series, as (attributes, counter
-    start), and whether its value is an integer. The same object while it holds, so an
-    encoder or ``SeriesEnds`` may keep what it made of it (encoded bytes, the series set)."""
+    start), and whether its value is an integer. The same object while it holds (compared
+    by identity), so an encoder or ``SeriesEnds`` may keep what it made of it (encoded
+    bytes, the series set)."""
 
     series: tuple[tuple[Attributes, int], ...]
     ints: tuple[bool, ...]  # the value is an int, not a float
 
 
-@dataclass(frozen=True, slots=True)
 class ShapedRun:
     """A run of a sample of a known shape: the shape's series with this sample's values and
     times, and no ``SeriesPoint`` built unless someone iterates it (the OTLP encoder patches
-    the values into bytes it keeps per shape; /metrics and the SDK path iterate)."""
+    the values into bytes it keeps per shape; /metrics and the SDK path iterate).
 
-    shape: RunShape
-    values: Sequence[float | int]
-    times: Sequence[int]
+    A class with slots, not a frozen dataclass, for the reason ``SeriesPoint`` is a tuple:
+    one is made per metric per device per export, and a frozen dataclass's ``__init__``
+    cost three times as much. Never changed once made."""
+
+    __slots__ = ("shape", "times", "values")
+
+    def __init__(self, shape: RunShape, values: Sequence[float | int],
+                 times: Sequence[int]) -> None:
+        self.shape = shape
+        self.values = values
+        self.times = times
 
     def __iter__(self) -> Iterator[SeriesPoint]:
         return (SeriesPoint(attributes, start, at, value) for (attributes, start), at, value
@@ -70,6 +78,17 @@ class ShapedRun:
 
 
 Run = Points | ShapedRun  # one metric's points from one sample
+_SHAPE = attrgetter("shape")
+
+
+def run_shapes(runs: list[Run]) -> list[RunShape] | None:
+    """Each run's shape, in a C call; None when a run is of no known shape (a list). In a
+    steady state every run is shaped: the fast group's, and the other groups' from their
+    second sample on; runs of the same shapes have the same series and sizes."""
+    try:
+        return list(map(_SHAPE, runs))
+    except AttributeError:  # a list of points
+        return None
 
 
 # A device's samples mostly outlive an export (the slow group's for 30 s, the processes'
@@ -272,7 +291,11 @@ def _sample_runs(device: DeviceSnapshot, group: str, sample: object,
     if runs is None:
         points = _runs(_device_points(device, readings, time_ns, extra, group))
         shape = _shape_of(readings, points)
-        runs = dict(points)
+        # A sample of a new shape is handed out shaped too (its points were built to learn
+        # the shape): a group whose sample stays for many exports (slow, gpm) is then of a
+        # shape from the start, and so is every run of most metrics.
+        runs = (_shaped_runs(shape, readings, time_ns) if shape is not None else None) \
+            or dict(points)
     if len(_latest) >= MAX_KEPT and slot not in _latest:
         _latest.clear()
     _latest[slot] = _Kept(sample, device.identity, device.counter_starts, device.start_time_ns,

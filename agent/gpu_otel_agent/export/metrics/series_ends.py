@@ -13,7 +13,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping
 
-from gpu_otel_agent.export.metrics.series import Points, Run, RunShape, ShapedRun
+from gpu_otel_agent.export.metrics.series import Points, Run, RunShape, ShapedRun, run_shapes
 from gpu_otel_agent.model.snapshot import Attributes
 
 
@@ -30,6 +30,9 @@ class SeriesEnds:
         # Each metric's series sets of the last call, as collected, and their union: a metric
         # whose sets are all the same objects has the same series, and none ended.
         self._parts: dict[str, list[dict[Attributes, int]]] = {}
+        # Each metric's run shapes of the last call, where all its runs had one: the same
+        # shapes are the same series (a new sample of the fast group every export).
+        self._shapes: dict[str, list[RunShape]] = {}
 
     def ended(self, grouped: Mapping[str, list[Run]]) -> dict[str, list[tuple[Attributes, int]]]:
         """Series of the last call that ``grouped`` lacks, as (attributes, start), by name."""
@@ -37,8 +40,16 @@ class SeriesEnds:
         keys: dict[int, tuple[Points | RunShape, dict[Attributes, int]]] = {}
         parts: dict[str, list[dict[Attributes, int]]] = {}
         unchanged: set[str] = set()
-        last_parts = self._parts
+        last_parts, last_shapes = self._parts, self._shapes
+        shapes: dict[str, list[RunShape]] = {}
         for name, runs in grouped.items():
+            now_shapes = run_shapes(runs)
+            if now_shapes is not None:
+                shapes[name] = now_shapes
+                if last_shapes.get(name) == now_shapes:  # RunShape compares by identity
+                    current[name], parts[name] = self._last[name], last_parts[name]
+                    unchanged.add(name)
+                    continue
             sets: list[dict[Attributes, int]] = []
             for run in runs:
                 key: Points | RunShape
@@ -74,5 +85,5 @@ class SeriesEnds:
                     if attributes not in now]
             if gone:
                 ended[name] = gone
-        self._last, self._keys, self._parts = current, keys, parts
+        self._last, self._keys, self._parts, self._shapes = current, keys, parts, shapes
         return ended

@@ -2,10 +2,11 @@
 into bytes kept per shape (``series.ShapedRun``, ``otlp_proto._Template``); what goes out must
 be, export after export, what the general path writes for the same snapshot.
 
-The reference is a fresh ``ProtoEncoder`` with nothing kept in ``series`` either (its
-per-sample tables emptied for that one encoding, then restored), so every point of it is
-built as a ``SeriesPoint`` and packed one by one; and, decoded with opentelemetry-proto's
-generated classes, the OpenTelemetry SDK's encoder over the same snapshot. The snapshots are
+The reference is a fresh ``ProtoEncoder`` with nothing kept in ``series`` either and no
+sample given a shape (its per-sample tables emptied and ``_shape_of`` finding none, for that
+one encoding), so every point of it is built as a ``SeriesPoint`` and packed one by one;
+and, decoded with opentelemetry-proto's generated classes, the OpenTelemetry SDK's encoder
+over the same snapshot (through the shaped runs, iterated as points). The snapshots are
 random and change the way a node does: values (NaN, infinities, integers beyond 64 bits,
 ints that become floats and back), readings appearing and going, equal attribute tuples that are new
 objects, identity, workload attributes and health changes, counters restarting, devices
@@ -64,10 +65,11 @@ FAST: tuple[tuple[str, Attributes], ...] = (
 
 
 @contextmanager
-def _nothing_kept() -> Iterator[None]:
-    """``series`` as in a fresh process: no sample's points, shapes or attributes kept."""
+def _general_path() -> Iterator[None]:
+    """``series`` as in a fresh process, and without shapes: every run a list of points."""
     with patch.dict(series_module._latest, clear=True), \
-            patch.dict(series_module._attributes, clear=True):
+            patch.dict(series_module._attributes, clear=True), \
+            patch.object(series_module, "_shape_of", lambda readings, runs: None):
         yield
 
 
@@ -195,9 +197,9 @@ def test_patched_templates_send_what_a_fresh_encoding_sends(seed: int) -> None:
         shaped += sum(type(run) is ShapedRun for r in grouped.values() for run in r)
         runs += sum(map(len, grouped.values()))
         raw = kept.encode_bytes(snapshot)
-        with _nothing_kept():
+        with _general_path():
             fresh_raw = ProtoEncoder(RESOURCE).encode_bytes(snapshot)
-            sdk = encode_metrics(encode(snapshot, RESOURCE))
+        sdk = encode_metrics(encode(snapshot, RESOURCE))
         ours, ends = _without_ends(ExportMetricsServiceRequest.FromString(raw))
         fresh = ExportMetricsServiceRequest.FromString(fresh_raw)
         if not ends:
@@ -220,7 +222,7 @@ def test_the_sdk_path_reads_patched_runs_as_points() -> None:
     snapshots = list(_snapshots(7, 40))
     for snapshot in snapshots:
         runs = series_runs(snapshot)
-        with _nothing_kept():
+        with _general_path():
             reference = series_runs(snapshot)
         assert not any(type(run) is ShapedRun for r in reference.values() for run in r)
         assert {m: [list(run) for run in r] for m, r in runs.items()} == \
