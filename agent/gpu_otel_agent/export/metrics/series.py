@@ -13,7 +13,8 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from operator import attrgetter, itemgetter
+from itertools import repeat
+from operator import add, attrgetter, itemgetter, mul, not_
 from typing import Any, NamedTuple
 
 from gpu_otel_agent.export.metrics.wire_range import INT64_MAX, INT64_MIN, carried
@@ -137,6 +138,8 @@ class _SampleShape:
     own: list[Attributes]
     types: list[type]
     starts: list[int]  # each reading's counter start
+    untimed: list[bool]  # the readings that came without the device's time
+    timed_starts: list[int]  # the counter starts of the others, 0 for those
     runs: tuple[tuple[str, RunShape, Callable[[Sequence[Any]], tuple[Any, ...]]], ...]
     ints: Callable[[Sequence[Any]], tuple[Any, ...]] | None  # the int values
     floats: Callable[[Sequence[Any]], tuple[Any, ...]] | None  # the float values
@@ -163,8 +166,12 @@ def _shape_of(readings: Sequence[Reading], runs: dict[str, Points]) -> _SampleSh
                        _picker(picks)))
     ints = [i for i, t in enumerate(types) if _KINDS[t]]
     floats = [i for i, t in enumerate(types) if not _KINDS[t]]
-    return _SampleShape(metrics, list(map(_OWN, readings)), types, starts, tuple(shapes),
-                        _picker(ints) if ints else None, _picker(floats) if floats else None)
+    untimed = [not reading.time_ns for reading in readings]
+    return _SampleShape(metrics, list(map(_OWN, readings)), types, starts, untimed,
+                        [0 if no_time else start
+                         for no_time, start in zip(untimed, starts, strict=True)],
+                        tuple(shapes), _picker(ints) if ints else None,
+                        _picker(floats) if floats else None)
 
 
 def _shaped_runs(shape: _SampleShape, readings: Sequence[Reading],
@@ -188,11 +195,12 @@ def _shaped_runs(shape: _SampleShape, readings: Sequence[Reading],
         return None
     times = list(map(_TIME, readings))
     # As _device_points dates a point: the device's time (never before the series' start)
-    # where it gave one, else the sample's.
-    if not any(times):
-        times = [time_ns] * len(times)
-    elif all(times):
-        times = list(map(max, times, shape.starts))
+    # where it gave one, else the sample's. Where the readings without a time are the
+    # shape's (NVML's field values carry one, the other calls' readings not), in C calls:
+    # max(0 + sample time, 0) for those, max(device time + 0, start) for the others.
+    if list(map(not_, times)) == shape.untimed:
+        times = list(map(max, map(add, times, map(mul, shape.untimed, repeat(time_ns))),
+                         shape.timed_starts))
     else:
         times = [max(at, start) if at else time_ns
                  for at, start in zip(times, shape.starts, strict=True)]
