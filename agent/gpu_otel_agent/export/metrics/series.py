@@ -140,6 +140,7 @@ class _SampleShape:
     starts: list[int]  # each reading's counter start
     untimed: list[bool]  # the readings that came without the device's time
     timed_starts: list[int]  # the counter starts of the others, 0 for those
+    latest_start: int  # the latest of timed_starts
     runs: tuple[tuple[str, RunShape, Callable[[Sequence[Any]], tuple[Any, ...]]], ...]
     ints: Callable[[Sequence[Any]], tuple[Any, ...]] | None  # the int values
     floats: Callable[[Sequence[Any]], tuple[Any, ...]] | None  # the float values
@@ -167,9 +168,10 @@ def _shape_of(readings: Sequence[Reading], runs: dict[str, Points]) -> _SampleSh
     ints = [i for i, t in enumerate(types) if _KINDS[t]]
     floats = [i for i, t in enumerate(types) if not _KINDS[t]]
     untimed = [not reading.time_ns for reading in readings]
+    timed_starts = [0 if no_time else start for no_time, start in zip(untimed, starts,
+                                                                      strict=True)]
     return _SampleShape(metrics, list(map(_OWN, readings)), types, starts, untimed,
-                        [0 if no_time else start
-                         for no_time, start in zip(untimed, starts, strict=True)],
+                        timed_starts, max(timed_starts, default=0),
                         tuple(shapes), _picker(ints) if ints else None,
                         _picker(floats) if floats else None)
 
@@ -197,10 +199,12 @@ def _shaped_runs(shape: _SampleShape, readings: Sequence[Reading],
     # As _device_points dates a point: the device's time (never before the series' start)
     # where it gave one, else the sample's. Where the readings without a time are the
     # shape's (NVML's field values carry one, the other calls' readings not), in C calls:
-    # max(0 + sample time, 0) for those, max(device time + 0, start) for the others.
+    # 0 + sample time for those, device time + 0 for the others, and only where one of
+    # these is before a series' start, max(that, its start) (0 for those without).
     if list(map(not_, times)) == shape.untimed:
-        times = list(map(max, map(add, times, map(mul, shape.untimed, repeat(time_ns))),
-                         shape.timed_starts))
+        times = list(map(add, times, map(mul, shape.untimed, repeat(time_ns))))
+        if times and min(times) < shape.latest_start:
+            times = list(map(max, times, shape.timed_starts))
     else:
         times = [max(at, start) if at else time_ns
                  for at, start in zip(times, shape.starts, strict=True)]
