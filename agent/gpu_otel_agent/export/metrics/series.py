@@ -10,6 +10,7 @@ the wire cannot carry (an integer beyond 64 signed bits, in the value or an attr
 from __future__ import annotations
 
 import math
+import operator
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -100,6 +101,7 @@ def run_shapes(runs: list[Run]) -> list[RunShape] | None:
 # thread (one dict operation each; a lost race rebuilds the points once more).
 class _Kept(NamedTuple):
     sample: object  # the GroupSample (or the export's health readings)
+    readings: Sequence[Reading]
     identity: DeviceIdentity
     counter_starts: Mapping[tuple[str, Attributes], int]
     start_time_ns: int
@@ -176,24 +178,29 @@ def _shape_of(readings: Sequence[Reading], runs: dict[str, Points]) -> _SampleSh
                         _picker(floats) if floats else None)
 
 
-def _shaped_runs(shape: _SampleShape, readings: Sequence[Reading],
-                 time_ns: int) -> dict[str, Run] | None:
-    """The runs of a sample of ``shape`` (None when it is of another: same metrics, own
-    attributes (equal, mostly the same objects) and value types, in order, and every value
-    carried, as ``wire_range.carried`` would find it; else the general path decides)."""
+def _fits(shape: _SampleShape, readings: Sequence[Reading], values: list[Any]) -> bool:
+    """The sample is of ``shape``: the same metrics, own attributes (equal, mostly the same
+    objects) and value types, in order, and every value carried, as ``wire_range.carried``
+    would find it (else the general path decides, and drops or counts)."""
     if len(readings) != len(shape.metrics) or list(map(_METRIC, readings)) != shape.metrics \
-            or list(map(_OWN, readings)) != shape.own:
-        return None
-    values = list(map(_VALUE, readings))
-    if list(map(type, values)) != shape.types:
-        return None
+            or list(map(_OWN, readings)) != shape.own or list(map(type, values)) != shape.types:
+        return False
     if shape.ints is not None:
         ints = shape.ints(values)
         if min(ints) < INT64_MIN or max(ints) > INT64_MAX:
-            return None
+            return False
     # Not finite somewhere: NaN and infinities carry into the sum (a sum of large finite
     # values that overflows only sends the sample the general way).
-    if shape.floats is not None and not math.isfinite(sum(shape.floats(values))):
+    return shape.floats is None or math.isfinite(sum(shape.floats(values)))
+
+
+def _shaped_runs(shape: _SampleShape, readings: Sequence[Reading], time_ns: int, *,
+                 checked: bool = False) -> dict[str, Run] | None:
+    """The runs of a sample of ``shape``; None when it is of another (``_fits``).
+    ``checked``: the readings are the very ones the shape was last found in (the health
+    readings, the same objects while the health holds), only their time is new."""
+    values = list(map(_VALUE, readings))
+    if not checked and not _fits(shape, readings, values):
         return None
     times = list(map(_TIME, readings))
     # As _device_points dates a point: the device's time (never before the series' start)
@@ -298,8 +305,10 @@ def _sample_runs(device: DeviceSnapshot, group: str, sample: object,
         return kept.runs
     runs: dict[str, Run] | None = None
     shape = kept.shape if same_device and kept is not None else None
-    if shape is not None:
-        runs = _shaped_runs(shape, readings, time_ns)
+    if shape is not None and kept is not None:
+        checked = len(kept.readings) == len(readings) \
+            and all(map(operator.is_, kept.readings, readings))
+        runs = _shaped_runs(shape, readings, time_ns, checked=checked)
     if runs is None:
         points = _runs(_device_points(device, readings, time_ns, extra, group))
         shape = _shape_of(readings, points)
@@ -310,8 +319,8 @@ def _sample_runs(device: DeviceSnapshot, group: str, sample: object,
             or dict(points)
     if len(_latest) >= MAX_KEPT and slot not in _latest:
         _latest.clear()
-    _latest[slot] = _Kept(sample, device.identity, device.counter_starts, device.start_time_ns,
-                          extra, runs, shape)
+    _latest[slot] = _Kept(sample, readings, device.identity, device.counter_starts,
+                          device.start_time_ns, extra, runs, shape)
     return runs
 
 
