@@ -46,7 +46,7 @@ from gpu_otel_agent.export.metrics.series_ends import SeriesEnds
 from gpu_otel_agent.export.otlp.proto_values import any_value, proto_resource
 from gpu_otel_agent.export.otlp.scope import SCOPE
 from gpu_otel_agent.model.metrics import DOUBLE_UNITS, Instrument, spec_for
-from gpu_otel_agent.model.snapshot import Attributes, NodeSnapshot
+from gpu_otel_agent.model.snapshot import Attributes, AttributeValue, NodeSnapshot
 from gpu_otel_agent.threads.costs import SERIES, Stage
 
 # Bounds the cache when series come and go (processes, pods): cleared, not grown, past this.
@@ -238,6 +238,8 @@ class ProtoEncoder:
         self._templates: dict[int, _Template] = {}
         # The last export's metrics whose runs all had a shape, and their templates.
         self._shaped: dict[str, _MetricTemplate] = {}
+        # Encoded attribute pairs, for one export (``_head``): emptied after it.
+        self._pairs: dict[tuple[str, AttributeValue], bytes] = {}
         self._ends = SeriesEnds()
         # The last export's metrics: their runs, and the bytes written for them.
         self._metrics: dict[str, tuple[list[Run], tuple[bytes, ...], int]] = {}
@@ -258,10 +260,21 @@ class ProtoEncoder:
         if head is None:
             if len(self._heads) >= MAX_CACHED_ATTRIBUTE_SETS:
                 self._heads.clear()
-            encoded = b"".join(
-                _length_delimited(_ATTRIBUTE_TAG,
-                                  KeyValue(key=k, value=any_value(v)).SerializeToString())
-                for k, v in attributes)
+            # A pair (a device's hw.id, a process's pid) is in many sets: encoded once per
+            # export. Strings and ints only: equal floats (0.0, -0.0) and bools (True, 1)
+            # can encode differently.
+            pairs = self._pairs
+            fields = []
+            for pair in attributes:
+                kind = type(pair[1])
+                field = pairs.get(pair) if kind is str or kind is int else None
+                if field is None:
+                    field = _length_delimited(_ATTRIBUTE_TAG, KeyValue(
+                        key=pair[0], value=any_value(pair[1])).SerializeToString())
+                    if kind is str or kind is int:
+                        pairs[pair] = field
+                fields.append(field)
+            encoded = b"".join(fields)
             head = (_DATA_POINTS_TAG + _varint(len(encoded) + fixed_size), encoded)
             self._heads[key] = head
         return head
@@ -368,6 +381,8 @@ class ProtoEncoder:
         self._encoded = kept
         self._templates = kept_templates
         self._shaped = kept_shaped
+        if self._pairs:
+            self._pairs = {}
         self._metrics = kept_metrics
         return b"".join(parts)
 

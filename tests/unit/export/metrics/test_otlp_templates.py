@@ -61,6 +61,8 @@ FAST: tuple[tuple[str, Attributes], ...] = (
     ("hw.gpu.io", (("network.io.direction", "receive"),)),
     ("hw.gpu.io", (("network.io.direction", "transmit"),)),
     ("hw.gpu.utilization", (("hw.gpu.task", "encoder"),)),
+    # Attribute values of every kind the encoder writes (a float and a bool too).
+    ("gpu.nvlink.link.state", (("gpu.nvlink.link", 2.5), ("gpu.nvlink.active", True))),
 )
 
 
