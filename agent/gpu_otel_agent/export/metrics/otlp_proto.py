@@ -141,11 +141,13 @@ def _string(tag: bytes, text: str) -> bytes:
 _START = struct.Struct("<BQ")  # 0x11 start: fixed while a run's shape holds
 
 
-# A point's bytes in a template: what comes before its time (the end of the last point's
-# attributes, the point's tag and length, a sum's start), its time, its value's tag, its value;
-# after the last point, its attributes. The times and values are written over at each fill
-# (an encoder is used by one export thread at a time).
-_STRIDE = 4
+# A point's pieces in a template: the last point's attributes (the very bytes ``_head``
+# keeps, not a copy), what comes before its time (its tag and length, a sum's start, the
+# time's tag), its time, its value's tag, its value; after the last point, its attributes.
+# The times and values are written over at each fill (an encoder is used by one export
+# thread at a time).
+_STRIDE = 5
+_TIME_AT, _VALUE_AT = 2, 4
 _OPEN = struct.calcsize("<QBd")  # the bytes a point's time, value tag and value take
 _TIMES = operator.attrgetter("times")
 _VALUES = operator.attrgetter("values")
@@ -154,7 +156,7 @@ _VALUES = operator.attrgetter("values")
 def _packer(pieces: list[Any], value_codes: list[str]) -> struct.Struct:
     codes = ["<"]
     for i, code in enumerate(value_codes):
-        codes.append(f"{len(pieces[i * _STRIDE])}sQB{code}")
+        codes.append(f"{len(pieces[i * _STRIDE])}s{len(pieces[i * _STRIDE + 1])}sQB{code}")
     codes.append(f"{len(pieces[-1])}s")
     return struct.Struct("".join(codes))
 
@@ -175,8 +177,8 @@ class _Template:
 
     def fill(self, run: ShapedRun) -> bytes:
         pieces = self.pieces
-        pieces[1::_STRIDE] = run.times
-        pieces[3::_STRIDE] = run.values
+        pieces[_TIME_AT::_STRIDE] = run.times
+        pieces[_VALUE_AT::_STRIDE] = run.values
         return self.packer.pack(*pieces)
 
 
@@ -193,8 +195,8 @@ class _MetricTemplate:
 
     def fill(self, runs: list[Run]) -> bytes:
         pieces = self.pieces
-        pieces[1::_STRIDE] = chain.from_iterable(map(_TIMES, runs))
-        pieces[3::_STRIDE] = chain.from_iterable(map(_VALUES, runs))
+        pieces[_TIME_AT::_STRIDE] = chain.from_iterable(map(_TIMES, runs))
+        pieces[_VALUE_AT::_STRIDE] = chain.from_iterable(map(_VALUES, runs))
         return self.packer.pack(*pieces)
 
 
@@ -414,7 +416,7 @@ class ProtoEncoder:
             else:
                 fixed, size = _START.pack(_START_TIME_TAG, start), _SUM_INT.size
             prefix, encoded = self._head(attributes, size)
-            pieces += (before + prefix + fixed + bytes((_TIME_TAG,)), 0,
+            pieces += (before, prefix + fixed + bytes((_TIME_TAG,)), 0,
                        _AS_INT_TAG if as_int else _AS_DOUBLE_TAG, 0)
             value_codes.append("q" if as_int else "d")
             before = encoded
@@ -431,14 +433,14 @@ class ProtoEncoder:
         value_codes: list[str] = []
         for shape in shapes:
             run_pieces, run_codes = self._layout(shape, gauge, frame.double)
-            pieces[-1] += run_pieces[0]
-            pieces += run_pieces[1:]
+            pieces += run_pieces[1:]  # its first point follows the last run's attributes
             value_codes += run_codes
         pieces[-1] += frame.trailer
-        data_size = sum(len(p) for p in pieces[::_STRIDE]) + _OPEN * len(value_codes)
+        data_size = (sum(len(p) for p in pieces[::_STRIDE])
+                     + sum(len(p) for p in pieces[1::_STRIDE]) + _OPEN * len(value_codes))
         data_prefix = frame.data_tag + _varint(data_size)
         metric_size = len(frame.head) + len(data_prefix) + data_size
-        pieces[0] = b"\x12" + _varint(metric_size) + frame.head + data_prefix + pieces[0]
+        pieces[0] = b"\x12" + _varint(metric_size) + frame.head + data_prefix
         return _MetricTemplate(shapes, _packer(pieces, value_codes), pieces)
 
     def _points(self, run: Points, gauge: bool, double: bool) -> bytes:
