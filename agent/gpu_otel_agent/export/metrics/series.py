@@ -327,10 +327,12 @@ def _sample_runs(device: DeviceSnapshot, group: str, sample: object,
 def series_runs(snapshot: NodeSnapshot) -> dict[str, list[Run]]:
     """Metric name -> its points in runs, names sorted, runs in device order.
 
-    A run is the points of one metric from one sample. A run of a sample that has not changed
-    since the last call is the same list object as then (never modified once returned), so an
+    A run is the points of one metric from one sample: a list of points, or, for a sample of
+    a known shape (nearly every one), a ``ShapedRun``. A run of a sample that has not changed
+    since the last call is the same object as then (never modified once returned), so an
     encoder may keep what it made of it: at a 1 s export, the slow, gpm and processes groups'
-    points are the same for 30, 10 and 5 exports in a row."""
+    points are the same for 30, 10 and 5 exports in a row; and a ``ShapedRun`` of a new
+    sample of the same shape has the same ``RunShape``."""
     runs: dict[str, list[Run]] = defaultdict(list)
     for device in snapshot.devices:
         # Attributes a workload source gives the device (a DRA claim's driver/pool/device).
