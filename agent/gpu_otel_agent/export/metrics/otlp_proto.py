@@ -16,6 +16,15 @@ The request around the points is written the same way (``encode_bytes``): metric
 scope and resource are cached bytes, and the transports send the bytes as they are. Building a
 message and letting gRPC serialise it meant parsing every point once (``MergeFromString``) and
 writing it out again: a third of the export thread's CPU in the 8-GPU profile.
+
+Most runs have a shape (``series.ShapedRun``): the same series, counter starts and value
+types as the last sample of their group, only new times and values. A metric whose runs all
+have one is written from a template of its whole bytes (``_MetricTemplate``), every length
+prefix included, with the times and values packed in by one ``struct`` call: both are 8-byte
+fixed fields (fixed64; double or sfixed64), so no size depends on them, and a change of shape
+(a series more or less, a counter restart, an int that became a float) is a new
+``RunShape``, hence a new template. Metrics with a run of no shape, or with series that ended,
+are written run by run as before.
 """
 
 from __future__ import annotations
