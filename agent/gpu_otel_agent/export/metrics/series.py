@@ -75,6 +75,11 @@ class ShapedRun:
         self.times = times
         self._points: Points | None = None
 
+    def seed(self, points: Points) -> None:
+        """The points, where the general path has just built them (the shape's first
+        sample): the same series, times and values, not built again."""
+        self._points = points
+
     def __iter__(self) -> Iterator[SeriesPoint]:
         points = self._points
         if points is None:
@@ -324,6 +329,9 @@ def _sample_runs(device: DeviceSnapshot, group: str, sample: object,
         # shape from the start, and so is every run of most metrics.
         runs = (_shaped_runs(shape, readings, time_ns) if shape is not None else None) \
             or dict(points)
+        for metric, run in runs.items():
+            if isinstance(run, ShapedRun):
+                run.seed(points[metric])
     if len(_latest) >= MAX_KEPT and slot not in _latest:
         _latest.clear()
     _latest[slot] = _Kept(sample, readings, device.identity, device.counter_starts,
