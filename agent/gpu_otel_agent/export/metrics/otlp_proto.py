@@ -16,6 +16,15 @@ The request around the points is written the same way (``encode_bytes``): metric
 scope and resource are cached bytes, and the transports send the bytes as they are. Building a
 message and letting gRPC serialise it meant parsing every point once (``MergeFromString``) and
 writing it out again: a third of the export thread's CPU in the 8-GPU profile.
+
+Most runs have a shape (``series.ShapedRun``): the same series, counter starts and value
+types as the last sample of their group, only new times and values. A metric whose runs all
+have one is written from a template of its whole bytes (``_MetricTemplate``), every length
+prefix included, with the times and values packed in by one ``struct`` call: both are 8-byte
+fixed fields (fixed64; double or sfixed64), so no size depends on them, and a change of shape
+(a series more or less, a counter restart, an int that became a float) is a new
+``RunShape``, hence a new template. Metrics with a run of no shape, or with series that ended,
+are written run by run as before.
 """
 
 from __future__ import annotations
@@ -23,16 +32,24 @@ from __future__ import annotations
 import operator
 import struct
 from dataclasses import dataclass
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.resources import Resource
 
-from gpu_otel_agent.export.metrics.series import Run, series_runs
+from gpu_otel_agent.export.metrics.series import (
+    Points,
+    Run,
+    RunShape,
+    ShapedRun,
+    run_shapes,
+    series_runs,
+)
 from gpu_otel_agent.export.metrics.series_ends import SeriesEnds
 from gpu_otel_agent.export.otlp import wire_values
 from gpu_otel_agent.export.otlp.scope import SCOPE
 from gpu_otel_agent.model.metrics import DOUBLE_UNITS, Instrument, spec_for
-from gpu_otel_agent.model.snapshot import Attributes, NodeSnapshot
+from gpu_otel_agent.model.snapshot import Attributes, AttributeValue, NodeSnapshot
 from gpu_otel_agent.threads.costs import SERIES, Stage
 
 if TYPE_CHECKING:  # generated classes only for ``encode`` and the contract (see wire_values)
@@ -147,6 +164,68 @@ def _string(tag: bytes, text: str) -> bytes:
     return _length_delimited(tag, text.encode()) if text else b""
 
 
+_START = struct.Struct("<BQ")  # 0x11 start: fixed while a run's shape holds
+
+
+# A point's pieces in a template: the last point's attributes (the very bytes ``_head``
+# keeps, not a copy), what comes before its time (its tag and length, a sum's start, the
+# time's tag), its time, its value's tag, its value; after the last point, its attributes.
+# The times and values are written over at each fill (an encoder is used by one export
+# thread at a time).
+_STRIDE = 5
+_TIME_AT, _VALUE_AT = 2, 4
+_OPEN = struct.calcsize("<QBd")  # the bytes a point's time, value tag and value take
+_TIMES = operator.attrgetter("times")
+_VALUES = operator.attrgetter("values")
+
+
+def _packer(pieces: list[Any], value_codes: list[str]) -> struct.Struct:
+    codes = ["<"]
+    for i, code in enumerate(value_codes):
+        codes.append(f"{len(pieces[i * _STRIDE])}s{len(pieces[i * _STRIDE + 1])}sQB{code}")
+    codes.append(f"{len(pieces[-1])}s")
+    return struct.Struct("".join(codes))
+
+
+@dataclass(frozen=True, slots=True)
+class _Template:
+    """A run's bytes with its points' times and values left open (``ProtoEncoder._layout``).
+
+    A point's size does not depend on its time or value (both are 8-byte fixed fields:
+    fixed64, double, sfixed64), so neither does any length prefix: the template holds
+    while the run's shape (series, counter starts, value types) does, and ``series.py``
+    hands a new ``RunShape`` when it changes. ``fill`` is one struct call per run instead
+    of a ``SeriesPoint``, a pack and an attribute look-up per point."""
+
+    shape: RunShape
+    packer: struct.Struct
+    pieces: list[Any]
+
+    def fill(self, run: ShapedRun) -> bytes:
+        pieces = self.pieces
+        pieces[_TIME_AT::_STRIDE] = run.times
+        pieces[_VALUE_AT::_STRIDE] = run.values
+        return self.packer.pack(*pieces)
+
+
+@dataclass(frozen=True, slots=True)
+class _MetricTemplate:
+    """A whole metric's bytes (its tag and length, name, description and unit, data tag and
+    length, every run's points, a sum's trailer) with the times and values left open, for
+    runs of these shapes in this order: the steady state of every metric, whose runs are
+    each device's new sample of an unchanged shape. One struct call per metric."""
+
+    shapes: list[RunShape]
+    packer: struct.Struct
+    pieces: list[Any]
+
+    def fill(self, runs: list[Run]) -> bytes:
+        pieces = self.pieces
+        pieces[_TIME_AT::_STRIDE] = chain.from_iterable(map(_TIMES, runs))
+        pieces[_VALUE_AT::_STRIDE] = chain.from_iterable(map(_VALUES, runs))
+        return self.packer.pack(*pieces)
+
+
 @dataclass(frozen=True)
 class _MetricFrame:
     """A metric's bytes around its data points, built once per metric name."""
@@ -180,6 +259,14 @@ class ProtoEncoder:
         # unchanged sample as the same list): the slow, gpm and processes groups' points are
         # written once per sample, not once per export.
         self._encoded: dict[int, tuple[Run, bytes]] = {}
+        # The last export's run shapes and their templates, by id (series.series_runs keeps
+        # a RunShape while a sample's readings are the same set): the fast group's points
+        # are a new sample each export, written by patching values and times into them.
+        self._templates: dict[int, _Template] = {}
+        # The last export's metrics whose runs all had a shape, and their templates.
+        self._shaped: dict[str, _MetricTemplate] = {}
+        # Encoded attribute pairs, for one export (``_head``): emptied after it.
+        self._pairs: dict[tuple[str, AttributeValue], bytes] = {}
         self._ends = SeriesEnds()
         # The last export's metrics: their runs, and the bytes written for them.
         self._metrics: dict[str, tuple[list[Run], tuple[bytes, ...], int]] = {}
@@ -200,9 +287,21 @@ class ProtoEncoder:
         if head is None:
             if len(self._heads) >= MAX_CACHED_ATTRIBUTE_SETS:
                 self._heads.clear()
-            encoded = b"".join(
-                _length_delimited(_ATTRIBUTE_TAG, wire_values.key_value(k, v))
-                for k, v in attributes)
+            # A pair (a device's hw.id, a process's pid) is in many sets: encoded once per
+            # export. Strings and ints only: equal floats (0.0, -0.0) and bools (True, 1)
+            # can encode differently.
+            pairs = self._pairs
+            fields = []
+            for pair in attributes:
+                kind = type(pair[1])
+                field = pairs.get(pair) if kind is str or kind is int else None
+                if field is None:
+                    field = _length_delimited(_ATTRIBUTE_TAG,
+                                              wire_values.key_value(pair[0], pair[1]))
+                    if kind is str or kind is int:
+                        pairs[pair] = field
+                fields.append(field)
+            encoded = b"".join(fields)
             head = (_DATA_POINTS_TAG + _varint(len(encoded) + fixed_size), encoded)
             self._heads[key] = head
         return head
@@ -227,11 +326,15 @@ class ProtoEncoder:
         frames = self._frames
         encoded = self._encoded
         kept: dict[int, tuple[Run, bytes]] = {}  # this export's runs: nothing older is held
+        templates = self._templates
+        kept_templates: dict[int, _Template] = {}
         with Stage(SERIES):
             grouped = series_runs(snapshot)
             ended = self._ends.ended(grouped)
         metrics = self._metrics
         kept_metrics: dict[str, tuple[list[Run], tuple[bytes, ...], int]] = {}
+        shaped = self._shaped
+        kept_shaped: dict[str, _MetricTemplate] = {}
         # Metrics whose every series ended come after the others, with only their ends.
         names = [*grouped, *(name for name in ended if name not in grouped)]
         for name in names:
@@ -242,8 +345,14 @@ class ProtoEncoder:
             held = metrics.get(name)
             if held is not None and name not in ended and len(held[0]) == len(runs) \
                     and all(map(operator.is_, held[0], runs)):
-                for run in runs:
-                    kept[id(run)] = encoded[id(run)]
+                if name in shaped:  # written from its template: every run has a shape
+                    kept_shaped[name] = shaped[name]
+                else:
+                    for run in runs:
+                        if isinstance(run, ShapedRun):
+                            kept_templates[id(run.shape)] = templates[id(run.shape)]
+                        else:
+                            kept[id(run)] = encoded[id(run)]
                 kept_metrics[name] = held
                 parts += held[1]
                 scope_size += held[2]
@@ -251,8 +360,29 @@ class ProtoEncoder:
             frame = frames.get(name)
             if frame is None:
                 frame = frames[name] = _metric_frame(name)
+            shapes = run_shapes(runs) if runs and name not in ended else None
+            if shapes is not None:
+                # Every run of a known shape: the metric's bytes are its template's with this
+                # export's times and values (RunShape compares by identity).
+                whole = shaped.get(name)
+                if whole is None or whole.shapes != shapes:
+                    whole = self._metric_template(frame, shapes)
+                kept_shaped[name] = whole
+                written_one = whole.fill(runs)
+                kept_metrics[name] = (runs, (written_one,), len(written_one))
+                parts.append(written_one)
+                scope_size += len(written_one)
+                continue
             chunks: list[bytes] = []
             for run in runs:
+                if isinstance(run, ShapedRun):
+                    shape = run.shape
+                    template = templates.get(id(shape))
+                    if template is None or template.shape is not shape:
+                        template = self._template(shape, not frame.trailer, frame.double)
+                    kept_templates[id(shape)] = template
+                    chunks.append(template.fill(run))
+                    continue
                 # A run of an unchanged sample is the same list as at the last export, and
                 # so are its bytes (the identity check guards against a reused id).
                 cached = encoded.get(id(run))
@@ -280,6 +410,10 @@ class ProtoEncoder:
                          + len(self._resource_schema))
         parts[0], parts[1] = b"\x0a", _varint(resource_size)  # the request's resource_metrics
         self._encoded = kept
+        self._templates = kept_templates
+        self._shaped = kept_shaped
+        if self._pairs:
+            self._pairs = {}
         self._metrics = kept_metrics
         return b"".join(parts)
 
@@ -297,7 +431,48 @@ class ProtoEncoder:
             chunks += (prefix, packed, encoded, _NO_RECORDED_VALUE)
         return b"".join(chunks)
 
-    def _points(self, run: Run, gauge: bool, double: bool) -> bytes:
+    def _layout(self, shape: RunShape, gauge: bool,
+                double: bool) -> tuple[list[Any], list[str]]:
+        """The pieces of a run of ``shape`` (``_STRIDE`` per point, then the last point's
+        attributes), as ``_points`` writes them, and each value's struct code."""
+        pieces: list[Any] = []
+        value_codes = []
+        before = b""
+        for (attributes, start), is_int in zip(shape.series, shape.ints, strict=True):
+            as_int = is_int and not double
+            if gauge:
+                fixed, size = b"", _GAUGE_INT.size
+            else:
+                fixed, size = _START.pack(_START_TIME_TAG, start), _SUM_INT.size
+            prefix, encoded = self._head(attributes, size)
+            pieces += (before, prefix + fixed + bytes((_TIME_TAG,)), 0,
+                       _AS_INT_TAG if as_int else _AS_DOUBLE_TAG, 0)
+            value_codes.append("q" if as_int else "d")
+            before = encoded
+        pieces.append(before)
+        return pieces, value_codes
+
+    def _template(self, shape: RunShape, gauge: bool, double: bool) -> _Template:
+        pieces, value_codes = self._layout(shape, gauge, double)
+        return _Template(shape, _packer(pieces, value_codes), pieces)
+
+    def _metric_template(self, frame: _MetricFrame, shapes: list[RunShape]) -> _MetricTemplate:
+        gauge = not frame.trailer
+        pieces: list[Any] = [b""]
+        value_codes: list[str] = []
+        for shape in shapes:
+            run_pieces, run_codes = self._layout(shape, gauge, frame.double)
+            pieces += run_pieces[1:]  # its first point follows the last run's attributes
+            value_codes += run_codes
+        pieces[-1] += frame.trailer
+        data_size = (sum(len(p) for p in pieces[::_STRIDE])
+                     + sum(len(p) for p in pieces[1::_STRIDE]) + _OPEN * len(value_codes))
+        data_prefix = frame.data_tag + _varint(data_size)
+        metric_size = len(frame.head) + len(data_prefix) + data_size
+        pieces[0] = b"\x12" + _varint(metric_size) + frame.head + data_prefix
+        return _MetricTemplate(shapes, _packer(pieces, value_codes), pieces)
+
+    def _points(self, run: Points, gauge: bool, double: bool) -> bytes:
         """One run's data points, each its tag and length, the times and value, and its
         attributes (field 7 last, as ``SerializeToString`` orders them)."""
         head = self._head

@@ -9,17 +9,21 @@ the wire cannot carry (an integer beyond 64 signed bits, in the value or an attr
 
 from __future__ import annotations
 
+import math
+import operator
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import repeat
+from operator import add, attrgetter, itemgetter, mul, not_
+from typing import Any, NamedTuple
 
-from gpu_otel_agent.export.metrics.wire_range import carried
+from gpu_otel_agent.export.metrics.wire_range import INT64_MAX, INT64_MIN, carried
 from gpu_otel_agent.model.semconv import dropped_device_attributes
 from gpu_otel_agent.model.snapshot import (
     Attributes,
     DeviceIdentity,
     DeviceSnapshot,
-    GroupSample,
     NodeSnapshot,
     Reading,
 )
@@ -35,7 +39,70 @@ class SeriesPoint(NamedTuple):
     value: float | int
 
 
-Run = list[SeriesPoint]  # one metric's points from one sample
+Points = list[SeriesPoint]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class RunShape:
+    """What one metric's points of a (device, group) keep from sample to sample while the
+    sample's shape holds (``_SampleShape``): each point's series, as (attributes, counter
+    start), and whether its value is an integer. The same object while it holds (compared
+    by identity), so an encoder or ``SeriesEnds`` may keep what it made of it (encoded
+    bytes, the series set)."""
+
+    series: tuple[tuple[Attributes, int], ...]
+    ints: tuple[bool, ...]  # the value is an int, not a float
+
+
+class ShapedRun:
+    """A run of a sample of a known shape: the shape's series with this sample's values and
+    times, and no ``SeriesPoint`` built unless someone iterates it (the OTLP encoder patches
+    the values into bytes it keeps per shape; /metrics and the SDK path iterate).
+
+    A class with slots, not a frozen dataclass, for the reason ``SeriesPoint`` is a tuple:
+    one is made per metric per device per export, and a frozen dataclass's ``__init__``
+    cost three times as much. Never changed once made, but for the points it stands for,
+    built at the first iteration and kept with it: a run of a sample kept for many scrapes
+    (the slow group's for 30 s) is made into points once, as the general path makes them
+    (two threads iterating at once only build them twice)."""
+
+    __slots__ = ("_points", "shape", "times", "values")
+
+    def __init__(self, shape: RunShape, values: Sequence[float | int],
+                 times: Sequence[int]) -> None:
+        self.shape = shape
+        self.values = values
+        self.times = times
+        self._points: Points | None = None
+
+    def seed(self, points: Points) -> None:
+        """The points, where the general path has just built them (the shape's first
+        sample): the same series, times and values, not built again."""
+        self._points = points
+
+    def __iter__(self) -> Iterator[SeriesPoint]:
+        points = self._points
+        if points is None:
+            points = self._points = list(map(
+                SeriesPoint, *zip(*self.shape.series, strict=True), self.times, self.values))
+        return iter(points)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+Run = Points | ShapedRun  # one metric's points from one sample
+_SHAPE = attrgetter("shape")
+
+
+def run_shapes(runs: list[Run]) -> list[RunShape] | None:
+    """Each run's shape, in a C call; None when a run is of no known shape (a list). In a
+    steady state every run is shaped: the fast group's, and the other groups' from their
+    second sample on; runs of the same shapes have the same series and sizes."""
+    try:
+        return list(map(_SHAPE, runs))
+    except AttributeError:  # a list of points
+        return None
 
 
 # A device's samples mostly outlive an export (the slow group's for 30 s, the processes'
@@ -45,12 +112,123 @@ Run = list[SeriesPoint]  # one metric's points from one sample
 # entry per (device, group), the latest: nothing older is held. Shared by every exporter's
 # thread (one dict operation each; a lost race rebuilds the points once more).
 class _Kept(NamedTuple):
-    sample: GroupSample
+    sample: object  # the GroupSample (or the export's health readings)
+    readings: Sequence[Reading]
     identity: DeviceIdentity
     counter_starts: Mapping[tuple[str, Attributes], int]
     start_time_ns: int
     extra: Attributes
     runs: dict[str, Run]
+    shape: _SampleShape | None
+
+
+_METRIC = attrgetter("metric")
+_OWN = attrgetter("attributes")
+_VALUE = attrgetter("value")
+_TIME = attrgetter("time_ns")
+# The value types a shape takes, and whether they go as integers (a bool, or anything else,
+# goes the general way: the SDK path refuses a bool where an int is due).
+_KINDS = {int: True, float: False}
+
+
+def _picker(indices: Sequence[int]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """A tuple of the items at ``indices`` in one C call (``itemgetter`` of one index
+    returns the item itself, not a tuple of it)."""
+    if len(indices) == 1:
+        return itemgetter(slice(indices[0], indices[0] + 1))
+    return itemgetter(*indices)
+
+
+@dataclass(frozen=True, slots=True)
+class _SampleShape:
+    """What a (device, group)'s samples have in common while the device reads the same set:
+    the readings' metrics, own attributes and value types, in order, and the runs built from
+    them. The fast group is a new sample every second, but its shape is the last one's
+    nearly always: a sample of the same shape gets its runs as ``ShapedRun`` (values and
+    times picked in a few C calls) instead of a ``SeriesPoint`` and a few dict operations
+    per reading. Held only while every reading of the sample was carried (none dropped)."""
+
+    metrics: list[str]
+    own: list[Attributes]
+    types: list[type]
+    starts: list[int]  # each reading's counter start
+    untimed: list[bool]  # the readings that came without the device's time
+    timed_starts: list[int]  # the counter starts of the others, 0 for those
+    latest_start: int  # the latest of timed_starts
+    runs: tuple[tuple[str, RunShape, Callable[[Sequence[Any]], tuple[Any, ...]]], ...]
+    ints: Callable[[Sequence[Any]], tuple[Any, ...]] | None  # the int values
+    floats: Callable[[Sequence[Any]], tuple[Any, ...]] | None  # the float values
+
+
+def _shape_of(readings: Sequence[Reading], runs: dict[str, Points]) -> _SampleShape | None:
+    """The shape of a sample the general path just turned into ``runs``; None where a reading
+    was dropped (not carried) or a value is of another type: those go the general way."""
+    types = [type(reading.value) for reading in readings]
+    if sum(map(len, runs.values())) != len(readings) or not all(t in _KINDS for t in types):
+        return None
+    metrics = list(map(_METRIC, readings))
+    indices: dict[str, list[int]] = {}
+    for i, metric in enumerate(metrics):
+        indices.setdefault(metric, []).append(i)
+    starts = [0] * len(readings)
+    shapes = []
+    for metric, points in runs.items():
+        picks = indices[metric]
+        for i, point in zip(picks, points, strict=True):
+            starts[i] = point.start_time_ns
+        shapes.append((metric, RunShape(tuple((p.attributes, p.start_time_ns) for p in points),
+                                        tuple(_KINDS[types[i]] for i in picks)),
+                       _picker(picks)))
+    ints = [i for i, t in enumerate(types) if _KINDS[t]]
+    floats = [i for i, t in enumerate(types) if not _KINDS[t]]
+    untimed = [not reading.time_ns for reading in readings]
+    timed_starts = [0 if no_time else start for no_time, start in zip(untimed, starts,
+                                                                      strict=True)]
+    return _SampleShape(metrics, list(map(_OWN, readings)), types, starts, untimed,
+                        timed_starts, max(timed_starts, default=0),
+                        tuple(shapes), _picker(ints) if ints else None,
+                        _picker(floats) if floats else None)
+
+
+def _fits(shape: _SampleShape, readings: Sequence[Reading], values: list[Any]) -> bool:
+    """The sample is of ``shape``: the same metrics, own attributes (equal, mostly the same
+    objects) and value types, in order, and every value carried, as ``wire_range.carried``
+    would find it (else the general path decides, and drops or counts)."""
+    if len(readings) != len(shape.metrics) or list(map(_METRIC, readings)) != shape.metrics \
+            or list(map(_OWN, readings)) != shape.own or list(map(type, values)) != shape.types:
+        return False
+    if shape.ints is not None:
+        ints = shape.ints(values)
+        if min(ints) < INT64_MIN or max(ints) > INT64_MAX:
+            return False
+    # Not finite somewhere: NaN and infinities carry into the sum (a sum of large finite
+    # values that overflows only sends the sample the general way).
+    return shape.floats is None or math.isfinite(sum(shape.floats(values)))
+
+
+def _shaped_runs(shape: _SampleShape, readings: Sequence[Reading], time_ns: int, *,
+                 checked: bool = False) -> dict[str, Run] | None:
+    """The runs of a sample of ``shape``; None when it is of another (``_fits``).
+    ``checked``: the readings are the very ones the shape was last found in (the health
+    readings, the same objects while the health holds), only their time is new."""
+    values = list(map(_VALUE, readings))
+    if not checked and not _fits(shape, readings, values):
+        return None
+    times = list(map(_TIME, readings))
+    # As _device_points dates a point: the device's time (never before the series' start)
+    # where it gave one, else the sample's. Where the readings without a time are the
+    # shape's (NVML's field values carry one, the other calls' readings not), in C calls:
+    # 0 + sample time for those, device time + 0 for the others, and only where one of
+    # these is before a series' start, max(that, its start) (0 for those without).
+    if list(map(not_, times)) == shape.untimed:
+        times = list(map(add, times, map(mul, shape.untimed, repeat(time_ns))))
+        if times and min(times) < shape.latest_start:
+            times = list(map(max, times, shape.timed_starts))
+    else:
+        times = [max(at, start) if at else time_ns
+                 for at, start in zip(times, shape.starts, strict=True)]
+    return {metric: ShapedRun(run, pick(values), pick(times))
+            for metric, run, pick in shape.runs}
 
 
 _latest: dict[tuple[str, str], _Kept] = {}
@@ -115,9 +293,9 @@ def _device_points(device: DeviceSnapshot, readings: Iterable[Reading], time_ns:
     return out
 
 
-def _runs(points: Iterable[tuple[str, SeriesPoint]]) -> dict[str, Run]:
+def _runs(points: Iterable[tuple[str, SeriesPoint]]) -> dict[str, Points]:
     """Points of one sample, by metric, in the order they came."""
-    runs: dict[str, Run] = {}
+    runs: dict[str, Points] = {}
     for metric, point in points:
         run = runs.get(metric)
         if run is None:
@@ -127,29 +305,49 @@ def _runs(points: Iterable[tuple[str, SeriesPoint]]) -> dict[str, Run]:
     return runs
 
 
-def _sample_runs(device: DeviceSnapshot, sample: GroupSample,
+def _sample_runs(device: DeviceSnapshot, group: str, sample: object,
+                 readings: Sequence[Reading], time_ns: int, *,
                  extra: Attributes) -> dict[str, Run]:
-    slot = (device.identity.uuid, sample.group)
+    slot = (device.identity.uuid, group)
     kept = _latest.get(slot)
-    if (kept is not None and kept.sample is sample and kept.identity is device.identity
-            and kept.counter_starts is device.counter_starts
-            and kept.start_time_ns == device.start_time_ns and kept.extra == extra):
+    same_device = (kept is not None and kept.identity is device.identity
+                   and kept.counter_starts is device.counter_starts
+                   and kept.start_time_ns == device.start_time_ns and kept.extra == extra)
+    if same_device and kept is not None and kept.sample is sample:
         return kept.runs
-    runs = _runs(_device_points(device, sample.readings, sample.time_ns, extra, sample.group))
-    if len(_latest) >= MAX_KEPT:
+    runs: dict[str, Run] | None = None
+    shape = kept.shape if same_device and kept is not None else None
+    if shape is not None and kept is not None:
+        checked = len(kept.readings) == len(readings) \
+            and all(map(operator.is_, kept.readings, readings))
+        runs = _shaped_runs(shape, readings, time_ns, checked=checked)
+    if runs is None:
+        points = _runs(_device_points(device, readings, time_ns, extra, group))
+        shape = _shape_of(readings, points)
+        # A sample of a new shape is handed out shaped too (its points were built to learn
+        # the shape): a group whose sample stays for many exports (slow, gpm) is then of a
+        # shape from the start, and so is every run of most metrics.
+        runs = (_shaped_runs(shape, readings, time_ns) if shape is not None else None) \
+            or dict(points)
+        for metric, run in runs.items():
+            if isinstance(run, ShapedRun):
+                run.seed(points[metric])
+    if len(_latest) >= MAX_KEPT and slot not in _latest:
         _latest.clear()
-    _latest[slot] = _Kept(sample, device.identity, device.counter_starts, device.start_time_ns,
-                          extra, runs)
+    _latest[slot] = _Kept(sample, readings, device.identity, device.counter_starts,
+                          device.start_time_ns, extra, runs, shape)
     return runs
 
 
 def series_runs(snapshot: NodeSnapshot) -> dict[str, list[Run]]:
     """Metric name -> its points in runs, names sorted, runs in device order.
 
-    A run is the points of one metric from one sample. A run of a sample that has not changed
-    since the last call is the same list object as then (never modified once returned), so an
+    A run is the points of one metric from one sample: a list of points, or, for a sample of
+    a known shape (nearly every one), a ``ShapedRun``. A run of a sample that has not changed
+    since the last call is the same object as then (never modified once returned), so an
     encoder may keep what it made of it: at a 1 s export, the slow, gpm and processes groups'
-    points are the same for 30, 10 and 5 exports in a row."""
+    points are the same for 30, 10 and 5 exports in a row; and a ``ShapedRun`` of a new
+    sample of the same shape has the same ``RunShape``."""
     runs: dict[str, list[Run]] = defaultdict(list)
     for device in snapshot.devices:
         # Attributes a workload source gives the device (a DRA claim's driver/pool/device).
@@ -157,10 +355,13 @@ def series_runs(snapshot: NodeSnapshot) -> dict[str, list[Run]]:
         health = snapshot.health_of(device.identity.uuid)
         now = (*health.status, *health.readings)
         for group in device.samples.values():
-            for metric, run in _sample_runs(device, group, extra).items():
+            for metric, run in _sample_runs(device, group.group, group, group.readings,
+                                            group.time_ns, extra=extra).items():
                 runs[metric].append(run)
-        for metric, run in _runs(
-                _device_points(device, now, snapshot.taken_ns, extra, "")).items():
+        # The health readings are the export's own (dated by the snapshot), but of the
+        # same shape export after export.
+        for metric, run in _sample_runs(device, "", now, now, snapshot.taken_ns,
+                                        extra=extra).items():
             runs[metric].append(run)
     # Self-telemetry and node-level samples: their readings carry their own attributes.
     samples = (snapshot.agent, *snapshot.node) if snapshot.agent else snapshot.node
