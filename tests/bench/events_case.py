@@ -59,13 +59,15 @@ def run_event_case(case: EventCase, workdir: Path) -> EventLatencyResult:
             store.wait_for(lambda s: s.points("hw.power"), timeout=30, what="first export")
             uuids = {int(p.attributes["gpu.index"]): str(p.attributes["hw.id"])
                      for p in store.points("hw.power")}
-            latencies = []
+            latencies = []  # from the event's entry into the node's ring
+            from_command = []  # from just before the control command (earlier runs' figure)
             for gpu, code in keys[:case.events]:
                 sent = time.time()
-                node.command({"op": "xid", "device": gpu, "code": code})
+                answer = node.command({"op": "xid", "device": gpu, "code": code})
                 arrived = store.wait_for(lambda s, u=uuids[gpu], c=code: _arrived(s, u, c),
                                          timeout=10, what=f"XID {code} on GPU {gpu}")
-                latencies.append((arrived - sent) * 1000)
+                latencies.append((arrived - int(answer["queued_unix_ns"]) / 1e9) * 1000)
+                from_command.append((arrived - sent) * 1000)
         finally:
             agent.terminate()
             agent.close()
@@ -77,6 +79,8 @@ def run_event_case(case: EventCase, workdir: Path) -> EventLatencyResult:
         p50_ms=round(_percentile(latencies, 0.50), 3),
         p99_ms=round(_percentile(latencies, 0.99), 3),
         max_ms=round(max(latencies), 3), mean_ms=round(statistics.fmean(latencies), 3),
+        command_p50_ms=round(_percentile(from_command, 0.50), 3),
+        command_p99_ms=round(_percentile(from_command, 0.99), 3),
         sent=int(health["sent"]), suppressed=int(health["suppressed"]),
         wal_ms_per_event=round(float(health["spool_write_seconds"]) * 1000
                                / max(1, int(health["spooled"])), 3),

@@ -39,7 +39,10 @@ NOTES = (
     "/proc reads after warm-up column), so the cost per cycle must not follow the host's "
     "process count. The whole-process column also holds the netlink/inotify handling.",
     "Event latency runs from just before the XID is pushed into the simulated node's event "
-    "ring to the OTLP receiver's handler, on the same clock; each XID waits for the previous "
+    "ring (the daemon's `queued_unix_ns`) to the OTLP receiver's handler, on the same clock; "
+    "the column from the control command starts before the benchmark sends the `xid` "
+    "command instead, so it adds that command's round trip through the node's daemon (runs "
+    "before 2026-11-27 reported that figure as the latency); each XID waits for the previous "
     "one, on a different (GPU, code), so no queue or storm window is in the figure. The "
     "health events' waiting threads (nvmlEventSetWait_v2, 5 s timeout) are left out of "
     "the NVML call counts above: a wait is not a reading.",
@@ -400,11 +403,13 @@ def _attribution(report: Report) -> list[str]:
 
 def _events(report: Report) -> list[str]:
     rows = [[e.case, _fmt(e.gpus), _fmt(e.events), _fmt(e.p50_ms, 2), _fmt(e.p99_ms, 2),
-             _fmt(e.max_ms, 2), _fmt(e.mean_ms, 2), _fmt(e.wal_ms_per_event, 3),
-             _fmt(e.suppressed)]
+             _fmt(e.max_ms, 2), _fmt(e.mean_ms, 2),
+             f"{_fmt(e.command_p50_ms, 2)} / {_fmt(e.command_p99_ms, 2)}",
+             _fmt(e.wal_ms_per_event, 3), _fmt(e.suppressed)]
             for e in report.events]
     header = ["event case", "GPUs", "XIDs (one at a time)", "p50 (ms)", "p99 (ms)", "max (ms)",
-              "mean (ms)", "write-ahead (fsync) / event (ms, in it)",
+              "mean (ms)", "from the control command: p50 / p99 (ms)",
+              "write-ahead (fsync) / event (ms, in it)",
               "held back by storm control"]
     return _table(header, rows)
 

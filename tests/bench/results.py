@@ -116,7 +116,9 @@ class AttributionResult:
 
 @dataclass(frozen=True)
 class EventLatencyResult:
-    """Health events: XID injected into the node -> log record at the receiver."""
+    """Health events: XID in the simulated node's event ring -> log record at the receiver
+    (``command_*``: from just before the control command that queues it, its round trip
+    through the node's daemon included, as runs before 2026-11-27 measured)."""
 
     case: str
     scenario: str
@@ -132,6 +134,8 @@ class EventLatencyResult:
     # so one write per event); its mean cost inside the agent, and the events per write.
     wal_ms_per_event: float = 0.0
     wal_events_per_write: float = 0.0
+    command_p50_ms: float = 0.0
+    command_p99_ms: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -534,19 +534,23 @@ class Node:
                 f"device {dev} is an AMD GPU: AMD reports no XIDs; use the 'event' op"
             )
         local = self._slot(dev).local
+        # ``queued_unix_ns``: the moment the event enters the ring (taken just before, so never
+        # late): where a latency "from the event" starts, without the command's round trip.
         if req.get("mig") is not None:
             gi, ci = self._place(dev, req["mig"], req.get("ci"))
             # Without 'ci' the XID is the GPU instance's as a whole (no compute instance).
             named = ci if req.get("ci") is not None else None
+            queued = time.time_ns()
             seq = self.lib.push_event_mig(local, nvml_control.EVENT_XID, code, gi, named)
             return {"ok": True, "seq": seq, "gpu_instance_id": gi,
-                    "compute_instance_id": named}
+                    "compute_instance_id": named, "queued_unix_ns": queued}
+        queued = time.time_ns()
         seq = self.lib.push_event(local, nvml_control.EVENT_XID, code)
         if code in FALLEN_OFF_THE_BUS:
             # The driver lost the GPU: from now on every call answers GPU_IS_LOST, as
             # on a real node (no more utilization or power), until `sim recover`.
             self.lib.set_lost(local, True)
-        return {"ok": True, "seq": seq}
+        return {"ok": True, "seq": seq, "queued_unix_ns": queued}
 
     def _op_ecc(self, req: Mapping[str, object]) -> dict[str, object]:
         dev = self._device(req)
