@@ -50,6 +50,7 @@ from gpu_otel_agent.sampling.partitions import (
 )
 from gpu_otel_agent.threads.costs import ATTRIBUTION, SNAPSHOT, Stage
 from gpu_otel_agent.threads.device_worker import DeviceWorker
+from gpu_otel_agent.threads.handoff import on_loop
 from gpu_otel_agent.threads.relay import Relay
 from gpu_otel_agent.workloads.attribution import Attribution
 
@@ -96,6 +97,12 @@ class DeviceObserver(Protocol):
     def available(self, uuid: str) -> None: ...
 
     def sampled(self, uuid: str, group: str, readings: tuple[Reading, ...]) -> None: ...
+
+
+def _expire(waiter: asyncio.Future[Any]) -> None:
+    """A call's deadline passed: its caller stops waiting (the call itself runs on)."""
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
 
 
 def _grid_after(time_s: float, interval: float) -> float:
@@ -211,24 +218,34 @@ class DeviceSampler:
 
     async def _call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on the device thread; raise CallOverrun past the deadline."""
+        loop = self._loop
+        assert loop is not None  # set before the first call (_probe_until_available)
         timeout = self._config.current.call_timeout
         future: Future[T] = self._worker.submit(fn)
         call = self._device.current_call
+        # One waiter and one timer per call, not asyncio.timeout around wrap_future: that
+        # added a Timeout (two coroutines, a running-loop lookup that calls getpid() on
+        # 3.11) and a call_soon_threadsafe per result; the relay now sets a round's results
+        # on the loop in one call and on_loop takes each at once (threads.handoff).
+        waiter = on_loop(loop, future)
+        deadline = loop.call_later(timeout, _expire, waiter)
         try:
-            # asyncio.timeout, not wait_for: wait_for (3.11) can swallow a shutdown's cancel.
-            # The loop this sampler runs on, given: without one wrap_future asks for it, and
-            # on 3.11 every lookup of the running loop calls getpid().
-            async with asyncio.timeout(timeout):
-                return await asyncio.wrap_future(future, loop=self._loop)
+            return await waiter
         except TimeoutError:
             call = self._device.current_call or call
             self.stats.deadline_overruns += 1
             self._hung = True
+            future.cancel()  # not started yet: it never runs (as wrap_future's did)
             future.add_done_callback(self._on_call_done)  # tells us when it finally returns
             if self._observer is not None:
                 self._observer.unresponsive(self._uuid, call, timeout)
             self._set_health(HealthState.DEGRADED, f"unresponsive: {call} exceeded {timeout:g}s")
             raise CallOverrun(call, timeout) from None
+        except asyncio.CancelledError:
+            future.cancel()  # shutting down: a job not started yet need not run
+            raise
+        finally:
+            deadline.cancel()
 
     def _on_call_done(self, future: Future[Any]) -> None:
         # Runs on the worker thread once the hung call returns; hop back to the loop.
