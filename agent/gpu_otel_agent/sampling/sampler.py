@@ -415,8 +415,9 @@ class DeviceSampler:
             if not self._available.is_set():
                 await self._available.wait()
                 next_due = loop.time()
-            delay = next_due - loop.time()
-            if delay > 0 and await self._config.sleep(delay):
+            # Until the tick itself (not for a delay): every device's loops due on it share
+            # its timer (ConfigHolder.sleep_until).
+            if next_due > loop.time() and await self._config.sleep_until(loop, next_due):
                 next_due = loop.time()  # reconfigured: start the new cadence now
                 continue
             # The next read falls on the interval's grid of the loop clock, shared by every
