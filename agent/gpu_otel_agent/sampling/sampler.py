@@ -49,6 +49,7 @@ from gpu_otel_agent.sampling.partitions import (
     read_tree,
 )
 from gpu_otel_agent.threads.costs import ATTRIBUTION, SNAPSHOT, Stage
+from gpu_otel_agent.threads.deadlines import Deadlines
 from gpu_otel_agent.threads.device_worker import DeviceWorker
 from gpu_otel_agent.threads.handoff import on_loop
 from gpu_otel_agent.threads.relay import Relay
@@ -59,6 +60,9 @@ T = TypeVar("T")
 # Partitions are re-enumerated on the slow group's cadence (reconfiguration is rare, and a
 # destroyed partition's failed read triggers a scan at once), or this often without it.
 PARTITION_SCAN_SECONDS = 30.0
+# The calls' deadlines, of every sampler on any loop: the node's devices' calls of one tick
+# share a timer (keyed by loop and moment; an entry lives while its calls are in flight).
+_DEADLINES = Deadlines()
 
 
 @dataclass
@@ -97,12 +101,6 @@ class DeviceObserver(Protocol):
     def available(self, uuid: str) -> None: ...
 
     def sampled(self, uuid: str, group: str, readings: tuple[Reading, ...]) -> None: ...
-
-
-def _expire(waiter: asyncio.Future[Any]) -> None:
-    """A call's deadline passed: its caller stops waiting (the call itself runs on)."""
-    if not waiter.done():
-        waiter.set_exception(TimeoutError())
 
 
 def _grid_after(time_s: float, interval: float) -> float:
@@ -223,12 +221,15 @@ class DeviceSampler:
         timeout = self._config.current.call_timeout
         future: Future[T] = self._worker.submit(fn)
         call = self._device.current_call
-        # One waiter and one timer per call, not asyncio.timeout around wrap_future: that
+        # One waiter per call and one timer per deadline moment (every device's calls of a
+        # tick share it: threads.deadlines), not asyncio.timeout around wrap_future: that
         # added a Timeout (two coroutines, a running-loop lookup that calls getpid() on
-        # 3.11) and a call_soon_threadsafe per result; the relay now sets a round's results
-        # on the loop in one call and on_loop takes each at once (threads.handoff).
+        # 3.11), a timer per call and a call_soon_threadsafe per result; the relay now sets
+        # a round's results on the loop in one call and on_loop takes each at once
+        # (threads.handoff).
         waiter = on_loop(loop, future)
-        deadline = loop.call_later(timeout, _expire, waiter)
+        deadline = loop.time() + timeout
+        _DEADLINES.arm(loop, deadline, waiter)
         try:
             return await waiter
         except TimeoutError:
@@ -245,7 +246,7 @@ class DeviceSampler:
             future.cancel()  # shutting down: a job not started yet need not run
             raise
         finally:
-            deadline.cancel()
+            _DEADLINES.disarm(loop, deadline, waiter)
 
     def _on_call_done(self, future: Future[Any]) -> None:
         # Runs on the worker thread once the hung call returns; hop back to the loop.
