@@ -19,7 +19,7 @@ One cycle, per stage:
   policy the agent uses (uvloop where installed), the groups at agent-8gpu-1s's ratios to a
   ``--interval`` fast interval (processes 5x, gpm 10x, slow 30x). Started just before a
   multiple of the slow interval on the loop clock, so every run meets the same ticks (the
-  default ``--interval`` of 2 s leaves callgrind's 50-100x slower Python room on a loaded
+  default ``--interval`` of 3 s leaves callgrind's 50-100x slower Python room on a loaded
   machine); the first reads (probes, every group once) and the first fast cycle are in both
   runs (1 cycle and 1 + N); a run ends when every device has read each group as often as its
   cycles bring (use a multiple of 30 for the agent's whole mix of groups; 10 leaves the slow
@@ -277,7 +277,7 @@ def main() -> int:
     parser.add_argument("--writer", choices=("current", "handwritten"), default="current",
                         help="scrape stage: this tree's writer, or the hand-written one "
                              "prometheus_client replaced (loaded from git)")
-    parser.add_argument("--interval", type=float, default=2.0,
+    parser.add_argument("--interval", type=float, default=3.0,
                         help="loop stage: the fast interval in seconds (the others in ratio)")
     parser.add_argument("--child", metavar="NODE_ENV")
     args = parser.parse_args()
