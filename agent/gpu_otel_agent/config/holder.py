@@ -44,7 +44,6 @@ class ConfigHolder:
             timer.cancel()
             self._sleepers.discard(sleeper)
 
-
     async def sleep_until(self, loop: asyncio.AbstractEventLoop, when: float) -> bool:
         """Sleep until ``loop.time()`` reaches ``when``, returning early (True) when the
         configuration changes meanwhile. On ``loop``.
@@ -59,13 +58,13 @@ class ConfigHolder:
         tick = self._ticks.get(key)
         if tick is None:
             tick = self._ticks[key] = _Tick(loop.call_at(when, self._wake, key))
-        tick.sleepers.add(sleeper)
+        tick.sleepers[sleeper] = None
         self._sleepers.add(sleeper)
         try:
             return await sleeper
         finally:
             self._sleepers.discard(sleeper)
-            tick.sleepers.discard(sleeper)
+            tick.sleepers.pop(sleeper, None)
             if not tick.sleepers and self._ticks.get(key) is tick:
                 del self._ticks[key]  # the last one left early (reload, cancel): no timer
                 tick.timer.cancel()
@@ -82,7 +81,9 @@ class _Tick:
 
     def __init__(self, timer: asyncio.TimerHandle) -> None:
         self.timer = timer
-        self.sleepers: set[asyncio.Future[bool]] = set()
+        # In the order they went to sleep: woken in it, as their own timers would have been
+        # (the devices' tasks then submit their jobs, and the relay runs them, in GPU order).
+        self.sleepers: dict[asyncio.Future[bool], None] = {}
 
 
 def _resolve(sleeper: asyncio.Future[bool], value: bool) -> None:
