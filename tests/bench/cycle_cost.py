@@ -20,8 +20,8 @@ One cycle, per stage:
   ``--interval`` fast interval (processes 5x, gpm 10x, slow 30x). Started just before a
   multiple of the slow interval on the loop clock, so every run meets the same ticks (the
   default ``--interval`` of 3 s leaves callgrind's 50-100x slower Python room on a loaded
-  machine); the first reads (probes, every group once) and the first fast cycle are in both
-  runs (1 cycle and 1 + N); a run ends when every device has read each group as often as its
+  machine); the first reads (probes, every group once) and the first three fast cycles are in
+  both runs (3 cycles and 3 + N); a run ends when every device has read each group as often as its
   cycles bring (use a multiple of 30 for the agent's whole mix of groups; 10 leaves the slow
   group out). A missed cycle or a call overrun (callgrind too slow for the interval) fails
   the run.
@@ -285,9 +285,10 @@ def main() -> int:
         _child(json.loads(args.child), args.stage, args.cycles, args.writer, args.interval)
         return 0
     env = dict(os.environ, PYTHONHASHSEED="0")  # the same dict and set layouts every run
-    # The loop stage's base run has one cycle: its first reads (probes, every group) may run
-    # into the first tick on a loaded machine, and that tick's reads are then in both runs.
-    first = 1 if args.stage == "loop" else 0
+    # The loop stage's base run has three cycles: its first reads (probes, every group) may
+    # run late on a loaded machine, a device a whole tick behind the others, and the base run
+    # would end with the others' next tick in it; three cycles on, they are in step again.
+    first = 3 if args.stage == "loop" else 0
     base = _instructions(args.scenario, args.stage, first, env, writer=args.writer,
                          interval=args.interval)
     total = _instructions(args.scenario, args.stage, first + args.cycles, env,
