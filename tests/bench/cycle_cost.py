@@ -134,7 +134,9 @@ async def _loop_cycles(node_env: dict[str, str], cycles: int, interval: float) -
                                   call_timeout=60.0))
     served = {g for device in devices for g in device.probe()} & set(groups)
     counted = _Counted({g: 1 + cycles // LOOP_GROUPS[g] for g in served}, len(devices))
-    relay = Relay()
+    # Callgrind runs Python 50-100x slower: the agent's 50 ms before a round is released
+    # would release nearly every round, and the legs would run at once, as on a hung node.
+    relay = Relay(pass_on_after_s=interval / 2)
     samplers = [DeviceSampler(device, SnapshotStore(), config, attribution=attribution,
                               observer=counted, relay=relay) for device in devices]
     # Start 0.45 of an interval before a tick of the slowest group: every run then meets the
