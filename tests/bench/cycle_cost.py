@@ -19,6 +19,17 @@ One cycle, per stage:
   calls it) to a grpcio server in another process (``tests.bench.sink_server``), so only the
   sender's instructions count; ``WARM_EXPORTS`` before the cycles open the connection and
   bring its HPACK tables to their steady state.
+- ``loop``: the agent's sampling as it runs, event loop and threads included: a
+  ``DeviceSampler`` per GPU of the node, with their ``Relay`` and attribution, on the loop
+  policy the agent uses (uvloop where installed), the groups at agent-8gpu-1s's ratios to a
+  ``--interval`` fast interval (processes 5x, gpm 10x, slow 30x). Started just before a
+  multiple of the slow interval on the loop clock, so every run meets the same ticks (the
+  default ``--interval`` of 3 s leaves callgrind's 50-100x slower Python room on a loaded
+  machine); the first reads (probes, every group once) and the first three fast cycles are in
+  both runs (3 cycles and 3 + N); a run ends when every device has read each group as often as its
+  cycles bring (use a multiple of 30 for the agent's whole mix of groups; 10 leaves the slow
+  group out). A missed cycle or a call overrun (callgrind too slow for the interval) fails
+  the run.
 
 ``python -m tests.bench.cycle_cost SCENARIO --cycles 20 --stage sample`` prints JSON. Run it
 against two trees (``PYTHONPATH=<tree>/agent``) to compare commits; the figures of issue 41's
@@ -48,15 +59,118 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-STAGES = ("sample", "processes", "export", "scrape", "send")
+STAGES = ("sample", "processes", "export", "scrape", "send", "loop")
+# agent-8gpu-1s's intervals as multiples of its fast interval (1 s; the others' defaults).
+LOOP_GROUPS = {"fast": 1, "processes": 5, "gpm": 10, "slow": 30}
 PROCESS_EVERY = 5
 VARIANTS = 3
 WARM_EXPORTS = 100  # send: more than the HPACK table holds of changing timeouts
 
 
 def _child(node_env: dict[str, str], stage: str, cycles: int, writer: str = "current",
-           *, pause: float = 0.0, sink: str = "") -> None:
+           *, pause: float = 0.0, sink: str = "", interval: float = 1.0) -> None:
+    if stage == "loop":
+        _run_loop(_loop_cycles(node_env, cycles, interval))
+        return
     asyncio.run(_cycles(node_env, stage, cycles, writer, pause=pause, sink=sink))
+
+
+def _run_loop(coroutine: Any) -> None:
+    """The agent's loop policy (``cli._run_loop``): uvloop where installed."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(coroutine)
+        return
+    uvloop.run(coroutine)
+
+
+class _Counted:
+    """The samplers' observer: counts each device's reads per group and ends the run when
+    every device has read every group ``expected`` times (nothing is timed)."""
+
+    def __init__(self, expected: dict[str, int], devices: int) -> None:
+        self._expected = expected
+        self._short = devices * len(expected)
+        self.counts: dict[tuple[str, str], int] = {}
+        self.done = asyncio.Event()
+
+    def sampled(self, uuid: str, group: str, readings: object) -> None:
+        key = (uuid, group)
+        count = self.counts[key] = self.counts.get(key, 0) + 1
+        if count == self._expected.get(group):
+            self._short -= 1
+            if self._short == 0:
+                self.done.set()
+
+    def unresponsive(self, uuid: str, call: str | None, seconds: float) -> None: ...
+
+    def responsive(self, uuid: str) -> None: ...
+
+    def lost(self, uuid: str, reason: str) -> None: ...
+
+    def available(self, uuid: str) -> None: ...
+
+
+async def _loop_cycles(node_env: dict[str, str], cycles: int, interval: float) -> None:
+    from gpu_otel_agent.simulation.node import attach_in_process
+
+    attach_in_process(node_env)
+
+    from dataclasses import replace
+
+    from gpu_otel_agent.config.holder import ConfigHolder
+    from gpu_otel_agent.config.schema import (
+        AgentConfig,
+        AttributionConfig,
+        GroupConfig,
+        KubeletConfig,
+    )
+    from gpu_otel_agent.model.snapshot import SnapshotStore
+    from gpu_otel_agent.plugins.nvidia.backend import NvidiaBackend
+    from gpu_otel_agent.runtime.attribution_setup import build_attribution
+    from gpu_otel_agent.sampling.sampler import DeviceSampler
+    from gpu_otel_agent.threads.relay import Relay
+
+    backend = NvidiaBackend()
+    backend.open()
+    devices = backend.devices()
+    attribution, service = build_attribution(AttributionConfig(kubelet=KubeletConfig(socket=None)))
+    running = asyncio.create_task(service.run())
+    await asyncio.sleep(0.2)
+    running.cancel()  # as in the other stages: other people's execs must not count
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
+    groups = {g: GroupConfig(True, interval * k) for g, k in LOOP_GROUPS.items()}
+    # A deadline callgrind's slowness cannot reach (its timer costs the same at any length).
+    config = ConfigHolder(replace(AgentConfig(), groups=MappingProxyType(groups),
+                                  call_timeout=60.0))
+    served = {g for device in devices for g in device.probe()} & set(groups)
+    counted = _Counted({g: 1 + cycles // LOOP_GROUPS[g] for g in served}, len(devices))
+    # Callgrind runs Python 50-100x slower: the agent's 50 ms before a round is released
+    # would release nearly every round, and the legs would run at once, as on a hung node.
+    relay = Relay(pass_on_after_s=interval / 2)
+    samplers = [DeviceSampler(device, SnapshotStore(), config, attribution=attribution,
+                              observer=counted, relay=relay) for device in devices]
+    # Start 0.45 of an interval before a tick of the slowest group: every run then meets the
+    # same ticks (each group's next read is the first on its grid half an interval after the
+    # first), and the first reads (probes, every group) have 1.45 intervals to finish.
+    loop = asyncio.get_running_loop()
+    slowest = interval * max(LOOP_GROUPS.values())
+    await asyncio.sleep((-0.45 * interval - loop.time()) % slowest)
+    tasks = [asyncio.create_task(s.run()) for s in samplers]
+    await counted.done.wait()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    missed = sum(s.stats.missed_cycles + s.stats.deadline_overruns for s in samplers)
+    extra = {k: v for k, v in counted.counts.items() if v != 1 + cycles // LOOP_GROUPS[k[1]]}
+    if missed or extra:
+        raise RuntimeError(f"{missed} missed cycles or overruns, reads off count {extra}: "
+                           "callgrind too slow for the interval, use a longer --interval")
+    for sampler in samplers:
+        sampler.close()
+    backend.close()
 
 
 async def _cycles(node_env: dict[str, str], stage: str, cycles: int, writer: str,
@@ -197,8 +311,8 @@ def _sink(stage: str) -> Iterator[str]:
             server.wait(timeout=30)
 
 
-def _instructions(scenario: Path, stage: str, cycles: int, env: dict[str, str],
-                  writer: str, *, pause: float = 0.0) -> int:
+def _instructions(scenario: Path, stage: str, cycles: int, env: dict[str, str], *,
+                  writer: str, pause: float = 0.0, interval: float = 3.0) -> int:
     from gpu_otel_agent.simulation.node import SimulatedNode, load_scenario
     from tests.bench.agent_case import node_ready_timeout
 
@@ -209,7 +323,8 @@ def _instructions(scenario: Path, stage: str, cycles: int, env: dict[str, str],
             ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
              sys.executable, "-m", "tests.bench.cycle_cost", str(scenario), "--child",
              json.dumps(dict(node.env)), "--stage", stage, "--cycles", str(cycles),
-             "--writer", writer, "--pause", str(pause), "--sink", sink],
+             "--writer", writer, "--pause", str(pause), "--sink", sink,
+             "--interval", str(interval)],
             capture_output=True, text=True, env=env, check=False, timeout=3000)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if done.returncode or found is None:
@@ -229,17 +344,24 @@ def main() -> int:
                              "prometheus_client replaced (loaded from git)")
     parser.add_argument("--pause", type=float, default=0.0, metavar="S",
                         help="wall-clock seconds before each cycle, not counted (see above)")
+    parser.add_argument("--interval", type=float, default=3.0,
+                        help="loop stage: the fast interval in seconds (the others in ratio)")
     parser.add_argument("--child", metavar="NODE_ENV")
     parser.add_argument("--sink", default="", help=argparse.SUPPRESS)  # send: host:port
     args = parser.parse_args()
     if args.child:
         _child(json.loads(args.child), args.stage, args.cycles, args.writer,
-               pause=args.pause, sink=args.sink)
+               pause=args.pause, sink=args.sink, interval=args.interval)
         return 0
     env = dict(os.environ, PYTHONHASHSEED="0")  # the same dict and set layouts every run
-    base = _instructions(args.scenario, args.stage, 0, env, args.writer, pause=args.pause)
-    total = _instructions(args.scenario, args.stage, args.cycles, env, args.writer,
-                          pause=args.pause)
+    # The loop stage's base run has three cycles: its first reads (probes, every group) may
+    # run late on a loaded machine, a device a whole tick behind the others, and the base run
+    # would end with the others' next tick in it; three cycles on, they are in step again.
+    first = 3 if args.stage == "loop" else 0
+    base = _instructions(args.scenario, args.stage, first, env, writer=args.writer,
+                         pause=args.pause, interval=args.interval)
+    total = _instructions(args.scenario, args.stage, first + args.cycles, env,
+                          writer=args.writer, pause=args.pause, interval=args.interval)
     json.dump({"stage": args.stage, "cycles": args.cycles, "scenario": args.scenario.name,
                "writer": args.writer, "pause_s": args.pause,
                "instructions_per_cycle": (total - base) / args.cycles}, sys.stdout)

@@ -18,6 +18,9 @@ class ConfigHolder:
     def __init__(self, config: AgentConfig) -> None:
         self._config = config
         self._sleepers: set[asyncio.Future[bool]] = set()
+        # Sleepers until the same moment of the same loop (every device's group loops on one
+        # grid tick) and the one timer that wakes them all.
+        self._ticks: dict[tuple[asyncio.AbstractEventLoop, float], _Tick] = {}
 
     @property
     def current(self) -> AgentConfig:
@@ -40,6 +43,47 @@ class ConfigHolder:
         finally:
             timer.cancel()
             self._sleepers.discard(sleeper)
+
+    async def sleep_until(self, loop: asyncio.AbstractEventLoop, when: float) -> bool:
+        """Sleep until ``loop.time()`` reaches ``when``, returning early (True) when the
+        configuration changes meanwhile. On ``loop``.
+
+        Sleepers until the same moment share one timer: at eight GPUs every group loop that
+        falls due on a grid tick waits for the same ``when``, and one timer handle (made,
+        started, fired) costs about what the rest of a sleep does. Each sleeper keeps a future
+        of its own, so cancelling one task wakes no other.
+        """
+        sleeper: asyncio.Future[bool] = loop.create_future()
+        key = (loop, when)
+        tick = self._ticks.get(key)
+        if tick is None:
+            tick = self._ticks[key] = _Tick(loop.call_at(when, self._wake, key))
+        tick.sleepers[sleeper] = None
+        self._sleepers.add(sleeper)
+        try:
+            return await sleeper
+        finally:
+            self._sleepers.discard(sleeper)
+            tick.sleepers.pop(sleeper, None)
+            if not tick.sleepers and self._ticks.get(key) is tick:
+                del self._ticks[key]  # the last one left early (reload, cancel): no timer
+                tick.timer.cancel()
+
+    def _wake(self, key: tuple[asyncio.AbstractEventLoop, float]) -> None:
+        tick = self._ticks.pop(key, None)
+        for sleeper in tick.sleepers if tick is not None else ():
+            if not sleeper.done():
+                sleeper.set_result(False)
+
+
+class _Tick:
+    __slots__ = ("sleepers", "timer")
+
+    def __init__(self, timer: asyncio.TimerHandle) -> None:
+        self.timer = timer
+        # In the order they went to sleep: woken in it, as their own timers would have been
+        # (the devices' tasks then submit their jobs, and the relay runs them, in GPU order).
+        self.sleepers: dict[asyncio.Future[bool], None] = {}
 
 
 def _resolve(sleeper: asyncio.Future[bool], value: bool) -> None:

@@ -49,7 +49,9 @@ from gpu_otel_agent.sampling.partitions import (
     read_tree,
 )
 from gpu_otel_agent.threads.costs import ATTRIBUTION, SNAPSHOT, Stage
+from gpu_otel_agent.threads.deadlines import Deadlines
 from gpu_otel_agent.threads.device_worker import DeviceWorker
+from gpu_otel_agent.threads.handoff import on_loop
 from gpu_otel_agent.threads.relay import Relay
 from gpu_otel_agent.workloads.attribution import Attribution
 
@@ -58,6 +60,9 @@ T = TypeVar("T")
 # Partitions are re-enumerated on the slow group's cadence (reconfiguration is rare, and a
 # destroyed partition's failed read triggers a scan at once), or this often without it.
 PARTITION_SCAN_SECONDS = 30.0
+# The calls' deadlines, of every sampler on any loop: the node's devices' calls of one tick
+# share a timer (keyed by loop and moment; an entry lives while its calls are in flight).
+_DEADLINES = Deadlines()
 
 
 @dataclass
@@ -211,24 +216,37 @@ class DeviceSampler:
 
     async def _call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on the device thread; raise CallOverrun past the deadline."""
+        loop = self._loop
+        assert loop is not None  # set before the first call (_probe_until_available)
         timeout = self._config.current.call_timeout
         future: Future[T] = self._worker.submit(fn)
         call = self._device.current_call
+        # One waiter per call and one timer per deadline moment (every device's calls of a
+        # tick share it: threads.deadlines), not asyncio.timeout around wrap_future: that
+        # added a Timeout (two coroutines, a running-loop lookup that calls getpid() on
+        # 3.11), a timer per call and a call_soon_threadsafe per result; the relay now sets
+        # a round's results on the loop in one call and on_loop takes each at once
+        # (threads.handoff).
+        waiter = on_loop(loop, future)
+        deadline = loop.time() + timeout
+        _DEADLINES.arm(loop, deadline, waiter)
         try:
-            # asyncio.timeout, not wait_for: wait_for (3.11) can swallow a shutdown's cancel.
-            # The loop this sampler runs on, given: without one wrap_future asks for it, and
-            # on 3.11 every lookup of the running loop calls getpid().
-            async with asyncio.timeout(timeout):
-                return await asyncio.wrap_future(future, loop=self._loop)
+            return await waiter
         except TimeoutError:
             call = self._device.current_call or call
             self.stats.deadline_overruns += 1
             self._hung = True
+            future.cancel()  # not started yet: it never runs (as wrap_future's did)
             future.add_done_callback(self._on_call_done)  # tells us when it finally returns
             if self._observer is not None:
                 self._observer.unresponsive(self._uuid, call, timeout)
             self._set_health(HealthState.DEGRADED, f"unresponsive: {call} exceeded {timeout:g}s")
             raise CallOverrun(call, timeout) from None
+        except asyncio.CancelledError:
+            future.cancel()  # shutting down: a job not started yet need not run
+            raise
+        finally:
+            _DEADLINES.disarm(loop, deadline, waiter)
 
     def _on_call_done(self, future: Future[Any]) -> None:
         # Runs on the worker thread once the hung call returns; hop back to the loop.
@@ -398,8 +416,9 @@ class DeviceSampler:
             if not self._available.is_set():
                 await self._available.wait()
                 next_due = loop.time()
-            delay = next_due - loop.time()
-            if delay > 0 and await self._config.sleep(delay):
+            # Until the tick itself (not for a delay): every device's loops due on it share
+            # its timer (ConfigHolder.sleep_until).
+            if next_due > loop.time() and await self._config.sleep_until(loop, next_due):
                 next_due = loop.time()  # reconfigured: start the new cadence now
                 continue
             # The next read falls on the interval's grid of the loop clock, shared by every

@@ -6,8 +6,8 @@ eight GPUs, a job cost about six context switches, and the hand-offs cost severa
 reads themselves. So the devices that get jobs at the same moment form a relay: the first
 device's thread is woken at once, each device thread hands the next one its jobs when it is
 done, only one device thread holds the GIL at a time, and the results reach the loop together
-when the last device is done (the loop wakes once, not once per device while the next
-device's thread runs).
+when the last device is done: one ``call_soon_threadsafe`` sets them all on the loop (the loop
+wakes once, not once per device while the next device's thread runs, nor once per job).
 
 Nothing waits for the loop: a device joins the running round as its first job is submitted,
 and the round starts with the first device, as a lone job always did. (Handing jobs over at
@@ -84,11 +84,17 @@ class Round:
         if leg is not None:
             leg(self)
             return
-        for result in results:
-            result()
-        if not self._loop.is_closed():
-            # Sent right after the results: the loop wakes once for all of it.
-            self._loop.call_soon_threadsafe(self._timer.cancel)
+        # Every device's results are set on the loop, in one hand-off: set here, each would
+        # reach its waiter with a call_soon_threadsafe of its own (threads.handoff).
+        try:
+            self._loop.call_soon_threadsafe(self._end, results)
+        except RuntimeError:  # the loop is closed: nobody waits on the loop any more
+            _settle(results)
+
+    def _end(self, results: list[Settle]) -> None:
+        """On the loop: the round is over, its results go to their waiters."""
+        self._timer.cancel()
+        _settle(results)
 
     def release_all(self) -> None:
         """Past the deadline (the loop's timer, or a device thread that noticed): the
@@ -96,10 +102,14 @@ class Round:
         with self._lock:
             legs, self._legs = list(self._legs), deque()
             results, self._unsettled, self.over = self._unsettled, [], True
-        for result in results:
-            result()
+        _settle(results)
         for leg in legs:
             leg(None)
+
+
+def _settle(results: list[Settle]) -> None:
+    for result in results:
+        result()
 
 
 class Relay:

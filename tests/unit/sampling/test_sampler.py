@@ -12,6 +12,7 @@ from gpu_otel_agent.config.load import load
 from gpu_otel_agent.config.schema import GroupConfig
 from gpu_otel_agent.model.snapshot import DeviceIdentity, HealthState, Reading, SnapshotStore
 from gpu_otel_agent.sampling.sampler import DeviceSampler
+from gpu_otel_agent.threads.relay import Relay
 from tests.polling import until as _until
 
 
@@ -92,5 +93,60 @@ def test_lost_device_fails_then_resumes_after_reprobe() -> None:
         await _until(lambda: bool(sampler.snapshot.samples))
         task.cancel()
         sampler.close()
+
+    asyncio.run(scenario())
+
+
+def test_with_a_relay_a_hung_device_is_unresponsive_and_recovers_while_others_sample() -> None:
+    """Devices that share a relay (as the agent's do) get their results on the loop together;
+    a device hung in its leg still holds the others back only briefly, and its own call
+    still ends by its deadline and recovers when it returns."""
+    async def scenario() -> None:
+        store = SnapshotStore()
+        holder = _config()
+        relay = Relay()
+        hung, *healthy = (ScriptedDevice(i) for i in range(3))
+        samplers = [DeviceSampler(d, store, holder, relay=relay) for d in (hung, *healthy)]
+        tasks = [asyncio.create_task(s.run()) for s in samplers]
+        await _until(lambda: hung.reads > 0 and all(d.reads > 0 for d in healthy))
+        hung.gate.clear()
+        await _until(lambda: samplers[0].snapshot.health is HealthState.DEGRADED)
+        assert samplers[0].stats.deadline_overruns >= 1
+        before = [d.reads for d in healthy]
+        await _until(lambda: all(d.reads >= b + 5 for d, b in zip(healthy, before, strict=True)),
+                     timeout=60)
+        assert all(s.snapshot.health is HealthState.OK for s in samplers[1:])
+        hung.gate.set()
+        await _until(lambda: samplers[0].snapshot.health is HealthState.OK)
+        reads = hung.reads
+        await _until(lambda: hung.reads > reads)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for s in samplers:
+            s.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_reload_cuts_a_group_loops_sleep_short() -> None:
+    async def scenario() -> None:
+        store = SnapshotStore()
+        holder = _config()
+        slow = replace(holder.current, groups={"fast": GroupConfig(True, 3600.0)})
+        holder.replace(slow)
+        devices = [ScriptedDevice(i) for i in range(2)]
+        relay = Relay()
+        samplers = [DeviceSampler(d, store, holder, relay=relay) for d in devices]
+        tasks = [asyncio.create_task(s.run()) for s in samplers]
+        await _until(lambda: all(d.reads == 1 for d in devices))  # the first read, at once
+        # Both sleep until the same tick an hour away; the reload wakes them now.
+        holder.replace(replace(slow, groups={"fast": GroupConfig(True, 0.05)}))
+        await _until(lambda: all(d.reads >= 3 for d in devices), timeout=60)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for s in samplers:
+            s.close()
 
     asyncio.run(scenario())

@@ -112,3 +112,35 @@ def test_a_device_stuck_in_its_leg_holds_the_others_back_only_briefly() -> None:
         stuck.set()
         for worker in workers:
             worker.stop()
+
+
+def test_a_rounds_results_are_set_on_the_loop_together() -> None:
+    """The relay sets every device's results on the loop's own thread, in one loop callback
+    (one hand-off per round, not one per job); each job ran on its own device's thread."""
+    workers = _relay_workers(4, pass_on_after_s=60)  # never released early, even on a slow CI
+    settled: list[tuple[int, int]] = []  # (thread that set the result, loop callbacks run)
+    passes = 0
+
+    async def main() -> list[str]:
+        nonlocal passes
+        loop = asyncio.get_running_loop()
+
+        def tick() -> None:  # counts loop callbacks until the results are in
+            nonlocal passes
+            passes += 1
+            if len(settled) < 4:
+                loop.call_soon(tick)
+
+        futures = [w.submit(lambda: threading.current_thread().name) for w in workers]
+        for future in futures:
+            future.add_done_callback(lambda _: settled.append((threading.get_ident(), passes)))
+        loop.call_soon(tick)
+        return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
+
+    try:
+        assert asyncio.run(main()) == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
+    finally:
+        for worker in workers:
+            worker.stop()
+    assert {thread for thread, _ in settled} == {threading.get_ident()}
+    assert len({seen for _, seen in settled}) == 1  # all in the same callback

@@ -1,0 +1,49 @@
+"""A device job's result on the event loop, for less than ``asyncio.wrap_future`` costs.
+
+``wrap_future`` hands every result over with ``call_soon_threadsafe``, even when the result is
+set on the loop's own thread (a ``concurrent.futures.Future`` has no loop to compare with), and
+chains cancellation both ways with two more callbacks. The relay sets a round's results on the
+loop in one call (``threads.relay``); ``on_loop`` then moves each one into its waiter at once,
+in that same loop pass. A result set on another thread (a lone job, a released round, a job
+that outlived its deadline) still goes through ``call_soon_threadsafe``.
+
+Cancelling is the caller's: what ``wrap_future`` did on the waiter's cancellation (cancel the
+job if it has not started) the caller does itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import Future
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def on_loop(loop: asyncio.AbstractEventLoop, job: Future[T]) -> asyncio.Future[T]:
+    """A future of ``loop`` that ends as ``job`` does. Call it on ``loop``'s thread."""
+    waiter: asyncio.Future[T] = loop.create_future()
+    thread = threading.get_ident()
+
+    def settled(done: Future[T]) -> None:  # on whichever thread set the job's result
+        if threading.get_ident() == thread:
+            _copy(done, waiter)
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(_copy, done, waiter)
+
+    job.add_done_callback(settled)
+    return waiter
+
+
+def _copy(job: Future[T], waiter: asyncio.Future[T]) -> None:
+    if waiter.done():  # given up (deadline, cancellation) before the result came
+        return
+    if job.cancelled():
+        waiter.cancel()
+        return
+    error = job.exception()
+    if error is not None:
+        waiter.set_exception(error)
+    else:
+        waiter.set_result(job.result())

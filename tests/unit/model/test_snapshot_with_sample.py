@@ -1,0 +1,34 @@
+"""``DeviceSnapshot.with_sample`` builds its result with the constructor (not
+``dataclasses.replace``, for speed): it must keep every other field as ``replace`` would."""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from types import MappingProxyType
+
+from gpu_otel_agent.model.snapshot import (
+    DeviceIdentity,
+    DeviceSnapshot,
+    GroupSample,
+    HealthState,
+    Reading,
+)
+
+
+def test_with_sample_keeps_every_field_as_replace_would() -> None:
+    identity = DeviceIdentity("GPU-1", 3, "nvidia", "H100", "0000:01:00.0")
+    kept = GroupSample("slow", (Reading("hw.errors", 1.0),), 5)
+    device = DeviceSnapshot(identity, HealthState.DEGRADED, 7, MappingProxyType({"slow": kept}),
+                            "unresponsive", MappingProxyType({("hw.energy", ()): 11}))
+    # Every field differs from its default, so one dropped would show.
+    defaults = DeviceSnapshot(identity, HealthState.OK, 0)
+    assert all(getattr(device, f.name) != getattr(defaults, f.name)
+               for f in fields(DeviceSnapshot) if f.name != "identity")
+    for sample in (GroupSample("fast", (Reading("hw.power", 2.0),), 9),
+                   GroupSample("slow", (), 10)):
+        expected = replace(device, samples=MappingProxyType({**device.samples,
+                                                             sample.group: sample}))
+        got = device.with_sample(sample)
+        assert got == expected
+        assert dict(got.samples) == dict(expected.samples)
+        device = got
