@@ -146,17 +146,8 @@ def wire_contract_problem() -> str | None:
     return None
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _length_delimited(tag: bytes, payload: bytes) -> bytes:
-    return tag + _varint(len(payload)) + payload
+    return tag + wire_values.varint(len(payload)) + payload
 
 
 def _string(tag: bytes, text: str) -> bytes:
@@ -243,7 +234,7 @@ def _metric_frame(name: str) -> _MetricFrame:
     double = spec.unit in DOUBLE_UNITS
     if spec.instrument is Instrument.GAUGE:
         return _MetricFrame(head, b"\x2a", b"", double)
-    trailer = b"\x10" + _varint(CUMULATIVE)
+    trailer = b"\x10" + wire_values.varint(CUMULATIVE)
     if spec.instrument is Instrument.COUNTER:
         trailer += b"\x18\x01"  # is_monotonic: true (false is left out)
     return _MetricFrame(head, b"\x3a", trailer, double)
@@ -302,7 +293,7 @@ class ProtoEncoder:
                         pairs[pair] = field
                 fields.append(field)
             encoded = b"".join(fields)
-            head = (_DATA_POINTS_TAG + _varint(len(encoded) + fixed_size), encoded)
+            head = (_DATA_POINTS_TAG + wire_values.varint(len(encoded) + fixed_size), encoded)
             self._heads[key] = head
         return head
 
@@ -394,9 +385,9 @@ class ProtoEncoder:
                 chunks.append(self._ends_of(ended[name], snapshot.taken_ns, not frame.trailer))
             chunks.append(frame.trailer)
             data_size = sum(map(len, chunks))
-            data_prefix = frame.data_tag + _varint(data_size)
+            data_prefix = frame.data_tag + wire_values.varint(data_size)
             metric_size = len(frame.head) + len(data_prefix) + data_size
-            metric_prefix = b"\x12" + _varint(metric_size)
+            metric_prefix = b"\x12" + wire_values.varint(metric_size)
             written = (metric_prefix, frame.head, data_prefix, *chunks)
             if name not in ended:  # bytes with end points are never written again
                 kept_metrics[name] = (runs, written, len(metric_prefix) + metric_size)
@@ -404,11 +395,12 @@ class ProtoEncoder:
             scope_size += len(metric_prefix) + metric_size
         parts.append(self._scope_schema)
         scope_size += len(self._scope_schema)
-        parts[4] = _varint(scope_size)  # ResourceMetrics.scope_metrics: 0x12, its length
+        parts[4] = wire_values.varint(scope_size)  # ResourceMetrics.scope_metrics: 0x12, its length
         parts.append(self._resource_schema)
         resource_size = (len(self._resource_field) + 1 + len(parts[4]) + scope_size
                          + len(self._resource_schema))
-        parts[0], parts[1] = b"\x0a", _varint(resource_size)  # the request's resource_metrics
+        # The request's resource_metrics: its tag and length.
+        parts[0], parts[1] = b"\x0a", wire_values.varint(resource_size)
         self._encoded = kept
         self._templates = kept_templates
         self._shaped = kept_shaped
@@ -467,9 +459,9 @@ class ProtoEncoder:
         pieces[-1] += frame.trailer
         data_size = (sum(len(p) for p in pieces[::_STRIDE])
                      + sum(len(p) for p in pieces[1::_STRIDE]) + _OPEN * len(value_codes))
-        data_prefix = frame.data_tag + _varint(data_size)
+        data_prefix = frame.data_tag + wire_values.varint(data_size)
         metric_size = len(frame.head) + len(data_prefix) + data_size
-        pieces[0] = b"\x12" + _varint(metric_size) + frame.head + data_prefix
+        pieces[0] = b"\x12" + wire_values.varint(metric_size) + frame.head + data_prefix
         return _MetricTemplate(shapes, _packer(pieces, value_codes), pieces)
 
     def _points(self, run: Points, gauge: bool, double: bool) -> bytes:

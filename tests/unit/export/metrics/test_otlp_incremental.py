@@ -27,6 +27,7 @@ from gpu_otel_agent.model.snapshot import (
     NodeSnapshot,
     Reading,
 )
+from tests.unit.export.metrics.series_end_points import without_ends
 
 RESOURCE = Resource.create({"service.name": "gpu-otel-agent", "host.name": "node-1"})
 IDENTITY = DeviceIdentity("GPU-0", 0, "nvidia", "H100", "0000:18:00.0")
@@ -68,28 +69,6 @@ def _snapshots() -> list[NodeSnapshot]:
     return out
 
 
-_NO_RECORDED_VALUE = 1  # DataPointFlags.DATA_POINT_FLAGS_NO_RECORDED_VALUE_MASK
-
-
-def _without_ends(request: ExportMetricsServiceRequest) -> tuple[
-        ExportMetricsServiceRequest, list[tuple[str, frozenset[tuple[str, str]]]]]:
-    """The request less the points that end a series (the long-lived encoder's alone: a fresh
-    one has no last export to end), and those ends as (metric, attributes)."""
-    ends: list[tuple[str, frozenset[tuple[str, str]]]] = []
-    out = ExportMetricsServiceRequest()
-    out.CopyFrom(request)
-    for scope in (s for r in out.resource_metrics for s in r.scope_metrics):
-        for metric in list(scope.metrics):
-            points = metric.gauge.data_points if metric.HasField("gauge") \
-                else metric.sum.data_points
-            for point in list(points):
-                if point.flags & _NO_RECORDED_VALUE:
-                    ends.append((metric.name, frozenset(
-                        (a.key, str(a.value)) for a in point.attributes)))
-                    points.remove(point)
-            if not points:
-                scope.metrics.remove(metric)
-    return out, ends
 
 
 def _series(request: ExportMetricsServiceRequest) -> set[tuple[str, frozenset[tuple[str, str]]]]:
@@ -105,7 +84,7 @@ def test_kept_attributes_encode_as_a_full_encoding_does() -> None:
     for snapshot in _snapshots():
         raw = kept.encode_bytes(snapshot)
         fresh_raw = ProtoEncoder(RESOURCE).encode_bytes(snapshot)
-        ours, ends = _without_ends(ExportMetricsServiceRequest.FromString(raw))
+        ours, ends = without_ends(ExportMetricsServiceRequest.FromString(raw))
         fresh = ExportMetricsServiceRequest.FromString(fresh_raw)
         if not ends:
             assert raw == fresh_raw

@@ -44,10 +44,9 @@ from gpu_otel_agent.model.snapshot import (
     Reading,
     status_readings,
 )
+from tests.unit.export.metrics.series_end_points import Series, without_ends
 
 RESOURCE = Resource.create({"service.name": "gpu-otel-agent", "host.name": "node-1"})
-_NO_RECORDED_VALUE = 1  # DataPointFlags.DATA_POINT_FLAGS_NO_RECORDED_VALUE_MASK
-Series = tuple[str, frozenset[tuple[str, str]]]
 
 # (metric, its own attributes): gauges and sums, double units and counts.
 FAST: tuple[tuple[str, Attributes], ...] = (
@@ -162,27 +161,6 @@ def _snapshots(seed: int, exports: int) -> Iterator[NodeSnapshot]:
                                {d.identity.uuid: extra for d in present} if extra else {}))
 
 
-def _without_ends(request: ExportMetricsServiceRequest) -> tuple[
-        ExportMetricsServiceRequest, list[Series]]:
-    """The request less the points that end a series (a fresh encoder sends none), and
-    those ends as (metric, attributes)."""
-    ends: list[Series] = []
-    out = ExportMetricsServiceRequest()
-    out.CopyFrom(request)
-    for scope in (s for r in out.resource_metrics for s in r.scope_metrics):
-        for metric in list(scope.metrics):
-            points = metric.gauge.data_points if metric.HasField("gauge") \
-                else metric.sum.data_points
-            for point in list(points):
-                if point.flags & _NO_RECORDED_VALUE:
-                    ends.append((metric.name, frozenset(
-                        (a.key, str(a.value)) for a in point.attributes)))
-                    points.remove(point)
-            if not points:
-                scope.metrics.remove(metric)
-    return out, ends
-
-
 def _series(request: ExportMetricsServiceRequest) -> set[Series]:
     return {(m.name, frozenset((a.key, str(a.value)) for a in p.attributes))
             for r in request.resource_metrics for s in r.scope_metrics for m in s.metrics
@@ -202,7 +180,7 @@ def test_patched_templates_send_what_a_fresh_encoding_sends(seed: int) -> None:
         with _general_path():
             fresh_raw = ProtoEncoder(RESOURCE).encode_bytes(snapshot)
         sdk = encode_metrics(encode(snapshot, RESOURCE))
-        ours, ends = _without_ends(ExportMetricsServiceRequest.FromString(raw))
+        ours, ends = without_ends(ExportMetricsServiceRequest.FromString(raw))
         fresh = ExportMetricsServiceRequest.FromString(fresh_raw)
         if not ends:
             assert raw == fresh_raw
