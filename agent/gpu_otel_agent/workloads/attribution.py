@@ -266,13 +266,8 @@ def _process_readings(usage: ProcessUsage, identity: _Identity, out: list[Readin
     while its value is the same (most often the very object: a sample's figures are shared,
     figures_of in the NVIDIA plugin), else a new one kept for the next."""
     kept = identity.kept
-    memory = usage.memory_bytes
-    if memory is not None:
-        held = kept.get(PROCESS_MEMORY)
-        if held is None or not _same(held.value, memory):
-            held = kept[PROCESS_MEMORY] = Reading(PROCESS_MEMORY, memory,
-                                                  identity.process_attributes)
-        out.append(held)
+    if usage.memory_bytes is not None:
+        out.append(_kept_reading(identity, PROCESS_MEMORY, usage.memory_bytes))
     for task, value in usage.utilization:
         held = kept.get(task)
         if held is None or (held.value is not value and not _same(held.value, value)):
@@ -282,13 +277,17 @@ def _process_readings(usage: ProcessUsage, identity: _Identity, out: list[Readin
                                                        ("hw.gpu.task", task))
             held = kept[task] = Reading(PROCESS_UTILIZATION, value, attributes)
         out.append(held)
-    occupancy = usage.compute_unit_occupancy
-    if occupancy is not None:
-        held = kept.get(PROCESS_CU_OCCUPANCY)
-        if held is None or not _same(held.value, occupancy):
-            held = kept[PROCESS_CU_OCCUPANCY] = Reading(PROCESS_CU_OCCUPANCY, occupancy,
-                                                        identity.process_attributes)
-        out.append(held)
+    if usage.compute_unit_occupancy is not None:
+        out.append(_kept_reading(identity, PROCESS_CU_OCCUPANCY, usage.compute_unit_occupancy))
+
+
+def _kept_reading(identity: _Identity, metric: str, value: float | int) -> Reading:
+    """The process's reading of ``metric`` kept from the last cycle while ``value`` is the
+    same, else a new one (with the process's own attributes) kept for the next."""
+    held = identity.kept.get(metric)
+    if held is None or not _same(held.value, value):
+        held = identity.kept[metric] = Reading(metric, value, identity.process_attributes)
+    return held
 
 
 def _gpu_device(identity: DeviceIdentity, memory_total: int | None) -> GpuDevice:

@@ -38,6 +38,7 @@ from gpu_otel_agent.export.otlp.senders import build_request_sender
 from gpu_otel_agent.export.otlp.target import ExporterConfigError, OtlpTarget, resolve_target
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
+from gpu_otel_agent.model.snapshot import NodeSnapshot
 from tests.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.receivers.otlp_http import OtlpHttpReceiver
 from tests.unit.export.metrics.test_otlp_proto import RESOURCE, _snapshot
@@ -122,19 +123,24 @@ def http_receiver() -> Iterator[OtlpHttpReceiver]:
         yield receiver
 
 
+def _send_message_then_bytes(target: OtlpTarget, snapshot: NodeSnapshot) -> None:
+    """Sends the snapshot twice on one sender (one kept-alive connection): as a message, then
+    as the bytes the exporter sends, which must go out as they are."""
+    sender = build_request_sender(target)
+    try:
+        assert sender.send(ProtoEncoder(RESOURCE).encode(snapshot)).ok
+        assert sender.send(ProtoEncoder(RESOURCE).encode_bytes(snapshot)).ok
+    finally:
+        sender.shutdown()
+
+
 @pytest.mark.parametrize("compression", ["none", "gzip"])
 def test_grpc_delivers_what_the_sdk_would_encode(grpc_receiver: OtlpGrpcReceiver,
                                                  compression: str) -> None:
     snapshot = _snapshot(123.0)
-    sender = build_request_sender(_target(
+    _send_message_then_bytes(_target(
         "grpc", grpc_receiver.endpoint, OTEL_EXPORTER_OTLP_HEADERS="x-tenant=a,x-other=b",
-        OTEL_EXPORTER_OTLP_COMPRESSION=compression))
-    try:
-        assert sender.send(ProtoEncoder(RESOURCE).encode(snapshot)).ok
-        # What the exporter sends: the request already serialised, passed through as it is.
-        assert sender.send(ProtoEncoder(RESOURCE).encode_bytes(snapshot)).ok
-    finally:
-        sender.shutdown()
+        OTEL_EXPORTER_OTLP_COMPRESSION=compression), snapshot)
     as_message, as_bytes = grpc_receiver.store.received()
     for received in (as_message, as_bytes):
         assert received.request == encode_metrics(encode(snapshot, RESOURCE))
@@ -146,15 +152,9 @@ def test_grpc_delivers_what_the_sdk_would_encode(grpc_receiver: OtlpGrpcReceiver
 def test_http_delivers_what_the_sdk_would_encode(http_receiver: OtlpHttpReceiver,
                                                  compression: str) -> None:
     snapshot = _snapshot(7.0)
-    sender = build_request_sender(_target(
+    _send_message_then_bytes(_target(
         "http/protobuf", http_receiver.endpoint, OTEL_EXPORTER_OTLP_HEADERS="x-tenant=a",
-        OTEL_EXPORTER_OTLP_COMPRESSION=compression))
-    try:
-        assert sender.send(ProtoEncoder(RESOURCE).encode(snapshot)).ok
-        # Kept-alive connection; the bytes the exporter sends go out as they are.
-        assert sender.send(ProtoEncoder(RESOURCE).encode_bytes(snapshot)).ok
-    finally:
-        sender.shutdown()
+        OTEL_EXPORTER_OTLP_COMPRESSION=compression), snapshot)
     first, second = http_receiver.store.received()
     assert first.request == second.request == encode_metrics(encode(snapshot, RESOURCE))
     assert first.metadata["x-tenant"] == "a"
