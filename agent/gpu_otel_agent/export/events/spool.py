@@ -388,6 +388,10 @@ class Spool:
                   self._path, error.strerror or error, hint)
 
     def _sendable(self) -> list[int]:
+        if self._dir_fd is None:
+            # Closed at shutdown: a send that outlived the close (a hung collector answering
+            # late) offers nothing more; what is on disk waits for the next start.
+            return []
         return [n for n in self._segments if n not in self._unsynced]
 
     @property

@@ -50,6 +50,24 @@ def test_events_round_trip_in_order_across_a_restart(tmp_path: Path) -> None:
     assert list(tmp_path.glob("seg-*")) == []
 
 
+def test_a_closed_spool_offers_nothing_and_keeps_its_segments_for_the_next_start(
+    tmp_path: Path,
+) -> None:
+    # A send that outlives shutdown's close (a collector answering late) asks the spool for
+    # more: it must get nothing (not an error on a closed descriptor), and lose nothing.
+    spool = Spool(tmp_path, 1 << 20)
+    spool.open()
+    spool.append([event(1)])
+    spool.sync()
+    assert spool.sendable
+    spool.close()
+    assert not spool.sendable
+    assert spool.oldest() is None and spool.oldest_number() is None
+    again = Spool(tmp_path, 1 << 20)
+    again.open()
+    assert drain(again) == [event(1)]
+
+
 def test_full_spool_keeps_the_first_events_and_counts_the_rest(tmp_path: Path) -> None:
     one_line = len(event(1).to_json()) + 10
     spool = Spool(tmp_path, one_line * 3)
