@@ -8,7 +8,6 @@ carries the then-current values; the final export on shutdown is bounded in time
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +17,7 @@ from gpu_otel_agent.config.holder import ConfigHolder
 from gpu_otel_agent.export.metrics.snapshot_exporters import SnapshotExporter
 from gpu_otel_agent.model.snapshot import SnapshotStore
 from gpu_otel_agent.threads.costs import SNAPSHOT, Stage
+from gpu_otel_agent.threads.handoff import on_loop, settled
 from gpu_otel_agent.threads.named import name_pool_thread
 
 log = logging.getLogger(__name__)
@@ -88,16 +88,15 @@ class MetricPusher:
             return
         loop = asyncio.get_running_loop()
         # Encoding happens on the export thread too: the loop only takes the snapshot.
-        in_flight = loop.run_in_executor(
-            self._thread, lambda: self._exporter.export(snapshot, timeout)
-        )
+        # ``on_loop`` and ``settled`` instead of ``run_in_executor`` + ``asyncio.timeout`` +
+        # ``asyncio.wait``: the same hand-off and wait in 101k instead of 179k instructions
+        # per export (callgrind; issue 41), without wrap_future's second future and
+        # cancellation chain, the Timeout object, and asyncio.wait's waiter and callbacks.
+        in_flight = on_loop(loop, self._thread.submit(self._exporter.export, snapshot,
+                                                      timeout))
         in_flight.add_done_callback(self._record)
         self._in_flight = in_flight
-        try:
-            async with asyncio.timeout(timeout):
-                await asyncio.wait({in_flight})
-        except TimeoutError:
-            pass
+        await settled(loop, in_flight, timeout)
 
     def _record(self, outcome: asyncio.Future[bool]) -> None:
         self.stats.exports += 1
@@ -128,9 +127,7 @@ class MetricPusher:
         try:
             if self._in_flight is not None and not self._in_flight.done():
                 # Let a retrying export finish (it may be carrying the latest values).
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(timeout * 0.4):
-                        await asyncio.wait({self._in_flight})
+                await settled(asyncio.get_running_loop(), self._in_flight, timeout * 0.4)
             remaining = timeout - (time.monotonic() - start)
             await self.export_once(timeout=max(remaining * 0.8, 0.1))
         finally:
