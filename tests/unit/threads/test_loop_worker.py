@@ -4,6 +4,7 @@ set on the caller's loop futures; a shutdown cancels what has not started."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 
 import pytest
@@ -23,7 +24,7 @@ def test_jobs_run_in_order_on_the_named_thread_and_their_outcomes_come_back() ->
                 raise ValueError("job 2 failed")
             return number * 10
 
-        futures = [worker.submit(loop, lambda n=n: job(n)) for n in range(4)]
+        futures = [worker.submit(loop, functools.partial(job, n)) for n in range(4)]
         done = await asyncio.gather(*futures, return_exceptions=True)
         assert done[0] == 0 and done[1] == 10 and done[3] == 30
         assert isinstance(done[2], ValueError)
