@@ -42,6 +42,9 @@ _NEVER_INDEXED = 0x10  # RFC 7541 6.2.3; without it (0x00), 6.2.2: literal witho
 _LITERAL_MASK = 0xF0  # the representation's kind, in a literal's first byte
 _TIMEOUT_NAME = b"grpc-timeout"
 _KEPT_BLOCKS = 8  # blocks kept at once (a unary answer has two: headers, trailers)
+# The largest block kept: a gRPC answer's are tens of bytes; a peer's large blocks are decoded
+# each time rather than held (8 of h2's 64 KiB header lists would be 512 KiB; issue 39).
+_KEPT_BLOCK_BYTES = 512
 
 
 def stateless_field(header: Header) -> bytes:
@@ -154,6 +157,6 @@ class KeptDecoder(Decoder):
         headers = list(super().decode(data, raw))
         if not keeps_tables(data):
             self._kept.clear()  # the table may have changed: what was kept may read otherwise
-        elif len(self._kept) < _KEPT_BLOCKS:
+        elif len(self._kept) < _KEPT_BLOCKS and len(data) <= _KEPT_BLOCK_BYTES:
             self._kept[key] = tuple(headers)
         return headers

@@ -201,6 +201,16 @@ def test_the_kept_decoder_reads_every_block_as_hpack_does(
         assert sum(1 for record in caplog.records if record.msg == "Decoding %s") == 20 + 2
 
 
+def test_a_large_block_is_decoded_each_time_not_kept(caplog: pytest.LogCaptureFixture) -> None:
+    block = stateless_block([(b"x-large", b"v" * 2000)])
+    assert keeps_tables(block)
+    kept = KeptDecoder(65536)
+    with caplog.at_level(logging.DEBUG, logger="hpack.hpack"):
+        for _ in range(3):
+            assert _kinds(kept.decode(block, raw=True)) == [(b"x-large", b"v" * 2000, False)]
+    assert sum(1 for record in caplog.records if record.msg == "Decoding %s") == 3
+
+
 def test_keeps_tables_refuses_what_is_not_a_whole_block() -> None:
     assert keeps_tables(b"\x88\xc0")
     assert not keeps_tables(b"\x40\x01a\x01b")  # incremental indexing
