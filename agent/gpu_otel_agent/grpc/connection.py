@@ -22,6 +22,8 @@ from h2.events import ConnectionTerminated, Event, PingAckReceived
 from h2.exceptions import H2Error
 from h2.settings import SettingCodes, Settings
 
+from gpu_otel_agent.grpc.header_blocks import BlockEncoder, KeptDecoder
+
 WINDOW = 4 * 1024 * 1024  # what the server may send before we acknowledge it
 KEEPALIVE_IDLE_S = 60  # TCP keepalive: first probe after this long without traffic
 _READ = 65536
@@ -122,6 +124,12 @@ class Connection:
         self.sock = sock
         self.alive = True
         self.h2 = H2Connection(H2Configuration(client_side=True, header_encoding=None))
+        # HPACK with request blocks written once and indexed answers kept (``header_blocks``;
+        # private h2 attributes, pinned), set before anything is encoded or decoded.
+        self.encoder = BlockEncoder()
+        decoder = KeptDecoder(self.h2.decoder.max_header_list_size)
+        decoder.max_allowed_table_size = self.h2.decoder.max_allowed_table_size
+        self.h2.encoder, self.h2.decoder = self.encoder, decoder
         # Our receive window, announced in the preface: large answers (kubelet List) flow
         # without waiting for a WINDOW_UPDATE round trip every 64 KiB. No server push.
         self.h2.local_settings = Settings(client=True, initial_values={

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from hpack import HeaderTuple, NeverIndexedHeaderTuple
 
+from gpu_otel_agent.grpc.header_blocks import stateless_block, timeout_field
 from gpu_otel_agent.grpc.messages import metadata_value
 
 Metadata = tuple[tuple[str, str | bytes], ...]
@@ -40,15 +41,23 @@ _CREDENTIALS = frozenset({"authorization", "proxy-authorization"})  # h2: never-
 @dataclass(frozen=True)
 class RequestHeaders:
     """The headers before and after ``grpc-timeout``; ``plain`` when h2 would send them
-    unchanged and accept them (its outbound normalisation and validation can be skipped)."""
+    unchanged and accept them (its outbound normalisation and validation can be skipped).
+    ``head_block``/``tail_block``: their HPACK block, independent of any table state
+    (``header_blocks``), when plain; the call's block is ``block``."""
 
     head: tuple[Header, ...]
     tail: tuple[Header, ...]
     plain: bool
+    head_block: bytes = b""
+    tail_block: bytes = b""
 
     def with_timeout(self, timeout: str) -> list[Header]:
         return [*self.head, NeverIndexedHeaderTuple(b"grpc-timeout", timeout.encode()),
                 *self.tail]
+
+    def block(self, timeout: str) -> bytes:
+        """The HPACK block of ``with_timeout(timeout)`` (plain headers only)."""
+        return self.head_block + timeout_field(timeout.encode()) + self.tail_block
 
 
 def request_headers(path: str, *, scheme: str, authority: str, user_agent: str, gzip: bool,
@@ -68,4 +77,6 @@ def request_headers(path: str, *, scheme: str, authority: str, user_agent: str, 
             plain = False
         encoded = (key.encode("utf-8"), value.encode("utf-8"))
         tail.append(NeverIndexedHeaderTuple(*encoded) if key in _CREDENTIALS else encoded)
-    return RequestHeaders(head, tuple(tail), plain)
+    if not plain:  # sent through h2's checks and hpack's encoder
+        return RequestHeaders(head, tuple(tail), plain)
+    return RequestHeaders(head, tuple(tail), plain, stateless_block(head), stateless_block(tail))

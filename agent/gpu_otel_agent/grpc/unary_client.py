@@ -199,7 +199,11 @@ class GrpcClient:
         config = h2.config
         config.normalize_outbound_headers = config.validate_outbound_headers = \
             not headers.plain
-        h2.send_headers(stream_id, headers.with_timeout(grpc_timeout(left(deadline))))
+        timeout = grpc_timeout(left(deadline))
+        listed = headers.with_timeout(timeout)
+        if headers.plain:  # their block, written once (``header_blocks``)
+            connection.encoder.precoded(listed, headers.block(timeout))
+        h2.send_headers(stream_id, listed)
         self._send(connection, stream_id, frame(request, self._gzip), deadline, response)
         while not response.done:
             self._apply(connection, connection.read(deadline), stream_id, response)

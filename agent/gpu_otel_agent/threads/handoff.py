@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from concurrent.futures import Future
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -47,3 +47,26 @@ def _copy(job: Future[T], waiter: asyncio.Future[T]) -> None:
         waiter.set_exception(error)
     else:
         waiter.set_result(job.result())
+
+
+async def settled(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any],
+                  timeout_s: float) -> None:
+    """Waits until ``future`` is done or ``timeout_s`` has passed, whichever comes first,
+    without cancelling it (``asyncio.wait`` with a timeout does the same through a waiter
+    and callbacks of its own, and ``asyncio.timeout`` adds a Timeout object: the export
+    pusher waits so every interval, issue 41). Cancelling the caller cancels only the wait."""
+    if future.done():
+        return
+    waiter: asyncio.Future[None] = loop.create_future()
+
+    def wake(_: object = None) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    timer = loop.call_later(timeout_s, wake)
+    future.add_done_callback(wake)
+    try:
+        await waiter
+    finally:
+        timer.cancel()
+        future.remove_done_callback(wake)

@@ -9,7 +9,7 @@ from concurrent.futures import Future
 
 import pytest
 
-from gpu_otel_agent.threads.handoff import on_loop
+from gpu_otel_agent.threads.handoff import on_loop, settled
 
 
 def test_a_result_set_on_the_loop_thread_is_there_at_once() -> None:
@@ -61,5 +61,45 @@ def test_a_cancelled_job_cancels_its_waiter_and_a_given_up_waiter_ignores_the_re
         late.set_result(1)  # the call returned after all: no InvalidStateError
         with pytest.raises(TimeoutError):
             given_up.result()
+
+    asyncio.run(main())
+
+
+def test_settled_returns_when_the_future_is_done_and_leaves_it_alone() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[int] = loop.create_future()
+        loop.call_soon(future.set_result, 5)
+        await settled(loop, future, 3600.0)  # an hour: only the result can end it
+        assert future.result() == 5
+        await settled(loop, future, 3600.0)  # already done: at once
+
+    asyncio.run(main())
+
+
+def test_settled_gives_up_at_its_timeout_without_cancelling_the_future() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[int] = loop.create_future()
+        await settled(loop, future, 0.01)
+        assert not future.done()  # still running: a late result still counts
+        future.set_result(1)
+        assert future.result() == 1
+
+    asyncio.run(main())
+
+
+def test_cancelling_the_wait_cancels_only_the_wait() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[int] = loop.create_future()
+        waiting = asyncio.ensure_future(settled(loop, future, 3600.0))
+        await asyncio.sleep(0)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert not future.done()
+        future.set_result(2)  # its wake-up was removed: nothing left to call
+        await asyncio.sleep(0)
 
     asyncio.run(main())
