@@ -23,8 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from opentelemetry.sdk.resources import Resource
-
 from gpu_otel_agent.backends.discovery import OpenBackend, installed_backends, open_backends
 from gpu_otel_agent.backends.protocol import PROCESS_GROUP, Backend
 from gpu_otel_agent.config.holder import ConfigHolder
@@ -42,6 +40,7 @@ from gpu_otel_agent.local.endpoint import (
     LocalEndpointTaken,
 )
 from gpu_otel_agent.local.routes import Sources, build_routes
+from gpu_otel_agent.model.resource import ResourceView
 from gpu_otel_agent.model.semconv import agent_resource
 from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
 from gpu_otel_agent.model.workload import WorkloadLookup
@@ -88,7 +87,7 @@ def _exit_if_still_running_after(seconds: float) -> None:
     timer.start()
 
 
-def build_resource(config: AgentConfig, opened: list[OpenBackend]) -> Resource:
+def build_resource(config: AgentConfig, opened: list[OpenBackend]) -> ResourceView:
     """The node's resource. Driver versions are on each device's points (hw.driver_version),
     where a mixed node can say which GPU runs which driver."""
     del opened
@@ -100,7 +99,7 @@ class _Parts:
     """What start-up built that the agent's own attributes do not hold."""
 
     opened: list[OpenBackend]
-    resource: Resource
+    resource: ResourceView
     tracer: SpanRecorder
     telemetry: SelfTelemetry
     workloads: WorkloadService | None  # keeps attribution current
@@ -255,7 +254,7 @@ class Agent:
         telemetry = self._build_telemetry(opened)
         return _Parts(opened, resource, tracer, telemetry, workloads)
 
-    def _build_health(self, opened: list[OpenBackend], resource: Resource,
+    def _build_health(self, opened: list[OpenBackend], resource: ResourceView,
                       directory: SamplerDirectory) -> HealthRuntime | None:
         if not self._initial.health.enabled:
             return None
@@ -337,7 +336,7 @@ class Agent:
         self._close_backends(parts.opened)
 
     def _start_endpoint(
-        self, resource: Resource, telemetry: SelfTelemetry, tracer: SpanRecorder
+        self, resource: ResourceView, telemetry: SelfTelemetry, tracer: SpanRecorder
     ) -> MetricsEndpoint | None:
         """The Prometheus endpoint if configured. Raises EndpointError if it cannot start."""
         if not self._initial.prometheus.enabled:
