@@ -33,7 +33,6 @@ from gpu_otel_agent.export.metrics.pusher import MetricPusher
 from gpu_otel_agent.export.metrics.tracing import SpanRecorder, TracedExporter, build_tracer
 from gpu_otel_agent.export.prometheus import EndpointError
 from gpu_otel_agent.gpu_health.verdict import HealthBoard
-from gpu_otel_agent.local.client import LocalClientError, get
 from gpu_otel_agent.local.endpoint import (
     LocalEndpoint,
     LocalEndpointError,
@@ -413,6 +412,10 @@ class Agent:
 
 def _who_serves(path: Path) -> str:
     """The agent at ``path`` as it names itself, for a person deciding which one to stop."""
+    # Imported here, when another agent holds the socket: http.client (0.3 MiB resident with
+    # the email modules it brings) is not on a lone agent's path (issue 41).
+    from gpu_otel_agent.local.client import LocalClientError, get
+
     try:
         agent = get(path, "/v1/snapshot", TAKEOVER_INTERVAL_S)["agent"]
     except (LocalClientError, KeyError, TypeError):

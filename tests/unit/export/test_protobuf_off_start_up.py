@@ -98,9 +98,11 @@ def test_default_start_up_and_export_load_no_protobuf(receiver: OtlpGrpcReceiver
 # Kept off the default path too (issue 41, 1.8 MiB resident together): the SDK's resource module
 # (psutil, platform, opentelemetry.attributes; model/resource.py makes the resource), its
 # InstrumentationScope (export/otlp/scope.py), and typing_extensions, which
-# opentelemetry.util.re brings (imported only when OTEL_EXPORTER_OTLP_HEADERS is set).
+# opentelemetry.util.re brings (imported only when OTEL_EXPORTER_OTLP_HEADERS is set); and
+# http.client, which only a second agent's look at the first one needs (runtime/agent.py).
 OFF_START_UP = ("opentelemetry.sdk.resources", "psutil", "opentelemetry.sdk.util.instrumentation",
-                "opentelemetry.attributes", "opentelemetry.util.re", "typing_extensions")
+                "opentelemetry.attributes", "opentelemetry.util.re", "typing_extensions",
+                "http.client", "statistics", "difflib")
 
 
 def test_default_start_up_and_export_load_no_sdk_resource(receiver: OtlpGrpcReceiver) -> None:
