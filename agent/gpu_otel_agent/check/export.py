@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from google.protobuf.message import Message
-from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.check.result import Result, failed, passed
 from gpu_otel_agent.config.schema import AgentConfig
@@ -30,6 +29,7 @@ from gpu_otel_agent.export.otlp.failure_words import (
 from gpu_otel_agent.export.otlp.target import ExporterConfigError, OtlpTarget, resolve_target
 from gpu_otel_agent.gpu_health.events import CHECK, HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
+from gpu_otel_agent.model.resource import ResourceView
 from gpu_otel_agent.model.semconv import agent_resource
 from gpu_otel_agent.model.snapshot import AgentSample, NodeSnapshot, Reading
 
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT_S = 5.0
 
 
-def _requests(resource: Resource) -> dict[str, Message]:
+def _requests(resource: ResourceView) -> dict[str, Message]:
     from gpu_otel_agent.export.events.otlp_logs import LogEncoder
     from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
 

@@ -34,6 +34,12 @@ _PCIE_REPLAYS_PER_LANE_MIN = (0.15, 0.3, 0.48, 0.96, 1.92, 3.84)
 _NVLINK_DOWN_STATES = (0, 3)
 
 
+# The counters conditions take rates of (``Reads.rate``): the earlier reads a watch keeps for
+# rates hold these only, not a GPU's whole slow and fast read (8 GPUs: 0.2 MiB, issue 41).
+RATE_METRICS = frozenset({"gpu.pcie.replay", "gpu.nvlink.errors", "gpu.nvlink.link.errors",
+                          "hw.errors"})
+
+
 class Reads:
     """One GPU's readings at one evaluation: this slow read, the latest fast read, and an
     earlier read to take counter rates against (the oldest of the debounce window, so a burst
@@ -62,6 +68,8 @@ class Reads:
              ) -> float | None:
         """Growth per second of a counter since the earlier read; None without one or when
         it went backwards (a reset restarts it)."""
+        if metric not in RATE_METRICS:  # an earlier read would not have kept it
+            raise ValueError(f"{metric} is not in RATE_METRICS")
         now = self.get(metric, *attributes)
         before = self.previous.get(metric, *attributes) if self.previous else None
         if now is None or before is None or self.previous is None or now < before:

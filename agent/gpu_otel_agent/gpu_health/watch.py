@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from gpu_otel_agent.gpu_health import siblings
 from gpu_otel_agent.gpu_health.debounce import Debounce, DebounceSettings
-from gpu_otel_agent.gpu_health.gray import CONDITIONS, Reads, Verdict
+from gpu_otel_agent.gpu_health.gray import CONDITIONS, RATE_METRICS, Reads, Verdict
 from gpu_otel_agent.model.snapshot import Reading
 
 _SIBLING_EVALUATORS = {"sibling_sm_clock": siblings.sm_clock, "sibling_power": siblings.power}
@@ -39,7 +39,7 @@ class GrayWatch:
                ) -> list[Change]:
         reads = Reads(readings, time_s, self._history[0] if self._history else None,
                       instances_load)
-        self._history.append(Reads(readings, time_s))
+        self._history.append(Reads(tuple(r for r in readings if r.metric in RATE_METRICS), time_s))
         changes: list[Change] = []
         for spec in CONDITIONS:
             active = self._debounce[spec.name].active

@@ -12,8 +12,7 @@ from __future__ import annotations
 import socket
 import uuid
 
-from opentelemetry.sdk.resources import Resource
-
+from gpu_otel_agent.model.resource import ResourceView, create
 from gpu_otel_agent.version import VERSION
 
 SEMCONV_VERSION = "1.44.0"
@@ -62,7 +61,7 @@ def service_instance_id(node: str) -> str:
     return str(uuid.uuid5(SERVICE_INSTANCE_NAMESPACE, f"{SERVICE_NAME}/{node}"))
 
 
-def agent_resource(k8s_node_name: str | None, extra: dict[str, str] | None = None) -> Resource:
+def agent_resource(k8s_node_name: str | None, extra: dict[str, str] | None = None) -> ResourceView:
     """The resource of every metric and log the agent sends (``OTEL_RESOURCE_ATTRIBUTES`` and
     ``OTEL_SERVICE_NAME`` merged in by ``Resource.create``, as users expect)."""
     node = node_name(k8s_node_name)
@@ -75,4 +74,4 @@ def agent_resource(k8s_node_name: str | None, extra: dict[str, str] | None = Non
     if k8s_node_name:
         attributes["k8s.node.name"] = k8s_node_name
     attributes.update(extra or {})
-    return Resource.create(attributes, schema_url=SCHEMA_URL)
+    return create(attributes, schema_url=SCHEMA_URL)

@@ -23,8 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from opentelemetry.sdk.resources import Resource
-
 from gpu_otel_agent.backends.discovery import OpenBackend, installed_backends, open_backends
 from gpu_otel_agent.backends.protocol import PROCESS_GROUP, Backend
 from gpu_otel_agent.config.holder import ConfigHolder
@@ -35,13 +33,13 @@ from gpu_otel_agent.export.metrics.pusher import MetricPusher
 from gpu_otel_agent.export.metrics.tracing import SpanRecorder, TracedExporter, build_tracer
 from gpu_otel_agent.export.prometheus import EndpointError
 from gpu_otel_agent.gpu_health.verdict import HealthBoard
-from gpu_otel_agent.local.client import LocalClientError, get
 from gpu_otel_agent.local.endpoint import (
     LocalEndpoint,
     LocalEndpointError,
     LocalEndpointTaken,
 )
 from gpu_otel_agent.local.routes import Sources, build_routes
+from gpu_otel_agent.model.resource import ResourceView
 from gpu_otel_agent.model.semconv import agent_resource
 from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
 from gpu_otel_agent.model.workload import WorkloadLookup
@@ -88,7 +86,7 @@ def _exit_if_still_running_after(seconds: float) -> None:
     timer.start()
 
 
-def build_resource(config: AgentConfig, opened: list[OpenBackend]) -> Resource:
+def build_resource(config: AgentConfig, opened: list[OpenBackend]) -> ResourceView:
     """The node's resource. Driver versions are on each device's points (hw.driver_version),
     where a mixed node can say which GPU runs which driver."""
     del opened
@@ -100,7 +98,7 @@ class _Parts:
     """What start-up built that the agent's own attributes do not hold."""
 
     opened: list[OpenBackend]
-    resource: Resource
+    resource: ResourceView
     tracer: SpanRecorder
     telemetry: SelfTelemetry
     workloads: WorkloadService | None  # keeps attribution current
@@ -255,7 +253,7 @@ class Agent:
         telemetry = self._build_telemetry(opened)
         return _Parts(opened, resource, tracer, telemetry, workloads)
 
-    def _build_health(self, opened: list[OpenBackend], resource: Resource,
+    def _build_health(self, opened: list[OpenBackend], resource: ResourceView,
                       directory: SamplerDirectory) -> HealthRuntime | None:
         if not self._initial.health.enabled:
             return None
@@ -337,7 +335,7 @@ class Agent:
         self._close_backends(parts.opened)
 
     def _start_endpoint(
-        self, resource: Resource, telemetry: SelfTelemetry, tracer: SpanRecorder
+        self, resource: ResourceView, telemetry: SelfTelemetry, tracer: SpanRecorder
     ) -> MetricsEndpoint | None:
         """The Prometheus endpoint if configured. Raises EndpointError if it cannot start."""
         if not self._initial.prometheus.enabled:
@@ -414,6 +412,10 @@ class Agent:
 
 def _who_serves(path: Path) -> str:
     """The agent at ``path`` as it names itself, for a person deciding which one to stop."""
+    # Imported here, when another agent holds the socket: http.client (0.3 MiB resident with
+    # the email modules it brings) is not on a lone agent's path (issue 41).
+    from gpu_otel_agent.local.client import LocalClientError, get
+
     try:
         agent = get(path, "/v1/snapshot", TAKEOVER_INTERVAL_S)["agent"]
     except (LocalClientError, KeyError, TypeError):

@@ -12,8 +12,6 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from opentelemetry.sdk.resources import Resource
-
 from gpu_otel_agent.backends.discovery import OpenBackend
 from gpu_otel_agent.backends.protocol import (
     DeviceEvent,
@@ -34,6 +32,7 @@ from gpu_otel_agent.gpu_health.storm_journal import StormJournal
 from gpu_otel_agent.gpu_health.telemetry import HealthTelemetry
 from gpu_otel_agent.gpu_health.verdict import HealthBoard
 from gpu_otel_agent.local.recent_events import EventRing
+from gpu_otel_agent.model.resource import ResourceView
 from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
 from gpu_otel_agent.model.workload import GpuProcess, WorkloadLookup
 
@@ -64,7 +63,7 @@ class HealthRuntime:
     def __init__(
         self,
         config: AgentConfig,
-        resource: Resource,
+        resource: ResourceView,
         opened: Sequence[OpenBackend],
         store: SnapshotStore,
         workloads: WorkloadLookup | None = None,

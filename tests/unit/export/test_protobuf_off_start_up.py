@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -62,7 +63,7 @@ loaded = protobuf()
 exporter.shutdown(1.0)
 events.shutdown()
 print(json.dumps({"exported": exported, "kind": type(exporter).__name__,
-                  "sent": sent, "loaded": loaded}))
+                  "sent": sent, "loaded": loaded, "modules": sorted(sys.modules)}))
 """
 
 
@@ -72,11 +73,16 @@ def receiver() -> Iterator[OtlpGrpcReceiver]:
         yield running
 
 
-def test_default_start_up_and_export_load_no_protobuf(receiver: OtlpGrpcReceiver) -> None:
+def _probe(receiver: OtlpGrpcReceiver) -> dict[str, Any]:
     done = subprocess.run([sys.executable, "-c", PROBE, receiver.endpoint], capture_output=True,
                           text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
+def test_default_start_up_and_export_load_no_protobuf(receiver: OtlpGrpcReceiver) -> None:
+    out = _probe(receiver)
     assert out["kind"] == "OtlpSnapshotExporter"  # the fast path, not the SDK fallback
     assert out["exported"] is True
     (received,) = receiver.store.received("metrics")  # decoded by the generated classes
@@ -87,3 +93,25 @@ def test_default_start_up_and_export_load_no_protobuf(receiver: OtlpGrpcReceiver
     receiver.store.wait_for(lambda store: store.received("logs"), timeout=30,
                             what="the health event")
     assert out["loaded"] == []
+
+
+# Kept off the default path too (issue 41, 1.8 MiB resident together): the SDK's resource module
+# (psutil, platform, opentelemetry.attributes; model/resource.py makes the resource), its
+# InstrumentationScope (export/otlp/scope.py), and typing_extensions, which
+# opentelemetry.util.re brings (imported only when OTEL_EXPORTER_OTLP_HEADERS is set); and
+# http.client, which only a second agent's look at the first one needs (runtime/agent.py).
+OFF_START_UP = ("opentelemetry.sdk.resources", "psutil", "opentelemetry.sdk.util.instrumentation",
+                "opentelemetry.attributes", "opentelemetry.util.re", "typing_extensions",
+                "http.client", "statistics", "difflib")
+
+
+def test_default_start_up_and_export_load_no_sdk_resource(receiver: OtlpGrpcReceiver) -> None:
+    out = _probe(receiver)
+    assert out["exported"] is True and out["sent"] is True
+    assert [name for name in OFF_START_UP if name in out["modules"]] == []
+    (received,) = receiver.store.received("metrics")
+    (resource_metrics,) = received.request.resource_metrics  # type: ignore[attr-defined]
+    attributes = {kv.key: kv.value.string_value for kv in resource_metrics.resource.attributes}
+    assert attributes["service.name"] == "gpu-otel-agent"
+    assert attributes["host.name"] == "node-1"
+    assert attributes["telemetry.sdk.language"] == "python"

@@ -17,11 +17,10 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from opentelemetry.sdk.resources import Resource
-
 from gpu_otel_agent.export.otlp import wire_values
 from gpu_otel_agent.export.otlp.scope import SCOPE
 from gpu_otel_agent.gpu_health.events import HealthEvent
+from gpu_otel_agent.model.resource import ResourceView
 
 if TYPE_CHECKING:
     from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
@@ -60,7 +59,7 @@ def _fixed64(tag: int, value: int) -> bytes:
 
 
 class LogEncoder:
-    def __init__(self, resource: Resource) -> None:
+    def __init__(self, resource: ResourceView) -> None:
         # ResourceLogs' resource and schema_url, and ScopeLogs' scope and schema_url: the same
         # bytes in every request.
         self._resource = _delimited(RESOURCE_LOGS_RESOURCE, wire_values.resource(

@@ -16,8 +16,6 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from opentelemetry.sdk.resources import Resource
-
 from gpu_otel_agent.config.schema import AgentConfig
 from gpu_otel_agent.export.events.console_lines import event_line
 from gpu_otel_agent.export.events.otlp_logs import LogEncoder
@@ -25,6 +23,7 @@ from gpu_otel_agent.export.otlp.retry import Attempt
 from gpu_otel_agent.export.otlp.senders import RequestSender, build_request_sender
 from gpu_otel_agent.export.otlp.target import resolve_target
 from gpu_otel_agent.gpu_health.events import HealthEvent
+from gpu_otel_agent.model.resource import ResourceView
 
 ACCEPTED = Attempt(ok=True)
 
@@ -104,7 +103,7 @@ class ConsoleEventSender:
 
 
 def build_event_sender(
-    config: AgentConfig, resource: Resource, environ: Mapping[str, str] | None = None
+    config: AgentConfig, resource: ResourceView, environ: Mapping[str, str] | None = None
 ) -> EventSender:
     env = os.environ if environ is None else environ
     if config.exporter == "console":

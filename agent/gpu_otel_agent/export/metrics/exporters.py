@@ -16,8 +16,6 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry.sdk.resources import Resource
-
 from gpu_otel_agent.config.schema import AgentConfig
 from gpu_otel_agent.export.metrics.console_lines import LinesSnapshotExporter
 from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
@@ -29,6 +27,7 @@ from gpu_otel_agent.export.metrics.snapshot_exporters import (
 )
 from gpu_otel_agent.export.otlp.senders import build_request_sender, credential_provider
 from gpu_otel_agent.export.otlp.target import ExporterConfigError, otlp_protocol, resolve_target
+from gpu_otel_agent.model.resource import ResourceView
 
 if TYPE_CHECKING:  # the SDK's metrics are imported only when an SDK exporter is built
     from opentelemetry.sdk.metrics.export import MetricExporter
@@ -120,7 +119,7 @@ def fast_path_problem(config: AgentConfig, env: Mapping[str, str]) -> str | None
 
 def build_snapshot_exporter(
     config: AgentConfig,
-    resource: Resource,
+    resource: ResourceView,
     environ: Mapping[str, str] | None = None,
     *,
     problem: str | None = None,

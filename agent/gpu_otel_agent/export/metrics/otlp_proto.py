@@ -35,8 +35,6 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry.sdk.resources import Resource
-
 from gpu_otel_agent.export.metrics.series import (
     Points,
     Run,
@@ -49,6 +47,7 @@ from gpu_otel_agent.export.metrics.series_ends import SeriesEnds
 from gpu_otel_agent.export.otlp import wire_values
 from gpu_otel_agent.export.otlp.scope import SCOPE
 from gpu_otel_agent.model.metrics import DOUBLE_UNITS, Instrument, spec_for
+from gpu_otel_agent.model.resource import ResourceView
 from gpu_otel_agent.model.snapshot import Attributes, AttributeValue, NodeSnapshot
 from gpu_otel_agent.threads.costs import SERIES, Stage
 
@@ -241,7 +240,7 @@ def _metric_frame(name: str) -> _MetricFrame:
 
 
 class ProtoEncoder:
-    def __init__(self, resource: Resource) -> None:
+    def __init__(self, resource: ResourceView) -> None:
         self._schema_url = resource.schema_url
         # (attributes, point size without them) -> (data point tag and length, attributes).
         self._heads: dict[tuple[Attributes, int], tuple[bytes, bytes]] = {}

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from opentelemetry.sdk.resources import Resource
-
 from gpu_otel_agent.export.metrics.series import SeriesPoint, series
-from gpu_otel_agent.export.otlp.scope import SCOPE
+from gpu_otel_agent.export.otlp.scope import sdk_scope
 from gpu_otel_agent.model.metrics import DOUBLE_UNITS, Instrument, spec_for
+from gpu_otel_agent.model.resource import ResourceView, sdk_resource
 from gpu_otel_agent.model.semconv import SCHEMA_URL
 from gpu_otel_agent.model.snapshot import NodeSnapshot
 
@@ -24,13 +23,13 @@ if TYPE_CHECKING:
 
 # opentelemetry.sdk.metrics (about 1 MiB of modules) is imported when an SDK exporter first
 # encodes, not at start-up: the OTLP fast path (otlp_proto) needs nothing from here.
-def encode(snapshot: NodeSnapshot, resource: Resource) -> MetricsData:
+def encode(snapshot: NodeSnapshot, resource: ResourceView) -> MetricsData:
     from opentelemetry.sdk.metrics.export import MetricsData, ResourceMetrics, ScopeMetrics
 
     metrics = [_metric(name, points) for name, points in series(snapshot).items()]
-    scope = ScopeMetrics(scope=SCOPE, metrics=metrics, schema_url=SCHEMA_URL)
+    scope = ScopeMetrics(scope=sdk_scope(), metrics=metrics, schema_url=SCHEMA_URL)
     return MetricsData(
-        resource_metrics=[ResourceMetrics(resource=resource, scope_metrics=[scope],
+        resource_metrics=[ResourceMetrics(resource=sdk_resource(resource), scope_metrics=[scope],
                                           schema_url=resource.schema_url)]
     )
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from opentelemetry.sdk.resources import Resource
-
 from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
 from gpu_otel_agent.export.metrics.sdk_metrics import encode
 from gpu_otel_agent.export.otlp.senders import RequestSender
+from gpu_otel_agent.model.resource import ResourceView
 from gpu_otel_agent.model.snapshot import NodeSnapshot
 from gpu_otel_agent.threads.costs import ENCODING, SENDING, Stage
 
@@ -58,7 +57,7 @@ class SdkSnapshotExporter:
     the exporters that do.
     """
 
-    def __init__(self, exporter: MetricExporter, resource: Resource) -> None:
+    def __init__(self, exporter: MetricExporter, resource: ResourceView) -> None:
         self._exporter = exporter
         self._resource = resource
 

@@ -14,11 +14,10 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
-from opentelemetry.sdk.resources import Resource
-
 from gpu_otel_agent.config.schema import AgentConfig
 from gpu_otel_agent.export.metrics.exporters import otlp_settings
 from gpu_otel_agent.export.metrics.snapshot_exporters import SnapshotExporter
+from gpu_otel_agent.model.resource import ResourceView, sdk_resource
 from gpu_otel_agent.model.snapshot import NodeSnapshot
 from gpu_otel_agent.threads.named import NamedThread
 from gpu_otel_agent.version import VERSION
@@ -43,7 +42,7 @@ class NoTracing:
 
 
 class PipelineTracer:
-    def __init__(self, config: AgentConfig, resource: Resource,
+    def __init__(self, config: AgentConfig, resource: ResourceView,
                  environ: Mapping[str, str] | None = None) -> None:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -51,7 +50,7 @@ class PipelineTracer:
 
         env = os.environ if environ is None else environ
         sampler = ParentBased(TraceIdRatioBased(config.tracing.sample_ratio))
-        self._provider = TracerProvider(resource=resource, sampler=sampler)
+        self._provider = TracerProvider(resource=sdk_resource(resource), sampler=sampler)
         self._provider.add_span_processor(BatchSpanProcessor(_span_exporter(config, env)))
         self._tracer = self._provider.get_tracer("gpu_otel_agent", VERSION)
 
@@ -87,7 +86,7 @@ def _span_exporter(config: AgentConfig, env: Mapping[str, str]) -> Any:
     return HttpSpanExporter(**kwargs)
 
 
-def build_tracer(config: AgentConfig, resource: Resource) -> SpanRecorder:
+def build_tracer(config: AgentConfig, resource: ResourceView) -> SpanRecorder:
     if not config.tracing.enabled:
         return NoTracing()
     return PipelineTracer(config, resource)

@@ -4,7 +4,6 @@ agent logs them (``failure_log``), so both say the same thing about the same fai
 
 from __future__ import annotations
 
-import http.client
 import socket
 import ssl
 from urllib.parse import urlsplit
@@ -71,6 +70,10 @@ def grpc_words(target: OtlpTarget, error: GrpcError, timeout_s: float) -> Proble
 
 def http_error_words(target: OtlpTarget, error: BaseException, timeout_s: float) -> Problem:
     """An OTLP/HTTP exchange that raised: what happened, what to do."""
+    # Here, not at the top: only the HTTP transport, which has imported it, calls this; the
+    # gRPC path's words need no http.client (0.3 MiB resident with its email modules).
+    import http.client
+
     if isinstance(error, ssl.SSLError):
         return ssl_words(target, error)
     if isinstance(error, ConnectionRefusedError):

@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlparse
 
-from opentelemetry.util.re import parse_env_headers
-
 from gpu_otel_agent.config.kinds import endpoint_problem
 from gpu_otel_agent.config.schema import AgentConfig
 
@@ -115,7 +113,14 @@ def _compression(
 
 def _headers(lookup: _Lookup, configured: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     found = lookup.get("HEADERS")
-    pairs = parse_env_headers(found[1], liberal=True) if found else dict(configured)
+    if not found:
+        pairs = dict(configured)
+    else:
+        # Imported only when the variable is set: the module brings typing_extensions, 0.6 MiB
+        # resident the default path does not need (issue 41).
+        from opentelemetry.util.re import parse_env_headers
+
+        pairs = dict(parse_env_headers(found[1], liberal=True))
     # gRPC metadata keys must be lower case; HTTP header names are case-insensitive.
     return tuple((key.lower(), value) for key, value in pairs.items())
 

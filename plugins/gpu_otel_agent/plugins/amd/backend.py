@@ -17,10 +17,11 @@ from gpu_otel_agent.backends.protocol import (
 )
 from gpu_otel_agent.model.snapshot import DeviceIdentity
 from gpu_otel_agent.model.workload import WorkloadLookup
-from gpu_otel_agent.plugins.amd import partitioned, smi, topology
-from gpu_otel_agent.plugins.amd.device import AmdDevice
-from gpu_otel_agent.plugins.amd.event_notifications import AmdEventReader
-from gpu_otel_agent.plugins.amd.processes import amd_process_lookup
+from gpu_otel_agent.plugins.amd import smi
+
+# The device, partition, topology, event and process modules are imported once amdsmi has
+# opened (in the methods below): discovery creates every installed backend, and on a node
+# without AMD GPUs they are 0.3 MiB resident the agent would never use (issue 41).
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,9 @@ class AmdBackend:
         module = self._smi
         if module is None:
             return []
+        from gpu_otel_agent.plugins.amd import partitioned, topology
+        from gpu_otel_agent.plugins.amd.device import AmdDevice
+
         processors: list[topology.Processor] = []
         for position, handle in enumerate(self._handles):
             try:
@@ -95,6 +99,8 @@ class AmdBackend:
         return found
 
     def workload_lookup(self) -> WorkloadLookup:
+        from gpu_otel_agent.plugins.amd.processes import amd_process_lookup
+
         return amd_process_lookup(self._smi, self._by_id)
 
     def event_sources(
@@ -103,13 +109,19 @@ class AmdBackend:
         """One thread for every AMD GPU: amdsmi's notification read is process-wide. Every
         partition of a partitioned GPU is subscribed on its own handle: KFD raises a VM fault
         on the node (partition) that faulted."""
+        if self._smi is None:
+            return []
+        from gpu_otel_agent.plugins.amd import partitioned
+        from gpu_otel_agent.plugins.amd.device import AmdDevice
+        from gpu_otel_agent.plugins.amd.event_notifications import AmdEventReader
+
         amd: list[AmdDevice] = []
         for device in devices:
             if isinstance(device, partitioned.AmdPartitionedGpu):
                 amd.extend(device.partition_devices)
             elif isinstance(device, AmdDevice):
                 amd.append(device)
-        if self._smi is None or not amd:
+        if not amd:
             return []
         return [AmdEventReader(self._smi, amd)]
 
