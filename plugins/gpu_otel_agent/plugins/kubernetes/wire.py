@@ -173,7 +173,9 @@ def _skip_group(data: bytes, pos: int, end: int, number: int, depth: int) -> int
     if depth > _DEPTH:
         raise MalformedMessage(f"groups nested deeper than {_DEPTH}")
     while True:
-        key, pos = _read_varint(data, pos, end)  # raises at the end of the bytes
+        if pos >= end:
+            raise MalformedMessage(f"group {number}: truncated, no end of group")
+        key, pos = _read_varint(data, pos, end)
         inner, kind = key >> 3, key & 7
         if key > 0xFFFF_FFFF or inner == 0:
             raise MalformedMessage(f"a bad tag before byte {pos}")
