@@ -159,7 +159,8 @@ def _unknown_fields(message: Any) -> list[int]:
     """Wire types of the unknown fields kept anywhere in ``message`` (protobuf's view)."""
     from google.protobuf.unknown_fields import UnknownFieldSet
 
-    kinds = [field.wire_type for field in UnknownFieldSet(message)]
+    found = UnknownFieldSet(message)
+    kinds = [found[i].wire_type for i in range(len(found))]
     for descriptor, value in message.ListFields():
         if descriptor.message_type is None:
             continue
