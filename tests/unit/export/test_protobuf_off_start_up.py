@@ -2,10 +2,11 @@
 
 Metrics are written by hand (``otlp_proto``, ``otlp/wire_values``) and sent by the agent's own
 gRPC client; generated classes are imported only where something reads or builds a message:
-a collector's ``RetryInfo``, a kubelet's pod-resources answers, the SDK fallback, callers that
-want a request as a message. Checked in a fresh interpreter that imports what ``gpu-agent run``
-imports, builds the default exporters, the event sender and the kubelet client (its socket
-absent), and sends a snapshot and a health event to a real local receiver.
+a collector's ``RetryInfo``, the SDK fallback, callers that want a request as a message (a
+kubelet's pod-resources answers are read by hand too: test_podresources_protobuf_off.py).
+Checked in a fresh interpreter that imports what ``gpu-agent run`` imports, builds the default
+exporters, the event sender and the kubelet client (its socket absent), and sends a snapshot
+and a health event to a real local receiver.
 """
 
 from __future__ import annotations

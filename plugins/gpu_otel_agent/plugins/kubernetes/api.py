@@ -4,6 +4,10 @@
 in its header); ``api_pb2.py`` / ``api_pb2.pyi`` are generated from it at development time by
 ``python -m gpu_otel_agent.plugins.kubernetes.regenerate`` and committed. The service's method
 paths are read from the same descriptor, so message layout and RPC names have one source.
+
+The agent itself does not import this module (it would load protobuf's runtime, 3.7 MiB
+resident): its client writes and reads the messages by hand (:mod:`.wire`), checked against
+these classes by the tests. They serve the simulated node's kubelet and the tests.
 """
 
 from __future__ import annotations

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gpu_otel_agent.plugins.kubernetes.cdi import CdiRegistry
 from gpu_otel_agent.plugins.kubernetes.nvidia_nodes import DriverView, device_ids, read_driver
+from gpu_otel_agent.plugins.kubernetes.wire import ClaimResource, DynamicResource
 from gpu_otel_agent.workloads.pods import ClaimAllocation, ClaimDevice
-
-if TYPE_CHECKING:  # the messages come from podresources, imported once a kubelet answers
-    from gpu_otel_agent.plugins.kubernetes import api_pb2
 
 log = logging.getLogger(__name__)
 
@@ -36,18 +33,18 @@ class ClaimMapper:
         self._cdi.refresh()
         self._driver = read_driver(self._proc_driver)
 
-    def claim(self, message: api_pb2.DynamicResource) -> ClaimAllocation:
-        return ClaimAllocation(str(message.claim_name), str(message.claim_namespace),
+    def claim(self, message: DynamicResource) -> ClaimAllocation:
+        return ClaimAllocation(message.claim_name, message.claim_namespace,
                                tuple(self._device(r) for r in message.claim_resources))
 
-    def _device(self, resource: api_pb2.ClaimResource) -> ClaimDevice:
-        cdi = tuple(str(d.name) for d in resource.cdi_devices)
+    def _device(self, resource: ClaimResource) -> ClaimDevice:
+        cdi = resource.cdi_devices
         ids: list[str] = []
         for name in cdi:
             nodes = self._cdi.nodes(name)
             if nodes:
                 ids.extend(i for i in device_ids(nodes, self._driver) if i not in ids)
-        driver = str(resource.driver_name)
+        driver = resource.driver_name
         if not ids and driver not in self._unmapped:
             self._unmapped.add(driver)
             log.info("DRA devices of driver %s (e.g. %s/%s, CDI %s) are not tied to a GPU: no "
@@ -55,6 +52,6 @@ class ClaimMapper:
                      "named by their processes' HOSTNAME only", driver or "?",
                      resource.pool_name, resource.device_name, ", ".join(cdi) or "none")
         return ClaimDevice(
-            driver=driver, pool=str(resource.pool_name), device=str(resource.device_name),
-            share_id=str(resource.share_id) if resource.HasField("share_id") else None,
+            driver=driver, pool=resource.pool_name, device=resource.device_name,
+            share_id=resource.share_id,
             cdi_devices=cdi, device_ids=tuple(ids))

@@ -1,6 +1,6 @@
 """The kubelet's entry point (group ``gpu_otel_agent.workload_sources``, name ``kubelet``).
 
-The pod-resources client (protobuf messages and the agent's own gRPC client, no grpcio) is
+The pod-resources client (hand-written messages and the agent's own gRPC client, no grpcio) is
 imported only when ``attribution.kubelet.socket`` is set.
 """
 

@@ -5,6 +5,7 @@ so a wedged kubelet never stalls the loop. They go through the agent's own small
 (``gpu_otel_agent.grpc.unary_client``: the pure-Python ``h2`` over the unix socket, h2c with
 the authority ``localhost`` as gRPC clients send it), not grpcio, whose C core and background
 threads cost the running agent more memory and idle CPU than the rest of its export (issue 17).
+The messages are written and read by hand (:mod:`.wire`), without protobuf's runtime (issue 41).
 After a failure the connection is dropped and a fresh one is made on the next call, so names
 come back as soon as a restarted kubelet answers. ``Get`` (Kubernetes 1.27+, behind the
 ``KubeletPodResourcesGet`` gate before 1.34) is used when present; an UNIMPLEMENTED answer
@@ -20,21 +21,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
-
-from google.protobuf.message import DecodeError, Message
+from typing import TypeVar
 
 from gpu_otel_agent.grpc.status import GrpcError, StatusCode
 from gpu_otel_agent.grpc.unary_client import GrpcClient
+from gpu_otel_agent.plugins.kubernetes import wire
 from gpu_otel_agent.plugins.kubernetes.dra_claims import ClaimMapper
 from gpu_otel_agent.workloads.pods import ContainerAllocation, ContainerDevices, PodAllocation
 
-if TYPE_CHECKING:  # imported by the calls, once the kubelet's socket exists (``_api``)
-    from gpu_otel_agent.plugins.kubernetes import api
-
 log = logging.getLogger(__name__)
-_Response = TypeVar("_Response", bound=Message)
+_Response = TypeVar("_Response")
 MAX_MESSAGE = 16 * 1024 * 1024  # the kubelet's own limit for this API
 
 
@@ -42,16 +40,15 @@ class PodResourcesUnavailable(Exception):
     """The kubelet could not be asked (no socket, restarting, refused)."""
 
 
-def _pod(message: api.PodResources, claims: ClaimMapper | None) -> PodAllocation:
+def _pod(message: wire.PodResources, claims: ClaimMapper | None) -> PodAllocation:
     return PodAllocation(
-        namespace=str(message.namespace),
-        name=str(message.name),
+        namespace=message.namespace,
+        name=message.name,
         containers=tuple(
             ContainerAllocation(
-                name=str(container.name),
+                name=container.name,
                 devices=tuple(
-                    ContainerDevices(str(d.resource_name), tuple(str(i) for i in d.device_ids))
-                    for d in container.devices
+                    ContainerDevices(d.resource_name, d.device_ids) for d in container.devices
                 ),
                 claims=tuple(claims.claim(c) for c in container.dynamic_resources)
                 if claims is not None else (),
@@ -76,13 +73,14 @@ class PodResourcesClient:
             self.close()
             raise PodResourcesUnavailable(f"no kubelet socket at {self.socket_path}")
 
-    def _call(self, method: str, request: Message, response: type[_Response]) -> _Response:
+    def _call(self, method: str, request: bytes,
+              response: Callable[[bytes], _Response]) -> _Response:
         self._require_socket()
         if self._client is None:
             self._client = GrpcClient.unix(str(self.socket_path), max_receive=MAX_MESSAGE)
         name = method.rsplit("/", 1)[-1]
         try:
-            answer = self._client.unary(method, request.SerializeToString(), self._timeout)
+            answer = self._client.unary(method, request, self._timeout)
         except GrpcError as error:
             if error.code in (StatusCode.UNIMPLEMENTED, StatusCode.NOT_FOUND):
                 raise
@@ -90,23 +88,21 @@ class PodResourcesClient:
             raise PodResourcesUnavailable(
                 f"kubelet pod-resources {name}: {error.code.name}") from error
         try:
-            return response.FromString(answer)
-        except DecodeError as error:
+            return response(answer)
+        except wire.MalformedMessage as error:
             self.close()
             raise PodResourcesUnavailable(
-                f"kubelet pod-resources {name}: an answer that does not parse") from error
+                f"kubelet pod-resources {name}: an answer that does not parse ({error})"
+            ) from error
 
     def list_blocking(self) -> tuple[PodAllocation, ...]:
-        # The generated messages load protobuf's upb runtime (3.7 MiB resident): imported
-        # once a kubelet's socket is there, not on a node without one.
-        self._require_socket()
-        from gpu_otel_agent.plugins.kubernetes import api
-
-        response = self._call(api.LIST, api.ListRequest(), api.ListResponse)
+        # Written and read by hand (``wire``): the generated messages would load protobuf's
+        # runtime, 3.7 MiB resident, on every node with a kubelet (issue 41).
+        response = self._call(wire.LIST, wire.LIST_REQUEST, wire.list_response)
         if self._claims is None:
-            return tuple(_pod(p, None) for p in response.pod_resources)
+            return tuple(_pod(p, None) for p in response)
         self._claims.refresh()
-        pods = tuple(_pod(p, self._claims) for p in response.pod_resources)
+        pods = tuple(_pod(p, self._claims) for p in response)
         self._report_claims(any(c.claims for p in pods for c in p.containers))
         return pods
 
@@ -125,12 +121,8 @@ class PodResourcesClient:
         """One pod, or None where the kubelet has no ``Get`` (or no such pod)."""
         if not self._get_supported:
             return None
-        self._require_socket()  # before the messages' import, as in ``list_blocking``
-        from gpu_otel_agent.plugins.kubernetes import api
-
-        request = api.GetRequest(pod_name=name, pod_namespace=namespace)
         try:
-            response = self._call(api.GET, request, api.GetResponse)
+            response = self._call(wire.GET, wire.get_request(namespace, name), wire.get_response)
         except GrpcError as error:
             if error.code is StatusCode.UNIMPLEMENTED:
                 self._get_supported = False
@@ -138,7 +130,7 @@ class PodResourcesClient:
             return None
         if self._claims is not None:
             self._claims.refresh()
-        return _pod(response.pod_resources, self._claims)
+        return _pod(response, self._claims)
 
     async def list(self) -> tuple[PodAllocation, ...]:
         return await asyncio.to_thread(self.list_blocking)

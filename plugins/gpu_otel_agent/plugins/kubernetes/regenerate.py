@@ -13,8 +13,9 @@ the generated module then knows its own import name, and the descriptor it regis
 protobuf's default pool has a file name no other package uses (upstream's is ``api.proto``).
 Only messages are generated, no gRPC stubs: the agent does not use grpcio at run time. Its
 client (``podresources``) makes each call through the agent's own unary gRPC client
-(``gpu_otel_agent.grpc.unary_client``), with the method paths read from the generated
-descriptor. grpcio-tools is a development tool here, for its protoc only.
+(``gpu_otel_agent.grpc.unary_client``) with messages written and read by hand (``wire``,
+tested against these generated classes, which the simulated kubelet and the tests use).
+grpcio-tools is a development tool here, for its protoc only.
 """
 
 from __future__ import annotations
