@@ -13,6 +13,10 @@ One cycle, per stage:
 - ``processes``: every GPU's processes only, every cycle: the lists and utilization samples
   (``read_processes``) and their readings from attribution (``Attribution.readings``);
 - ``export``: a snapshot with those samples, ``ProtoEncoder.encode_bytes`` (series + encoding);
+- ``telemetry``: ``export`` with the agent's self-telemetry in each snapshot, as
+  ``SnapshotStore.current`` takes it: ``SelfTelemetry.sample`` over a ``DeviceSampler`` per GPU
+  (not run; its counters moved each cycle as a cycle moves them), the devices' library call
+  times and errors, export and reliability counters; the sampling counted with the encoding;
 - ``scrape``: one ``/metrics`` page (otel scheme, text 0.0.4) of that snapshot;
 - ``send``: one OTLP/gRPC export of that snapshot (encoded once, before the cycles) through the
   agent's own sender (``GrpcTransport`` on its ``GrpcClient``, as ``OtlpSnapshotExporter``
@@ -59,7 +63,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-STAGES = ("sample", "processes", "export", "scrape", "send", "loop")
+STAGES = ("sample", "processes", "export", "telemetry", "scrape", "send", "loop")
 # agent-8gpu-1s's intervals as multiples of its fast interval (1 s; the others' defaults).
 LOOP_GROUPS = {"fast": 1, "processes": 5, "gpm": 10, "slow": 30}
 PROCESS_EVERY = 5
@@ -239,6 +243,7 @@ async def _cycles(node_env: dict[str, str], stage: str, cycles: int, writer: str
     running.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await running
+    telemetry = _Telemetry(devices, attribution) if stage == "telemetry" else None
     if stage == "send":
         _send(sink, encoder.encode_bytes(NodeSnapshot(tuple(snapshots), time.time_ns())),
               cycles)
@@ -264,12 +269,67 @@ async def _cycles(node_env: dict[str, str], stage: str, cycles: int, writer: str
                     "processes", processes[i][(cycle // PROCESS_EVERY) % VARIANTS],
                     time.time_ns()))
             snapshots[i] = kept
-        current = NodeSnapshot(tuple(snapshots), time.time_ns())
-        if stage == "export":
+        if telemetry is not None:
+            telemetry.step(cycle)
+            now = time.time_ns()
+            current = NodeSnapshot(tuple(snapshots), now, agent=telemetry.sample(now))
+        else:
+            current = NodeSnapshot(tuple(snapshots), time.time_ns())
+        if stage in ("export", "telemetry"):
             encoder.encode_bytes(current)
         else:
             write(otel_families(series(current), attributes))
+    if telemetry is not None:
+        telemetry.close()
     backend.close()
+
+
+class _Telemetry:
+    """The agent's self-telemetry (``Agent._build_telemetry``'s sources, but the Prometheus
+    endpoint's and the health pipeline's) over samplers that are not run: ``step`` moves
+    their counters as a cycle would."""
+
+    def __init__(self, devices: list[Any], attribution: Any) -> None:
+        from gpu_otel_agent.config.holder import ConfigHolder
+        from gpu_otel_agent.config.schema import AgentConfig
+        from gpu_otel_agent.export.metrics.pusher import ExportStats
+        from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
+        from gpu_otel_agent.runtime.reliability import reliability_readings
+        from gpu_otel_agent.runtime.self_telemetry import SelfTelemetry
+        from gpu_otel_agent.sampling.sampler import DeviceSampler
+        from gpu_otel_agent.threads.relay import Relay
+
+        relay = Relay()
+        config = ConfigHolder(AgentConfig())
+        self.samplers = [DeviceSampler(device, SnapshotStore(), config,
+                                       attribution=attribution, relay=relay)
+                         for device in devices]
+        self.stats = ExportStats()
+        stats = self.stats
+        self._telemetry = SelfTelemetry(time.time_ns())
+        self._telemetry.watch_samplers(self.samplers)
+        self._telemetry.watch_devices(devices)
+        self._telemetry.add(lambda: (Reading("gpu_agent.exports.completed", stats.exports),
+                                     Reading("gpu_agent.exports.failed", stats.failures),
+                                     Reading("gpu_agent.exports.skipped", stats.skipped)))
+        self._telemetry.add(reliability_readings)
+
+    def step(self, cycle: int) -> None:
+        for i, sampler in enumerate(self.samplers):
+            groups = ("fast", "processes") if cycle % PROCESS_EVERY == 0 else ("fast",)
+            for group in groups:
+                seconds = 0.001 * (1 + (cycle + i) % 7)
+                sampler.stats.cycles += 1
+                sampler.stats.read_seconds_total += seconds
+                sampler.stats.last_read_seconds[group] = seconds
+        self.stats.exports += 1
+
+    def sample(self, now_ns: int) -> Any:
+        return self._telemetry.sample(now_ns)
+
+    def close(self) -> None:
+        for sampler in self.samplers:
+            sampler.close()
 
 
 def _send(sink: str, request: bytes, cycles: int) -> None:

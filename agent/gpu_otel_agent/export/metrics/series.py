@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from gpu_otel_agent.export.metrics.wire_range import INT64_MAX, INT64_MIN, carried
 from gpu_otel_agent.model.semconv import dropped_device_attributes
 from gpu_otel_agent.model.snapshot import (
+    AgentSample,
     Attributes,
     DeviceIdentity,
     DeviceSnapshot,
@@ -339,6 +340,64 @@ def _sample_runs(device: DeviceSnapshot, group: str, sample: object,
     return runs
 
 
+class _KeptOwn(NamedTuple):
+    sample: AgentSample
+    runs: dict[str, Run]
+    shape: _SampleShape | None
+
+
+# Self-telemetry and node-level samples, by their place in the snapshot (the agent's first):
+# the last one's runs and shape. Self-telemetry is a new sample at every export, of the last
+# one's shape nearly always (the same counters, new values): its runs are ``ShapedRun``s, so
+# the encoder writes its metrics from templates as it does the devices'. A node plugin's
+# sample is the same object until the plugin replaces it: the same runs, as for a device.
+_own_latest: dict[int, _KeptOwn] = {}
+
+
+def _own_points(sample: AgentSample) -> dict[str, Points]:
+    """The general path: every reading carried, dated by its sample."""
+    return _runs((reading.metric, SeriesPoint(reading.attributes, sample.start_time_ns,
+                                              sample.time_ns, reading.value))
+                 for reading in sample.readings
+                 if carried(reading.metric, reading.value, reading.attributes))
+
+
+def _own_runs(slot: int, sample: AgentSample) -> dict[str, Run]:
+    """A self-telemetry or node sample's runs: of the last sample's shape (the same metrics,
+    own attributes, value types and start, every value carried) in a few C calls, as
+    ``_shaped_runs`` makes a device's; else built point by point, and the shape learnt."""
+    kept = _own_latest.get(slot)
+    if kept is not None and kept.sample is sample:
+        return kept.runs
+    shape = kept.shape if kept is not None \
+        and kept.sample.start_time_ns == sample.start_time_ns else None
+    runs: dict[str, Run] | None = None
+    if shape is not None:
+        values = list(map(_VALUE, sample.readings))
+        if _fits(shape, sample.readings, values):
+            # Every point is dated by the sample (the readings' own times are not read).
+            times = [sample.time_ns] * len(values)
+            runs = {metric: ShapedRun(run, pick(values), pick(times))
+                    for metric, run, pick in shape.runs}
+    if runs is None:
+        points = _own_points(sample)
+        shape = _shape_of(sample.readings, points)
+        runs = dict(points)
+        if shape is not None:
+            # Handed out shaped from the first (as a device's new shape is): the metrics'
+            # templates are made now, and the next sample of the shape only fills them.
+            for metric, run_shape, _ in shape.runs:
+                points_of = points[metric]
+                shaped = ShapedRun(run_shape, list(map(_VALUE, points_of)),
+                                   list(map(_TIME, points_of)))
+                shaped.seed(points_of)
+                runs[metric] = shaped
+    if len(_own_latest) >= MAX_KEPT and slot not in _own_latest:
+        _own_latest.clear()
+    _own_latest[slot] = _KeptOwn(sample, runs, shape)
+    return runs
+
+
 def series_runs(snapshot: NodeSnapshot) -> dict[str, list[Run]]:
     """Metric name -> its points in runs, names sorted, runs in device order.
 
@@ -365,12 +424,8 @@ def series_runs(snapshot: NodeSnapshot) -> dict[str, list[Run]]:
             runs[metric].append(run)
     # Self-telemetry and node-level samples: their readings carry their own attributes.
     samples = (snapshot.agent, *snapshot.node) if snapshot.agent else snapshot.node
-    for sample in samples:
-        for metric, run in _runs(
-                (reading.metric, SeriesPoint(reading.attributes, sample.start_time_ns,
-                                             sample.time_ns, reading.value))
-                for reading in sample.readings
-                if carried(reading.metric, reading.value, reading.attributes)).items():
+    for slot, sample in enumerate(samples):
+        for metric, run in _own_runs(slot, sample).items():
             runs[metric].append(run)
     return dict(sorted(runs.items()))
 
