@@ -31,6 +31,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, NamedTuple
 
+from gpu_otel_agent import unix_socket
 from gpu_otel_agent.simulation.amd import amdsmi_control as amd_lib
 from gpu_otel_agent.simulation.amd import models as amd_models
 from gpu_otel_agent.simulation.amd import partitions as amd_partitions
@@ -974,6 +975,11 @@ class Node:
 
         class Server(socketserver.ThreadingUnixStreamServer):
             daemon_threads = True
+
+            def server_bind(self) -> None:
+                # Through the socket's directory when its path is longer than a socket
+                # address holds; ``server_address`` stays the real path.
+                unix_socket.bind(self.socket, node.socket_path)
 
         self.socket_path.parent.mkdir(parents=True, exist_ok=True)
         statedir.claim_socket(self.socket_path)  # never take over a live node's socket
