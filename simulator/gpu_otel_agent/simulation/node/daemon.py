@@ -21,7 +21,6 @@ import signal
 import socketserver
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid as uuidlib
@@ -1033,12 +1032,10 @@ HANDLERS: Mapping[str, Handler] = {
 
 
 def default_socket_in(state_dir: Path) -> Path:
-    """``state_dir/control.sock``, or a short /tmp path if that exceeds sun_path (108 bytes)."""
-    path = state_dir / "control.sock"
-    if len(str(path)) < 100:
-        return path
-    digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:12]
-    return Path(tempfile.gettempdir()) / f"gpusim-{digest}.sock"
+    """``state_dir/control.sock``, however deep: a path longer than a socket address holds is
+    bound and reached through its directory (``gpu_otel_agent.unix_socket``), where the
+    clients look for it (``control_client.default_socket_path``)."""
+    return state_dir / "control.sock"
 
 
 def _claim(
