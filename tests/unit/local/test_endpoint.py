@@ -47,7 +47,8 @@ POD = (("container.id", "c0ffee"), ("k8s.namespace.name", "team-a"),
 
 @pytest.fixture
 def short_dir() -> Iterator[Path]:
-    """Socket paths must fit sun_path (108 bytes); pytest's tmp_path may not."""
+    """A short directory: these tests take the plain path (a socket path that fits sun_path,
+    108 bytes); longer ones are bound through their directory (test_long_paths.py)."""
     directory = Path(tempfile.mkdtemp(prefix="ga-local-"))
     yield directory
     shutil.rmtree(directory, ignore_errors=True)
