@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Final
 
 LAYERS: Final[tuple[tuple[str, ...], ...]] = (
-    # Leaves: the version string, logging set-up, and this table.
-    ("version", "logs", "layers"),
+    # Leaves: the version string, logging set-up, this table, and Unix sockets at any path.
+    ("version", "logs", "layers", "unix_socket"),
     # What a reading, a device, a process and a workload are; the metric catalog.
     ("model",),
     # Shared helpers that know no GPU: the configuration table and its live holder, the

@@ -22,6 +22,7 @@ from h2.events import ConnectionTerminated, Event, PingAckReceived
 from h2.exceptions import H2Error
 from h2.settings import SettingCodes, Settings
 
+from gpu_otel_agent import unix_socket
 from gpu_otel_agent.grpc.header_blocks import BlockEncoder, KeptDecoder
 
 WINDOW = 4 * 1024 * 1024  # what the server may send before we acknowledge it
@@ -97,7 +98,7 @@ def unix_opener(path: str) -> Opener:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.settimeout(timeout_s)
-            sock.connect(path)
+            unix_socket.connect(sock, path)
         except BaseException:
             sock.close()
             raise

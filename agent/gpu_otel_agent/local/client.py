@@ -1,7 +1,8 @@
 """The client side of the local endpoint (``gpu-agent top``, ``gpu-agent check``).
 
-``http.client`` over the Unix socket (standard library only: a test runs this module alone as
-another user, and ``top`` starts fast without the agent's dependencies).
+``http.client`` over the Unix socket (standard library only, and ``unix_socket`` which is too: a
+test runs these two modules alone as another user, and ``top`` starts fast without the agent's
+dependencies).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import json
 import socket
 from pathlib import Path
 from typing import Any
+
+from gpu_otel_agent import unix_socket
 
 Json = dict[str, Any]
 
@@ -35,7 +38,7 @@ class _UnixConnection(http.client.HTTPConnection):
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(self.timeout)
         try:
-            sock.connect(str(self._path))
+            unix_socket.connect(sock, self._path)
         except BaseException:
             sock.close()
             raise

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from gpu_otel_agent import unix_socket
 from gpu_otel_agent.http_server.connections import HttpServer, Limits, Request, Response
 
 log = logging.getLogger(__name__)
@@ -52,8 +53,6 @@ CLIENT_TIMEOUT_S = 2.0
 LIMITS = Limits(max_connections=64, workers=1, header_timeout=CLIENT_TIMEOUT_S,
                 idle_timeout=CLIENT_TIMEOUT_S, write_timeout=CLIENT_TIMEOUT_S,
                 max_head_bytes=8192)
-# sockaddr_un.sun_path is 108 bytes on Linux, with the terminating NUL.
-MAX_PATH_BYTES = 107
 
 
 class LocalEndpointError(Exception):
@@ -109,7 +108,7 @@ def _clear_stale(path: Path) -> None:
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     probe.settimeout(1.0)
     try:
-        probe.connect(str(path))
+        unix_socket.connect(probe, path)
     except OSError as error:
         # Only a refused connection proves nobody listens. Permission denied says nothing
         # about that: the socket is another user's (a root agent's, seen from a user's run),
@@ -150,16 +149,18 @@ class LocalEndpoint:
 
     def start(self) -> None:
         """Raises LocalEndpointError with what to change when the socket cannot be served."""
-        if len(os.fsencode(self.path)) > MAX_PATH_BYTES:
-            raise LocalEndpointError(
-                f"socket path {self.path} is longer than {MAX_PATH_BYTES} bytes (a Unix socket "
-                f"limit); choose a shorter local_endpoint.socket")
+        # A path longer than a socket address holds is bound through its directory
+        # (``unix_socket``); only a file name too long for even that is refused, up front.
+        try:
+            unix_socket.check(self.path)
+        except unix_socket.UnixPathTooLong as error:
+            raise LocalEndpointError(f"{error.strerror} (local_endpoint.socket)") from None
         gid = resolve_group(self._group)
         _check_directory(self.path.parent)
         _clear_stale(self.path)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            listener.bind(str(self.path))
+            unix_socket.bind(listener, self.path)
             # Before listen(): until then a connect is refused, so the mode holds from the
             # first client on.
             os.chmod(self.path, SOCKET_MODE)

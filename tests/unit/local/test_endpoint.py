@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from gpu_otel_agent import unix_socket
 from gpu_otel_agent.gpu_health.events import HealthEvent
 from gpu_otel_agent.gpu_health.severity import Severity
 from gpu_otel_agent.gpu_health.verdict import EngineView, HealthBoard
@@ -46,7 +47,8 @@ POD = (("container.id", "c0ffee"), ("k8s.namespace.name", "team-a"),
 
 @pytest.fixture
 def short_dir() -> Iterator[Path]:
-    """Socket paths must fit sun_path (108 bytes); pytest's tmp_path may not."""
+    """A short directory: these tests take the plain path (a socket path that fits sun_path,
+    108 bytes); longer ones are bound through their directory (test_long_paths.py)."""
     directory = Path(tempfile.mkdtemp(prefix="ga-local-"))
     yield directory
     shutil.rmtree(directory, ignore_errors=True)
@@ -177,7 +179,7 @@ PROBE = """
 import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
-from client import LocalClientError, get
+from gpu_otel_agent.local.client import LocalClientError, get
 try:
     print(len(get(Path(sys.argv[1]), "/v1/snapshot")["devices"]))
 except LocalClientError as error:
@@ -191,12 +193,21 @@ def _as(user_args: list[str], path: Path) -> str:
     assert setpriv is not None, "setpriv (util-linux) is part of every test image"
     os.chmod(path.parent, 0o755)  # the directory is traversable; the socket decides
     # The other user may not be able to enter the clone (a 0700 temporary directory) or its
-    # virtualenv: it runs the base interpreter, isolated, on a copy of the real client module
-    # (standard library only) in a directory it can read.
+    # virtualenv: it runs the base interpreter, isolated, on copies of the real client module
+    # and the one it imports (both standard library only) in a directory it can read, under
+    # empty package files.
     with tempfile.TemporaryDirectory(prefix="ga-probe-") as probe_dir:
         os.chmod(probe_dir, 0o755)
-        shutil.copy(client.__file__, Path(probe_dir) / "client.py")
-        os.chmod(Path(probe_dir) / "client.py", 0o644)
+        package = Path(probe_dir) / "gpu_otel_agent"
+        (package / "local").mkdir(parents=True)
+        for init in (package / "__init__.py", package / "local" / "__init__.py"):
+            init.touch()
+        shutil.copy(client.__file__, package / "local" / "client.py")
+        shutil.copy(unix_socket.__file__, package / "unix_socket.py")
+        for made in (package, package / "local"):
+            os.chmod(made, 0o755)
+        for copied in package.rglob("*.py"):
+            os.chmod(copied, 0o644)
         done = subprocess.run(
             [setpriv, *user_args, os.path.realpath(sys.executable), "-I", "-c", PROBE,
              str(path), probe_dir],
@@ -250,6 +261,10 @@ def test_a_stale_socket_is_replaced_a_live_one_and_other_files_are_not(short_dir
         get(path, "/v1/snapshot")
 
 
-def test_a_path_too_long_for_a_unix_socket_is_named(short_dir: Path) -> None:
-    with pytest.raises(LocalEndpointError, match="longer than 107 bytes"):
-        _endpoint(short_dir / ("x" * 120) / "agent.sock").start()
+def test_a_socket_name_too_long_for_a_unix_socket_is_named(short_dir: Path) -> None:
+    # A deep directory is served (tests/unit/local/test_long_paths.py); a file name that
+    # cannot fit a socket address even through its directory is refused before anything.
+    path = short_dir / ("x" * 120) / ("n" * 90)
+    with pytest.raises(LocalEndpointError, match=r"longer than the 107 bytes.*at most 82 bytes"):
+        _endpoint(path).start()
+    assert not path.parent.exists()

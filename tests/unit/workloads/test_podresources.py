@@ -68,3 +68,20 @@ def test_a_list_of_megabytes_arrives_whole(tmp_path: Path) -> None:
             assert client.list_blocking() == tuple(pods)
         finally:
             client.close()
+
+
+def test_list_and_get_at_a_socket_path_longer_than_a_socket_address(tmp_path: Path) -> None:
+    # 150 bytes: bound (the simulator's kubelet) and reached (the agent's gRPC client) through
+    # the socket's directory (gpu_otel_agent.unix_socket); a plain bind fails past 107.
+    name = "kubelet.sock"
+    directory = tmp_path / ("d" * (150 - len(str(tmp_path)) - len(name) - 2))
+    path = directory / name
+    assert len(str(path)) == 150
+    with FakeKubelet(path) as kubelet:
+        assert path.is_socket()
+        kubelet.set_pods([POD])
+        client = PodResourcesClient(path, timeout=2)
+        assert client.list_blocking() == (POD,)
+        assert client.get_blocking("ml", "trainer-0") == POD
+        client.close()
+    assert not path.exists()

@@ -8,6 +8,8 @@ import socket
 from collections.abc import Mapping
 from pathlib import Path
 
+from gpu_otel_agent import unix_socket
+
 
 class SimCommandError(RuntimeError):
     """The node answered ``{"ok": false, "error": ...}``."""
@@ -34,7 +36,7 @@ def send(
     """Send one request and return the decoded answer (``ok`` may be false)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)
-        s.connect(str(socket_path))
+        unix_socket.connect(s, socket_path)
         s.sendall(json.dumps(dict(request)).encode() + b"\n")
         buf = b""
         while not buf.endswith(b"\n"):

@@ -21,7 +21,6 @@ import signal
 import socketserver
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid as uuidlib
@@ -31,6 +30,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, NamedTuple
 
+from gpu_otel_agent import unix_socket
 from gpu_otel_agent.simulation.amd import amdsmi_control as amd_lib
 from gpu_otel_agent.simulation.amd import models as amd_models
 from gpu_otel_agent.simulation.amd import partitions as amd_partitions
@@ -975,6 +975,11 @@ class Node:
         class Server(socketserver.ThreadingUnixStreamServer):
             daemon_threads = True
 
+            def server_bind(self) -> None:
+                # Through the socket's directory when its path is longer than a socket
+                # address holds; ``server_address`` stays the real path.
+                unix_socket.bind(self.socket, node.socket_path)
+
         self.socket_path.parent.mkdir(parents=True, exist_ok=True)
         statedir.claim_socket(self.socket_path)  # never take over a live node's socket
         self.server = Server(str(self.socket_path), Handler)
@@ -1027,12 +1032,10 @@ HANDLERS: Mapping[str, Handler] = {
 
 
 def default_socket_in(state_dir: Path) -> Path:
-    """``state_dir/control.sock``, or a short /tmp path if that exceeds sun_path (108 bytes)."""
-    path = state_dir / "control.sock"
-    if len(str(path)) < 100:
-        return path
-    digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:12]
-    return Path(tempfile.gettempdir()) / f"gpusim-{digest}.sock"
+    """``state_dir/control.sock``, however deep: a path longer than a socket address holds is
+    bound and reached through its directory (``gpu_otel_agent.unix_socket``), where the
+    clients look for it (``control_client.default_socket_path``)."""
+    return state_dir / "control.sock"
 
 
 def _claim(

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import grpc
 
+from gpu_otel_agent import unix_socket
 from gpu_otel_agent.plugins.kubernetes import api_pb2
 from gpu_otel_agent.workloads.pods import PodAllocation
 
@@ -109,8 +110,11 @@ class PodResourcesServer:
         server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(service.full_name, handlers),))
         self.socket_path.parent.mkdir(parents=True, exist_ok=True)
-        server.add_insecure_port(f"unix://{self.socket_path}")
-        server.start()
+        # gRPC binds here; a path longer than a socket address holds is bound through its
+        # directory (``unix_socket``), the socket file made at ``socket_path`` itself.
+        with unix_socket.address(self.socket_path) as where:
+            server.add_insecure_port(f"unix://{where}")
+            server.start()
         self._server = server
 
     def stop(self) -> None:

@@ -19,6 +19,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpu_otel_agent import unix_socket
+
 LOCK_NAME = "node.lock"
 MAX_PICKS = 64
 
@@ -118,7 +120,7 @@ def probe(path: Path) -> SocketState:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(2)
         try:
-            s.connect(str(path))
+            unix_socket.connect(s, path)
         except ConnectionRefusedError:
             return SocketState.STALE
         except OSError:  # a timeout, a permission: someone may be there
