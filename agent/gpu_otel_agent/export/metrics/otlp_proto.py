@@ -243,8 +243,11 @@ def _metric_frame(name: str) -> _MetricFrame:
 class ProtoEncoder:
     def __init__(self, resource: Resource) -> None:
         self._schema_url = resource.schema_url
-        # (attributes, point size without them) -> (data point tag and length, attributes).
-        self._heads: dict[tuple[Attributes, int], tuple[bytes, bytes]] = {}
+        # attributes -> (their encoding, the point size without them it was last asked
+        # with, the data point's tag and length for that size). Keyed by the attributes
+        # alone: a series' end point (another size) shares its encoding instead of adding
+        # a second one (at 8 x 2,048, ending every process series at once added 5 MiB).
+        self._heads: dict[Attributes, tuple[bytes, int, bytes]] = {}
         self._frames: dict[str, _MetricFrame] = {}
         # The last export's runs and their bytes, by id (series.series_runs keeps a run of an
         # unchanged sample as the same list): the slow, gpm and processes groups' points are
@@ -273,29 +276,32 @@ class ProtoEncoder:
         """A data point's tag and length, and its encoded attributes, built once per
         attribute set (the attributes, field 7, go after the times and value, as
         ``SerializeToString`` orders them)."""
-        key = (attributes, fixed_size)
-        head = self._heads.get(key)
-        if head is None:
-            if len(self._heads) >= MAX_CACHED_ATTRIBUTE_SETS:
-                self._heads.clear()
-            # A pair (a device's hw.id, a process's pid) is in many sets: encoded once per
-            # export. Strings and ints only: equal floats (0.0, -0.0) and bools (True, 1)
-            # can encode differently.
-            pairs = self._pairs
-            fields = []
-            for pair in attributes:
-                kind = type(pair[1])
-                field = pairs.get(pair) if kind is str or kind is int else None
-                if field is None:
-                    field = _length_delimited(_ATTRIBUTE_TAG,
-                                              wire_values.key_value(pair[0], pair[1]))
-                    if kind is str or kind is int:
-                        pairs[pair] = field
-                fields.append(field)
-            encoded = b"".join(fields)
-            head = (_DATA_POINTS_TAG + wire_values.varint(len(encoded) + fixed_size), encoded)
-            self._heads[key] = head
-        return head
+        head = self._heads.get(attributes)
+        if head is not None:
+            if head[1] == fixed_size:
+                return head[2], head[0]
+            # Another size (an end point): the prefix anew, the encoding shared.
+            return _DATA_POINTS_TAG + wire_values.varint(len(head[0]) + fixed_size), head[0]
+        if len(self._heads) >= MAX_CACHED_ATTRIBUTE_SETS:
+            self._heads.clear()
+        # A pair (a device's hw.id, a process's pid) is in many sets: encoded once per
+        # export. Strings and ints only: equal floats (0.0, -0.0) and bools (True, 1)
+        # can encode differently.
+        pairs = self._pairs
+        fields = []
+        for pair in attributes:
+            kind = type(pair[1])
+            field = pairs.get(pair) if kind is str or kind is int else None
+            if field is None:
+                field = _length_delimited(_ATTRIBUTE_TAG,
+                                          wire_values.key_value(pair[0], pair[1]))
+                if kind is str or kind is int:
+                    pairs[pair] = field
+            fields.append(field)
+        encoded = b"".join(fields)
+        prefix = _DATA_POINTS_TAG + wire_values.varint(len(encoded) + fixed_size)
+        self._heads[attributes] = (encoded, fixed_size, prefix)
+        return prefix, encoded
 
     def encode(self, snapshot: NodeSnapshot) -> ExportMetricsServiceRequest:
         """The request as a message (tests, and callers that want to look inside)."""
