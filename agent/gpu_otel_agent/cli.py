@@ -158,10 +158,9 @@ def _run_loop(coroutine: Coroutine[Any, Any, int]) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from gpu_otel_agent.runtime.agent import Agent
-    from gpu_otel_agent.runtime.malloc_arenas import hold_mmap_threshold, limit_malloc_arenas
+    from gpu_otel_agent.runtime.malloc_arenas import limit_malloc_arenas
 
     limit_malloc_arenas()  # before any thread starts (runtime/malloc_arenas.py says why)
-    hold_mmap_threshold()
     overrides = _overrides(args)
     config = load(args.config, overrides)
     setup_logging(config.log_level)
