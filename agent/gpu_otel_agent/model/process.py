@@ -17,7 +17,7 @@ TASK_ENCODER = "encoder"
 TASK_DECODER = "decoder"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ProcessUsage:
     """One process's use of one GPU; a figure the backend could not read is None."""
 

@@ -20,7 +20,7 @@ AttributeValue = str | int | float | bool
 Attributes = tuple[tuple[str, AttributeValue], ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Reading:
     """One value of one metric, with the attributes beyond the device's own."""
 

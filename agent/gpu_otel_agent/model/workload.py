@@ -13,7 +13,7 @@ from typing import Protocol
 from gpu_otel_agent.model.snapshot import Attributes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Workload:
     """The container, pod or batch job a process belongs to, each part only where known."""
 
@@ -43,7 +43,7 @@ class Workload:
         return tuple((key, value) for key, value in pairs if value is not None)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GpuProcess:
     """A process holding a GPU, as health events report it."""
 

@@ -48,7 +48,7 @@ class AttributionSettings:
     command_line: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Identity:
     """What a process's series carry; computed once per process and GPU, until it changes."""
 

@@ -38,7 +38,7 @@ _QOS = {"burstable": "burstable", "besteffort": "besteffort"}
 _V1_PREFERENCE = ("name=systemd", "pids", "memory", "cpu,cpuacct", "cpu", "cpuacct", "devices")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CgroupIdentity:
     """What a cgroup path says about a process; each part only where the path names it."""
 

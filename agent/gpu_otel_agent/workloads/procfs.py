@@ -18,7 +18,7 @@ ENVIRON_LIMIT = 256 * 1024  # bytes read from /proc/PID/environ at most
 NAMESPACE_FILE = "root/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ProcessFacts:
     """What /proc said about a process when it was first seen on a GPU."""
 
