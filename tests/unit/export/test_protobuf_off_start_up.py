@@ -102,11 +102,12 @@ def test_default_start_up_and_export_load_no_protobuf(receiver: OtlpGrpcReceiver
 # http.client, which only a second agent's look at the first one needs (runtime/agent.py); and
 # importlib.metadata with its email.message, zipfile, csv and importlib.resources (0.95 MiB):
 # entry points and the version are read by gpu_otel_agent.distributions; email.utils (0.8 MiB),
-# whose formatdate the endpoint's Date header took (http_server/http_date.py).
+# whose formatdate the endpoint's Date header took (http_server/http_date.py); uuid and the
+# platform it brings (0.23 MiB; model/uuid_text.py writes the two UUIDs the agent sends).
 OFF_START_UP = ("opentelemetry.sdk.resources", "psutil", "opentelemetry.sdk.util.instrumentation",
                 "opentelemetry.attributes", "opentelemetry.util.re", "typing_extensions",
                 "http.client", "statistics", "difflib", "importlib.metadata", "email.message",
-                "zipfile", "csv", "importlib.resources", "email", "email.utils")
+                "zipfile", "csv", "importlib.resources", "email", "email.utils", "uuid", "platform")
 
 
 def test_default_start_up_and_export_load_no_sdk_resource(receiver: OtlpGrpcReceiver) -> None:
