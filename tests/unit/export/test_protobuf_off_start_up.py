@@ -103,11 +103,13 @@ def test_default_start_up_and_export_load_no_protobuf(receiver: OtlpGrpcReceiver
 # importlib.metadata with its email.message, zipfile, csv and importlib.resources (0.95 MiB):
 # entry points and the version are read by gpu_otel_agent.distributions; email.utils (0.8 MiB),
 # whose formatdate the endpoint's Date header took (http_server/http_date.py); uuid and the
-# platform it brings (0.23 MiB; model/uuid_text.py writes the two UUIDs the agent sends).
+# platform it brings (0.23 MiB; model/uuid_text.py writes the two UUIDs the agent sends); the idna
+# codec (0.4 MiB) an ASCII collector's name no longer goes through (grpc/connection.resolvable).
 OFF_START_UP = ("opentelemetry.sdk.resources", "psutil", "opentelemetry.sdk.util.instrumentation",
                 "opentelemetry.attributes", "opentelemetry.util.re", "typing_extensions",
                 "http.client", "statistics", "difflib", "importlib.metadata", "email.message",
-                "zipfile", "csv", "importlib.resources", "email", "email.utils", "uuid", "platform")
+                "zipfile", "csv", "importlib.resources", "email", "email.utils", "uuid", "platform",
+                "encodings.idna", "unicodedata", "stringprep")
 
 
 def test_default_start_up_and_export_load_no_sdk_resource(receiver: OtlpGrpcReceiver) -> None:
