@@ -19,6 +19,8 @@ from __future__ import annotations
 from typing import Final
 
 LAYERS: Final[tuple[tuple[str, ...], ...]] = (
+    # Entry points and versions read from sys.path as importlib.metadata finds them.
+    ("distributions",),
     # Leaves: the version string, logging set-up, this table, and Unix sockets at any path.
     ("version", "logs", "layers", "unix_socket"),
     # What a reading, a device, a process and a workload are; the metric catalog.

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+from gpu_otel_agent.distributions import NotInstalled, version_of
 
 try:
-    VERSION = version("gpu-otel-agent")
-except PackageNotFoundError:  # running from a source tree that was not installed
+    VERSION = version_of("gpu-otel-agent")
+except NotInstalled:  # running from a source tree that was not installed
     VERSION = "0.0.0+source"
 
 # What the agent calls itself on the wire (OTLP over gRPC and HTTP).

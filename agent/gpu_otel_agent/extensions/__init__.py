@@ -3,7 +3,8 @@
 The core never imports a concrete plugin (``tests/unit/architecture/test_plugin_boundary.py`` checks
 it). A plugin, in this distribution or any other, declares itself in its own
 ``[project.entry-points."<group>"]`` table and is found with
-:func:`importlib.metadata.entry_points`:
+:func:`gpu_otel_agent.distributions.entry_points_of` (what ``importlib.metadata.entry_points``
+finds, read without importing it):
 
 =================================  ===========================================================
 group                              the entry point's object

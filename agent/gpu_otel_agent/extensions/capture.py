@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Protocol
+
+from gpu_otel_agent.distributions import entry_points_of
 
 CAPTURE_WRITER_GROUP = "gpu_otel_agent.capture_writers"
 
@@ -30,16 +31,16 @@ class NoCaptureWriter(LookupError):
 
 def capture_vendors() -> tuple[str, ...]:
     """The vendors a writer is installed for (the entry points' names; nothing is imported)."""
-    return tuple(sorted({entry.name for entry in entry_points(group=CAPTURE_WRITER_GROUP)}))
+    return tuple(sorted({entry.name for entry in entry_points_of(CAPTURE_WRITER_GROUP)}))
 
 
 def capture_writer(vendor: str) -> CaptureWriter:
     """The installed writer of ``vendor``; NoCaptureWriter if there is none."""
-    found = entry_points(group=CAPTURE_WRITER_GROUP, name=vendor)
+    found = [entry for entry in entry_points_of(CAPTURE_WRITER_GROUP) if entry.name == vendor]
     if not found:
         raise NoCaptureWriter(f"no capture writer for {vendor!r} (have: "
                               f"{', '.join(capture_vendors())})")
-    writer: CaptureWriter = next(iter(found)).load()
+    writer: CaptureWriter = found[0].load()
     return writer
 
 

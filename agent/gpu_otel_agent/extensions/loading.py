@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
 from typing import Any
+
+from gpu_otel_agent.distributions import FoundEntry, entry_points_of
 
 log = logging.getLogger(__name__)
 
@@ -25,11 +26,10 @@ class LoadedEntry:
     value: Any  # checked against its group's Protocol by the caller that knows the group
 
 
-def _report_once(entry: EntryPoint, group: str, error: BaseException) -> None:
+def _report_once(entry: FoundEntry, group: str, error: BaseException) -> None:
     # The same broken plugin may be looked up more than once in a process; one line per plugin
     # is enough to say what is missing. Another installed copy of it is another plugin.
-    where = str(entry.dist.locate_file("")) if entry.dist is not None else ""
-    key = (group, entry.name, entry.value, where)
+    key = (group, entry.name, entry.value, entry.location)
     with _reported_lock:
         if key in _reported:
             return
@@ -45,7 +45,7 @@ def load_group(group: str, *, callable_only: bool = True) -> list[LoadedEntry]:
     """
     loaded: list[LoadedEntry] = []
     seen: set[str] = set()
-    for entry in sorted(entry_points(group=group), key=lambda e: e.name):
+    for entry in sorted(entry_points_of(group), key=lambda e: e.name):
         if entry.name in seen:
             _report_once(entry, group, ValueError(f"a plugin named {entry.name!r} is already "
                                                   f"loaded from this group"))

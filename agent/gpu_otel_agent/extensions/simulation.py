@@ -20,12 +20,12 @@ import logging
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Protocol
 
 from gpu_otel_agent.config.schema import AgentConfig
 from gpu_otel_agent.config.table import default
+from gpu_otel_agent.distributions import entry_points_of
 from gpu_otel_agent.extensions.loading import load_group
 
 SIMULATED_NODE_GROUP = "gpu_otel_agent.simulated_nodes"
@@ -105,5 +105,5 @@ def simulated_node(scenario: Path | None) -> Iterator[RunPaths]:
 def require_simulated_node() -> None:
     """SimulatedNodeError (saying what to install) unless a simulated node is installed; for
     commands that start one in a child process, which would otherwise fail out of sight."""
-    if not entry_points(group=SIMULATED_NODE_GROUP):
+    if not entry_points_of(SIMULATED_NODE_GROUP):
         raise SimulatedNodeError(NOT_INSTALLED)

@@ -47,7 +47,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import email.utils
 import http
 import logging
 import socket
@@ -59,6 +58,7 @@ from dataclasses import dataclass, field
 
 import h11
 
+from gpu_otel_agent.http_server.http_date import http_date
 from gpu_otel_agent.http_server.tls import RECORD_BYTES, TlsStream
 from gpu_otel_agent.threads.named import name_pool_thread
 from gpu_otel_agent.threads.supervised import SupervisedThread
@@ -163,7 +163,7 @@ def _refusal(request: Request) -> BadRequest | None:
 
 def _serialize(conn: h11.Connection, response: Response, *, head_only: bool,
                extra: Mapping[str, str]) -> bytes:
-    headers = [("Date", email.utils.formatdate(usegmt=True)),
+    headers = [("Date", http_date()),
                ("Content-Type", response.content_type),
                ("Content-Length", str(len(response.body))),
                *{**extra, **dict(response.headers)}.items()]

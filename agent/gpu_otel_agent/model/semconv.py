@@ -10,9 +10,9 @@ so here; ``tests/semconv`` checks every ``hw.*`` name against that release's mod
 from __future__ import annotations
 
 import socket
-import uuid
 
 from gpu_otel_agent.model.resource import ResourceView, create
+from gpu_otel_agent.model.uuid_text import uuid5_text
 from gpu_otel_agent.version import VERSION
 
 SEMCONV_VERSION = "1.44.0"
@@ -22,7 +22,7 @@ SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
 
 # service.instance.id: "SHOULD be used as source of a UUID Version 5 and SHOULD use the following
 # UUID as the namespace" (model/service/registry.yaml, v1.44.0).
-SERVICE_INSTANCE_NAMESPACE = uuid.UUID("4d63009a-8d0f-11ee-aad7-4c796ed8e320")
+SERVICE_INSTANCE_NAMESPACE = "4d63009a-8d0f-11ee-aad7-4c796ed8e320"
 SERVICE_NAME = "gpu-otel-agent"
 
 
@@ -58,7 +58,7 @@ def node_name(k8s_node_name: str | None) -> str:
 
 def service_instance_id(node: str) -> str:
     """The same on every restart of the agent on one node, so backends keep its series."""
-    return str(uuid.uuid5(SERVICE_INSTANCE_NAMESPACE, f"{SERVICE_NAME}/{node}"))
+    return uuid5_text(SERVICE_INSTANCE_NAMESPACE, f"{SERVICE_NAME}/{node}")
 
 
 def agent_resource(k8s_node_name: str | None, extra: dict[str, str] | None = None) -> ResourceView:

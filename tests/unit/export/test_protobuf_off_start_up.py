@@ -100,10 +100,17 @@ def test_default_start_up_and_export_load_no_protobuf(receiver: OtlpGrpcReceiver
 # (psutil, platform, opentelemetry.attributes; model/resource.py makes the resource), its
 # InstrumentationScope (export/otlp/scope.py), and typing_extensions, which
 # opentelemetry.util.re brings (imported only when OTEL_EXPORTER_OTLP_HEADERS is set); and
-# http.client, which only a second agent's look at the first one needs (runtime/agent.py).
+# http.client, which only a second agent's look at the first one needs (runtime/agent.py); and
+# importlib.metadata with its email.message, zipfile, csv and importlib.resources (0.95 MiB):
+# entry points and the version are read by gpu_otel_agent.distributions; email.utils (0.8 MiB),
+# whose formatdate the endpoint's Date header took (http_server/http_date.py); uuid and the
+# platform it brings (0.23 MiB; model/uuid_text.py writes the two UUIDs the agent sends); the idna
+# codec (0.4 MiB) an ASCII collector's name no longer goes through (grpc/connection.resolvable).
 OFF_START_UP = ("opentelemetry.sdk.resources", "psutil", "opentelemetry.sdk.util.instrumentation",
                 "opentelemetry.attributes", "opentelemetry.util.re", "typing_extensions",
-                "http.client", "statistics", "difflib")
+                "http.client", "statistics", "difflib", "importlib.metadata", "email.message",
+                "zipfile", "csv", "importlib.resources", "email", "email.utils", "uuid", "platform",
+                "encodings.idna", "unicodedata", "stringprep")
 
 
 def test_default_start_up_and_export_load_no_sdk_resource(receiver: OtlpGrpcReceiver) -> None:
@@ -116,3 +123,33 @@ def test_default_start_up_and_export_load_no_sdk_resource(receiver: OtlpGrpcRece
     assert attributes["service.name"] == "gpu-otel-agent"
     assert attributes["host.name"] == "node-1"
     assert attributes["telemetry.sdk.language"] == "python"
+
+
+PLUGINS_PROBE = """
+import json, sys
+import gpu_otel_agent.cli, gpu_otel_agent.runtime.agent
+from gpu_otel_agent.extensions.loading import load_group
+groups = sys.argv[1:]
+found = {group: [entry.name for entry in load_group(group)] for group in groups}
+print(json.dumps({"found": found, "modules": sorted(sys.modules)}))
+"""
+
+# The groups ``run`` loads on the default path (backends, node plugins, workload sources, the
+# CLI's commands): found as importlib.metadata finds them, without importing it.
+RUN_GROUPS = ("gpu_otel_agent.backends", "gpu_otel_agent.node_plugins",
+              "gpu_otel_agent.workload_sources", "gpu_otel_agent.commands")
+
+
+def test_run_finds_its_plugins_without_importlib_metadata() -> None:
+    from importlib.metadata import entry_points
+
+    done = subprocess.run([sys.executable, "-c", PLUGINS_PROBE, *RUN_GROUPS],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    expected = {group: sorted({entry.name for entry in entry_points(group=group)})
+                for group in RUN_GROUPS}
+    assert out["found"] == expected
+    assert all(out["found"][group] for group in ("gpu_otel_agent.backends",
+                                                 "gpu_otel_agent.commands"))
+    assert [name for name in OFF_START_UP if name in out["modules"]] == []

@@ -303,3 +303,11 @@ def test_missing_host_pid_namespace_is_reported_once(tmp_path: Path,
                 assert facts is not None and not facts.exists
     assert resolver.resolutions >= 7  # the lookups really went to /proc again
     assert caplog.text.count(HIDDEN_PID) == 1, caplog.text
+
+
+def test_kernel_filters_reads_the_release_platform_reads() -> None:
+    # netlink reads os.uname() instead of importing platform (issue 41): the same release.
+    import platform
+
+    assert os.uname().release == platform.release()
+    assert kernel_filters() is kernel_filters(platform.release())

@@ -15,12 +15,12 @@ A GPU outside a fabric answers NOT_SUPPORTED, and the call is then never made ag
 from __future__ import annotations
 
 import ctypes
-import uuid
 from dataclasses import dataclass
 
 import pynvml
 
 from gpu_otel_agent.model.snapshot import Reading
+from gpu_otel_agent.model.uuid_text import uuid_text
 
 Handle = object
 
@@ -109,7 +109,7 @@ def readings(info: FabricInfo) -> tuple[Reading, ...]:
         # H100 HGX reports, meta-pytorch/torchcomms PR 1385; go-nvlib's IsFabricAttached
         # treats it so).
         if any(info.cluster_uuid):
-            identity.append(("gpu.fabric.cluster.uuid", str(uuid.UUID(bytes=info.cluster_uuid))))
+            identity.append(("gpu.fabric.cluster.uuid", uuid_text(info.cluster_uuid)))
     out = [Reading("gpu.fabric.status", int(name == state),
                    (("gpu.fabric.state", name), *identity)) for name in STATES]
     out.extend(Reading("gpu.fabric.fault", int(held), (("gpu.fabric.fault.type", name),))
