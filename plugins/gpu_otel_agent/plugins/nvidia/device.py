@@ -438,12 +438,17 @@ class NvidiaDevice:
         readings: list[Reading] = []
         if plan.fields:
             readings.extend(self._read_fields(group, plan.fields))
+        backoff = self._backoff
         for call in plan.calls:
-            if not self._backoff.due(call):
+            # Nothing backed off (the usual case): due, and nothing to forget on success
+            # (saves hashing the call twice).
+            waiting = backoff.waiting()
+            if waiting and not backoff.due(call):
                 continue
             try:
                 readings.extend(self._invoke(call.name, call.read, self._handle))
-                self._backoff.succeeded(call)
+                if waiting:
+                    backoff.succeeded(call)
             except Unavailable as reason:
                 log.debug("%s: %s", self._identity.uuid, reason)
                 self._unsettled.add(group)  # drop it at the next read; probe its alternative
