@@ -219,7 +219,7 @@ class DeviceSampler:
         loop = self._loop
         assert loop is not None  # set before the first call (_probe_until_available)
         timeout = self._config.current.call_timeout
-        future: Future[T] = self._worker.submit(fn)
+        future: Future[T] = self._worker.submit(fn, loop)
         call = self._device.current_call
         # One waiter per call and one timer per deadline moment (every device's calls of a
         # tick share it: threads.deadlines), not asyncio.timeout around wrap_future: that

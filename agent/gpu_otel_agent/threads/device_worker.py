@@ -49,10 +49,12 @@ class DeviceWorker:
         with self._lock:
             return self._pending > 0
 
-    def submit(self, fn: Callable[[], T]) -> Future[T]:
+    def submit(self, fn: Callable[[], T],
+               loop: asyncio.AbstractEventLoop | None = None) -> Future[T]:
         """Run ``fn`` on the device thread. A job submitted while the jobs handed over before
         it are not yet taken by the thread goes with them: groups due at the same moment wake
-        the thread once."""
+        the thread once. ``loop``: the caller's running loop, when it has it at hand (looking
+        it up calls getpid() on Python 3.11, once per job); None: looked up here."""
         future: Future[T] = Future()
         job: _Job = (fn, future)  # type: ignore[assignment]
         with self._lock:
@@ -61,8 +63,10 @@ class DeviceWorker:
                 self._open.append(job)
                 return future
             jobs = self._open = [job]
-        if self._relay is not None and _on_a_loop():
-            self._relay.add(lambda baton: self._jobs.put((jobs, baton)))
+        if self._relay is not None and loop is None:
+            loop = _running_loop()
+        if self._relay is not None and loop is not None:
+            self._relay.add(lambda baton: self._jobs.put((jobs, baton)), loop)
         else:
             self._jobs.put((jobs, None))
         return future
@@ -129,12 +133,11 @@ class DeviceWorker:
                 self._pending -= 1
 
 
-def _on_a_loop() -> bool:
+def _running_loop() -> asyncio.AbstractEventLoop | None:
     try:
-        asyncio.get_running_loop()
+        return asyncio.get_running_loop()
     except RuntimeError:
-        return False
-    return True
+        return None
 
 
 def _nothing() -> None:

@@ -119,10 +119,12 @@ class Relay:
         self._pass_on_after_s = pass_on_after_s
         self._round: Round | None = None
 
-    def add(self, leg: Leg) -> None:
-        """A device has jobs: it joins the running round, or starts one with its leg."""
+    def add(self, leg: Leg, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """A device has jobs: it joins the running round, or starts one with its leg.
+        ``loop``: the running loop (the caller's, at hand; None: looked up)."""
         if self._round is not None and self._round.join(leg):
             return
-        self._round = Round(asyncio.get_running_loop(), self._pass_on_after_s)
+        self._round = Round(asyncio.get_running_loop() if loop is None else loop,
+                            self._pass_on_after_s)
         self._round.join(leg)
         self._round.next()

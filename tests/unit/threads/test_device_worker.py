@@ -9,6 +9,8 @@ import itertools
 import threading
 import time
 
+import pytest
+
 from gpu_otel_agent.threads.device_worker import DeviceWorker
 from gpu_otel_agent.threads.relay import Relay
 
@@ -144,3 +146,41 @@ def test_a_rounds_results_are_set_on_the_loop_together() -> None:
             worker.stop()
     assert {thread for thread, _ in settled} == {threading.get_ident()}
     assert len({seen for _, seen in settled}) == 1  # all in the same callback
+
+
+def test_jobs_given_the_callers_loop_join_the_relay_without_looking_it_up(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A caller that passes its running loop (the sampler does, per call) gets the same relay
+    round as one that lets the worker look it up, and nothing asks asyncio for the loop (on
+    Python 3.11 that is a getpid() per job)."""
+    workers = _relay_workers(4, pass_on_after_s=60)
+    looked_up = 0
+    look_up = asyncio.get_running_loop
+
+    def counting() -> asyncio.AbstractEventLoop:
+        nonlocal looked_up
+        looked_up += 1
+        return look_up()
+
+    async def main(given: bool) -> tuple[list[str], int]:
+        nonlocal looked_up
+        loop = look_up()
+        looked_up = 0
+        futures = [w.submit(lambda: threading.current_thread().name, loop if given else None)
+                   for w in workers]
+        asked = looked_up
+        settled: list[int] = []
+        for future in futures:
+            future.add_done_callback(lambda _: settled.append(threading.get_ident()))
+        names = list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
+        assert set(settled) == {threading.get_ident()}  # a relay round: set on the loop
+        return names, asked
+
+    monkeypatch.setattr(asyncio, "get_running_loop", counting)
+    try:
+        assert asyncio.run(main(True)) == (["gpu-0", "gpu-1", "gpu-2", "gpu-3"], 0)
+        names, asked = asyncio.run(main(False))
+        assert names == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"] and asked >= 4
+    finally:
+        for worker in workers:
+            worker.stop()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ from gpu_otel_agent.model.snapshot import DeviceIdentity, Reading
 from gpu_otel_agent.plugins.nvidia.backoff import Backoff
 from gpu_otel_agent.plugins.nvidia.error_log import ErrorCounts
 from gpu_otel_agent.plugins.nvidia.error_policy import Policy, policy
+from gpu_otel_agent.plugins.nvidia.field_batch import Answer, FieldBatch, FieldId
 from gpu_otel_agent.plugins.nvidia.field_values import field_results
 from gpu_otel_agent.plugins.nvidia.gpm import GpmReader
 from gpu_otel_agent.plugins.nvidia.mig import MigPlace, NvidiaMigDevice, profile_of
@@ -71,6 +73,11 @@ class GroupPlan:
 FIELD_CALL = "nvmlDeviceGetFieldValues"
 
 
+def _field_ids(fields: tuple[FieldReading, ...]) -> list[FieldId]:
+    """The ids as pynvml takes them: a field, or (field, scope)."""
+    return [f.field_id if f.scope_id is None else (f.field_id, f.scope_id) for f in fields]
+
+
 def field_key(field_id: int) -> str:
     """How a per-field error is counted: the batch call and the field (``.../61``)."""
     return f"{FIELD_CALL}/{field_id}"
@@ -87,6 +94,7 @@ class NvidiaDevice:
         self._backoff = backoff or Backoff()
         self._unsettled: set[str] = set()  # groups whose probe met transient errors
         self._plans: dict[str, GroupPlan] = {}
+        self._batches: dict[str, FieldBatch] = {}  # group -> its plan's fields' kept array
         self._gpm: GpmReader | None = None
         self._current_call: str | None = None
         self._processes = ProcessSampler(handle, self._invoke)
@@ -311,9 +319,9 @@ class NvidiaDevice:
     # -- reading -------------------------------------------------------------------------
 
     def _field_values(self, fields: tuple[FieldReading, ...]) -> Any:
-        ids = [f.field_id if f.scope_id is None else (f.field_id, f.scope_id) for f in fields]
         return self._invoke(
-            "nvmlDeviceGetFieldValues", pynvml.nvmlDeviceGetFieldValues, self._handle, ids
+            "nvmlDeviceGetFieldValues", pynvml.nvmlDeviceGetFieldValues, self._handle,
+            _field_ids(fields)
         )
 
     def read_processes(self) -> tuple[ProcessUsage, ...]:
@@ -430,12 +438,17 @@ class NvidiaDevice:
         readings: list[Reading] = []
         if plan.fields:
             readings.extend(self._read_fields(group, plan.fields))
+        backoff = self._backoff
         for call in plan.calls:
-            if not self._backoff.due(call):
+            # Nothing backed off (the usual case): due, and nothing to forget on success
+            # (saves hashing the call twice).
+            waiting = backoff.waiting()
+            if waiting and not backoff.due(call):
                 continue
             try:
                 readings.extend(self._invoke(call.name, call.read, self._handle))
-                self._backoff.succeeded(call)
+                if waiting:
+                    backoff.succeeded(call)
             except Unavailable as reason:
                 log.debug("%s: %s", self._identity.uuid, reason)
                 self._unsettled.add(group)  # drop it at the next read; probe its alternative
@@ -445,19 +458,31 @@ class NvidiaDevice:
         return tuple(readings)
 
     def _read_fields(self, group: str, fields: tuple[FieldReading, ...]) -> list[Reading]:
-        due = tuple(field for field in fields if self._backoff.due(field))
+        # Nothing backed off (the usual case): every field is due, without hashing each
+        # field to ask the back-off.
+        backoff = self._backoff
+        waiting = backoff.waiting()
+        due = tuple(field for field in fields if backoff.due(field)) if waiting else fields
         if not due:
             return []
+        if len(due) == len(fields):
+            due = fields  # all of the plan: its kept array
         try:
-            values = self._field_values(due)
+            answers = (self._plan_batch(group, fields) if due is fields
+                       else field_results(self._field_values(due)))
         except (Unavailable, pynvml.NVMLError):
             return []
+        success = pynvml.NVML_SUCCESS
         readings = []
-        for field, (code, timestamp_us, raw) in zip(due, field_results(values), strict=True):
-            kind = self._field_status(field, code)
-            if kind is Policy.PERMANENT:
-                self._unsettled.add(group)
-            if kind is not None or raw is None:
+        for field, (code, timestamp_us, raw) in zip(due, answers, strict=True):
+            # A success needs no status unless something is backed off (it forgets that).
+            if code != success or waiting:
+                kind = self._field_status(field, code)
+                if kind is Policy.PERMANENT:
+                    self._unsettled.add(group)
+                if kind is not None:
+                    continue
+            if raw is None:
                 continue
             number = raw if field.scale == 1.0 else raw * field.scale
             # nvml.h nvmlFieldValue_t.timestamp: "CPU Timestamp of this value in microseconds
@@ -465,6 +490,14 @@ class NvidiaDevice:
             taken = timestamp_us * 1000 if timestamp_us > 0 else 0
             readings.append(Reading(field.metric, number, field.attributes, taken))
         return readings
+
+    def _plan_batch(self, group: str, fields: tuple[FieldReading, ...]) -> Iterable[Answer]:
+        """The answers to a group's whole plan of fields, read into its kept array."""
+        batch = self._batches.get(group)
+        if batch is None or batch.fields is not fields:
+            batch = self._batches[group] = FieldBatch(fields, _field_ids(fields))
+        self._invoke(FIELD_CALL, batch.call, self._handle)
+        return batch.answers()
 
     def _read_gpm(self) -> tuple[Reading, ...]:
         if self._gpm is None:

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import pynvml
 
 from gpu_otel_agent.plugins.nvidia.nvml import field_value
-from gpu_otel_agent.plugins.nvidia.records import layout_format
+from gpu_otel_agent.plugins.nvidia.records import layout_format, standard_code
 
 # nvml.h nvmlValueType_t -> the nvmlValue_t member that holds it.
 _MEMBERS = {
@@ -50,6 +50,9 @@ class Layout:
     order: tuple[int, int, int]  # positions of timestamp, valueType, nvmlReturn in ``head``
     value_offset: int  # the union
     values: dict[int, struct.Struct]  # valueType -> the member's format (native)
+    # valueType -> the member's ``struct`` code at standard size (``=``: native order, no
+    # alignment), for formats spanning several records (field_batch.py)
+    standard: dict[int, str]
 
 
 def _code(ctype: Any) -> str | None:
@@ -70,18 +73,21 @@ def _build() -> Layout | None:
         return None
     members = dict(getattr(union, "_fields_", ()))
     values: dict[int, struct.Struct] = {}
+    standard: dict[int, str] = {}
     for constant, member in _MEMBERS.items():
         kind = getattr(pynvml, constant, None)
         code = _code(members.get(member))
-        if kind is None or code is None:
+        sized = standard_code(members.get(member))
+        if kind is None or code is None or sized is None:
             continue
         values[int(kind)] = struct.Struct("@" + code)  # native size, as ctypes lays it out
+        standard[int(kind)] = sized
     value_offset = record.value.offset
     if value_offset + max((s.size for s in values.values()), default=0) > ctypes.sizeof(record):
         return None
     return Layout(ctypes.sizeof(record), struct.Struct(fmt),
                   (names.index("timestamp"), names.index("valueType"),
-                   names.index("nvmlReturn")), value_offset, values)
+                   names.index("nvmlReturn")), value_offset, values, standard)
 
 
 LAYOUT = _build()

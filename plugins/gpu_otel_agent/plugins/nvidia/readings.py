@@ -15,7 +15,7 @@ import pynvml
 
 from gpu_otel_agent.model.memory import memory_readings
 from gpu_otel_agent.model.snapshot import Attributes, Reading
-from gpu_otel_agent.plugins.nvidia import fabric
+from gpu_otel_agent.plugins.nvidia import direct_calls, fabric
 
 Handle = object
 UINT_MAX = 0xFFFFFFFF
@@ -40,11 +40,11 @@ class CallReading:
 
 
 def _utilization(handle: Handle) -> tuple[Reading, ...]:
-    rates = pynvml.nvmlDeviceGetUtilizationRates(handle)
+    gpu, memory = direct_calls.utilization_rates(handle)
     return (
-        Reading("hw.gpu.utilization", rates.gpu / 100, (("hw.gpu.task", "general"),)),
+        Reading("hw.gpu.utilization", gpu / 100, (("hw.gpu.task", "general"),)),
         # The memory controller's busy time (dcgm MEM_COPY_UTIL), not memory used.
-        Reading("gpu.memory.controller.utilization", rates.memory / 100),
+        Reading("gpu.memory.controller.utilization", memory / 100),
     )
 
 
@@ -54,9 +54,8 @@ def _utilization(handle: Handle) -> tuple[Reading, ...]:
 # and Allocated": that figure is sent (memory in use, as the conventions' "GPU memory used"
 # reads) rather than nothing, and the reserve is absent there.
 def _memory_v2(handle: Handle) -> tuple[Reading, ...]:
-    memory = pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
-    return (*memory_readings(int(memory.used), int(memory.total)),
-            Reading("gpu.memory.reserved", int(memory.reserved)))
+    total, reserved, used = direct_calls.memory_v2(handle)
+    return (*memory_readings(used, total), Reading("gpu.memory.reserved", reserved))
 
 
 def _memory_v1(handle: Handle) -> tuple[Reading, ...]:
@@ -88,8 +87,10 @@ def _energy(handle: Handle) -> tuple[Reading, ...]:
 
 
 def _clock(domain: str, clock_type: int) -> Callable[[Handle], tuple[Reading, ...]]:
+    kind = direct_calls.clock_type(clock_type)
+
     def read(handle: Handle) -> tuple[Reading, ...]:
-        mhz = pynvml.nvmlDeviceGetClockInfo(handle, clock_type)
+        mhz = direct_calls.clock_info(handle, kind)
         return (Reading("gpu.clock.frequency", mhz * 1_000_000, (("gpu.clock.domain", domain),)),)
 
     return read

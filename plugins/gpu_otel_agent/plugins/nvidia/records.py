@@ -18,7 +18,7 @@ from typing import Any
 _SIZED = {1: "b", 2: "h", 4: "i", 8: "q"}
 
 
-def _standard_code(ctype: Any) -> str | None:
+def standard_code(ctype: Any) -> str | None:
     """The ``struct`` code (standard sizes) of a ctypes integer or floating type."""
     code = getattr(ctype, "_type_", None)
     if not isinstance(code, str) or len(code) != 1 or code not in "bBhHiIlLqQfd":
@@ -35,7 +35,7 @@ def layout_format(structure: Any, names: tuple[str, ...], *, whole: bool) -> str
     fields = dict(getattr(structure, "_fields_", ()))
     fmt, at = "=", 0
     for name in names:
-        code = _standard_code(fields.get(name))
+        code = standard_code(fields.get(name))
         if code is None:
             return None
         offset = getattr(structure, name).offset
