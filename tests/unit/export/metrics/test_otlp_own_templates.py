@@ -18,20 +18,12 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterator
-from contextlib import contextmanager
 from types import MappingProxyType
-from unittest.mock import patch
 
 import pytest
-from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-    ExportMetricsServiceRequest,
-)
 from opentelemetry.sdk.resources import Resource
 
-from gpu_otel_agent.export.metrics import series as series_module
 from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
-from gpu_otel_agent.export.metrics.sdk_metrics import encode
 from gpu_otel_agent.export.metrics.series import ShapedRun, series_runs
 from gpu_otel_agent.model.snapshot import (
     AgentSample,
@@ -43,20 +35,11 @@ from gpu_otel_agent.model.snapshot import (
     NodeSnapshot,
     Reading,
 )
-from tests.unit.export.metrics.series_end_points import Series, without_ends
+from tests.unit.export.metrics.reference_exports import check_export, general_path
+from tests.unit.export.metrics.series_end_points import Series
 
 RESOURCE = Resource.create({"service.name": "gpu-otel-agent", "host.name": "node-1"})
 CALLS = ("nvmlDeviceGetFieldValues", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetProcessUtilization")
-
-
-@contextmanager
-def _general_path() -> Iterator[None]:
-    """``series`` as in a fresh process, and without shapes: every run a list of points."""
-    with patch.dict(series_module._latest, clear=True), \
-            patch.dict(series_module._attributes, clear=True), \
-            patch.dict(series_module._own_latest, clear=True), \
-            patch.object(series_module, "_shape_of", lambda readings, runs: None):
-        yield
 
 
 def _odd(rng: random.Random, value: float | int) -> float | int:
@@ -170,12 +153,6 @@ def _snapshots(seed: int, exports: int) -> Iterator[NodeSnapshot]:
                            node=agent.node_samples(step), health=MappingProxyType({}))
 
 
-def _series(request: ExportMetricsServiceRequest) -> set[Series]:
-    return {(m.name, frozenset((a.key, str(a.value)) for a in p.attributes))
-            for r in request.resource_metrics for s in r.scope_metrics for m in s.metrics
-            for p in (m.gauge.data_points if m.HasField("gauge") else m.sum.data_points)}
-
-
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_self_telemetry_from_templates_sends_what_a_fresh_encoding_sends(seed: int) -> None:
     kept = ProtoEncoder(RESOURCE)
@@ -186,20 +163,8 @@ def test_self_telemetry_from_templates_sends_what_a_fresh_encoding_sends(seed: i
         own = [run for name, r in grouped.items() if name.startswith("gpu_agent.") for run in r]
         shaped += sum(type(run) is ShapedRun for run in own)
         runs += len(own)
-        raw = kept.encode_bytes(snapshot)
-        with _general_path():
-            fresh_raw = ProtoEncoder(RESOURCE).encode_bytes(snapshot)
-        sdk = encode_metrics(encode(snapshot, RESOURCE))
-        ours, ends = without_ends(ExportMetricsServiceRequest.FromString(raw))
-        fresh = ExportMetricsServiceRequest.FromString(fresh_raw)
-        if not ends:
-            assert raw == fresh_raw
-        assert ours == fresh
-        assert ours == sdk
-        now = _series(fresh)
-        assert len(ends) == len(set(ends)) and set(ends) == previous - now
-        ended += len(ends)
-        previous = now
+        count, previous = check_export(kept, snapshot, previous, RESOURCE)
+        ended += count
     # Most self-telemetry runs went the shaped way, and series did end.
     assert shaped * 2 > runs
     assert ended > 0
@@ -209,7 +174,7 @@ def test_shaped_self_telemetry_iterates_as_the_general_path_builds_it() -> None:
     """/metrics and the SDK fallback iterate runs: the same points either way."""
     for snapshot in _snapshots(11, 60):
         runs = series_runs(snapshot)
-        with _general_path():
+        with general_path():
             reference = series_runs(snapshot)
         assert not any(type(run) is ShapedRun for r in reference.values() for run in r)
         assert {m: [list(run) for run in r] for m, r in runs.items()} == \

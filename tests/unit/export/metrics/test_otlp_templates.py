@@ -18,20 +18,12 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterator
-from contextlib import contextmanager
 from types import MappingProxyType
-from unittest.mock import patch
 
 import pytest
-from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-    ExportMetricsServiceRequest,
-)
 from opentelemetry.sdk.resources import Resource
 
-from gpu_otel_agent.export.metrics import series as series_module
 from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
-from gpu_otel_agent.export.metrics.sdk_metrics import encode
 from gpu_otel_agent.export.metrics.series import ShapedRun, series_runs
 from gpu_otel_agent.model.snapshot import (
     Attributes,
@@ -44,7 +36,8 @@ from gpu_otel_agent.model.snapshot import (
     Reading,
     status_readings,
 )
-from tests.unit.export.metrics.series_end_points import Series, without_ends
+from tests.unit.export.metrics.reference_exports import check_export, general_path
+from tests.unit.export.metrics.series_end_points import Series
 
 RESOURCE = Resource.create({"service.name": "gpu-otel-agent", "host.name": "node-1"})
 
@@ -63,15 +56,6 @@ FAST: tuple[tuple[str, Attributes], ...] = (
     # Attribute values of every kind the encoder writes (a float and a bool too).
     ("gpu.nvlink.link.state", (("gpu.nvlink.link", 2.5), ("gpu.nvlink.active", True))),
 )
-
-
-@contextmanager
-def _general_path() -> Iterator[None]:
-    """``series`` as in a fresh process, and without shapes: every run a list of points."""
-    with patch.dict(series_module._latest, clear=True), \
-            patch.dict(series_module._attributes, clear=True), \
-            patch.object(series_module, "_shape_of", lambda readings, runs: None):
-        yield
 
 
 def _value(rng: random.Random, as_int: bool) -> float | int:
@@ -161,12 +145,6 @@ def _snapshots(seed: int, exports: int) -> Iterator[NodeSnapshot]:
                                {d.identity.uuid: extra for d in present} if extra else {}))
 
 
-def _series(request: ExportMetricsServiceRequest) -> set[Series]:
-    return {(m.name, frozenset((a.key, str(a.value)) for a in p.attributes))
-            for r in request.resource_metrics for s in r.scope_metrics for m in s.metrics
-            for p in (m.gauge.data_points if m.HasField("gauge") else m.sum.data_points)}
-
-
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_patched_templates_send_what_a_fresh_encoding_sends(seed: int) -> None:
     kept = ProtoEncoder(RESOURCE)
@@ -176,21 +154,8 @@ def test_patched_templates_send_what_a_fresh_encoding_sends(seed: int) -> None:
         grouped = series_runs(snapshot)
         shaped += sum(type(run) is ShapedRun for r in grouped.values() for run in r)
         runs += sum(map(len, grouped.values()))
-        raw = kept.encode_bytes(snapshot)
-        with _general_path():
-            fresh_raw = ProtoEncoder(RESOURCE).encode_bytes(snapshot)
-        sdk = encode_metrics(encode(snapshot, RESOURCE))
-        ours, ends = without_ends(ExportMetricsServiceRequest.FromString(raw))
-        fresh = ExportMetricsServiceRequest.FromString(fresh_raw)
-        if not ends:
-            assert raw == fresh_raw
-        assert ours == fresh
-        assert ours == sdk
-        now = _series(fresh)
-        # Every series the last export sent and this one lacks ends here, once.
-        assert len(ends) == len(set(ends)) and set(ends) == previous - now
-        ended += len(ends)
-        previous = now
+        count, previous = check_export(kept, snapshot, previous, RESOURCE)
+        ended += count
     # The snapshots did go the patched way (for a good part), and did end series.
     assert shaped * 3 > runs
     assert ended > 0
@@ -202,7 +167,7 @@ def test_the_sdk_path_reads_patched_runs_as_points() -> None:
     snapshots = list(_snapshots(7, 40))
     for snapshot in snapshots:
         runs = series_runs(snapshot)
-        with _general_path():
+        with general_path():
             reference = series_runs(snapshot)
         assert not any(type(run) is ShapedRun for r in reference.values() for run in r)
         assert {m: [list(run) for run in r] for m, r in runs.items()} == \
