@@ -12,7 +12,7 @@ and copying ``KeyValue`` messages point by point through the Python API cost abo
 point, most of an export's encoding (797 points for 8 GPUs with processes and
 self-telemetry).
 
-The request around the points is written the same way (``encode_bytes``): metric headers,
+The request around the points is written the same way (``encode_request``): metric headers,
 scope and resource are cached bytes, and the transports send the bytes as they are. Building a
 message and letting gRPC serialise it meant parsing every point once (``MergeFromString``) and
 writing it out again: a third of the export thread's CPU in the 8-GPU profile.
@@ -33,7 +33,7 @@ import operator
 import struct
 from dataclasses import dataclass
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gpu_otel_agent.export.metrics.series import (
     Points,
@@ -209,11 +209,48 @@ class _MetricTemplate:
     packer: struct.Struct
     pieces: list[Any]
 
-    def fill(self, runs: list[Run]) -> bytes:
+    def fill_into(self, request: bytearray, offset: int, runs: list[Run]) -> None:
+        """Writes the metric's ``packer.size`` bytes at ``offset`` of ``request``."""
         pieces = self.pieces
         pieces[_TIME_AT::_STRIDE] = chain.from_iterable(map(_TIMES, runs))
         pieces[_VALUE_AT::_STRIDE] = chain.from_iterable(map(_VALUES, runs))
-        return self.packer.pack(*pieces)
+        self.packer.pack_into(request, offset, *pieces)
+
+
+class _Placed(NamedTuple):
+    """A metric of the last export: its runs, where its bytes are in the request buffer, and
+    the bytes written there, None for a metric of a template (``ProtoEncoder._shaped``): a
+    template's bytes are not kept, it is filled again when the request moves."""
+
+    runs: list[Run]
+    chunks: tuple[bytes, ...] | None
+    size: int
+    offset: int
+
+
+class _Planned(NamedTuple):
+    """A metric of this export, before the request's size is known: its bytes, or the
+    template they are packed from; where they were in the last export's buffer if its runs
+    are the same (else -1); whether the next export may find them there (not with end
+    points, written once)."""
+
+    name: str
+    runs: list[Run]
+    chunks: tuple[bytes, ...] | None
+    template: _MetricTemplate | None
+    size: int
+    offset: int
+    keep: bool
+
+
+def _write(request: bytearray, offset: int, chunks: tuple[bytes, ...]) -> int:
+    """Copies ``chunks`` into ``request`` from ``offset`` (same-size slice assignments: no
+    resize); returns the offset after them."""
+    for chunk in chunks:
+        end = offset + len(chunk)
+        request[offset:end] = chunk
+        offset = end
+    return offset
 
 
 @dataclass(frozen=True)
@@ -265,8 +302,10 @@ class ProtoEncoder:
         # Encoded attribute pairs, for one export (``_head``): emptied after it.
         self._pairs: dict[tuple[str, AttributeValue], bytes] = {}
         self._ends = SeriesEnds()
-        # The last export's metrics: their runs, and the bytes written for them.
-        self._metrics: dict[str, tuple[list[Run], tuple[bytes, ...], int]] = {}
+        # The last export's metrics: their runs, and where their bytes are in ``_request``.
+        self._metrics: dict[str, _Placed] = {}
+        # The last request, written over in place while its size holds (``encode_request``).
+        self._request: bytearray | None = None
         # ScopeMetrics' field 1, scope: it comes first
         self._scope = _length_delimited(b"\x0a", wire_values.scope(SCOPE.name,
                                                                    SCOPE.version or ""))
@@ -319,14 +358,22 @@ class ProtoEncoder:
         return ExportMetricsServiceRequest.FromString(self.encode_bytes(snapshot))
 
     def encode_bytes(self, snapshot: NodeSnapshot) -> bytes:
-        """The serialised ``ExportMetricsServiceRequest``, fields in field-number order as
-        ``SerializeToString`` writes them (the unit tests compare the two).
+        """The serialised ``ExportMetricsServiceRequest`` as bytes of its own (a copy of
+        ``encode_request``'s buffer, which the next export writes over)."""
+        return bytes(self.encode_request(snapshot))
 
-        Every piece goes into one list and is copied once, by the final join: the lengths
-        each level's prefix needs are summed, not measured on joined copies (a 16-GPU export
-        is half a megabyte; a copy per nesting level was most of its peak memory)."""
-        parts: list[bytes] = [b"", b"", self._resource_field, b"\x12", b"", self._scope]
-        scope_size = len(self._scope)
+    def encode_request(self, snapshot: NodeSnapshot) -> bytearray:
+        """The serialised ``ExportMetricsServiceRequest``, fields in field-number order as
+        ``SerializeToString`` writes them (the unit tests compare the two), in the encoder's
+        own buffer: valid until the next call, which writes over it (the export thread sends
+        it before it encodes again).
+
+        The request is one buffer of the size its pieces add up to, each written once into
+        it: a metric of a template packed in place (``pack_into``), others' bytes copied in.
+        The buffer is kept and written in place while the request's size holds, so a metric
+        whose runs are the last export's, at the same offset, is not written at all (the
+        slow, gpm and processes groups' between their samples). Joining kept per-metric
+        bytes held the request twice at the peak (3.5 MB each at 8 x 2,048)."""
         frames = self._frames
         encoded = self._encoded
         kept: dict[int, tuple[Run, bytes]] = {}  # this export's runs: nothing older is held
@@ -335,10 +382,14 @@ class ProtoEncoder:
         with Stage(SERIES):
             grouped = series_runs(snapshot)
             ended = self._ends.ended(grouped)
-        metrics = self._metrics
-        kept_metrics: dict[str, tuple[list[Run], tuple[bytes, ...], int]] = {}
+        # Emptied first: an export that raises midway leaves nothing that says a metric's
+        # bytes are in the buffer (the next one writes them all).
+        metrics, self._metrics = self._metrics, {}
         shaped = self._shaped
         kept_shaped: dict[str, _MetricTemplate] = {}
+        planned: list[_Planned] = []
+        whole: _MetricTemplate | None
+        scope_size = len(self._scope)
         # Metrics whose every series ended come after the others, with only their ends.
         names = [*grouped, *(name for name in ended if name not in grouped)]
         for name in names:
@@ -346,22 +397,21 @@ class ProtoEncoder:
             # A metric whose runs are all the ones of the last export (the slow, gpm and
             # processes groups' between their samples) is the same bytes, prefixes included;
             # not one with series that ended since (their end points are written once).
-            # Taken out: bytes written anew free the last export's at once, not after the
-            # loop (8 x 2,048: a new processes sample rewrites 3.3 MB, which were held twice).
             held = metrics.pop(name, None)
-            if held is not None and name not in ended and len(held[0]) == len(runs) \
-                    and all(map(operator.is_, held[0], runs)):
-                if name in shaped:  # written from its template: every run has a shape
-                    kept_shaped[name] = shaped[name]
+            if held is not None and name not in ended and len(held.runs) == len(runs) \
+                    and all(map(operator.is_, held.runs, runs)):
+                if held.chunks is None:  # written from its template: every run has a shape
+                    whole = kept_shaped[name] = shaped[name]
                 else:
+                    whole = None
                     for run in runs:
                         if isinstance(run, ShapedRun):
                             kept_templates[id(run.shape)] = templates[id(run.shape)]
                         else:
                             kept[id(run)] = encoded[id(run)]
-                kept_metrics[name] = held
-                parts += held[1]
-                scope_size += held[2]
+                planned.append(_Planned(name, runs, held.chunks, whole, held.size,
+                                        held.offset, True))
+                scope_size += held.size
                 continue
             frame = frames.get(name)
             if frame is None:
@@ -374,10 +424,8 @@ class ProtoEncoder:
                 if whole is None or whole.shapes != shapes:
                     whole = self._metric_template(frame, shapes)
                 kept_shaped[name] = whole
-                written_one = whole.fill(runs)
-                kept_metrics[name] = (runs, (written_one,), len(written_one))
-                parts.append(written_one)
-                scope_size += len(written_one)
+                planned.append(_Planned(name, runs, None, whole, whole.packer.size, -1, True))
+                scope_size += whole.packer.size
                 continue
             chunks: list[bytes] = []
             for run in runs:
@@ -403,26 +451,45 @@ class ProtoEncoder:
             data_prefix = frame.data_tag + wire_values.varint(data_size)
             metric_size = len(frame.head) + len(data_prefix) + data_size
             metric_prefix = b"\x12" + wire_values.varint(metric_size)
-            written = (metric_prefix, frame.head, data_prefix, *chunks)
-            if name not in ended:  # bytes with end points are never written again
-                kept_metrics[name] = (runs, written, len(metric_prefix) + metric_size)
-            parts += written
-            scope_size += len(metric_prefix) + metric_size
-        parts.append(self._scope_schema)
+            size = len(metric_prefix) + metric_size
+            # Bytes with end points are never written again: not kept.
+            planned.append(_Planned(name, runs, (metric_prefix, frame.head, data_prefix, *chunks),
+                                    None, size, -1, name not in ended))
+            scope_size += size
         scope_size += len(self._scope_schema)
-        parts[4] = wire_values.varint(scope_size)  # ResourceMetrics.scope_metrics: 0x12, its length
-        parts.append(self._resource_schema)
-        resource_size = (len(self._resource_field) + 1 + len(parts[4]) + scope_size
+        scope_length = wire_values.varint(scope_size)  # ResourceMetrics.scope_metrics'
+        resource_size = (len(self._resource_field) + 1 + len(scope_length) + scope_size
                          + len(self._resource_schema))
-        # The request's resource_metrics: its tag and length.
-        parts[0], parts[1] = b"\x0a", wire_values.varint(resource_size)
+        # The request's resource_metrics: its tag and length, then the resource and the
+        # scope_metrics' tag and length.
+        head = (b"\x0a", wire_values.varint(resource_size), self._resource_field, b"\x12",
+                scope_length, self._scope)
+        total = 1 + len(head[1]) + resource_size
+        request = self._request
+        reused = request is not None and len(request) == total
+        if request is None or not reused:
+            # The old buffer freed before the new one is made (never resized: the sender's
+            # views of it may still be alive).
+            self._request = request = None
+            request = self._request = bytearray(total)
+        offset = _write(request, 0, head)
+        kept_metrics = self._metrics
+        for plan in planned:
+            if not (reused and plan.offset == offset):  # else: its bytes are there already
+                if plan.template is not None:
+                    plan.template.fill_into(request, offset, plan.runs)
+                elif plan.chunks is not None:
+                    _write(request, offset, plan.chunks)
+            if plan.keep:
+                kept_metrics[plan.name] = _Placed(plan.runs, plan.chunks, plan.size, offset)
+            offset += plan.size
+        _write(request, offset, (self._scope_schema, self._resource_schema))
         self._encoded = kept
         self._templates = kept_templates
         self._shaped = kept_shaped
         if self._pairs:
             self._pairs = {}
-        self._metrics = kept_metrics
-        return b"".join(parts)
+        return request
 
     def _ends_of(self, series: list[tuple[Attributes, int]], time_ns: int, gauge: bool) -> bytes:
         """A point flagged "no recorded value" for each series that ended, at ``time_ns``:
