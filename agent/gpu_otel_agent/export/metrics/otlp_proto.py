@@ -157,13 +157,14 @@ def _string(tag: bytes, text: str) -> bytes:
 _START = struct.Struct("<BQ")  # 0x11 start: fixed while a run's shape holds
 
 
-# A point's pieces in a template: the last point's attributes (the very bytes ``_head``
-# keeps, not a copy), what comes before its time (its tag and length, a sum's start, the
+# A point's pieces in a template: the last point's attributes in two pieces, the pairs it
+# shares with its run's other points (a device's) and its own (the very bytes ``_head``
+# keeps, not copies), what comes before its time (its tag and length, a sum's start, the
 # time's tag), its time, its value's tag, its value; after the last point, its attributes.
 # The times and values are written over at each fill (an encoder is used by one export
 # thread at a time).
-_STRIDE = 5
-_TIME_AT, _VALUE_AT = 2, 4
+_STRIDE = 6
+_TIME_AT, _VALUE_AT = 3, 5
 _OPEN = struct.calcsize("<QBd")  # the bytes a point's time, value tag and value take
 _TIMES = operator.attrgetter("times")
 _VALUES = operator.attrgetter("values")
@@ -172,9 +173,29 @@ _VALUES = operator.attrgetter("values")
 def _packer(pieces: list[Any], value_codes: list[str]) -> struct.Struct:
     codes = ["<"]
     for i, code in enumerate(value_codes):
-        codes.append(f"{len(pieces[i * _STRIDE])}s{len(pieces[i * _STRIDE + 1])}sQB{code}")
-    codes.append(f"{len(pieces[-1])}s")
+        at = i * _STRIDE
+        codes.append(f"{len(pieces[at])}s{len(pieces[at + 1])}s{len(pieces[at + 2])}sQB{code}")
+    codes.append(f"{len(pieces[-2])}s{len(pieces[-1])}s")
     return struct.Struct("".join(codes))
+
+
+def _shared_length(sets: list[Attributes]) -> int:
+    """How many pairs the attribute sets of one run (one device's series of a metric) share
+    at their start: the device's, which series.py puts first. Only pairs of strings and ints
+    of one type count: equal floats (0.0, -0.0) and bools (True, 1) can encode differently.
+    0 for a run of one series (nothing to share)."""
+    if len(sets) < 2:
+        return 0
+    first = sets[0]
+    for at in range(min(map(len, sets))):
+        pair = first[at]
+        kind = type(pair[1])
+        if kind is not str and kind is not int:
+            return at
+        for other in sets:
+            if other[at] != pair or type(other[at][1]) is not kind:
+                return at
+    return min(map(len, sets))
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,10 +300,15 @@ def _metric_frame(name: str) -> _MetricFrame:
 class ProtoEncoder:
     def __init__(self, resource: ResourceView) -> None:
         self._schema_url = resource.schema_url
-        # attributes -> their encoding. Keyed by the attributes alone: a series' end point
-        # (another point size) shares its encoding instead of adding a second one (at
-        # 8 x 2,048, ending every process series at once added 5 MiB).
-        self._heads: dict[Attributes, bytes] = {}
+        # attributes -> their encoding, as the pairs shared with the other series of their
+        # run (the device's: ``_shared``) and their own. Keyed by the attributes alone: a
+        # series' end point (another point size) shares its encoding instead of adding a
+        # second one (at 8 x 2,048, ending every process series at once added 5 MiB).
+        self._heads: dict[Attributes, tuple[bytes, bytes]] = {}
+        # A device's pairs (the attributes its series share, first in each: series.py), by
+        # value: encoded once, not in each process's encoding (about 280 of a process
+        # point's 380 bytes, the same for a device's 256 processes).
+        self._shared: dict[Attributes, bytes] = {}
         # A data point's tag and length, by its length, and a template point's bytes before
         # its time, by value: shared, not one per series (a few hundred distinct among
         # 9,637 series at 8 x 2,048, where one each held 1.3 MiB).
@@ -314,24 +340,46 @@ class ProtoEncoder:
             b"\x0a", wire_values.resource(resource.attributes.items()))  # type: ignore[arg-type]
         self._resource_schema = _string(b"\x1a", self._schema_url or "")
 
-    def _head(self, attributes: Attributes, fixed_size: int) -> tuple[bytes, bytes]:
-        """A data point's tag and length, and its encoded attributes, built once per
-        attribute set (the attributes, field 7, go after the times and value, as
-        ``SerializeToString`` orders them)."""
+    def _head(self, attributes: Attributes, fixed_size: int,
+              shared: int = 0) -> tuple[bytes, bytes, bytes]:
+        """A data point's tag and length, and its encoded attributes in two pieces (the
+        first ``shared`` pairs, shared with the other series of its run, and the rest),
+        built once per attribute set (the attributes, field 7, go after the times and
+        value, as ``SerializeToString`` orders them). An attribute set already encoded keeps
+        the split it was encoded with: the two pieces' bytes are the same either way."""
         encoded = self._heads.get(attributes)
         if encoded is None:
-            encoded = self._encode_attributes(attributes)
-        size = len(encoded) + fixed_size
+            encoded = self._encode_attributes(attributes, shared)
+        size = len(encoded[0]) + len(encoded[1]) + fixed_size
         prefix = self._prefixes.get(size)
         if prefix is None:
-            if len(self._prefixes) >= MAX_CACHED_ATTRIBUTE_SETS:
-                self._prefixes.clear()
-            prefix = self._prefixes[size] = _DATA_POINTS_TAG + wire_values.varint(size)
-        return prefix, encoded
+            prefix = self._prefix(size)
+        return prefix, encoded[0], encoded[1]
 
-    def _encode_attributes(self, attributes: Attributes) -> bytes:
-        if len(self._heads) >= MAX_CACHED_ATTRIBUTE_SETS:
-            self._heads.clear()
+    def _prefix(self, size: int) -> bytes:
+        """A data point's tag and length (``size``), kept by size."""
+        if len(self._prefixes) >= MAX_CACHED_ATTRIBUTE_SETS:
+            self._prefixes.clear()
+        prefix = self._prefixes[size] = _DATA_POINTS_TAG + wire_values.varint(size)
+        return prefix
+
+    def _encode_attributes(self, attributes: Attributes, shared: int) -> tuple[bytes, bytes]:
+        heads = self._heads
+        if len(heads) >= MAX_CACHED_ATTRIBUTE_SETS:
+            heads.clear()
+        if not shared:
+            encoded = heads[attributes] = (b"", self._encode_pairs(attributes))
+            return encoded
+        common = attributes[:shared]
+        device = self._shared.get(common)
+        if device is None:
+            if len(self._shared) >= MAX_CACHED_ATTRIBUTE_SETS:
+                self._shared.clear()
+            device = self._shared[common] = self._encode_pairs(common)
+        encoded = heads[attributes] = (device, self._encode_pairs(attributes[shared:]))
+        return encoded
+
+    def _encode_pairs(self, attributes: Attributes) -> bytes:
         # A pair (a device's hw.id, a process's pid) is in many sets: encoded once per
         # export. Strings and ints only: equal floats (0.0, -0.0) and bools (True, 1)
         # can encode differently.
@@ -346,8 +394,7 @@ class ProtoEncoder:
                 if kind is str or kind is int:
                     pairs[pair] = field
             fields.append(field)
-        encoded = self._heads[attributes] = b"".join(fields)
-        return encoded
+        return b"".join(fields)
 
     def encode(self, snapshot: NodeSnapshot) -> ExportMetricsServiceRequest:
         """The request as a message (tests, and callers that want to look inside)."""
@@ -501,8 +548,9 @@ class ProtoEncoder:
                 packed = _GAUGE_END.pack(_TIME_TAG, time_ns)
             else:
                 packed = _SUM_END.pack(_START_TIME_TAG, start, _TIME_TAG, max(time_ns, start))
-            prefix, encoded = self._head(attributes, len(packed) + len(_NO_RECORDED_VALUE))
-            chunks += (prefix, packed, encoded, _NO_RECORDED_VALUE)
+            prefix, shared, own = self._head(attributes,
+                                             len(packed) + len(_NO_RECORDED_VALUE))
+            chunks += (prefix, packed, shared, own, _NO_RECORDED_VALUE)
         return b"".join(chunks)
 
     def _layout(self, shape: RunShape, gauge: bool,
@@ -511,24 +559,25 @@ class ProtoEncoder:
         attributes), as ``_points`` writes them, and each value's struct code."""
         pieces: list[Any] = []
         value_codes = []
-        before = b""
+        before = (b"", b"")
         openings = self._openings
         if len(openings) >= MAX_CACHED_ATTRIBUTE_SETS:
             openings.clear()
+        shared = _shared_length([attributes for attributes, _ in shape.series])
         for (attributes, start), is_int in zip(shape.series, shape.ints, strict=True):
             as_int = is_int and not double
             if gauge:
                 fixed, size = b"", _GAUGE_INT.size
             else:
                 fixed, size = _START.pack(_START_TIME_TAG, start), _SUM_INT.size
-            prefix, encoded = self._head(attributes, size)
+            prefix, common, own = self._head(attributes, size, shared)
             opening = prefix + fixed + bytes((_TIME_TAG,))
             opening = openings.setdefault(opening, opening)
-            pieces += (before, opening, 0,
+            pieces += (*before, opening, 0,
                        _AS_INT_TAG if as_int else _AS_DOUBLE_TAG, 0)
             value_codes.append("q" if as_int else "d")
-            before = encoded
-        pieces.append(before)
+            before = (common, own)
+        pieces += before
         return pieces, value_codes
 
     def _template(self, shape: RunShape, gauge: bool, double: bool) -> _Template:
@@ -537,15 +586,16 @@ class ProtoEncoder:
 
     def _metric_template(self, frame: _MetricFrame, shapes: list[RunShape]) -> _MetricTemplate:
         gauge = not frame.trailer
-        pieces: list[Any] = [b""]
+        pieces: list[Any] = [b"", b""]
         value_codes: list[str] = []
         for shape in shapes:
             run_pieces, run_codes = self._layout(shape, gauge, frame.double)
-            pieces += run_pieces[1:]  # its first point follows the last run's attributes
+            pieces += run_pieces[2:]  # its first point follows the last run's attributes
             value_codes += run_codes
         pieces[-1] += frame.trailer
         data_size = (sum(len(p) for p in pieces[::_STRIDE])
-                     + sum(len(p) for p in pieces[1::_STRIDE]) + _OPEN * len(value_codes))
+                     + sum(len(p) for p in pieces[1::_STRIDE])
+                     + sum(len(p) for p in pieces[2::_STRIDE]) + _OPEN * len(value_codes))
         data_prefix = frame.data_tag + wire_values.varint(data_size)
         metric_size = len(frame.head) + len(data_prefix) + data_size
         pieces[0] = b"\x12" + wire_values.varint(metric_size) + frame.head + data_prefix
@@ -554,7 +604,9 @@ class ProtoEncoder:
     def _points(self, run: Points, gauge: bool, double: bool) -> bytes:
         """One run's data points, each its tag and length, the times and value, and its
         attributes (field 7 last, as ``SerializeToString`` orders them)."""
-        head = self._head
+        heads = self._heads
+        prefixes = self._prefixes
+        shared = -1  # found at the run's first attribute set not encoded yet
         start_tag, time_tag, double_tag, int_tag = (
             _START_TIME_TAG, _TIME_TAG, _AS_DOUBLE_TAG, _AS_INT_TAG)
         chunks: list[bytes] = []
@@ -571,6 +623,14 @@ class ProtoEncoder:
             else:
                 packed = _SUM_DOUBLE.pack(start_tag, point.start_time_ns, time_tag,
                                           point.time_ns, double_tag, value)
-            prefix, attributes = head(point.attributes, len(packed))
-            chunks += (prefix, packed, attributes)
+            encoded = heads.get(point.attributes)
+            if encoded is None:
+                if shared < 0:
+                    shared = _shared_length([p.attributes for p in run])
+                encoded = self._encode_attributes(point.attributes, shared)
+            size = len(encoded[0]) + len(encoded[1]) + len(packed)
+            prefix = prefixes.get(size)
+            if prefix is None:
+                prefix = self._prefix(size)
+            chunks += (prefix, packed, *encoded)
         return b"".join(chunks)
