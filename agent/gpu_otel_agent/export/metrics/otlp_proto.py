@@ -157,25 +157,44 @@ def _string(tag: bytes, text: str) -> bytes:
 _START = struct.Struct("<BQ")  # 0x11 start: fixed while a run's shape holds
 
 
-# A point's pieces in a template: the last point's attributes in two pieces, the pairs it
-# shares with its run's other points (a device's) and its own (the very bytes ``_head``
+# A point's pieces in a template: the last point's attributes (the very bytes ``_head``
 # keeps, not copies), what comes before its time (its tag and length, a sum's start, the
 # time's tag), its time, its value's tag, its value; after the last point, its attributes.
-# The times and values are written over at each fill (an encoder is used by one export
-# thread at a time).
-_STRIDE = 6
-_TIME_AT, _VALUE_AT = 3, 5
+# The attributes are one piece (``_PLAIN``), or two where points share their device's pairs
+# (``_SPLIT``: that piece, then their own); one piece where nothing is shared (a run of one
+# series: most of the fast group) saves a struct code and an argument per point. The times
+# and values are written over at each fill (an encoder is used by one export thread at a
+# time).
+_PLAIN, _SPLIT = 5, 6  # pieces per point
 _OPEN = struct.calcsize("<QBd")  # the bytes a point's time, value tag and value take
 _TIMES = operator.attrgetter("times")
 _VALUES = operator.attrgetter("values")
+# A point as ``_layout`` finds it: its opening, shared and own attribute bytes, value tag.
+_Point = tuple[bytes, bytes, bytes, int]
 
 
-def _packer(pieces: list[Any], value_codes: list[str]) -> struct.Struct:
+def _pieces(points: list[_Point]) -> tuple[list[Any], int]:
+    """The points' pieces (times and values 0) and their stride: ``_SPLIT`` if any point has
+    a shared piece, else ``_PLAIN`` (its own piece is then its whole encoding)."""
+    if any(point[1] for point in points):
+        split: list[Any] = [b"", b""]
+        for opening, common, own, tag in points:
+            split += (opening, 0, tag, 0, common, own)
+        return split, _SPLIT
+    plain: list[Any] = [b""]
+    for opening, _, own, tag in points:
+        plain += (opening, 0, tag, 0, own)
+    return plain, _PLAIN
+
+
+def _packer(pieces: list[Any], value_codes: list[str], stride: int) -> struct.Struct:
     codes = ["<"]
+    attributes = stride - 4  # pieces before a point's opening: the last one's attributes
     for i, code in enumerate(value_codes):
-        at = i * _STRIDE
-        codes.append(f"{len(pieces[at])}s{len(pieces[at + 1])}s{len(pieces[at + 2])}sQB{code}")
-    codes.append(f"{len(pieces[-2])}s{len(pieces[-1])}s")
+        at = i * stride
+        codes.extend(f"{len(piece)}s" for piece in pieces[at:at + attributes + 1])
+        codes.append(f"QB{code}")
+    codes.extend(f"{len(piece)}s" for piece in pieces[-attributes:])
     return struct.Struct("".join(codes))
 
 
@@ -211,11 +230,12 @@ class _Template:
     shape: RunShape
     packer: struct.Struct
     pieces: list[Any]
+    stride: int  # pieces per point: _PLAIN or _SPLIT (a point's time and value its last 3)
 
     def fill(self, run: ShapedRun) -> bytes:
-        pieces = self.pieces
-        pieces[_TIME_AT::_STRIDE] = run.times
-        pieces[_VALUE_AT::_STRIDE] = run.values
+        pieces, stride = self.pieces, self.stride
+        pieces[stride - 3::stride] = run.times
+        pieces[stride - 1::stride] = run.values
         return self.packer.pack(*pieces)
 
 
@@ -229,12 +249,13 @@ class _MetricTemplate:
     shapes: list[RunShape]
     packer: struct.Struct
     pieces: list[Any]
+    stride: int  # as _Template's
 
     def fill_into(self, request: bytearray, offset: int, runs: list[Run]) -> None:
         """Writes the metric's ``packer.size`` bytes at ``offset`` of ``request``."""
-        pieces = self.pieces
-        pieces[_TIME_AT::_STRIDE] = chain.from_iterable(map(_TIMES, runs))
-        pieces[_VALUE_AT::_STRIDE] = chain.from_iterable(map(_VALUES, runs))
+        pieces, stride = self.pieces, self.stride
+        pieces[stride - 3::stride] = chain.from_iterable(map(_TIMES, runs))
+        pieces[stride - 1::stride] = chain.from_iterable(map(_VALUES, runs))
         self.packer.pack_into(request, offset, *pieces)
 
 
@@ -554,12 +575,12 @@ class ProtoEncoder:
         return b"".join(chunks)
 
     def _layout(self, shape: RunShape, gauge: bool,
-                double: bool) -> tuple[list[Any], list[str]]:
-        """The pieces of a run of ``shape`` (``_STRIDE`` per point, then the last point's
-        attributes), as ``_points`` writes them, and each value's struct code."""
-        pieces: list[Any] = []
+                double: bool) -> tuple[list[_Point], list[str]]:
+        """The points of a run of ``shape`` as ``_points`` writes them (``_Point``: what
+        comes before the time, the attributes' two pieces, the value's tag), and each
+        value's struct code."""
+        points: list[_Point] = []
         value_codes = []
-        before = (b"", b"")
         openings = self._openings
         if len(openings) >= MAX_CACHED_ATTRIBUTE_SETS:
             openings.clear()
@@ -573,33 +594,30 @@ class ProtoEncoder:
             prefix, common, own = self._head(attributes, size, shared)
             opening = prefix + fixed + bytes((_TIME_TAG,))
             opening = openings.setdefault(opening, opening)
-            pieces += (*before, opening, 0,
-                       _AS_INT_TAG if as_int else _AS_DOUBLE_TAG, 0)
+            points.append((opening, common, own, _AS_INT_TAG if as_int else _AS_DOUBLE_TAG))
             value_codes.append("q" if as_int else "d")
-            before = (common, own)
-        pieces += before
-        return pieces, value_codes
+        return points, value_codes
 
     def _template(self, shape: RunShape, gauge: bool, double: bool) -> _Template:
-        pieces, value_codes = self._layout(shape, gauge, double)
-        return _Template(shape, _packer(pieces, value_codes), pieces)
+        points, value_codes = self._layout(shape, gauge, double)
+        pieces, stride = _pieces(points)
+        return _Template(shape, _packer(pieces, value_codes, stride), pieces, stride)
 
     def _metric_template(self, frame: _MetricFrame, shapes: list[RunShape]) -> _MetricTemplate:
         gauge = not frame.trailer
-        pieces: list[Any] = [b"", b""]
+        points: list[_Point] = []
         value_codes: list[str] = []
         for shape in shapes:
-            run_pieces, run_codes = self._layout(shape, gauge, frame.double)
-            pieces += run_pieces[2:]  # its first point follows the last run's attributes
+            run_points, run_codes = self._layout(shape, gauge, frame.double)
+            points += run_points
             value_codes += run_codes
+        pieces, stride = _pieces(points)
         pieces[-1] += frame.trailer
-        data_size = (sum(len(p) for p in pieces[::_STRIDE])
-                     + sum(len(p) for p in pieces[1::_STRIDE])
-                     + sum(len(p) for p in pieces[2::_STRIDE]) + _OPEN * len(value_codes))
+        data_size = sum(len(p) for p in pieces if type(p) is bytes) + _OPEN * len(value_codes)
         data_prefix = frame.data_tag + wire_values.varint(data_size)
         metric_size = len(frame.head) + len(data_prefix) + data_size
         pieces[0] = b"\x12" + wire_values.varint(metric_size) + frame.head + data_prefix
-        return _MetricTemplate(shapes, _packer(pieces, value_codes), pieces)
+        return _MetricTemplate(shapes, _packer(pieces, value_codes, stride), pieces, stride)
 
     def _points(self, run: Points, gauge: bool, double: bool) -> bytes:
         """One run's data points, each its tag and length, the times and value, and its
