@@ -513,7 +513,7 @@ class ProtoEncoder:
                 kept[id(run)] = cached
                 chunks.append(cached[1])
             if name in ended:
-                chunks.append(self._ends_of(ended[name], snapshot.taken_ns, not frame.trailer))
+                chunks += self._ends_of(ended[name], snapshot.taken_ns, not frame.trailer)
             chunks.append(frame.trailer)
             data_size = sum(map(len, chunks))
             data_prefix = frame.data_tag + wire_values.varint(data_size)
@@ -559,10 +559,13 @@ class ProtoEncoder:
             self._pairs = {}
         return request
 
-    def _ends_of(self, series: list[tuple[Attributes, int]], time_ns: int, gauge: bool) -> bytes:
+    def _ends_of(self, series: list[tuple[Attributes, int]], time_ns: int,
+                 gauge: bool) -> list[bytes]:
         """A point flagged "no recorded value" for each series that ended, at ``time_ns``:
         its times and attributes, no value, then the flags (field 8, after the attributes,
-        as ``SerializeToString`` orders them)."""
+        as ``SerializeToString`` orders them). In pieces, copied into the request as they
+        are: a reload that ends every process series at 8 x 2,048 ends 8,200 series, and
+        their points joined were one more request-sized copy."""
         chunks: list[bytes] = []
         for attributes, start in series:
             if gauge:
@@ -572,7 +575,7 @@ class ProtoEncoder:
             prefix, shared, own = self._head(attributes,
                                              len(packed) + len(_NO_RECORDED_VALUE))
             chunks += (prefix, packed, shared, own, _NO_RECORDED_VALUE)
-        return b"".join(chunks)
+        return chunks
 
     def _layout(self, shape: RunShape, gauge: bool,
                 double: bool) -> tuple[list[_Point], list[str]]:
