@@ -118,7 +118,8 @@ def test_the_kept_buffer_holds_what_a_fresh_encoder_writes(seed: int) -> None:
 
 def test_a_metric_unchanged_in_place_is_not_written_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """A new fast sample and the same processes sample: only the fast group's metrics (and
-    the health status) are packed again, and the processes metrics' bytes from the last export are still right."""
+    the health status) are packed again, and the processes metrics' bytes from the last
+    export are still right."""
     rng = random.Random(5)
     base = DeviceSnapshot(DeviceIdentity("GPU-0", 0, "nvidia", "H100", "0000:18:00.0"),
                           HealthState.OK, 1_000)
