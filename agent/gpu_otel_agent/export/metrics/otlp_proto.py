@@ -189,12 +189,16 @@ def _pieces(points: list[_Point]) -> tuple[list[Any], int]:
 
 def _packer(pieces: list[Any], value_codes: list[str], stride: int) -> struct.Struct:
     codes = ["<"]
-    attributes = stride - 4  # pieces before a point's opening: the last one's attributes
-    for i, code in enumerate(value_codes):
-        at = i * stride
-        codes.extend(f"{len(piece)}s" for piece in pieces[at:at + attributes + 1])
-        codes.append(f"QB{code}")
-    codes.extend(f"{len(piece)}s" for piece in pieces[-attributes:])
+    if stride == _SPLIT:
+        for i, code in enumerate(value_codes):
+            at = i * _SPLIT
+            codes.append(f"{len(pieces[at])}s{len(pieces[at + 1])}s{len(pieces[at + 2])}sQB{code}")
+        codes.append(f"{len(pieces[-2])}s{len(pieces[-1])}s")
+    else:
+        for i, code in enumerate(value_codes):
+            at = i * _PLAIN
+            codes.append(f"{len(pieces[at])}s{len(pieces[at + 1])}sQB{code}")
+        codes.append(f"{len(pieces[-1])}s")
     return struct.Struct("".join(codes))
 
 
