@@ -572,9 +572,12 @@ class ProtoEncoder:
         are: a reload that ends every process series at 8 x 2,048 ends 8,200 series, and
         their points joined were one more request-sized copy."""
         chunks: list[bytes] = []
+        # A gauge's end has no start: one time for all of them, one bytes object (8,200
+        # ends at a reload at 8 x 2,048).
+        gauge_end = _GAUGE_END.pack(_TIME_TAG, time_ns)
         for attributes, start in series:
             if gauge:
-                packed = _GAUGE_END.pack(_TIME_TAG, time_ns)
+                packed = gauge_end
             else:
                 packed = _SUM_END.pack(_START_TIME_TAG, start, _TIME_TAG, max(time_ns, start))
             prefix, shared, own = self._head(attributes,
