@@ -12,7 +12,7 @@ One cycle, per stage:
   simulated library), and its processes every 5th cycle, as the agent's defaults do;
 - ``processes``: every GPU's processes only, every cycle: the lists and utilization samples
   (``read_processes``) and their readings from attribution (``Attribution.readings``);
-- ``export``: a snapshot with those samples, ``ProtoEncoder.encode_bytes`` (series + encoding);
+- ``export``: a snapshot with those samples, ``ProtoEncoder.encode_request`` (series + encoding);
 - ``telemetry``: ``export`` with the agent's self-telemetry in each snapshot, as
   ``SnapshotStore.current`` takes it: ``SelfTelemetry.sample`` over a ``DeviceSampler`` per GPU
   (not run; its counters moved each cycle as a cycle moves them), the devices' library call
@@ -276,7 +276,7 @@ async def _cycles(node_env: dict[str, str], stage: str, cycles: int, writer: str
         else:
             current = NodeSnapshot(tuple(snapshots), time.time_ns())
         if stage in ("export", "telemetry"):
-            encoder.encode_bytes(current)
+            encoder.encode_request(current)
         else:
             write(otel_families(series(current), attributes))
     if telemetry is not None:

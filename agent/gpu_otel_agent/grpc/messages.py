@@ -43,10 +43,11 @@ def grpc_timeout(seconds: float) -> str:
     return f"{min(max(int(seconds / 3600), 1), 10**8 - 1)}H"
 
 
-def frame(message: bytes, gzip: bool) -> tuple[bytes, bytes]:
+def frame(message: bytes | bytearray, gzip: bool) -> tuple[bytes, bytes | bytearray]:
     """One length-prefixed message as (prefix, body): compressed flag 1 and the body gzip'd
     when ``gzip``. Kept apart, so the body is sent from its own buffer: joining them copied
-    the whole request once more (issue 30: 2-3 payload-sized copies per export)."""
+    the whole request once more (issue 30: 2-3 payload-sized copies per export). A
+    ``bytearray`` (the metric encoder's request buffer) is sent as it is, not copied."""
     if gzip:
         body = zlib.compress(message, 6, wbits=31)  # wbits 31: the gzip format
         return PREFIX.pack(1, len(body)), body

@@ -117,7 +117,7 @@ class GrpcClient:
         # The authority gRPC clients send over a unix socket.
         return cls(unix_opener(path), "localhost", tls=False, max_receive=max_receive)
 
-    def unary(self, path: str, request: bytes, timeout_s: float,
+    def unary(self, path: str, request: bytes | bytearray, timeout_s: float,
               metadata: MetadataIn = ()) -> bytes:
         """The response message's bytes, or :class:`GrpcError`; ends by ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
@@ -185,7 +185,7 @@ class GrpcClient:
             self._built = built
         return built[2]
 
-    def _exchange(self, connection: Connection, path: str, request: bytes,
+    def _exchange(self, connection: Connection, path: str, request: bytes | bytearray,
                   deadline: float, metadata: MetadataIn) -> Response:
         h2 = connection.h2
         try:
@@ -213,7 +213,8 @@ class GrpcClient:
                                          f"{code_name(response.goaway.error_code)})")
         return response
 
-    def _send(self, connection: Connection, stream_id: int, framed: tuple[bytes, bytes],
+    def _send(self, connection: Connection, stream_id: int,
+              framed: tuple[bytes, bytes | bytearray],
               deadline: float, response: Response) -> None:
         """Sends the message (``prefix`` then ``body``, read in place) as far as the server's
         windows allow, reading (its WINDOW_UPDATEs) when they are used up; stops early if the

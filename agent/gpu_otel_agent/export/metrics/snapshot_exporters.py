@@ -39,9 +39,10 @@ class OtlpSnapshotExporter:
         self._encoder = encoder
 
     def export(self, snapshot: NodeSnapshot, timeout_s: float) -> bool:
-        # The caller's deadline reaches the wire (gRPC deadline, HTTP socket timeout).
+        # The caller's deadline reaches the wire (gRPC deadline, HTTP socket timeout). The
+        # request is the encoder's buffer, sent in place before the next export writes it.
         with Stage(ENCODING):
-            request = self._encoder.encode_bytes(snapshot)
+            request = self._encoder.encode_request(snapshot)
         with Stage(SENDING):
             return self._sender.send(request, timeout_s).ok
 

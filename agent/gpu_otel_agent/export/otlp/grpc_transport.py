@@ -146,13 +146,15 @@ class GrpcTransport:
     def target(self) -> OtlpTarget:
         return self._target
 
-    def send(self, request: Message | bytes, timeout_s: float | None = None) -> Attempt:
+    def send(self, request: Message | bytes | bytearray,
+             timeout_s: float | None = None) -> Attempt:
         """See :class:`~gpu_otel_agent.export.otlp.senders.RequestSender`."""
-        data = request if isinstance(request, bytes) else request.SerializeToString()
+        data = (request if isinstance(request, bytes | bytearray)
+                else request.SerializeToString())
         return with_retries(lambda remaining: self._attempt(data, remaining),
                             budget(self._target, timeout_s), self._stop, self._gate)
 
-    def _attempt(self, request: bytes, remaining_s: float) -> Attempt:
+    def _attempt(self, request: bytes | bytearray, remaining_s: float) -> Attempt:
         try:
             # The answer, an Export...ServiceResponse, is not read (partial success is
             # informational in OTLP).

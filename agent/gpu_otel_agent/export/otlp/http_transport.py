@@ -91,15 +91,19 @@ class HttpTransport:
     def target(self) -> OtlpTarget:
         return self._target
 
-    def _body(self, request: Message | bytes) -> bytes:
-        data = request if isinstance(request, bytes) else request.SerializeToString()
+    def _body(self, request: Message | bytes | bytearray) -> bytes | bytearray:
+        # A bytearray (the metric encoder's request buffer) is posted as it is: http.client
+        # sends any buffer, and its Content-Length is the buffer's size.
+        data = (request if isinstance(request, bytes | bytearray)
+                else request.SerializeToString())
         if self._target.compression == "gzip":
             return gzip.compress(data, compresslevel=6)
         if self._target.compression == "deflate":
             return zlib.compress(data)
         return data
 
-    def send(self, request: Message | bytes, timeout_s: float | None = None) -> Attempt:
+    def send(self, request: Message | bytes | bytearray,
+             timeout_s: float | None = None) -> Attempt:
         """See :class:`~gpu_otel_agent.export.otlp.senders.RequestSender`."""
         body = self._body(request)
         return with_retries(lambda remaining: self._attempt(body, remaining),
@@ -111,7 +115,7 @@ class HttpTransport:
                                                context=self._context)
         return http.client.HTTPConnection(self._host, self._port, timeout=timeout_s)
 
-    def _post(self, body: bytes, timeout_s: float) -> tuple[int, str | None]:
+    def _post(self, body: bytes | bytearray, timeout_s: float) -> tuple[int, str | None]:
         connection = self._connection
         if connection is None:
             connection = self._connection = self._connect(timeout_s)
@@ -137,7 +141,7 @@ class HttpTransport:
             self._close()
         return response.status, response.getheader("retry-after")
 
-    def _attempt(self, body: bytes, remaining_s: float) -> Attempt:
+    def _attempt(self, body: bytes | bytearray, remaining_s: float) -> Attempt:
         deadline = time.monotonic() + remaining_s
         reused = self._connection is not None
         watchdog = threading.Timer(remaining_s, self._cut)
@@ -156,7 +160,8 @@ class HttpTransport:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
 
-    def _attempt_until(self, body: bytes, deadline: float, reused: bool) -> Attempt:
+    def _attempt_until(self, body: bytes | bytearray, deadline: float,
+                       reused: bool) -> Attempt:
         remaining_s = deadline - time.monotonic()
         try:
             try:

@@ -47,9 +47,11 @@ CREDENTIAL_PROVIDER_VARIABLES = {
 class RequestSender(Protocol):
     """Sends one encoded OTLP request; blocks, so it runs on an export thread."""
 
-    def send(self, request: Message | bytes, timeout_s: float | None = None) -> Attempt:
-        """The outcome of sending ``request`` (a message, or one already serialised), retries
-        included: ``ok`` when the collector accepted it; one it refused for good
+    def send(self, request: Message | bytes | bytearray,
+             timeout_s: float | None = None) -> Attempt:
+        """The outcome of sending ``request`` (a message, or one already serialised: a
+        ``bytearray`` is read in place, left unchanged by the caller until this returns),
+        retries included: ``ok`` when the collector accepted it; one it refused for good
         (``Attempt.bad_content``, with its code) must be dropped, not sent again. Ends within
         the configured timeout and ``timeout_s``, whichever is shorter."""
 
