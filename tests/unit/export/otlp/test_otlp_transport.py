@@ -111,18 +111,6 @@ def test_deflate_is_refused_over_grpc_but_not_http() -> None:
 # --- round trips ----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def grpc_receiver() -> Iterator[OtlpGrpcReceiver]:
-    with OtlpGrpcReceiver() as receiver:
-        yield receiver
-
-
-@pytest.fixture
-def http_receiver() -> Iterator[OtlpHttpReceiver]:
-    with OtlpHttpReceiver() as receiver:
-        yield receiver
-
-
 def _send_message_then_bytes(target: OtlpTarget, snapshot: NodeSnapshot) -> None:
     """Sends the snapshot twice on one sender (one kept-alive connection): as a message, then
     as the bytes the exporter sends, which must go out as they are."""

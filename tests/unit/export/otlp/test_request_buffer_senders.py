@@ -6,8 +6,6 @@ flow-control windows and DATA frames written from the buffer itself (``grpc.dire
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
@@ -39,18 +37,6 @@ def _snapshot(step: int) -> NodeSnapshot:
                                                 1_000 + step))
                        .with_sample(GroupSample("processes", processes, 1_001 + step)))
     return NodeSnapshot(tuple(devices), taken_ns=5_000 + step)
-
-
-@pytest.fixture
-def grpc_receiver() -> Iterator[OtlpGrpcReceiver]:
-    with OtlpGrpcReceiver() as receiver:
-        yield receiver
-
-
-@pytest.fixture
-def http_receiver() -> Iterator[OtlpHttpReceiver]:
-    with OtlpHttpReceiver() as receiver:
-        yield receiver
 
 
 def _send_buffers(protocol: str, endpoint: str, compression: str) -> list[bytes]:
