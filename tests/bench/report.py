@@ -283,7 +283,7 @@ _COST_ROWS: tuple[tuple[str, str, str | None], ...] = (
     ("series: snapshot → points per metric (export thread)", "otlp-export", "series"),
     ("encoding: points → OTLP bytes", "otlp-export", "encoding"),
     ("sending: the OTLP/gRPC call (h2)", "otlp-export", "sending"),
-    ("export thread: executor hand-off", "otlp-export", None),
+    ("export thread: hand-off (its LoopWorker) and what no stage counts", "otlp-export", None),
 )
 _MAIN_THREADS = {thread for _, thread, _ in _COST_ROWS}
 
