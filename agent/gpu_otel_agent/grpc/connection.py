@@ -24,6 +24,7 @@ from h2.settings import SettingCodes, Settings
 
 from gpu_otel_agent import unix_socket
 from gpu_otel_agent.grpc.header_blocks import BlockEncoder, KeptDecoder
+from gpu_otel_agent.grpc.inbound_headers import InboundHeaders
 
 WINDOW = 4 * 1024 * 1024  # what the server may send before we acknowledge it
 KEEPALIVE_IDLE_S = 60  # TCP keepalive: first probe after this long without traffic
@@ -143,7 +144,11 @@ class Connection:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.alive = True
-        self.h2 = H2Connection(H2Configuration(client_side=True, header_encoding=None))
+        # The server's headers are validated by h2's own check after it reads them, and a
+        # block that repeats is not checked again (``inbound_headers``).
+        self.h2 = H2Connection(H2Configuration(client_side=True, header_encoding=None,
+                                               validate_inbound_headers=False))
+        self._inbound_headers = InboundHeaders()
         # HPACK with request blocks written once and indexed answers kept (``header_blocks``;
         # private h2 attributes, pinned), set before anything is encoded or decoded.
         self.encoder = BlockEncoder()
@@ -212,7 +217,9 @@ class Connection:
         while end := self._batch():
             frames = bytes(self._inbound[:end])
             del self._inbound[:end]
-            for event in self.h2.receive_data(frames):
+            received = self.h2.receive_data(frames)
+            self._inbound_headers.check(received)  # h2's ProtocolError, as it raised it
+            for event in received:
                 events.append(event)
                 if isinstance(event, ConnectionTerminated):
                     self.alive = False
