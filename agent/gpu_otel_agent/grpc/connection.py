@@ -149,6 +149,7 @@ class Connection:
         self.h2 = H2Connection(H2Configuration(client_side=True, header_encoding=None,
                                                validate_inbound_headers=False))
         self._inbound_headers = InboundHeaders()
+        self.outbound_checked = True  # h2's outbound header checks on (as configured here)
         # HPACK with request blocks written once and indexed answers kept (``header_blocks``;
         # private h2 attributes, pinned), set before anything is encoded or decoded.
         self.encoder = BlockEncoder()

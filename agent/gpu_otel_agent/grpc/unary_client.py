@@ -99,6 +99,7 @@ class GrpcClient:
         self._connection: Connection | None = None
         self._closed = False
         self._ping_after_idle_s = ping_after_idle_s
+        self._direct = False  # the connection's DATA frames go by ``direct_data``
         self.pings = 0  # keepalive PINGs sent (answered or not)
         # The last call's headers (path, metadata, built): a sender calls one method with
         # the same metadata every time.
@@ -168,6 +169,8 @@ class GrpcClient:
         self._drop()
         connection = Connection(self._open(left(deadline)))
         self._connection = connection
+        # Read once per connection: ``socket.family`` is a Python property (an enum lookup).
+        self._direct = scatters(connection.sock)
         return connection
 
     def _drop(self) -> None:
@@ -196,9 +199,11 @@ class GrpcClient:
         response = Response()
         headers = self._headers(path, metadata)
         # Plain headers are sent as built (``request_headers``); others through h2's checks.
-        config = h2.config
-        config.normalize_outbound_headers = config.validate_outbound_headers = \
-            not headers.plain
+        # (Set when it changes: h2's config flags are Python descriptors.)
+        if connection.outbound_checked is headers.plain:
+            config = h2.config
+            config.normalize_outbound_headers = config.validate_outbound_headers = \
+                connection.outbound_checked = not headers.plain
         timeout = grpc_timeout(left(deadline))
         listed = headers.with_timeout(timeout)
         if headers.plain:  # their block, written once (``header_blocks``)
@@ -226,7 +231,7 @@ class GrpcClient:
         offset = queued = 0  # of the framed message
         # All but the last bytes go from the request's buffer to the socket (``direct_data``);
         # the last, with END_STREAM, through h2, which closes our side of the stream.
-        direct_until = total - _THROUGH_H2 if scatters(connection.sock) else 0
+        direct_until = total - _THROUGH_H2 if self._direct else 0
         if direct_until <= len(prefix):
             direct_until = 0  # a small request: all through h2
         while offset < total:
