@@ -163,7 +163,7 @@ class Connection:
         self.h2.initiate_connection()
         self.h2.increment_flow_control_window(WINDOW - 65535)
         self._last_used = time.monotonic()
-        self._inbound = bytearray()  # a frame not read whole yet
+        self._inbound = b""  # a frame not read whole yet
         # Registered once: ``readable`` runs before every call (``usable_after_idle``).
         self._poller = select.poll()
         self._poller.register(sock, select.POLLIN)
@@ -213,11 +213,12 @@ class Connection:
         data = self.sock.recv(_READ)
         if not data:
             raise ConnectionResetError("the server closed the connection")
-        self._inbound += data
+        # Usually nothing is left over from the last read and the read ends on a frame's
+        # end: then ``data`` goes to h2 as it is, not through a buffer and two copies.
+        pending = self._inbound + data if self._inbound else data
         events: list[Event] = []
-        while end := self._batch():
-            frames = bytes(self._inbound[:end])
-            del self._inbound[:end]
+        while end := _batch(pending):
+            frames, pending = pending[:end], pending[end:]
             received = self.h2.receive_data(frames)
             self._inbound_headers.check(received)  # h2's ProtocolError, as it raised it
             for event in received:
@@ -226,21 +227,9 @@ class Connection:
                     self.alive = False
                     if self._covers_ours(event):
                         self.h2.state_machine.state = ConnectionState.CLIENT_OPEN
+        self._inbound = pending
         self.flush(deadline)  # SETTINGS and PING acknowledgements, WINDOW_UPDATEs
         return events
-
-    def _batch(self) -> int:
-        """Bytes of the whole frames buffered, up to and including the first GOAWAY."""
-        inbound = self._inbound
-        end = 0
-        while len(inbound) - end >= _FRAME_HEADER:
-            start = end
-            end += _FRAME_HEADER + int.from_bytes(inbound[start:start + 3], "big")
-            if end > len(inbound):
-                return start
-            if inbound[start + 3] == _GOAWAY:
-                break
-        return end
 
     def _covers_ours(self, event: ConnectionTerminated) -> bool:
         return (event.error_code == ErrorCodes.NO_ERROR and event.last_stream_id is not None
@@ -273,3 +262,18 @@ class Connection:
         self.alive = False
         with contextlib.suppress(OSError):
             self.sock.close()
+
+
+def _batch(inbound: bytes) -> int:
+    """Bytes of the whole frames in ``inbound``, up to and including the first GOAWAY."""
+    size = len(inbound)
+    end = 0
+    while size - end >= _FRAME_HEADER:
+        following = end + _FRAME_HEADER + (
+            inbound[end] << 16 | inbound[end + 1] << 8 | inbound[end + 2])  # its length
+        if following > size:
+            break
+        kind, end = inbound[end + 3], following
+        if kind == _GOAWAY:
+            break
+    return end
