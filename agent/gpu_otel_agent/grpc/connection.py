@@ -144,9 +144,11 @@ class Connection:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.alive = True
-        # The server's headers are validated by h2's own check after it reads them, and a
-        # block that repeats is not checked again (``inbound_headers``).
+        # The server's headers are normalised and validated by h2's own functions after it
+        # reads them, and a block that repeats is not run through them again
+        # (``inbound_headers``).
         self.h2 = H2Connection(H2Configuration(client_side=True, header_encoding=None,
+                                               normalize_inbound_headers=False,
                                                validate_inbound_headers=False))
         self._inbound_headers = InboundHeaders()
         self.outbound_checked = True  # h2's outbound header checks on (as configured here)

@@ -279,29 +279,29 @@ class GrpcClient:
     def _apply(self, connection: Connection, events: list[Event], stream_id: int,
                response: Response) -> None:
         for event in events:
-            if isinstance(event, DataReceived) and event.stream_id is not None:
+            if isinstance(event, DataReceived):
                 # Any stream's data, read, is handed back to the connection's window.
-                connection.h2.acknowledge_received_data(event.flow_controlled_length or 0,
-                                                        event.stream_id)
-            if isinstance(event, ConnectionTerminated):
+                if event.stream_id is not None:
+                    connection.h2.acknowledge_received_data(event.flow_controlled_length or 0,
+                                                            event.stream_id)
+                if event.stream_id == stream_id:
+                    response.data += event.data or b""
+                    if len(response.data) > self._max_receive + PREFIX.size:
+                        connection.alive = False
+                        raise too_large(self._max_receive)
+            elif isinstance(event, ConnectionTerminated):
                 connection.alive = False  # no new call on it
-                if _lets_finish(event, stream_id):
-                    # A graceful GOAWAY (NO_ERROR) that covers this stream: the server will
-                    # still answer it (RFC 9113 6.8; grpc servers do on a graceful stop), and
-                    # the connection lets h2 take that answer (``Connection.read``).
-                    continue
-                response.goaway = event
+                if not _lets_finish(event, stream_id):
+                    response.goaway = event
+                # else a graceful GOAWAY (NO_ERROR) that covers this stream: the server will
+                # still answer it (RFC 9113 6.8; grpc servers do on a graceful stop), and the
+                # connection lets h2 take that answer (``Connection.read``).
             elif getattr(event, "stream_id", None) != stream_id:
                 continue
             elif isinstance(event, ResponseReceived):
                 response.headers = list(event.headers or ())
             elif isinstance(event, TrailersReceived):
                 response.trailers = list(event.headers or ())
-            elif isinstance(event, DataReceived):
-                response.data += event.data or b""
-                if len(response.data) > self._max_receive + PREFIX.size:
-                    connection.alive = False
-                    raise too_large(self._max_receive)
             elif isinstance(event, StreamEnded):
                 response.ended = True
             elif isinstance(event, StreamReset) and not response.ended:

@@ -1,12 +1,13 @@
-"""The server's headers checked after h2 reads them (``grpc.inbound_headers``) against h2's own
-inbound validation.
+"""The server's headers normalised and checked after h2 reads them (``grpc.inbound_headers``)
+against h2's own inbound pipeline.
 
-The contract with h2's private ``validate_headers`` and ``HeaderValidationFlags``: the client's
-``Connection`` (h2 with ``validate_inbound_headers`` off, then ``InboundHeaders``) gives, for
-the same bytes from a server, the same events as an ``H2Connection`` that validates as h2 does
-by default, or the same ``ProtocolError`` (type and message), over random answers whose
-headers and trailers repeat (so remembered blocks are met again, in either role) and break
-RFC 9113's rules in the ways h2 checks.
+The contract with h2's private ``normalize_inbound_headers``, ``validate_headers`` and
+``HeaderValidationFlags``: the client's ``Connection`` (h2 with ``normalize_inbound_headers``
+and ``validate_inbound_headers`` off, then ``InboundHeaders``) gives, for the same bytes from a
+server, the same events (cookie fields joined and moved as h2 does) as an ``H2Connection``
+configured as h2's defaults, or the same ``ProtocolError`` (type and message), over random
+answers whose headers and trailers repeat (so remembered blocks are met again, in either
+role) and break RFC 9113's rules in the ways h2 checks.
 """
 
 from __future__ import annotations
