@@ -223,8 +223,8 @@ class Connection:
             frames, pending = pending[:end], pending[end:]
             received = self.h2.receive_data(frames)
             self._inbound_headers.check(received)  # h2's ProtocolError, as it raised it
+            events += received
             for event in received:
-                events.append(event)
                 if isinstance(event, ConnectionTerminated):
                     self.alive = False
                     if self._covers_ours(event):

@@ -88,7 +88,7 @@ def send_all(sock: socket.socket, buffers: list[Buffer], deadline: float) -> Non
     first = 0
     while first < len(views):
         sock.settimeout(left(deadline))
-        batch = views[first:first + _IOV_MAX]
+        batch = views[first:first + _IOV_MAX] if first or len(views) > _IOV_MAX else views
         sent = sock.sendmsg(batch)
         if sent == sum(map(len, batch)):  # all of it (the usual case): no walk over them
             first += len(batch)

@@ -255,6 +255,8 @@ class GrpcClient:
                     buffers.append(h2.data_to_send())
                     end = total
                 send_all(connection.sock, buffers, deadline)
+                if end == total:
+                    return  # all of it, and what h2 had queued, went in that write
                 offset = end
                 continue
             room = min(window, h2.max_outbound_frame_size, _CHUNK, total - offset)
