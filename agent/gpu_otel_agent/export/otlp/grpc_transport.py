@@ -149,7 +149,7 @@ class GrpcTransport:
     def send(self, request: Message | bytes | bytearray,
              timeout_s: float | None = None) -> Attempt:
         """See :class:`~gpu_otel_agent.export.otlp.senders.RequestSender`."""
-        data = (request if isinstance(request, bytes | bytearray)
+        data = (request if isinstance(request, (bytes, bytearray))  # not a Union made per call
                 else request.SerializeToString())
         return with_retries(lambda remaining: self._attempt(data, remaining),
                             budget(self._target, timeout_s), self._stop, self._gate)
