@@ -165,7 +165,7 @@ class Connection:
         self.h2.initiate_connection()
         self.h2.increment_flow_control_window(WINDOW - 65535)
         self._last_used = time.monotonic()
-        self._inbound = b""  # a frame not read whole yet
+        self._inbound = bytearray()  # a frame not read whole yet
         # Registered once: ``readable`` runs before every call (``usable_after_idle``).
         self._poller = select.poll()
         self._poller.register(sock, select.POLLIN)
@@ -216,8 +216,12 @@ class Connection:
         if not data:
             raise ConnectionResetError("the server closed the connection")
         # Usually nothing is left over from the last read and the read ends on a frame's
-        # end: then ``data`` goes to h2 as it is, not through a buffer and two copies.
-        pending = self._inbound + data if self._inbound else data
+        # end: then ``data`` goes to h2 as it is, not through a buffer and two copies. A
+        # frame that spans reads grows the buffer in place (not copied again on each read).
+        pending: bytes | bytearray = data
+        if self._inbound:
+            self._inbound += data
+            pending = self._inbound
         events: list[Event] = []
         while end := _batch(pending):
             frames, pending = pending[:end], pending[end:]
@@ -229,7 +233,7 @@ class Connection:
                     self.alive = False
                     if self._covers_ours(event):
                         self.h2.state_machine.state = ConnectionState.CLIENT_OPEN
-        self._inbound = pending
+        self._inbound = pending if isinstance(pending, bytearray) else bytearray(pending)
         self.flush(deadline)  # SETTINGS and PING acknowledgements, WINDOW_UPDATEs
         return events
 
@@ -266,7 +270,7 @@ class Connection:
             self.sock.close()
 
 
-def _batch(inbound: bytes) -> int:
+def _batch(inbound: bytes | bytearray) -> int:
     """Bytes of the whole frames in ``inbound``, up to and including the first GOAWAY."""
     size = len(inbound)
     end = 0
