@@ -24,6 +24,7 @@ from h2.settings import SettingCodes, Settings
 
 from gpu_otel_agent import unix_socket
 from gpu_otel_agent.grpc.header_blocks import BlockEncoder, KeptDecoder
+from gpu_otel_agent.grpc.inbound_headers import InboundHeaders
 
 WINDOW = 4 * 1024 * 1024  # what the server may send before we acknowledge it
 KEEPALIVE_IDLE_S = 60  # TCP keepalive: first probe after this long without traffic
@@ -143,7 +144,14 @@ class Connection:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.alive = True
-        self.h2 = H2Connection(H2Configuration(client_side=True, header_encoding=None))
+        # The server's headers are normalised and validated by h2's own functions after it
+        # reads them, and a block that repeats is not run through them again
+        # (``inbound_headers``).
+        self.h2 = H2Connection(H2Configuration(client_side=True, header_encoding=None,
+                                               normalize_inbound_headers=False,
+                                               validate_inbound_headers=False))
+        self._inbound_headers = InboundHeaders()
+        self.outbound_checked = True  # h2's outbound header checks on (as configured here)
         # HPACK with request blocks written once and indexed answers kept (``header_blocks``;
         # private h2 attributes, pinned), set before anything is encoded or decoded.
         self.encoder = BlockEncoder()
@@ -207,32 +215,27 @@ class Connection:
         data = self.sock.recv(_READ)
         if not data:
             raise ConnectionResetError("the server closed the connection")
-        self._inbound += data
+        # Usually nothing is left over from the last read and the read ends on a frame's
+        # end: then ``data`` goes to h2 as it is, not through a buffer and two copies. A
+        # frame that spans reads grows the buffer in place (not copied again on each read).
+        pending: bytes | bytearray = data
+        if self._inbound:
+            self._inbound += data
+            pending = self._inbound
         events: list[Event] = []
-        while end := self._batch():
-            frames = bytes(self._inbound[:end])
-            del self._inbound[:end]
-            for event in self.h2.receive_data(frames):
-                events.append(event)
+        while end := _batch(pending):
+            frames, pending = pending[:end], pending[end:]
+            received = self.h2.receive_data(frames)
+            self._inbound_headers.check(received)  # h2's ProtocolError, as it raised it
+            events += received
+            for event in received:
                 if isinstance(event, ConnectionTerminated):
                     self.alive = False
                     if self._covers_ours(event):
                         self.h2.state_machine.state = ConnectionState.CLIENT_OPEN
+        self._inbound = pending if isinstance(pending, bytearray) else bytearray(pending)
         self.flush(deadline)  # SETTINGS and PING acknowledgements, WINDOW_UPDATEs
         return events
-
-    def _batch(self) -> int:
-        """Bytes of the whole frames buffered, up to and including the first GOAWAY."""
-        inbound = self._inbound
-        end = 0
-        while len(inbound) - end >= _FRAME_HEADER:
-            start = end
-            end += _FRAME_HEADER + int.from_bytes(inbound[start:start + 3], "big")
-            if end > len(inbound):
-                return start
-            if inbound[start + 3] == _GOAWAY:
-                break
-        return end
 
     def _covers_ours(self, event: ConnectionTerminated) -> bool:
         return (event.error_code == ErrorCodes.NO_ERROR and event.last_stream_id is not None
@@ -265,3 +268,18 @@ class Connection:
         self.alive = False
         with contextlib.suppress(OSError):
             self.sock.close()
+
+
+def _batch(inbound: bytes | bytearray) -> int:
+    """Bytes of the whole frames in ``inbound``, up to and including the first GOAWAY."""
+    size = len(inbound)
+    end = 0
+    while size - end >= _FRAME_HEADER:
+        following = end + _FRAME_HEADER + (
+            inbound[end] << 16 | inbound[end + 1] << 8 | inbound[end + 2])  # its length
+        if following > size:
+            break
+        kind, end = inbound[end + 3], following
+        if kind == _GOAWAY:
+            break
+    return end

@@ -94,7 +94,10 @@ def _metadata(pairs: Iterable[tuple[bytes, bytes]]) -> Metadata:
 
 
 def _header(pairs: Iterable[tuple[bytes, bytes]], name: bytes) -> bytes | None:
-    return next((value for key, value in pairs if key == name), None)
+    for key, value in pairs:  # a loop, not next() over a generator: run 3 times a call
+        if key == name:
+            return value
+    return None
 
 
 def outcome(response: Response, max_receive: int) -> bytes:
@@ -105,8 +108,8 @@ def outcome(response: Response, max_receive: int) -> bytes:
     status = _header(response.headers, b":status")
     # Trailers-only: a status without a body comes in the headers.
     trailers = response.trailers if response.trailers is not None else response.headers
-    details = unquote_to_bytes(_header(trailers, b"grpc-message") or b"").decode(
-        "utf-8", "replace")
+    message = _header(trailers, b"grpc-message")
+    details = unquote_to_bytes(message).decode("utf-8", "replace") if message else ""
     if status != b"200":
         shown = status.decode("ascii", "replace") if status else "none"
         raise GrpcError(from_http_status(int(status) if status and status.isdigit() else 0),

@@ -90,8 +90,14 @@ def from_reset(error_code: int | None) -> StatusCode:
         else StatusCode.INTERNAL
 
 
+_BY_TEXT = {str(code.value).encode(): code for code in StatusCode}  # b"0": OK ...
+
+
 def from_grpc_status(value: bytes | None) -> StatusCode:
     """The ``grpc-status`` header's code; a missing or foreign value reads as UNKNOWN."""
+    known = _BY_TEXT.get(value) if value is not None else None
+    if known is not None:  # the usual spelling, without the enum's Python lookup
+        return known
     try:
         return StatusCode(int(value or b""))
     except ValueError:

@@ -99,6 +99,7 @@ class GrpcClient:
         self._connection: Connection | None = None
         self._closed = False
         self._ping_after_idle_s = ping_after_idle_s
+        self._direct = False  # the connection's DATA frames go by ``direct_data``
         self.pings = 0  # keepalive PINGs sent (answered or not)
         # The last call's headers (path, metadata, built): a sender calls one method with
         # the same metadata every time.
@@ -168,6 +169,8 @@ class GrpcClient:
         self._drop()
         connection = Connection(self._open(left(deadline)))
         self._connection = connection
+        # Read once per connection: ``socket.family`` is a Python property (an enum lookup).
+        self._direct = scatters(connection.sock)
         return connection
 
     def _drop(self) -> None:
@@ -196,9 +199,11 @@ class GrpcClient:
         response = Response()
         headers = self._headers(path, metadata)
         # Plain headers are sent as built (``request_headers``); others through h2's checks.
-        config = h2.config
-        config.normalize_outbound_headers = config.validate_outbound_headers = \
-            not headers.plain
+        # (Set when it changes: h2's config flags are Python descriptors.)
+        if connection.outbound_checked is headers.plain:
+            config = h2.config
+            config.normalize_outbound_headers = config.validate_outbound_headers = \
+                connection.outbound_checked = not headers.plain
         timeout = grpc_timeout(left(deadline))
         listed = headers.with_timeout(timeout)
         if headers.plain:  # their block, written once (``header_blocks``)
@@ -226,7 +231,7 @@ class GrpcClient:
         offset = queued = 0  # of the framed message
         # All but the last bytes go from the request's buffer to the socket (``direct_data``);
         # the last, with END_STREAM, through h2, which closes our side of the stream.
-        direct_until = total - _THROUGH_H2 if scatters(connection.sock) else 0
+        direct_until = total - _THROUGH_H2 if self._direct else 0
         if direct_until <= len(prefix):
             direct_until = 0  # a small request: all through h2
         while offset < total:
@@ -250,6 +255,8 @@ class GrpcClient:
                     buffers.append(h2.data_to_send())
                     end = total
                 send_all(connection.sock, buffers, deadline)
+                if end == total:
+                    return  # all of it, and what h2 had queued, went in that write
                 offset = end
                 continue
             room = min(window, h2.max_outbound_frame_size, _CHUNK, total - offset)
@@ -274,29 +281,29 @@ class GrpcClient:
     def _apply(self, connection: Connection, events: list[Event], stream_id: int,
                response: Response) -> None:
         for event in events:
-            if isinstance(event, DataReceived) and event.stream_id is not None:
+            if isinstance(event, DataReceived):
                 # Any stream's data, read, is handed back to the connection's window.
-                connection.h2.acknowledge_received_data(event.flow_controlled_length or 0,
-                                                        event.stream_id)
-            if isinstance(event, ConnectionTerminated):
+                if event.stream_id is not None:
+                    connection.h2.acknowledge_received_data(event.flow_controlled_length or 0,
+                                                            event.stream_id)
+                if event.stream_id == stream_id:
+                    response.data += event.data or b""
+                    if len(response.data) > self._max_receive + PREFIX.size:
+                        connection.alive = False
+                        raise too_large(self._max_receive)
+            elif isinstance(event, ConnectionTerminated):
                 connection.alive = False  # no new call on it
-                if _lets_finish(event, stream_id):
-                    # A graceful GOAWAY (NO_ERROR) that covers this stream: the server will
-                    # still answer it (RFC 9113 6.8; grpc servers do on a graceful stop), and
-                    # the connection lets h2 take that answer (``Connection.read``).
-                    continue
-                response.goaway = event
+                if not _lets_finish(event, stream_id):
+                    response.goaway = event
+                # else a graceful GOAWAY (NO_ERROR) that covers this stream: the server will
+                # still answer it (RFC 9113 6.8; grpc servers do on a graceful stop), and the
+                # connection lets h2 take that answer (``Connection.read``).
             elif getattr(event, "stream_id", None) != stream_id:
                 continue
             elif isinstance(event, ResponseReceived):
                 response.headers = list(event.headers or ())
             elif isinstance(event, TrailersReceived):
                 response.trailers = list(event.headers or ())
-            elif isinstance(event, DataReceived):
-                response.data += event.data or b""
-                if len(response.data) > self._max_receive + PREFIX.size:
-                    connection.alive = False
-                    raise too_large(self._max_receive)
             elif isinstance(event, StreamEnded):
                 response.ended = True
             elif isinstance(event, StreamReset) and not response.ended:

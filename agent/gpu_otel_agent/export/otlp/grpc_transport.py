@@ -25,7 +25,7 @@ from google.protobuf.message import DecodeError, Message
 
 from gpu_otel_agent.export.otlp.failure_log import FailureLog
 from gpu_otel_agent.export.otlp.failure_words import grpc_words
-from gpu_otel_agent.export.otlp.retry import Attempt, budget, with_retries
+from gpu_otel_agent.export.otlp.retry import SENT, Attempt, budget, with_retries
 from gpu_otel_agent.export.otlp.target import OtlpTarget
 from gpu_otel_agent.export.otlp.throttle import gate_for
 from gpu_otel_agent.grpc.connection import tls_context
@@ -149,7 +149,7 @@ class GrpcTransport:
     def send(self, request: Message | bytes | bytearray,
              timeout_s: float | None = None) -> Attempt:
         """See :class:`~gpu_otel_agent.export.otlp.senders.RequestSender`."""
-        data = (request if isinstance(request, bytes | bytearray)
+        data = (request if isinstance(request, (bytes, bytearray))  # not a Union made per call
                 else request.SerializeToString())
         return with_retries(lambda remaining: self._attempt(data, remaining),
                             budget(self._target, timeout_s), self._stop, self._gate)
@@ -175,7 +175,7 @@ class GrpcTransport:
             return Attempt(ok=False, retryable=retryable, delay_s=delay_s,
                            code=error.code.name, bad_content=bad_content)
         self._failures.succeeded()
-        return Attempt(ok=True)
+        return SENT
 
     def shutdown(self) -> None:
         self._stop.set()

@@ -53,6 +53,10 @@ class ThrottleGate:
     def wait(self, deadline: float, stop: threading.Event) -> bool:
         """Wait until the gate opens; False (nothing waited) when it opens after
         ``deadline`` (a ``time.monotonic`` value) or ``stop`` is set meanwhile."""
+        if self._open_at <= self._clock():
+            # Open (the common case), read without the lock: a float attribute is read whole,
+            # and a hold racing this read holds the next request, as it would a moment later.
+            return True
         while True:
             remaining = self.remaining_s()
             if remaining <= 0:
