@@ -9,10 +9,13 @@ health events' spool, for instance) add their counters through :meth:`SelfTeleme
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from functools import partial
+from itertools import repeat
+from operator import add, attrgetter, itemgetter
+from typing import Any, Protocol, runtime_checkable
 
-from gpu_otel_agent.model.snapshot import AgentSample, Attributes, Reading
+from gpu_otel_agent.model.snapshot import AgentSample, Attributes, Reading, ReadingKeys
 from gpu_otel_agent.sampling.sampler import DeviceSampler
 from gpu_otel_agent.threads.costs import SELF_TELEMETRY, Stage
 
@@ -35,24 +38,33 @@ class ErrorCounted(Protocol):
     def error_counts(self) -> Mapping[tuple[str, str], int]: ...
 
 
+_METRIC = attrgetter("metric")
+_OWN = attrgetter("attributes")
+_VALUE = attrgetter("value")
+
+
 class SelfTelemetry:
     def __init__(self, start_time_ns: int) -> None:
         self._start_time_ns = start_time_ns
-        self._samplers: Sequence[DeviceSampler] = ()
-        self._sources: list[StatsSource] = []
-        self._timed: list[CallTimed] = []
-        self._counted: list[ErrorCounted] = []
-        # The last sample's readings of the counters below (``_Kept``); one exporter's
-        # snapshot at a time takes a sample (the store's), a lost race only builds anew.
+        self._samplers: list[_SamplerPart] = []
+        self._sources: list[StatsSource | Callable[[], tuple[Reading, ...]]] = []
+        self._calls = _CallsPart(())
+        self._errors = _ErrorsPart(())
+        # The last sample's layout (each part's token) and the keys it gave: the same keys
+        # object while the layout holds (``AgentSample.keys``, compared by identity).
+        self._layout: list[Hashable] = []
+        self._keys = ReadingKeys((), ())
+        # The last built readings of the counters (``_Kept``); one reader's look at a time
+        # builds them (a lost race only builds anew).
         self._kept: dict[tuple[str, Attributes], Reading] = {}
 
     def watch_samplers(self, samplers: Sequence[DeviceSampler]) -> None:
-        self._samplers = samplers
+        self._samplers = [_SamplerPart(sampler) for sampler in samplers]
 
     def watch_devices(self, devices: Iterable[object]) -> None:
         devices = list(devices)
-        self._timed = [d for d in devices if isinstance(d, CallTimed)]
-        self._counted = [d for d in devices if isinstance(d, ErrorCounted)]
+        self._calls = _CallsPart([d for d in devices if isinstance(d, CallTimed)])
+        self._errors = _ErrorsPart([d for d in devices if isinstance(d, ErrorCounted)])
 
     def add(self, source: StatsSource | Callable[[], tuple[Reading, ...]]) -> None:
         self._sources.append(source)
@@ -62,16 +74,146 @@ class SelfTelemetry:
             return self._sample(now_ns)
 
     def _sample(self, now_ns: int) -> AgentSample:
-        readings: list[Reading] = []
-        kept = _Kept(self._kept)
-        for sampler in self._samplers:
-            readings.extend(sampler_readings(sampler, kept))
-        readings.extend(library_call_readings(self._timed, kept))
-        readings.extend(library_error_readings(self._counted, kept))
-        self._kept = kept.now
+        """Values and the layout they are in, part by part, without a ``Reading`` per
+        counter: the readings (what ``sampler_readings``, ``library_call_readings``,
+        ``library_error_readings`` and the sources give, in that order) are built only when
+        someone looks at them."""
+        values: list[float | int] = []
+        parts: list[_Part] = [*self._samplers, self._calls, self._errors]
+        layout: list[Hashable] = [part.read(values) for part in parts]
+        counted = len(values)  # the counters' values; the sources' readings follow
+        sourced: list[tuple[Reading, ...]] = []
         for source in self._sources:
-            readings.extend(source())
-        return AgentSample(tuple(readings), self._start_time_ns, now_ns)
+            readings = source()
+            sourced.append(readings)
+            values.extend(map(_VALUE, readings))
+            layout.append((tuple(map(_METRIC, readings)), tuple(map(_OWN, readings))))
+        keys = self._keys
+        if layout != self._layout:
+            pairs = [pair for part, token in zip(parts, layout, strict=False)
+                     for pair in part.keys(token)]
+            for readings in sourced:
+                pairs.extend(zip(map(_METRIC, readings), map(_OWN, readings), strict=True))
+            keys = ReadingKeys(tuple(metric for metric, _ in pairs),
+                               tuple(attributes for _, attributes in pairs))
+            self._layout, self._keys = layout, keys
+        return AgentSample.of_values(keys, values, self._start_time_ns, now_ns,
+                                     partial(self._readings, keys, values, counted, sourced))
+
+    def _readings(self, keys: ReadingKeys, values: list[float | int], counted: int,
+                  sourced: list[tuple[Reading, ...]]) -> tuple[Reading, ...]:
+        """The readings a sample stands for: the counters' (each the last built one while its
+        value is the same: ``_Kept``), then the sources' own."""
+        kept = _Kept(self._kept)
+        reading = kept.reading
+        readings = list(map(reading, keys.metrics[:counted], values[:counted],
+                            keys.attributes[:counted]))
+        self._kept = kept.now
+        for own in sourced:
+            readings.extend(own)
+        return tuple(readings)
+
+
+class _Part(Protocol):
+    """A part of self-telemetry: ``read`` appends its values, in the order ``keys`` gives
+    their series, and returns what decides those series (its layout token)."""
+
+    def read(self, values: list[float | int]) -> Hashable: ...
+
+    def keys(self, token: Any) -> Iterable[tuple[str, Attributes]]: ...
+
+
+_SAMPLER_METRICS = ("gpu_agent.cycles.completed", "gpu_agent.cycles.missed",
+                    "gpu_agent.cycle.time", "gpu_agent.call.overruns", "gpu_agent.read.errors")
+_SAMPLER_STATS = attrgetter("cycles", "missed_cycles", "read_seconds_total",
+                            "deadline_overruns", "errors")
+
+
+class _SamplerPart:
+    """``sampler_readings``' values; its layout: the device's id and index, and the groups."""
+
+    __slots__ = ("sampler",)
+
+    def __init__(self, sampler: DeviceSampler) -> None:
+        self.sampler = sampler
+
+    def read(self, values: list[float | int]) -> Hashable:
+        sampler = self.sampler
+        identity = sampler.snapshot.identity
+        stats = sampler.stats
+        # Copied first: the loop may add a group while an export thread reads this.
+        latest = dict(stats.last_read_seconds)
+        groups = sorted(latest)
+        values.extend(_SAMPLER_STATS(stats))
+        values.extend(map(latest.__getitem__, groups))
+        return (identity.uuid, identity.index, *groups)
+
+    def keys(self, token: Any) -> Iterable[tuple[str, Attributes]]:
+        device: Attributes = (("hw.id", token[0]), ("gpu.index", token[1]))
+        return [*((metric, device) for metric in _SAMPLER_METRICS),
+                *(("gpu_agent.cycle.latency", (*device, ("gpu_agent.group", group)))
+                  for group in token[2:])]
+
+
+_ABSENT = (0, -0.0)  # what a device without a function adds: nothing (-0.0 + x is x)
+_CALLS = itemgetter(0)
+_SECONDS = itemgetter(1)
+
+
+class _CallsPart:
+    """``library_call_readings``' values, summed in C calls (8 GPUs x 60-odd functions were
+    a Python loop of 500 a sample), in the same order, so to the same floats: per function,
+    0 and 0.0 plus each device's in device order, a device without it adding 0 and -0.0 (the
+    additive identities: every sum stays what it was). Its layout: the functions."""
+
+    __slots__ = ("devices",)
+
+    def __init__(self, devices: Sequence[CallTimed]) -> None:
+        self.devices = devices
+
+    def read(self, values: list[float | int]) -> Hashable:
+        times = [device.call_times() for device in self.devices]
+        names = sorted(set().union(*times))
+        calls: list[int] = [0] * len(names)
+        seconds: list[float] = [0.0] * len(names)
+        for device_times in times:
+            pairs = list(map(device_times.get, names, repeat(_ABSENT)))
+            calls = list(map(add, calls, map(_CALLS, pairs)))
+            seconds = list(map(add, seconds, map(_SECONDS, pairs)))
+        both: list[float | int] = [0] * (2 * len(names))
+        both[0::2] = calls
+        both[1::2] = seconds
+        values.extend(both)
+        return tuple(names)
+
+    def keys(self, token: Any) -> Iterable[tuple[str, Attributes]]:
+        return [(metric, (("gpu_agent.call", name),)) for name in token
+                for metric in ("gpu_agent.library.calls", "gpu_agent.library.call.time")]
+
+
+class _ErrorsPart:
+    """``library_error_readings``' values (nearly always none); its layout: the (function,
+    code) pairs."""
+
+    __slots__ = ("devices",)
+
+    def __init__(self, devices: Sequence[ErrorCounted]) -> None:
+        self.devices = devices
+
+    def read(self, values: list[float | int]) -> Hashable:
+        totals: dict[tuple[str, str], int] = {}
+        for device in self.devices:
+            counts = device.error_counts()
+            if counts:
+                for key, count in counts.items():
+                    totals[key] = totals.get(key, 0) + count
+        pairs = sorted(totals)
+        values.extend(map(totals.__getitem__, pairs))
+        return tuple(pairs)
+
+    def keys(self, token: Any) -> Iterable[tuple[str, Attributes]]:
+        return [("gpu_agent.library.errors", (("gpu_agent.call", call), ("error.type", code)))
+                for call, code in token]
 
 
 class _Kept:
