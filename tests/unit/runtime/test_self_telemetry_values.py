@@ -206,3 +206,34 @@ def test_a_sample_of_values_is_the_sample_of_its_readings() -> None:
         sample.time_ns = 5
     with pytest.raises(ValueError, match="1 values for 2 series"):
         AgentSample.of_values(keys, [1], 10, 20, build)
+
+
+def test_library_call_totals_are_the_old_sums_as_functions_are_called() -> None:
+    """Many functions, a few called per sample (only those summed again), now and then one
+    called first, forgotten, or by some GPUs only: the totals are ``library_call_readings``'
+    (the same floats: each sum in device order)."""
+    rng = random.Random(5)
+    names = [f"nvmlDeviceGet{i:02}" for i in range(24)]
+    devices = [_Device(times={name: (1, rng.uniform(0, 1e-3)) for name in names[:20]})
+               for _ in range(8)]
+    telemetry = SelfTelemetry(1)
+    telemetry.watch_devices(devices)
+    for step in range(300):
+        for device in devices:
+            for name in rng.sample(names[:20], rng.randrange(0, 4)):
+                calls, seconds = device.times.get(name, (0, 0.0))
+                device.times[name] = (calls + 1, seconds + rng.uniform(0, 1e-4))
+        if rng.random() < 0.05:  # a function first called, by one GPU or by all
+            name = rng.choice(names)
+            for device in rng.sample(devices, rng.choice((1, len(devices)))):
+                device.times[name] = (1, rng.uniform(0, 1e-3))
+        if rng.random() < 0.03:  # a GPU forgets one (a reset device)
+            rng.choice(devices).times.pop(rng.choice(names), None)
+        if step == 150:
+            telemetry.watch_devices(devices[:5])
+        present = devices if step < 150 else devices[:5]
+        sample = telemetry.sample(step)
+        assert sample.keys is not None and sample.values is not None
+        ours = _written(list(zip(sample.keys.metrics, sample.values, sample.keys.attributes,
+                                 strict=True)))
+        assert ours == _of(library_call_readings(present))
