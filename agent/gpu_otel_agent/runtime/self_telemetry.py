@@ -1,9 +1,14 @@
 """The agent's own health as metrics (``gpu_agent.*``), read into every snapshot.
 
 The counters live where the work happens (``SamplerStats``, ``ExportStats``, the Prometheus
-server); this module only turns their current values into readings when an exporter takes a
-snapshot, so self-telemetry costs nothing between exports. Other parts of the agent (the
-health events' spool, for instance) add their counters through :meth:`SelfTelemetry.add`.
+server); this module only reads their current values when an exporter takes a snapshot, so
+self-telemetry costs nothing between exports. Other parts of the agent (the health events'
+spool, for instance) add their counters through :meth:`SelfTelemetry.add`.
+
+A sample carries the values with the keys (metrics and attributes) they are for, the same keys
+object while the series stay the same; the readings are built only when someone looks at them
+(``AgentSample.of_values``). The functions below build the readings as they always were: they
+are what a sample must equal (tests/unit/runtime/test_self_telemetry_values.py).
 """
 
 from __future__ import annotations
