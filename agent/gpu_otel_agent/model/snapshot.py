@@ -310,6 +310,10 @@ class AgentSample:
         return (f"AgentSample(readings={self.readings!r}, "
                 f"start_time_ns={self.start_time_ns!r}, time_ns={self.time_ns!r})")
 
+    def __reduce__(self) -> tuple[type[AgentSample], tuple[tuple[Reading, ...], int, int]]:
+        """Copied and pickled as the readings it stands for (as the dataclass was)."""
+        return AgentSample, self._fields()
+
     def __setattr__(self, name: str, value: object) -> None:
         raise FrozenInstanceError(f"cannot assign to field {name!r}")
 

@@ -10,7 +10,9 @@ sources' own) say, and what goes out must be what a fresh encoder and the SDK's 
 
 from __future__ import annotations
 
+import copy
 import math
+import pickle
 import random
 from dataclasses import dataclass, field
 from typing import cast
@@ -202,6 +204,7 @@ def test_a_sample_of_values_is_the_sample_of_its_readings() -> None:
     assert sample.readings is readings and built == [1]
     assert sample.readings is readings and built == [1]  # built once
     assert sample != AgentSample(readings, 10, 21)
+    assert copy.deepcopy(sample) == sample == pickle.loads(pickle.dumps(sample))
     with pytest.raises(AttributeError):
         sample.time_ns = 5
     with pytest.raises(ValueError, match="1 values for 2 series"):
