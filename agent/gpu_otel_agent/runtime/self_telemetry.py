@@ -56,9 +56,10 @@ class SelfTelemetry:
         self._calls = _CallsPart(())
         self._errors = _ErrorsPart(())
         # The last sample's layout (each part's token) and the keys it gave: the same keys
-        # object while the layout holds (``AgentSample.keys``, compared by identity).
-        self._layout: list[Hashable] = []
-        self._keys = ReadingKeys((), ())
+        # object while the layout holds (``AgentSample.keys``, compared by identity). One
+        # tuple, read and replaced whole: two threads taking samples at once (an export and
+        # a scrape) never pair one's layout with the other's keys.
+        self._last: tuple[list[Hashable], ReadingKeys] = ([], ReadingKeys((), ()))
         # The last built readings of the counters (``_Kept``); one reader's look at a time
         # builds them (a lost race only builds anew).
         self._kept: dict[tuple[str, Attributes], Reading] = {}
@@ -93,15 +94,15 @@ class SelfTelemetry:
             sourced.append(readings)
             values.extend(map(_VALUE, readings))
             layout.append((tuple(map(_METRIC, readings)), tuple(map(_OWN, readings))))
-        keys = self._keys
-        if layout != self._layout:
+        last, keys = self._last
+        if layout != last:
             pairs = [pair for part, token in zip(parts, layout, strict=False)
                      for pair in part.keys(token)]
             for readings in sourced:
                 pairs.extend(zip(map(_METRIC, readings), map(_OWN, readings), strict=True))
             keys = ReadingKeys(tuple(metric for metric, _ in pairs),
                                tuple(attributes for _, attributes in pairs))
-            self._layout, self._keys = layout, keys
+            self._last = (layout, keys)
         return AgentSample.of_values(keys, values, self._start_time_ns, now_ns,
                                      partial(self._readings, keys, values, counted, sourced))
 
