@@ -12,8 +12,8 @@ from __future__ import annotations
 import enum
 import functools
 import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import FrozenInstanceError, dataclass, field, replace
 from types import MappingProxyType
 
 AttributeValue = str | int | float | bool
@@ -231,13 +231,94 @@ class DeviceHealth:
 UNJUDGED = DeviceHealth(HealthState.OK, status_readings(HealthState.OK))
 
 
-@dataclass(frozen=True)
-class AgentSample:
-    """The agent's own counters at one moment (self-telemetry): readings tied to no device."""
+@dataclass(frozen=True, slots=True, eq=False)
+class ReadingKeys:
+    """The series of a sample's readings, in order: each one's metric and own attributes.
+    The same object while a source's series stay the same, so a reader may compare it by
+    identity (``export/metrics/series.py`` then skips comparing metric by metric)."""
 
-    readings: tuple[Reading, ...]
+    metrics: tuple[str, ...]
+    attributes: tuple[Attributes, ...]
+
+
+class AgentSample:
+    """The agent's own counters at one moment (self-telemetry): readings tied to no device.
+
+    Made of readings, or (``of_values``) of ``keys`` and ``values`` with the readings built
+    at the first look: self-telemetry's 200-odd counters (at 8 GPUs) are read every export
+    and almost never looked at one by one (the series path takes the values as they are
+    while the keys are the last sample's), and a ``Reading`` costs several times a value to
+    build. Immutable, and equal, hashed and shown as the frozen dataclass it was."""
+
+    __slots__ = ("_build", "_readings", "keys", "start_time_ns", "time_ns", "values")
+
+    _readings: tuple[Reading, ...] | None  # None: not built yet
+    _build: Callable[[], tuple[Reading, ...]] | None
+    keys: ReadingKeys | None  # with ``values``, the readings' metrics and attributes
+    values: Sequence[float | int] | None  # the readings' values, in order
     start_time_ns: int  # agent start: the start of its cumulative counters
     time_ns: int
+
+    def __init__(self, readings: tuple[Reading, ...], start_time_ns: int,
+                 time_ns: int) -> None:
+        _set = object.__setattr__
+        _set(self, "_readings", readings)
+        _set(self, "_build", None)
+        _set(self, "keys", None)
+        _set(self, "values", None)
+        _set(self, "start_time_ns", start_time_ns)
+        _set(self, "time_ns", time_ns)
+
+    @classmethod
+    def of_values(cls, keys: ReadingKeys, values: Sequence[float | int], start_time_ns: int,
+                  time_ns: int, readings: Callable[[], tuple[Reading, ...]]) -> AgentSample:
+        """A sample of ``values`` for ``keys``; ``readings`` builds the readings they stand
+        for (``Reading(metric, value, attributes)`` each, or an equal one), when asked."""
+        if len(values) != len(keys.metrics):
+            raise ValueError(f"{len(values)} values for {len(keys.metrics)} series")
+        sample = cls((), start_time_ns, time_ns)
+        _set = object.__setattr__
+        _set(sample, "_readings", None)
+        _set(sample, "_build", readings)
+        _set(sample, "keys", keys)
+        _set(sample, "values", values)
+        return sample
+
+    @property
+    def readings(self) -> tuple[Reading, ...]:
+        readings = self._readings
+        if readings is None:  # two threads at once only build them twice
+            build = self._build
+            assert build is not None
+            readings = build()
+            object.__setattr__(self, "_readings", readings)
+        return readings
+
+    def _fields(self) -> tuple[tuple[Reading, ...], int, int]:
+        return self.readings, self.start_time_ns, self.time_ns
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, AgentSample)
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (f"AgentSample(readings={self.readings!r}, "
+                f"start_time_ns={self.start_time_ns!r}, time_ns={self.time_ns!r})")
+
+    def __reduce__(self) -> tuple[type[AgentSample], tuple[tuple[Reading, ...], int, int]]:
+        """Copied and pickled as the readings it stands for (as the dataclass was)."""
+        return AgentSample, self._fields()
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
 
 
 @dataclass(frozen=True)

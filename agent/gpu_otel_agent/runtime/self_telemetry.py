@@ -1,18 +1,26 @@
 """The agent's own health as metrics (``gpu_agent.*``), read into every snapshot.
 
 The counters live where the work happens (``SamplerStats``, ``ExportStats``, the Prometheus
-server); this module only turns their current values into readings when an exporter takes a
-snapshot, so self-telemetry costs nothing between exports. Other parts of the agent (the
-health events' spool, for instance) add their counters through :meth:`SelfTelemetry.add`.
+server); this module only reads their current values when an exporter takes a snapshot, so
+self-telemetry costs nothing between exports. Other parts of the agent (the health events'
+spool, for instance) add their counters through :meth:`SelfTelemetry.add`.
+
+A sample carries the values with the keys (metrics and attributes) they are for, the same keys
+object while the series stay the same; the readings are built only when someone looks at them
+(``AgentSample.of_values``). The functions below build the readings as they always were: they
+are what a sample must equal (tests/unit/runtime/test_self_telemetry_values.py).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from functools import partial, reduce
+from itertools import chain, compress, repeat
+from operator import add, attrgetter, is_not, itemgetter, ne
+from typing import Any, Protocol, runtime_checkable
 
-from gpu_otel_agent.model.snapshot import AgentSample, Attributes, Reading
+from gpu_otel_agent.model.snapshot import AgentSample, Attributes, Reading, ReadingKeys
 from gpu_otel_agent.sampling.sampler import DeviceSampler
 from gpu_otel_agent.threads.costs import SELF_TELEMETRY, Stage
 
@@ -35,24 +43,34 @@ class ErrorCounted(Protocol):
     def error_counts(self) -> Mapping[tuple[str, str], int]: ...
 
 
+_METRIC = attrgetter("metric")
+_OWN = attrgetter("attributes")
+_VALUE = attrgetter("value")
+
+
 class SelfTelemetry:
     def __init__(self, start_time_ns: int) -> None:
         self._start_time_ns = start_time_ns
-        self._samplers: Sequence[DeviceSampler] = ()
-        self._sources: list[StatsSource] = []
-        self._timed: list[CallTimed] = []
-        self._counted: list[ErrorCounted] = []
-        # The last sample's readings of the counters below (``_Kept``); one exporter's
-        # snapshot at a time takes a sample (the store's), a lost race only builds anew.
+        self._samplers: list[_SamplerPart] = []
+        self._sources: list[StatsSource | Callable[[], tuple[Reading, ...]]] = []
+        self._calls = _CallsPart(())
+        self._errors = _ErrorsPart(())
+        # The last sample's layout (each part's token) and the keys it gave: the same keys
+        # object while the layout holds (``AgentSample.keys``, compared by identity). One
+        # tuple, read and replaced whole: two threads taking samples at once (an export and
+        # a scrape) never pair one's layout with the other's keys.
+        self._last: tuple[list[Hashable], ReadingKeys] = ([], ReadingKeys((), ()))
+        # The last built readings of the counters (``_Kept``); one reader's look at a time
+        # builds them (a lost race only builds anew).
         self._kept: dict[tuple[str, Attributes], Reading] = {}
 
     def watch_samplers(self, samplers: Sequence[DeviceSampler]) -> None:
-        self._samplers = samplers
+        self._samplers = [_SamplerPart(sampler) for sampler in samplers]
 
     def watch_devices(self, devices: Iterable[object]) -> None:
         devices = list(devices)
-        self._timed = [d for d in devices if isinstance(d, CallTimed)]
-        self._counted = [d for d in devices if isinstance(d, ErrorCounted)]
+        self._calls = _CallsPart([d for d in devices if isinstance(d, CallTimed)])
+        self._errors = _ErrorsPart([d for d in devices if isinstance(d, ErrorCounted)])
 
     def add(self, source: StatsSource | Callable[[], tuple[Reading, ...]]) -> None:
         self._sources.append(source)
@@ -62,16 +80,186 @@ class SelfTelemetry:
             return self._sample(now_ns)
 
     def _sample(self, now_ns: int) -> AgentSample:
-        readings: list[Reading] = []
-        kept = _Kept(self._kept)
-        for sampler in self._samplers:
-            readings.extend(sampler_readings(sampler, kept))
-        readings.extend(library_call_readings(self._timed, kept))
-        readings.extend(library_error_readings(self._counted, kept))
-        self._kept = kept.now
+        """Values and the layout they are in, part by part, without a ``Reading`` per
+        counter: the readings (what ``sampler_readings``, ``library_call_readings``,
+        ``library_error_readings`` and the sources give, in that order) are built only when
+        someone looks at them."""
+        values: list[float | int] = []
+        parts: list[_Part] = [*self._samplers, self._calls, self._errors]
+        layout: list[Hashable] = [part.read(values) for part in parts]
+        counted = len(values)  # the counters' values; the sources' readings follow
+        sourced: list[tuple[Reading, ...]] = []
         for source in self._sources:
-            readings.extend(source())
-        return AgentSample(tuple(readings), self._start_time_ns, now_ns)
+            readings = source()
+            sourced.append(readings)
+            values.extend(map(_VALUE, readings))
+            layout.append((tuple(map(_METRIC, readings)), tuple(map(_OWN, readings))))
+        last, keys = self._last
+        if layout != last:
+            pairs = [pair for part, token in zip(parts, layout, strict=False)
+                     for pair in part.keys(token)]
+            for readings in sourced:
+                pairs.extend(zip(map(_METRIC, readings), map(_OWN, readings), strict=True))
+            keys = ReadingKeys(tuple(metric for metric, _ in pairs),
+                               tuple(attributes for _, attributes in pairs))
+            self._last = (layout, keys)
+        return AgentSample.of_values(keys, values, self._start_time_ns, now_ns,
+                                     partial(self._readings, keys, values, counted, sourced))
+
+    def _readings(self, keys: ReadingKeys, values: list[float | int], counted: int,
+                  sourced: list[tuple[Reading, ...]]) -> tuple[Reading, ...]:
+        """The readings a sample stands for: the counters' (each the last built one while its
+        value is the same: ``_Kept``), then the sources' own."""
+        kept = _Kept(self._kept)
+        reading = kept.reading
+        readings = list(map(reading, keys.metrics[:counted], values[:counted],
+                            keys.attributes[:counted]))
+        self._kept = kept.now
+        for own in sourced:
+            readings.extend(own)
+        return tuple(readings)
+
+
+class _Part(Protocol):
+    """A part of self-telemetry: ``read`` appends its values, in the order ``keys`` gives
+    their series, and returns what decides those series (its layout token)."""
+
+    def read(self, values: list[float | int]) -> Hashable: ...
+
+    def keys(self, token: Any) -> Iterable[tuple[str, Attributes]]: ...
+
+
+_SAMPLER_METRICS = ("gpu_agent.cycles.completed", "gpu_agent.cycles.missed",
+                    "gpu_agent.cycle.time", "gpu_agent.call.overruns", "gpu_agent.read.errors")
+_SAMPLER_STATS = attrgetter("cycles", "missed_cycles", "read_seconds_total",
+                            "deadline_overruns", "errors")
+
+
+class _SamplerPart:
+    """``sampler_readings``' values; its layout: the device's id and index, and the groups."""
+
+    __slots__ = ("sampler",)
+
+    def __init__(self, sampler: DeviceSampler) -> None:
+        self.sampler = sampler
+
+    def read(self, values: list[float | int]) -> Hashable:
+        sampler = self.sampler
+        identity = sampler.snapshot.identity
+        stats = sampler.stats
+        # Copied first: the loop may add a group while an export thread reads this.
+        latest = dict(stats.last_read_seconds)
+        groups = sorted(latest)
+        values.extend(_SAMPLER_STATS(stats))
+        values.extend(map(latest.__getitem__, groups))
+        return (identity.uuid, identity.index, *groups)
+
+    def keys(self, token: Any) -> Iterable[tuple[str, Attributes]]:
+        device: Attributes = (("hw.id", token[0]), ("gpu.index", token[1]))
+        return [*((metric, device) for metric in _SAMPLER_METRICS),
+                *(("gpu_agent.cycle.latency", (*device, ("gpu_agent.group", group)))
+                  for group in token[2:])]
+
+
+_ABSENT = (0, -0.0)  # what a device without a function adds: nothing (-0.0 + x is x)
+
+
+def _getter(names: tuple[str, ...]) -> Callable[[Mapping[str, tuple[int, float]]],
+                                               tuple[tuple[int, float], ...]]:
+    """The values of ``names`` in a mapping, as a tuple, in one C call (KeyError if one is
+    missing)."""
+    if len(names) > 1:
+        return itemgetter(*names)
+    if names:
+        name = names[0]
+        return lambda times: (times[name],)
+    return lambda times: ()
+
+
+_Row = tuple[tuple[int, float], ...]  # a device's (calls, seconds) per function
+
+
+class _CallsPart:
+    """``library_call_readings``' values, summed to the same numbers in C calls (8 GPUs x
+    60-odd functions were a Python loop of 500 a sample): per function, 0 and 0.0 plus each
+    device's in device order.
+
+    While every device has called the same functions as at the last sample (nearly always),
+    each device's pairs are read in one C call (nothing sorted), and only the functions a
+    device called since are summed again: a device replaces a function's pair when it calls
+    it, so a pair that is the same object as last time has the same value, and so has a
+    sum of the same objects. Its layout: the functions."""
+
+    __slots__ = ("devices", "known")
+
+    def __init__(self, devices: Sequence[CallTimed]) -> None:
+        self.devices = devices
+        # The last sample's functions, their getter, each device's pairs and the totals
+        # (calls and seconds of each function in turn, as the readings come).
+        self.known: tuple[tuple[str, ...], Callable[[Mapping[str, tuple[int, float]]], _Row],
+                          list[_Row] | None, list[float | int]] = ((), _getter(()), None, [])
+
+    def read(self, values: list[float | int]) -> Hashable:
+        times = [device.call_times() for device in self.devices]
+        names, pick, last, totals = self.known
+        try:
+            # The same functions: each device has all of them and no others.
+            if any(map(ne, map(len, times), repeat(len(names)))):
+                raise KeyError
+            rows: list[_Row] = list(map(pick, times))
+        except KeyError:
+            names = tuple(sorted(set().union(*times)))
+            pick, last = _getter(names), None
+            rows = [tuple(map(device_times.get, names, repeat(_ABSENT)))
+                    for device_times in times]
+        called: set[int] = set()
+        if last is not None:
+            for row, before in zip(rows, last, strict=True):
+                called.update(compress(range(len(names)), map(is_not, row, before)))
+        if last is None or len(called) * 2 > len(names):  # all anew: fewer C calls
+            # A device without a function adds 0 and -0.0 (the additive identities: every
+            # sum stays what the devices that have it make it).
+            totals = [0, 0.0] * len(names)
+            for row in rows:
+                totals = list(map(add, totals, chain.from_iterable(row)))
+        elif called:
+            totals = totals.copy()
+            for i in called:
+                calls, seconds = zip(*[row[i] for row in rows], strict=True)
+                totals[2 * i] = reduce(add, calls, 0)
+                totals[2 * i + 1] = reduce(add, seconds, 0.0)
+        self.known = (names, pick, rows, totals)
+        values.extend(totals)
+        return names
+
+    def keys(self, token: Any) -> Iterable[tuple[str, Attributes]]:
+        return [(metric, (("gpu_agent.call", name),)) for name in token
+                for metric in ("gpu_agent.library.calls", "gpu_agent.library.call.time")]
+
+
+class _ErrorsPart:
+    """``library_error_readings``' values (nearly always none); its layout: the (function,
+    code) pairs."""
+
+    __slots__ = ("devices",)
+
+    def __init__(self, devices: Sequence[ErrorCounted]) -> None:
+        self.devices = devices
+
+    def read(self, values: list[float | int]) -> Hashable:
+        totals: dict[tuple[str, str], int] = {}
+        for device in self.devices:
+            counts = device.error_counts()
+            if counts:
+                for key, count in counts.items():
+                    totals[key] = totals.get(key, 0) + count
+        pairs = sorted(totals)
+        values.extend(map(totals.__getitem__, pairs))
+        return tuple(pairs)
+
+    def keys(self, token: Any) -> Iterable[tuple[str, Attributes]]:
+        return [("gpu_agent.library.errors", (("gpu_agent.call", call), ("error.type", code)))
+                for call, code in token]
 
 
 class _Kept:

@@ -27,6 +27,7 @@ from gpu_otel_agent.model.snapshot import (
     DeviceSnapshot,
     NodeSnapshot,
     Reading,
+    ReadingKeys,
 )
 
 
@@ -196,7 +197,15 @@ def _fits(shape: _SampleShape, readings: Sequence[Reading], values: list[Any]) -
     objects) and value types, in order, and every value carried, as ``wire_range.carried``
     would find it (else the general path decides, and drops or counts)."""
     if len(readings) != len(shape.metrics) or list(map(_METRIC, readings)) != shape.metrics \
-            or list(map(_OWN, readings)) != shape.own or list(map(type, values)) != shape.types:
+            or list(map(_OWN, readings)) != shape.own:
+        return False
+    return _carries(shape, values)
+
+
+def _carries(shape: _SampleShape, values: list[Any]) -> bool:
+    """Values of a sample of ``shape``'s metrics and attributes fit it: the same value types,
+    and every value carried (``_fits``)."""
+    if list(map(type, values)) != shape.types:
         return False
     if shape.ints is not None:
         ints = shape.ints(values)
@@ -347,6 +356,7 @@ class _KeptOwn(NamedTuple):
     sample: AgentSample
     runs: dict[str, Run]
     shape: _SampleShape | None
+    keys: ReadingKeys | None  # the sample's, where it came as keys and values
 
 
 # Self-telemetry and node-level samples, by their place in the snapshot (the agent's first):
@@ -375,9 +385,18 @@ def _own_runs(slot: int, sample: AgentSample) -> dict[str, Run]:
     shape = kept.shape if kept is not None \
         and kept.sample.start_time_ns == sample.start_time_ns else None
     runs: dict[str, Run] | None = None
-    if shape is not None:
-        values = list(map(_VALUE, sample.readings))
-        if _fits(shape, sample.readings, values):
+    if shape is not None and kept is not None:
+        # A sample of the keys the shape was learnt from (the same object: self-telemetry
+        # hands them on while its series stay) has its metrics and attributes: its values
+        # are taken as they are, and no reading is built or compared.
+        keys = sample.keys
+        if keys is not None and keys is kept.keys:
+            values = list(sample.values or ())
+            fits = _carries(shape, values)
+        else:
+            values = list(map(_VALUE, sample.readings))
+            fits = _fits(shape, sample.readings, values)
+        if fits:
             # Every point is dated by the sample (the readings' own times are not read).
             times = [sample.time_ns] * len(values)
             runs = {metric: ShapedRun(run, pick(values), pick(times))
@@ -397,7 +416,7 @@ def _own_runs(slot: int, sample: AgentSample) -> dict[str, Run]:
                 runs[metric] = shaped
     if len(_own_latest) >= MAX_KEPT and slot not in _own_latest:
         _own_latest.clear()
-    _own_latest[slot] = _KeptOwn(sample, runs, shape)
+    _own_latest[slot] = _KeptOwn(sample, runs, shape, sample.keys)
     return runs
 
 
