@@ -32,7 +32,8 @@ def _series(keys: Sequence[_Key]) -> dict[Attributes, int]:
     series in two runs keeps its first place and its last start)."""
     series: dict[Attributes, int] = {}
     for key in keys:
-        series.update(key.series if isinstance(key, RunShape) else map(_SERIES, key))
+        series.update(zip(key.attributes, key.starts, strict=True) if isinstance(key, RunShape)
+                      else map(_SERIES, key))
     return series
 
 

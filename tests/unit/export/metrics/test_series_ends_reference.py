@@ -99,7 +99,8 @@ ATTRIBUTES = [(("hw.id", f"GPU-{i % 3}"), ("process.pid", i)) for i in range(12)
 
 def _shape(rng: random.Random) -> RunShape:
     chosen = rng.sample(ATTRIBUTES, rng.randrange(0, 5))
-    return RunShape(tuple((a, rng.randrange(3)) for a in chosen), tuple(True for _ in chosen))
+    return RunShape(tuple(chosen), tuple(rng.randrange(3) for _ in chosen),
+                    tuple(True for _ in chosen))
 
 
 def _points(rng: random.Random) -> Points:
