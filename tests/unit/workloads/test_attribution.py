@@ -189,3 +189,26 @@ def test_an_exit_keeps_the_other_processes_identities(tmp_path: Path) -> None:
     assert again is not None
     renewed = [r for r in again.readings if r.metric == "gpu.process.memory.usage"]
     assert renewed == memory and not any(a is b for a, b in zip(renewed, memory, strict=True))
+
+
+def test_utilization_series_carry_their_task_last_one_pair_per_task(tmp_path: Path) -> None:
+    for pid in range(10, 14):
+        _proc(tmp_path, pid)
+    attribution = Attribution(WorkloadResolver(ProcReader(tmp_path)), AttributionSettings())
+    tasks = (("sm", 0.5), ("enc", 0.25), ("dec", 0.0))
+    usage = tuple(ProcessUsage(pid, pid * 100, tasks[:pid % 3 + 1]) for pid in range(10, 14))
+    for _ in range(2):
+        readings = attribution.readings(GPU, usage)
+        memory = {dict(r.attributes)["process.pid"]: r.attributes for r in readings
+                  if r.metric == "gpu.process.memory.usage"}
+        pairs: dict[str, object] = {}
+        seen = 0
+        for r in readings:
+            if r.metric != "gpu.process.utilization":
+                continue
+            *process, task = r.attributes
+            assert tuple(process) == memory[dict(process)["process.pid"]]
+            assert task[0] == "hw.gpu.task" and task[1] in dict(tasks)
+            assert pairs.setdefault(task[1], task) is task  # one pair object per task
+            seen += 1
+        assert seen == sum(pid % 3 + 1 for pid in range(10, 14))
