@@ -254,13 +254,16 @@ MAX_KEPT = 4096  # (device, group) pairs; cleared past this (partitions come and
 # sample's series are held (a gone process's tuple goes with the next sample). Looked up by
 # the reading's own attribute tuple as an object (backends and attribution hand the same one
 # every read, and a tuple's hash is not cached: hashing a process's attributes each cycle
-# cost as much as building them); the entry holds that object, so its id is not reused while
-# it is kept.
+# cost as much as building them); the slot's list of own tuples holds those objects, so an
+# id in the cache is not reused while it is kept (an own tuple alive with that id is the one
+# it was made for), and an entry is the whole attributes alone, not an (own, attributes)
+# pair (0.47 MiB of pairs at 8 x 2,048).
 # Keyed by the own tuple's id alone where the metric does not choose the device attributes
 # (not ``hw.*``: ``_series_attributes``), else by (metric, id): no key tuple per series (at
 # 8 x 2,048, 0.45 MiB of them for the process series).
-_Known = dict[tuple[str, int] | int, tuple[Attributes, Attributes]]
-_attributes: dict[tuple[str, str], tuple[DeviceIdentity, Attributes, _Known]] = {}
+_Known = dict[tuple[str, int] | int, Attributes]
+_attributes: dict[tuple[str, str],
+                  tuple[DeviceIdentity, Attributes, _Known, list[Attributes]]] = {}
 
 
 def _series_attributes(device: DeviceSnapshot, metric: str, own: Attributes,
@@ -283,6 +286,7 @@ def _device_points(device: DeviceSnapshot, readings: Iterable[Reading], time_ns:
     known: _Known = {} if held is None or held[0] is not device.identity or held[1] != extra \
         else held[2]
     used: _Known = {}
+    owns: list[Attributes] = []  # keeps the ids in ``used`` those of these objects
     starts = device.counter_starts
     out = []
     for reading in readings:
@@ -290,13 +294,13 @@ def _device_points(device: DeviceSnapshot, readings: Iterable[Reading], time_ns:
         if not carried(metric, reading.value, own):
             continue  # a value that cannot be read (or carried) is absent, never NaN
         key = (metric, id(own)) if metric.startswith("hw.") else id(own)
-        held_series = known.get(key)
-        if held_series is not None and held_series[0] is own:
-            attributes = held_series[1]
-        else:
+        # A hit is ``own``'s: the held list (``held[3]``) keeps alive the object the entry
+        # was made for, so no other object has its id.
+        attributes = known.get(key)
+        if attributes is None:
             attributes = _series_attributes(device, metric, own, extra)
-            held_series = (own, attributes)
-        used[key] = held_series
+        used[key] = attributes
+        owns.append(own)
         start = (starts.get((metric, own), device.start_time_ns) if starts
                  else device.start_time_ns)
         # The device's own time of the value where it gave one (never before the series'
@@ -305,7 +309,7 @@ def _device_points(device: DeviceSnapshot, readings: Iterable[Reading], time_ns:
         out.append((metric, SeriesPoint(attributes, start, at, reading.value)))
     if len(_attributes) >= MAX_KEPT and slot not in _attributes:
         _attributes.clear()
-    _attributes[slot] = (device.identity, extra, used)
+    _attributes[slot] = (device.identity, extra, used, owns)
     return out
 
 
