@@ -14,8 +14,7 @@ import operator
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import repeat
-from operator import add, attrgetter, itemgetter, mul, not_
+from operator import attrgetter, itemgetter, not_
 from typing import Any, NamedTuple
 
 from gpu_otel_agent.export.metrics.wire_range import INT64_MAX, INT64_MIN, carried
@@ -231,10 +230,13 @@ def _shaped_runs(shape: _SampleShape, readings: Sequence[Reading], time_ns: int,
     # As _device_points dates a point: the device's time (never before the series' start)
     # where it gave one, else the sample's. Where the readings without a time are the
     # shape's (NVML's field values carry one, the other calls' readings not), in C calls:
-    # 0 + sample time for those, device time + 0 for the others, and only where one of
-    # these is before a series' start, max(that, its start) (0 for those without).
+    # the sample time for those (a time of 0 looked up as the key of {0: time_ns}), the
+    # device time for the others (not found: itself), and only where one of these is before
+    # a series' start, max(that, its start) (0 for those without). The times are the same
+    # int objects as the readings' and the sample's: 0 + time and time + 0 made a new int
+    # per point, held by the sample's runs (8,300 of them, 0.27 MiB, at 8 x 2,048).
     if list(map(not_, times)) == shape.untimed:
-        times = list(map(add, times, map(mul, shape.untimed, repeat(time_ns))))
+        times = list(map({0: time_ns}.get, times, times))
         if times and min(times) < shape.latest_start:
             times = list(map(max, times, shape.timed_starts))
     else:
