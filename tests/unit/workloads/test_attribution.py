@@ -189,3 +189,33 @@ def test_an_exit_keeps_the_other_processes_identities(tmp_path: Path) -> None:
     assert again is not None
     renewed = [r for r in again.readings if r.metric == "gpu.process.memory.usage"]
     assert renewed == memory and not any(a is b for a, b in zip(renewed, memory, strict=True))
+
+
+def test_utilization_series_carry_their_task_last_one_pair_per_task(tmp_path: Path) -> None:
+    for pid in range(10, 14):
+        _proc(tmp_path, pid)
+    attribution = Attribution(WorkloadResolver(ProcReader(tmp_path)), AttributionSettings())
+    tasks = (("sm", 0.5), ("enc", 0.25), ("dec", 0.0))
+    first: dict[tuple[object, object], object] = {}
+    for step in range(3):  # the values change at the third cycle, the attributes do not
+        usage = tuple(ProcessUsage(pid, pid * 100, tuple((t, v + step // 2 / 10) for t, v in
+                                                         tasks[:pid % 3 + 1]))
+                      for pid in range(10, 14))
+        readings = attribution.readings(GPU, usage)
+        memory = {dict(r.attributes)["process.pid"]: r.attributes for r in readings
+                  if r.metric == "gpu.process.memory.usage"}
+        pairs: dict[str, object] = {}
+        seen = 0
+        for r in readings:
+            if r.metric != "gpu.process.utilization":
+                continue
+            *process, task = r.attributes
+            assert tuple(process) == memory[dict(process)["process.pid"]]
+            assert task[0] == "hw.gpu.task" and task[1] in dict(tasks)
+            assert pairs.setdefault(task[1], task) is task  # one pair object per task
+            # The same attributes tuple every cycle (the exporters key a series on it).
+            key = (dict(process)["process.pid"], task[1])
+            assert first.setdefault(key, r.attributes) is r.attributes
+            assert r.value == dict(tasks)[task[1]] + step // 2 / 10
+            seen += 1
+        assert seen == sum(pid % 3 + 1 for pid in range(10, 14))

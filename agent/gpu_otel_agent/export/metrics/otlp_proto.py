@@ -595,8 +595,9 @@ class ProtoEncoder:
         openings = self._openings
         if len(openings) >= MAX_CACHED_ATTRIBUTE_SETS:
             openings.clear()
-        shared = _shared_length([attributes for attributes, _ in shape.series])
-        for (attributes, start), is_int in zip(shape.series, shape.ints, strict=True):
+        shared = _shared_length(list(shape.attributes))
+        for attributes, start, is_int in zip(shape.attributes, shape.starts, shape.ints,
+                                             strict=True):
             as_int = is_int and not double
             if gauge:
                 fixed, size = b"", _GAUGE_INT.size

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import random
 from types import MappingProxyType
 
 from opentelemetry.sdk.resources import Resource
 
+from gpu_otel_agent.export.metrics import series as series_module
 from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
-from gpu_otel_agent.export.metrics.series import series, series_runs
+from gpu_otel_agent.export.metrics.series import _series_attributes, series, series_runs
 from gpu_otel_agent.model.snapshot import (
+    Attributes,
     DeviceIdentity,
     DeviceSnapshot,
     GroupSample,
@@ -85,3 +88,42 @@ def test_a_point_is_dated_when_the_device_took_its_value() -> None:
     assert _points(snapshot, "hw.power") == [(7, 40, 300.0)]
     assert _points(snapshot, "hw.energy") == [(7, 7, 10.0)]  # cached since before the start
     assert _points(snapshot, "hw.gpu.utilization") == [(7, 50, 0.5)]
+
+
+def test_series_attributes_follow_the_own_tuple_object_over_random_samples() -> None:
+    """A series' whole attribute tuple is kept while its reading's own tuple is the same
+    object, and is built anew for an equal tuple that is another object; its value is always
+    the device's attributes then the own ones (ids of dropped own tuples get reused)."""
+    rng = random.Random(41)
+    device = _device()
+    metric = "gpu.process.utilization"
+    owns: list[Attributes] = [(("process.pid", pid), ("hw.gpu.task", "sm")) for pid in range(30)]
+    last: dict[int, Attributes] = {}  # pid -> its series' attributes in the last sample
+    rebuilt = kept = 0
+    for step in range(300):
+        remade = set(rng.sample(range(len(owns)), 5))
+        for at in remade:  # equal, another object (the old one is dropped: its id free)
+            owns[at] = tuple(list(owns[at]))
+        chosen = rng.sample(range(len(owns)), rng.randrange(1, len(owns)))
+        readings = tuple(Reading(metric, float(step), owns[at]) for at in chosen)
+        sample = GroupSample("processes", (*readings, Reading("hw.power", 1.0 + step)),
+                             100 + step)
+        runs = series_runs(NodeSnapshot((device.with_sample(sample),), taken_ns=200 + step))
+        points = [p for run in runs[metric] for p in run]
+        got: dict[int, Attributes] = {}
+        for at, point in zip(chosen, points, strict=True):
+            assert point.attributes == _series_attributes(device, metric, owns[at], ())
+            if at in last and at not in remade:  # the same object as in the last sample
+                assert point.attributes is last[at]
+                kept += 1
+            elif at in last:
+                assert point.attributes is not last[at]
+                rebuilt += 1
+            got[at] = point.attributes
+        last = got
+        del readings, sample, runs, points
+        if step % 3 == 0:
+            # As past MAX_KEPT: the kept samples (and their readings) go, the attribute
+            # cache stays, and must not take another tuple with a reused id for its own.
+            series_module._latest.clear()
+    assert kept > 1000 and rebuilt > 100
