@@ -39,9 +39,10 @@ from gpu_otel_agent.export.metrics.series import (
     Points,
     Run,
     RunShape,
+    SeriesLayout,
     ShapedRun,
     run_shapes,
-    series_runs,
+    series_layout,
 )
 from gpu_otel_agent.export.metrics.series_ends import SeriesEnds
 from gpu_otel_agent.export.otlp import wire_values
@@ -356,6 +357,11 @@ class ProtoEncoder:
         self._metrics: dict[str, _Placed] = {}
         # The last request, written over in place while its size holds (``encode_request``).
         self._request: bytearray | None = None
+        # The layout of the last export when it ended no series, and its metrics in order
+        # with their template (None: written from chunks), size and offset: an export of
+        # the same layout only fills the metrics whose runs are new (``_refill``).
+        self._last_layout: SeriesLayout | None = None
+        self._plan: list[tuple[str, _MetricTemplate | None, int, int]] = []
         # ScopeMetrics' field 1, scope: it comes first
         self._scope = _length_delimited(b"\x0a", wire_values.scope(SCOPE.name,
                                                                    SCOPE.version or ""))
@@ -451,11 +457,17 @@ class ProtoEncoder:
         templates = self._templates
         kept_templates: dict[int, _Template] = {}
         with Stage(SERIES):
-            grouped = series_runs(snapshot)
-            ended = self._ends.ended(grouped)
+            grouped, layout = series_layout(snapshot)
+            last = self._request if layout is self._last_layout else None
+            # The layout of the last export, which ended none: none ends now (``_refill``).
+            ended = self._ends.ended(grouped) if last is None else {}
+        if last is not None:
+            self._refill(last, grouped)
+            return last
         # Emptied first: an export that raises midway leaves nothing that says a metric's
         # bytes are in the buffer (the next one writes them all).
         metrics, self._metrics = self._metrics, {}
+        self._last_layout = None
         shaped = self._shaped
         kept_shaped: dict[str, _MetricTemplate] = {}
         planned: list[_Planned] = []
@@ -547,6 +559,7 @@ class ProtoEncoder:
         request[:len(opening)] = opening
         offset = len(opening)
         kept_metrics = self._metrics
+        plan = []
         for name, runs, written, whole, size, was_at, keep in planned:
             if not (reused and was_at == offset):  # else: its bytes are there already
                 if whole is not None:
@@ -555,6 +568,7 @@ class ProtoEncoder:
                     _write(request, offset, written, size)
             if keep:
                 kept_metrics[name] = (runs, written, size, offset)
+                plan.append((name, whole, size, offset))
             offset += size
         request[offset:] = self._scope_schema + self._resource_schema
         self._encoded = kept
@@ -562,7 +576,41 @@ class ProtoEncoder:
         self._shaped = kept_shaped
         if self._pairs:
             self._pairs = {}
+        # With end points this request's sizes are not the next one's.
+        self._last_layout, self._plan = (layout, plan) if not ended else (None, [])
         return request
+
+    def _refill(self, request: bytearray, grouped: dict[str, list[Run]]) -> None:
+        """The last request made this export's by writing the metrics whose runs are new.
+
+        Called with the last export's layout (``series.SeriesLayout``), which ended no series:
+        every metric has runs of the same shapes, or the same lists, as then, so the same
+        template or chunks, size and offset, and none ends (``SeriesEnds`` would find none
+        and keep its state as it is). This skips the per-metric planning, the shape
+        comparisons and the ends' pass: a steady export's work is its new samples' fills."""
+        metrics = self._metrics
+        templates = self._templates
+        is_ = operator.is_
+        for name, whole, size, offset in self._plan:
+            runs = grouped[name]
+            held = metrics[name]
+            if all(map(is_, runs, held[0])):
+                continue  # the same runs: their bytes are there (the layout: same length)
+            if whole is not None:
+                whole.fill_into(request, offset, runs)
+                metrics[name] = (runs, None, size, offset)
+                continue
+            # A metric written from chunks: its prefixes and frame, a chunk per run, its
+            # trailer. A list is the same list (its chunk as it was); a ShapedRun is new,
+            # of the same shape: its template's fill.
+            written = held[1]
+            assert written is not None  # a metric without a template keeps its chunks
+            chunks = (*written[:3],
+                      *(templates[id(run.shape)].fill(run) if isinstance(run, ShapedRun)
+                        else chunk for run, chunk in zip(runs, written[3:-1], strict=True)),
+                      written[-1])
+            _write(request, offset, chunks, size)
+            metrics[name] = (runs, chunks, size, offset)
 
     def _ends_of(self, series: list[tuple[Attributes, int]], time_ns: int,
                  gauge: bool) -> list[bytes]:
