@@ -235,6 +235,16 @@ def _shaped_runs(shape: _SampleShape, readings: Sequence[Reading], time_ns: int,
             for metric, run, pick in shape.runs}
 
 
+def _redated(runs: dict[str, Run], time_ns: int) -> dict[str, Run]:
+    """The runs of a sample whose readings are the very ones ``runs`` were made of, and
+    carry no time of their own (the health readings while the health holds: only the export's
+    time is new): the same shapes and values, every point dated ``time_ns``, as
+    ``_shaped_runs`` would date them (no value picked, no time computed per reading).
+    ``runs`` are the shape's ``ShapedRun``s (``_Kept.key``)."""
+    return {metric: ShapedRun(run.shape, run.values, (time_ns,) * len(run.values))
+            for metric, run in runs.items() if isinstance(run, ShapedRun)}
+
+
 _latest: dict[tuple[str, str], _Kept] = {}
 MAX_KEPT = 4096  # (device, group) pairs; cleared past this (partitions come and go)
 
@@ -328,7 +338,10 @@ def _sample_runs(device: DeviceSnapshot, group: str, sample: object,
     if shape is not None and kept is not None:
         checked = len(kept.readings) == len(readings) \
             and all(map(operator.is_, kept.readings, readings))
-        runs = _shaped_runs(shape, readings, time_ns, checked=checked)
+        if checked and kept.key is shape and all(shape.untimed):
+            runs = _redated(kept.runs, time_ns)
+        else:
+            runs = _shaped_runs(shape, readings, time_ns, checked=checked)
     key: object = shape
     if runs is None:
         points = _runs(_device_points(device, readings, time_ns, extra, group))
