@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import operator
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, compress, count
 from typing import TYPE_CHECKING, Any
 
 from gpu_otel_agent.export.metrics.series import (
@@ -42,7 +43,7 @@ from gpu_otel_agent.export.metrics.series import (
     SeriesLayout,
     ShapedRun,
     run_shapes,
-    series_layout,
+    series_slots,
 )
 from gpu_otel_agent.export.metrics.series_ends import SeriesEnds
 from gpu_otel_agent.export.otlp import wire_values
@@ -262,7 +263,7 @@ class _MetricTemplate:
     pieces: list[Any]
     stride: int  # as _Template's
 
-    def fill_into(self, request: bytearray, offset: int, runs: list[Run]) -> None:
+    def fill_into(self, request: bytearray, offset: int, runs: Sequence[Run]) -> None:
         """Writes the metric's ``packer.size`` bytes at ``offset`` of ``request``."""
         pieces, stride = self.pieces, self.stride
         pieces[stride - 3::stride] = chain.from_iterable(map(_TIMES, runs))
@@ -275,7 +276,7 @@ class _MetricTemplate:
 # A metric of the last export: its runs, the bytes written for it (None for a metric of a
 # template, ``ProtoEncoder._shaped``: filled again when the request moves), their size and
 # where they are in the request buffer.
-_Placed = tuple[list[Run], tuple[bytes, ...] | None, int, int]
+_Placed = tuple[Sequence[Run], tuple[bytes, ...] | None, int, int]
 # A metric of this export, before the request's size is known: its name, runs, bytes or
 # the template they are packed from, size, where they were in the last export's buffer if
 # its runs are the same (else -1), and whether the next export may find them there (not
@@ -361,7 +362,8 @@ class ProtoEncoder:
         # with their template (None: written from chunks), size and offset: an export of
         # the same layout only fills the metrics whose runs are new (``_refill``).
         self._last_layout: SeriesLayout | None = None
-        self._plan: list[tuple[str, _MetricTemplate | None, int, int]] = []
+        self._plan: list[tuple[_MetricTemplate | None, int, int]] = []
+        self._slots: list[dict[str, Run]] = []  # the samples' runs of the last export
         # ScopeMetrics' field 1, scope: it comes first
         self._scope = _length_delimited(b"\x0a", wire_values.scope(SCOPE.name,
                                                                    SCOPE.version or ""))
@@ -457,12 +459,14 @@ class ProtoEncoder:
         templates = self._templates
         kept_templates: dict[int, _Template] = {}
         with Stage(SERIES):
-            grouped, layout = series_layout(snapshot)
+            slots, layout = series_slots(snapshot)
             last = self._request if layout is self._last_layout else None
-            # The layout of the last export, which ended none: none ends now (``_refill``).
-            ended = self._ends.ended(grouped) if last is None else {}
+            if last is None:
+                grouped = layout.grouped(slots)
+                ended = self._ends.ended(grouped)
         if last is not None:
-            self._refill(last, grouped)
+            # The layout of the last export, which ended none: none ends now (``_refill``).
+            self._refill(last, slots, layout)
             return last
         # Emptied first: an export that raises midway leaves nothing that says a metric's
         # bytes are in the buffer (the next one writes them all).
@@ -568,7 +572,7 @@ class ProtoEncoder:
                     _write(request, offset, written, size)
             if keep:
                 kept_metrics[name] = (runs, written, size, offset)
-                plan.append((name, whole, size, offset))
+                plan.append((whole, size, offset))
             offset += size
         request[offset:] = self._scope_schema + self._resource_schema
         self._encoded = kept
@@ -576,26 +580,37 @@ class ProtoEncoder:
         self._shaped = kept_shaped
         if self._pairs:
             self._pairs = {}
-        # With end points this request's sizes are not the next one's.
-        self._last_layout, self._plan = (layout, plan) if not ended else (None, [])
+        # With end points this request's sizes are not the next one's. Without, its metrics
+        # are the layout's, in its order.
+        if not ended and len(plan) == len(layout.pickers):
+            self._last_layout, self._plan, self._slots = layout, plan, slots
         return request
 
-    def _refill(self, request: bytearray, grouped: dict[str, list[Run]]) -> None:
-        """The last request made this export's by writing the metrics whose runs are new.
+    def _refill(self, request: bytearray, slots: list[dict[str, Run]],
+                layout: SeriesLayout) -> None:
+        """The last request made this export's by writing the metrics of the samples whose
+        runs are new (a sample that is the same has the same runs dict).
 
         Called with the last export's layout (``series.SeriesLayout``), which ended no series:
         every metric has runs of the same shapes, or the same lists, as then, so the same
-        template or chunks, size and offset, and none ends (``SeriesEnds`` would find none
-        and keep its state as it is). This skips the per-metric planning, the shape
-        comparisons and the ends' pass: a steady export's work is its new samples' fills."""
+        template or chunks, size and offset (``_plan``, in the layout's order), and none ends
+        (``SeriesEnds`` would find none and keep its state as it is). This skips the
+        merge of runs by metric, the per-metric planning and shape comparisons, the ends'
+        pass, and every metric of unchanged samples (slow, gpm, processes between theirs): a
+        steady export's work is its new samples' fills."""
+        new: set[int] = set()
+        metrics_of = layout.metrics_of
+        for at in compress(count(), map(operator.is_not, slots, self._slots)):
+            new.update(metrics_of[at])
+        every = list(chain.from_iterable(map(dict.values, slots)))
         metrics = self._metrics
         templates = self._templates
-        is_ = operator.is_
-        for name, whole, size, offset in self._plan:
-            runs = grouped[name]
-            held = metrics[name]
-            if all(map(is_, runs, held[0])):
-                continue  # the same runs: their bytes are there (the layout: same length)
+        plan = self._plan
+        pickers = layout.pickers
+        for at in new:
+            name, pick = pickers[at]
+            whole, size, offset = plan[at]
+            runs = pick(every)
             if whole is not None:
                 whole.fill_into(request, offset, runs)
                 metrics[name] = (runs, None, size, offset)
@@ -603,7 +618,7 @@ class ProtoEncoder:
             # A metric written from chunks: its prefixes and frame, a chunk per run, its
             # trailer. A list is the same list (its chunk as it was); a ShapedRun is new,
             # of the same shape: its template's fill.
-            written = held[1]
+            written = metrics[name][1]
             assert written is not None  # a metric without a template keeps its chunks
             chunks = (*written[:3],
                       *(templates[id(run.shape)].fill(run) if isinstance(run, ShapedRun)
@@ -611,6 +626,7 @@ class ProtoEncoder:
                       written[-1])
             _write(request, offset, chunks, size)
             metrics[name] = (runs, chunks, size, offset)
+        self._slots = slots
 
     def _ends_of(self, series: list[tuple[Attributes, int]], time_ns: int,
                  gauge: bool) -> list[bytes]:

@@ -428,12 +428,21 @@ class SeriesLayout:
     device sample, the ``RunShape``s or runs dict of a self-telemetry or node sample): the
     same object while every metric's runs are of the same shapes, or the same lists, in the
     same order (compared by identity). An encoder that wrote the last export of this layout
-    knows every metric's place and size in its request is unchanged, and that no series
-    ended (``ProtoEncoder.encode_request``)."""
+    knows every metric's place and size in its request is unchanged, that no series ended,
+    and that only the metrics of samples with new runs need writing
+    (``ProtoEncoder.encode_request``)."""
 
     keys: list[object]
     # Each metric, names sorted, and the picker of its runs from all samples' runs in order.
     pickers: tuple[tuple[str, Callable[[Sequence[Any]], Any]], ...]
+    # Per sample (the runs dicts ``series_slots`` hands out, in order): the indices in
+    # ``pickers`` of the metrics it has runs of.
+    metrics_of: tuple[tuple[int, ...], ...]
+
+    def grouped(self, slots: list[dict[str, Run]]) -> dict[str, list[Run]]:
+        """``series_runs``' answer from the samples' runs: one C call per metric."""
+        every = list(chain.from_iterable(map(dict.values, slots)))
+        return {metric: list(pick(every)) for metric, pick in self.pickers}
 
 
 def _new_layout(keys: list[object], slots: list[dict[str, Run]]) -> SeriesLayout:
@@ -443,8 +452,10 @@ def _new_layout(keys: list[object], slots: list[dict[str, Run]]) -> SeriesLayout
         for metric in runs:
             indices.setdefault(metric, []).append(at)
             at += 1
-    return SeriesLayout(keys, tuple((metric, _picker(indices[metric]))
-                                    for metric in sorted(indices)))
+    names = sorted(indices)
+    index = {metric: i for i, metric in enumerate(names)}
+    return SeriesLayout(keys, tuple((metric, _picker(indices[metric])) for metric in names),
+                        tuple(tuple(index[metric] for metric in runs) for runs in slots))
 
 
 # The last layout made (one slot), shared as ``_latest`` is (a lost race makes a new one:
@@ -452,12 +463,12 @@ def _new_layout(keys: list[object], slots: list[dict[str, Run]]) -> SeriesLayout
 _layout: list[SeriesLayout | None] = [None]
 
 
-def series_layout(snapshot: NodeSnapshot) -> tuple[dict[str, list[Run]], SeriesLayout]:
-    """``series_runs``' answer and its layout: the same ``SeriesLayout`` object as the last
-    call's when every sample's runs have the same structure as then (the steady state: new
-    fast-group, health and self-telemetry samples of the last ones' shapes, the others the
-    same samples). Runs are merged by the layout's pickers (one C call per metric) instead
-    of an append per run."""
+def series_slots(snapshot: NodeSnapshot) -> tuple[list[dict[str, Run]], SeriesLayout]:
+    """Every sample's runs by metric, in order (each device's groups and health, then the
+    self-telemetry and node samples), and their layout: the same ``SeriesLayout`` object as
+    the last call's when every sample's runs have the same structure as then (the steady
+    state: new fast-group, health and self-telemetry samples of the last ones' shapes, the
+    others the same samples, whose runs dicts are the same objects)."""
     slots: list[dict[str, Run]] = []
     keys: list[object] = []
     for device in snapshot.devices:
@@ -491,8 +502,7 @@ def series_layout(snapshot: NodeSnapshot) -> tuple[dict[str, list[Run]], SeriesL
     if layout is None or len(layout.keys) != len(keys) \
             or not all(map(operator.is_, layout.keys, keys)):
         layout = _layout[0] = _new_layout(keys, slots)
-    every = list(chain.from_iterable(map(dict.values, slots)))
-    return {metric: list(pick(every)) for metric, pick in layout.pickers}, layout
+    return slots, layout
 
 
 def series_runs(snapshot: NodeSnapshot) -> dict[str, list[Run]]:
@@ -504,7 +514,8 @@ def series_runs(snapshot: NodeSnapshot) -> dict[str, list[Run]]:
     encoder may keep what it made of it: at a 1 s export, the slow, gpm and processes groups'
     points are the same for 30, 10 and 5 exports in a row; and a ``ShapedRun`` of a new
     sample of the same shape has the same ``RunShape``."""
-    return series_layout(snapshot)[0]
+    slots, layout = series_slots(snapshot)
+    return layout.grouped(slots)
 
 
 def series(snapshot: NodeSnapshot) -> dict[str, list[SeriesPoint]]:

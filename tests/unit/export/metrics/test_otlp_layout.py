@@ -27,7 +27,7 @@ import pytest
 from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
-from gpu_otel_agent.export.metrics.series import Run
+from gpu_otel_agent.export.metrics.series import Run, SeriesLayout
 from gpu_otel_agent.model.snapshot import (
     AgentSample,
     Attributes,
@@ -144,11 +144,11 @@ def test_exports_of_the_same_layout_send_what_a_fresh_encoding_sends(seed: int) 
     refills: list[bool] = []  # per refill of ``kept``: a metric in it has no template
     refill = ProtoEncoder._refill
 
-    def counted(encoder: ProtoEncoder, request: bytearray,
-                grouped: dict[str, list[Run]]) -> None:
+    def counted(encoder: ProtoEncoder, request: bytearray, slots: list[dict[str, Run]],
+                layout: SeriesLayout) -> None:
         if encoder is kept:
-            refills.append(any(whole is None for _, whole, _, _ in encoder._plan))
-        refill(encoder, request, grouped)
+            refills.append(any(whole is None for whole, _, _ in encoder._plan))
+        refill(encoder, request, slots, layout)
 
     previous: set[Series] = set()
     ended = exports = 0
