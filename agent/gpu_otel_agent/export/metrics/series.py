@@ -458,6 +458,7 @@ def _new_layout(keys: list[object], slots: list[dict[str, Run]]) -> SeriesLayout
                         tuple(tuple(index[metric] for metric in runs) for runs in slots))
 
 
+_END = object()
 # The last layout made (one slot), shared as ``_latest`` is (a lost race makes a new one:
 # the next export then takes the encoder's general path once).
 _layout: list[SeriesLayout | None] = [None]
@@ -498,6 +499,7 @@ def series_slots(snapshot: NodeSnapshot) -> tuple[list[dict[str, Run]], SeriesLa
             keys.append(runs)
         else:
             keys += shapes
+            keys.append(_END)  # where the sample's shapes end (a sample may have none)
     layout = _layout[0]
     if layout is None or len(layout.keys) != len(keys) \
             or not all(map(operator.is_, layout.keys, keys)):

@@ -1,18 +1,19 @@
 """An export of the last one's layout (``series.SeriesLayout``: every sample's runs of the
 same shapes, or the same lists, as then, and no series ended last time) only fills the
-metrics whose runs are new into the kept request (``ProtoEncoder._refill``): no per-metric
-planning, no series-ends pass. What goes out must be, export after export, what a fresh
-encoder on the general path and the OpenTelemetry SDK's encoder send for the same snapshot.
+metrics of the samples with new runs into the kept request (``ProtoEncoder._refill``): no
+merge of runs by metric, no per-metric planning, no series-ends pass. What goes out must be,
+export after export, what a fresh encoder on the general path and the OpenTelemetry SDK's
+encoder send for the same snapshot.
 
 The snapshots are a node in its steady state, changed now and then as a node changes: the
 fast group a new sample every export (values moving, now and then NaN or a reading more or
-less), the slow group kept for many exports, the processes group replaced every few (processes
-starting and exiting), health states and the health engine's readings changing (new values,
-the same reading objects between), GPUs lost for an export, the processes group switched off
-and on (a reload ending every process series), self-telemetry new every export (its start
-moving at a reload), and a slow sample with a dropped reading whose runs are lists beside
-the fast group's shaped runs of the same metric (a metric with no template, where the
-kept path hands over to the general one).
+less), the slow group kept for many exports, the processes group replaced every few
+(processes starting and exiting), health states and the health engine's readings changing
+(new values, the same reading objects between), GPUs lost for an export, the processes group
+switched off and on (a reload ending every process series), self-telemetry new every export
+(its start moving at a reload), node plugins' samples (kept, replaced, one without
+readings), and a slow sample with a dropped reading whose runs are lists beside the fast
+group's shaped runs of the same metric (a metric with no template: written from chunks).
 """
 
 from __future__ import annotations
@@ -118,7 +119,13 @@ def _snapshots(seed: int, exports: int) -> Iterator[NodeSnapshot]:
     devices = [_Device(rng, i) for i in range(3)]
     processes_on = True
     agent_start = 500
+    node: tuple[AgentSample, ...] = ()
     for step in range(exports):
+        if rng.random() < 0.05:  # a node plugin's samples: one, two, or one with no readings
+            node = tuple(AgentSample(tuple(
+                Reading("gpu_agent.ebpf.process.count", rng.randrange(0, 40))
+                for _ in range(rng.randrange(0, 2))), 400, 10_000 + step * 10)
+                for _ in range(rng.randrange(1, 3)))
         if rng.random() < 0.02:  # a reload: processes off or on, the agent's start anew
             processes_on = not processes_on
             agent_start = 500 + step
@@ -133,7 +140,7 @@ def _snapshots(seed: int, exports: int) -> Iterator[NodeSnapshot]:
                            taken_ns=10_000 + step * 10,
                            health=MappingProxyType({d.identity.uuid: d.health(step)
                                                     for d in present}),
-                           agent=agent)
+                           agent=agent, node=node)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
