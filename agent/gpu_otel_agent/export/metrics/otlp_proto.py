@@ -598,11 +598,10 @@ class ProtoEncoder:
 
         Called with the last export's layout (``series.SeriesLayout``), which ended no series:
         every metric has runs of the same shapes, or the same lists, as then, so the same
-        template or chunks, size and offset (``_plan``, in the layout's order), and none ends
-        (``SeriesEnds`` would find none and keep its state as it is). This skips the
-        merge of runs by metric, the per-metric planning and shape comparisons, the ends'
-        pass, and every metric of unchanged samples (slow, gpm, processes between theirs): a
-        steady export's work is its new samples' fills."""
+        template or chunks, size and offset (``_plan``, in the layout's order), and none ends.
+        This skips the per-metric planning and shape comparisons, and every metric of
+        unchanged samples (slow, gpm, processes between theirs): a steady export's encoding
+        is its new samples' fills."""
         new: set[int] = set()
         metrics_of = layout.metrics_of
         for at in compress(count(), map(operator.is_not, slots, self._slots)):

@@ -1,7 +1,7 @@
 """An export of the last one's layout (``series.SeriesLayout``: every sample's runs of the
 same shapes, or the same lists, as then, and no series ended last time) only fills the
 metrics of the samples with new runs into the kept request (``ProtoEncoder._refill``): no
-merge of runs by metric, no per-metric planning, no series-ends pass. What goes out must be,
+per-metric planning or shape comparisons, no metric of an unchanged sample. What goes out must be,
 export after export, what a fresh encoder on the general path and the OpenTelemetry SDK's
 encoder send for the same snapshot.
 
