@@ -465,12 +465,11 @@ class ProtoEncoder:
                 # The last layout's samples let go of now, not after this export (at a reload
                 # at 8 x 2,048 their runs are MiBs that ``metrics`` below lets go of as it goes).
                 self._last_layout, self._plan, self._slots = None, [], []
-            # With the last export's layout (which ended none) none ends now, but
-            # ``SeriesEnds`` is still told this export's runs: without it, 8 x 2,048's peak
-            # RSS was 1.0-1.7 MiB higher in three bench runs (61.1-61.8 MiB, against 60.1-60.6
-            # with it and on main); why was not found.
-            grouped = layout.grouped(slots)
-            ended = self._ends.ended(grouped)
+                grouped = layout.grouped(slots)
+                ended = self._ends.ended(grouped)
+            else:
+                # The last export's layout, which ended none: none ends now (``_refill``).
+                self._ends.unchanged()
         if last is not None:
             self._refill(last, slots, layout)
             return last

@@ -34,6 +34,16 @@ class SeriesEnds:
         # shapes are the same series (a new sample of the fast group every export).
         self._shapes: dict[str, list[RunShape]] = {}
 
+    def unchanged(self) -> None:
+        """This export's runs are the last call's layout (``series.SeriesLayout``, which
+        ended none): none ended, and the state stays as it is, but in new dicts, as ``ended``
+        makes them. Measured, not understood: keeping the very dicts of the last ``ended``
+        across kept exports raised 8 x 2,048's peak RSS by 1.0-1.7 MiB in three bench runs
+        (61.1-61.8 MiB; 60.1 with new dicts, as with ``ended``, and 60.1-60.6 on main). The
+        dicts are small (one entry per metric or run); the series sets are not copied."""
+        self._last, self._keys = dict(self._last), dict(self._keys)
+        self._parts, self._shapes = dict(self._parts), dict(self._shapes)
+
     def ended(self, grouped: Mapping[str, list[Run]]) -> dict[str, list[tuple[Attributes, int]]]:
         """Series of the last call that ``grouped`` lacks, as (attributes, start), by name."""
         current: dict[str, dict[Attributes, int]] = {}
