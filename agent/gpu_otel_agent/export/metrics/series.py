@@ -120,7 +120,7 @@ class _Kept(NamedTuple):
     extra: Attributes
     runs: dict[str, Run]
     shape: _SampleShape | None
-    # What ``runs`` are made of, for ``series_layout``: the shape when they are its
+    # What ``runs`` are made of, for ``series_slots``: the shape when they are its
     # ``ShapedRun``s (a new sample of it has the same metrics and ``RunShape``s), else the
     # runs dict itself (the same object only while the sample is).
     key: object
