@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 import operator
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from operator import attrgetter, itemgetter, not_
 from typing import Any, NamedTuple
 
@@ -130,6 +130,10 @@ class _Kept(NamedTuple):
     extra: Attributes
     runs: dict[str, Run]
     shape: _SampleShape | None
+    # What ``runs`` are made of, for ``series_slots``: the shape when they are its
+    # ``ShapedRun``s (a new sample of it has the same metrics and ``RunShape``s), else the
+    # runs dict itself (the same object only while the sample is).
+    key: object
 
 
 _METRIC = attrgetter("metric")
@@ -255,6 +259,16 @@ def _shaped_runs(shape: _SampleShape, readings: Sequence[Reading], time_ns: int,
             for metric, run, pick in shape.runs}
 
 
+def _redated(runs: dict[str, Run], time_ns: int) -> dict[str, Run]:
+    """The runs of a sample whose readings are the very ones ``runs`` were made of, and
+    carry no time of their own (the health readings while the health holds: only the export's
+    time is new): the same shapes and values, every point dated ``time_ns``, as
+    ``_shaped_runs`` would date them (no value picked, no time computed per reading).
+    ``runs`` are the shape's ``ShapedRun``s (``_Kept.key``)."""
+    return {metric: ShapedRun(run.shape, run.values, (time_ns,) * len(run.values))
+            for metric, run in runs.items() if isinstance(run, ShapedRun)}
+
+
 _latest: dict[tuple[str, str], _Kept] = {}
 MAX_KEPT = 4096  # (device, group) pairs; cleared past this (partitions come and go)
 
@@ -338,36 +352,44 @@ def _runs(points: Iterable[tuple[str, SeriesPoint]]) -> dict[str, Points]:
 
 def _sample_runs(device: DeviceSnapshot, group: str, sample: object,
                  readings: Sequence[Reading], time_ns: int, *,
-                 extra: Attributes) -> dict[str, Run]:
+                 extra: Attributes) -> _Kept:
+    """The (device, group)'s entry for ``sample``: its runs, and their ``key``."""
     slot = (device.identity.uuid, group)
     kept = _latest.get(slot)
     same_device = (kept is not None and kept.identity is device.identity
                    and kept.counter_starts is device.counter_starts
                    and kept.start_time_ns == device.start_time_ns and kept.extra == extra)
     if same_device and kept is not None and kept.sample is sample:
-        return kept.runs
+        return kept
     runs: dict[str, Run] | None = None
     shape = kept.shape if same_device and kept is not None else None
     if shape is not None and kept is not None:
         checked = len(kept.readings) == len(readings) \
             and all(map(operator.is_, kept.readings, readings))
-        runs = _shaped_runs(shape, readings, time_ns, checked=checked)
+        if checked and kept.key is shape and all(shape.untimed):
+            runs = _redated(kept.runs, time_ns)
+        else:
+            runs = _shaped_runs(shape, readings, time_ns, checked=checked)
+    key: object = shape
     if runs is None:
         points = _runs(_device_points(device, readings, time_ns, extra, group))
         shape = _shape_of(readings, points)
         # A sample of a new shape is handed out shaped too (its points were built to learn
         # the shape): a group whose sample stays for many exports (slow, gpm) is then of a
         # shape from the start, and so is every run of most metrics.
-        runs = (_shaped_runs(shape, readings, time_ns) if shape is not None else None) \
-            or dict(points)
+        runs = _shaped_runs(shape, readings, time_ns) if shape is not None else None
+        key = shape
+        if runs is None:
+            general: dict[str, Run] = dict(points)
+            runs = key = general
         for metric, run in runs.items():
             if isinstance(run, ShapedRun):
                 run.seed(points[metric])
     if len(_latest) >= MAX_KEPT and slot not in _latest:
         _latest.clear()
-    _latest[slot] = _Kept(sample, readings, device.identity, device.counter_starts,
-                          device.start_time_ns, extra, runs, shape)
-    return runs
+    kept = _latest[slot] = _Kept(sample, readings, device.identity, device.counter_starts,
+                                 device.start_time_ns, extra, runs, shape, key)
+    return kept
 
 
 class _KeptOwn(NamedTuple):
@@ -438,6 +460,91 @@ def _own_runs(slot: int, sample: AgentSample) -> dict[str, Run]:
     return runs
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class SeriesLayout:
+    """Which runs make each metric, for a sequence of run structures (``_Kept.key`` per
+    device sample, the ``RunShape``s or runs dict of a self-telemetry or node sample): the
+    same object while every metric's runs are of the same shapes, or the same lists, in the
+    same order (compared by identity). An encoder that wrote the last export of this layout
+    knows every metric's place and size in its request is unchanged, that no series ended,
+    and that only the metrics of samples with new runs need writing
+    (``ProtoEncoder.encode_request``)."""
+
+    keys: list[object]
+    # Each metric, names sorted, and the picker of its runs from all samples' runs in order.
+    pickers: tuple[tuple[str, Callable[[Sequence[Any]], Any]], ...]
+    # Per sample (the runs dicts ``series_slots`` hands out, in order): the indices in
+    # ``pickers`` of the metrics it has runs of.
+    metrics_of: tuple[tuple[int, ...], ...]
+
+    def grouped(self, slots: list[dict[str, Run]]) -> dict[str, list[Run]]:
+        """``series_runs``' answer from the samples' runs: one C call per metric."""
+        every = list(chain.from_iterable(map(dict.values, slots)))
+        return {metric: list(pick(every)) for metric, pick in self.pickers}
+
+
+def _new_layout(keys: list[object], slots: list[dict[str, Run]]) -> SeriesLayout:
+    indices: dict[str, list[int]] = {}
+    at = 0
+    for runs in slots:
+        for metric in runs:
+            indices.setdefault(metric, []).append(at)
+            at += 1
+    names = sorted(indices)
+    index = {metric: i for i, metric in enumerate(names)}
+    return SeriesLayout(keys, tuple((metric, _picker(indices[metric])) for metric in names),
+                        tuple(tuple(index[metric] for metric in runs) for runs in slots))
+
+
+_END = object()
+# The last layout made (one slot), shared as ``_latest`` is (a lost race makes a new one:
+# the next export then takes the encoder's general path once).
+_layout: list[SeriesLayout | None] = [None]
+
+
+def series_slots(snapshot: NodeSnapshot) -> tuple[list[dict[str, Run]], SeriesLayout]:
+    """Every sample's runs by metric, in order (each device's groups and health, then the
+    self-telemetry and node samples), and their layout: the same ``SeriesLayout`` object as
+    the last call's when every sample's runs have the same structure as then (the steady
+    state: new fast-group, health and self-telemetry samples of the last ones' shapes, the
+    others the same samples, whose runs dicts are the same objects)."""
+    slots: list[dict[str, Run]] = []
+    keys: list[object] = []
+    for device in snapshot.devices:
+        # Attributes a workload source gives the device (a DRA claim's driver/pool/device).
+        extra = snapshot.device_attributes.get(device.identity.uuid, ())
+        health = snapshot.health_of(device.identity.uuid)
+        now = (*health.status, *health.readings)
+        for group in device.samples.values():
+            kept = _sample_runs(device, group.group, group, group.readings, group.time_ns,
+                                extra=extra)
+            slots.append(kept.runs)
+            keys.append(kept.key)
+        # The health readings are the export's own (dated by the snapshot), but of the
+        # same shape export after export.
+        kept = _sample_runs(device, "", now, now, snapshot.taken_ns, extra=extra)
+        slots.append(kept.runs)
+        keys.append(kept.key)
+    # Self-telemetry and node-level samples: their readings carry their own attributes.
+    samples = (snapshot.agent, *snapshot.node) if snapshot.agent else snapshot.node
+    for slot, sample in enumerate(samples):
+        runs = _own_runs(slot, sample)
+        slots.append(runs)
+        # Their ShapedRuns' RunShapes (each made for one metric of one sample shape, so
+        # they stand for the names too), else the runs dict (kept only with its sample).
+        shapes = run_shapes(list(runs.values()))
+        if shapes is None:
+            keys.append(runs)
+        else:
+            keys += shapes
+            keys.append(_END)  # where the sample's shapes end (a sample may have none)
+    layout = _layout[0]
+    if layout is None or len(layout.keys) != len(keys) \
+            or not all(map(operator.is_, layout.keys, keys)):
+        layout = _layout[0] = _new_layout(keys, slots)
+    return slots, layout
+
+
 def series_runs(snapshot: NodeSnapshot) -> dict[str, list[Run]]:
     """Metric name -> its points in runs, names sorted, runs in device order.
 
@@ -447,27 +554,8 @@ def series_runs(snapshot: NodeSnapshot) -> dict[str, list[Run]]:
     encoder may keep what it made of it: at a 1 s export, the slow, gpm and processes groups'
     points are the same for 30, 10 and 5 exports in a row; and a ``ShapedRun`` of a new
     sample of the same shape has the same ``RunShape``."""
-    runs: dict[str, list[Run]] = defaultdict(list)
-    for device in snapshot.devices:
-        # Attributes a workload source gives the device (a DRA claim's driver/pool/device).
-        extra = snapshot.device_attributes.get(device.identity.uuid, ())
-        health = snapshot.health_of(device.identity.uuid)
-        now = (*health.status, *health.readings)
-        for group in device.samples.values():
-            for metric, run in _sample_runs(device, group.group, group, group.readings,
-                                            group.time_ns, extra=extra).items():
-                runs[metric].append(run)
-        # The health readings are the export's own (dated by the snapshot), but of the
-        # same shape export after export.
-        for metric, run in _sample_runs(device, "", now, now, snapshot.taken_ns,
-                                        extra=extra).items():
-            runs[metric].append(run)
-    # Self-telemetry and node-level samples: their readings carry their own attributes.
-    samples = (snapshot.agent, *snapshot.node) if snapshot.agent else snapshot.node
-    for slot, sample in enumerate(samples):
-        for metric, run in _own_runs(slot, sample).items():
-            runs[metric].append(run)
-    return dict(sorted(runs.items()))
+    slots, layout = series_slots(snapshot)
+    return layout.grouped(slots)
 
 
 def series(snapshot: NodeSnapshot) -> dict[str, list[SeriesPoint]]:
