@@ -18,7 +18,6 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Protocol, TypeVar
@@ -51,7 +50,7 @@ from gpu_otel_agent.sampling.partitions import (
 from gpu_otel_agent.threads.costs import ATTRIBUTION, SNAPSHOT, Stage
 from gpu_otel_agent.threads.deadlines import Deadlines
 from gpu_otel_agent.threads.device_worker import DeviceWorker
-from gpu_otel_agent.threads.handoff import on_loop
+from gpu_otel_agent.threads.handoff import LoopJob
 from gpu_otel_agent.threads.relay import Relay
 from gpu_otel_agent.workloads.attribution import Attribution
 
@@ -219,15 +218,15 @@ class DeviceSampler:
         loop = self._loop
         assert loop is not None  # set before the first call (_probe_until_available)
         timeout = self._config.current.call_timeout
-        future: Future[T] = self._worker.submit(fn, loop)
+        future = self._worker.run_on_loop(fn, loop)
         call = self._device.current_call
         # One waiter per call and one timer per deadline moment (every device's calls of a
         # tick share it: threads.deadlines), not asyncio.timeout around wrap_future: that
         # added a Timeout (two coroutines, a running-loop lookup that calls getpid() on
         # 3.11), a timer per call and a call_soon_threadsafe per result; the relay now sets
-        # a round's results on the loop in one call and on_loop takes each at once
-        # (threads.handoff).
-        waiter = on_loop(loop, future)
+        # a round's results on the loop in one call and the job sets each on its waiter at
+        # once (threads.handoff.LoopJob, no concurrent.futures.Future per call).
+        waiter = future.waiter
         deadline = loop.time() + timeout
         _DEADLINES.arm(loop, deadline, waiter)
         try:
@@ -248,13 +247,13 @@ class DeviceSampler:
         finally:
             _DEADLINES.disarm(loop, deadline, waiter)
 
-    def _on_call_done(self, future: Future[Any]) -> None:
+    def _on_call_done(self, future: LoopJob[Any]) -> None:
         # Runs on the worker thread once the hung call returns; hop back to the loop.
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._after_hang, future)
 
-    def _after_hang(self, future: Future[Any]) -> None:
+    def _after_hang(self, future: LoopJob[Any]) -> None:
         if not self._hung or future.cancelled():
             return  # a cancelled job never ran: the hung one is still in its call
         self._hung = False
