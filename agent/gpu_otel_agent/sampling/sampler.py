@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import math
 import time
@@ -143,6 +144,8 @@ class DeviceSampler:
         self._partitions: dict[str, PartitionState] = {}
         self._scan_due = 0.0  # loop time of the next partition scan
         self._running: set[str] = set()
+        # The read job of each (group, read by the device itself) of an unpartitioned device.
+        self._own_jobs: dict[tuple[str, bool], Callable[[], TreeRead[Any]]] = {}
         self._snapshot = DeviceSnapshot(device.identity, HealthState.OK, clock_ns())
         # Outlives health changes: a counter that restarted while the device was down still
         # compares with its last value from before.
@@ -450,22 +453,35 @@ class DeviceSampler:
             return group in groups
         return serves
 
-    async def _read_tree(self, group: str) -> TreeRead[Any]:
-        """The device's group and its partitions' in one job (one thread, one deadline)."""
+    def _tree_job(self, group: str) -> Callable[[], TreeRead[Any]]:
+        """The job reading the device's group and its partitions' (one thread, one deadline).
+
+        A device that cannot be partitioned has the same job on every read of a group (no
+        partitions, no scan): made once, not a closure, a lambda and a dict per read."""
+        own = group in self._own_groups
+        if not self._partitioned:
+            job = self._own_jobs.get((group, own))
+            if job is None:
+                job = self._own_jobs[(group, own)] = self._make_job(group, own, {}, None)
+            return job
         scan: frozenset[str] | None = None
-        if self._partitioned and asyncio.get_running_loop().time() >= self._scan_due:
+        if asyncio.get_running_loop().time() >= self._scan_due:
             scan = frozenset(self._partitions)
         parts = {u: p.device for u, p in self._partitions.items()}
-        own = group in self._own_groups
+        return self._make_job(group, own, parts, scan)
+
+    def _make_job(self, group: str, own: bool, parts: dict[str, Device],
+                  scan: frozenset[str] | None) -> Callable[[], TreeRead[Any]]:
+        read: Callable[[Device], Any]
         if group == PROCESS_GROUP:
-            def processes(device: Device) -> Any:
+            def read(device: Device) -> Any:
                 return device.read_processes() if isinstance(device, ProcessReader) else ()
-            return await self._call(lambda: read_tree(
-                self._device, processes, parent_reads=own, partitions=parts,
-                enumerate_known=scan, serves=self._serves(group)))
-        return await self._call(lambda: read_tree(
-            self._device, lambda d: d.read(group), parent_reads=own, partitions=parts,
-            enumerate_known=scan, serves=self._serves(group)))
+        else:
+            def read(device: Device) -> Any:
+                return device.read(group)
+        return functools.partial(read_tree, self._device, read, parent_reads=own,
+                                 partitions=parts, enumerate_known=scan,
+                                 serves=self._serves(group))
 
     def _readings(self, identity_snapshot: DeviceSnapshot, group: str,
                   data: Any) -> tuple[Reading, ...]:
@@ -486,7 +502,7 @@ class DeviceSampler:
     async def _sample(self, group: str) -> None:
         started = time.perf_counter()
         try:
-            tree = await self._read_tree(group)
+            tree = await self._call(self._tree_job(group))
         except CallOverrun:
             return
         except ReadSkipped as exc:
