@@ -456,17 +456,20 @@ class DeviceSampler:
     def _tree_job(self, group: str) -> Callable[[], TreeRead[Any]]:
         """The job reading the device's group and its partitions' (one thread, one deadline).
 
-        A device that cannot be partitioned has the same job on every read of a group (no
-        partitions, no scan): made once, not a closure, a lambda and a dict per read."""
+        A device without partitions has the same job on every read of a group between
+        partition scans: made once, not two closures, a lambda and a dict per read."""
         own = group in self._own_groups
-        if not self._partitioned:
+        loop = self._loop
+        assert loop is not None  # set before the first call (_probe_until_available)
+        if self._partitioned and loop.time() >= self._scan_due:
+            scan: frozenset[str] | None = frozenset(self._partitions)
+        elif not self._partitions:
             job = self._own_jobs.get((group, own))
             if job is None:
                 job = self._own_jobs[(group, own)] = self._make_job(group, own, {}, None)
             return job
-        scan: frozenset[str] | None = None
-        if asyncio.get_running_loop().time() >= self._scan_due:
-            scan = frozenset(self._partitions)
+        else:
+            scan = None
         parts = {u: p.device for u, p in self._partitions.items()}
         return self._make_job(group, own, parts, scan)
 
