@@ -135,9 +135,9 @@ async def _loop_cycles(node_env: dict[str, str], cycles: int, interval: float) -
     from gpu_otel_agent.model.snapshot import SnapshotStore
     from gpu_otel_agent.plugins.nvidia.backend import NvidiaBackend
     from gpu_otel_agent.runtime.attribution_setup import attribution_parts, workload_service
-    from gpu_otel_agent.workloads.lifecycle import netlink_events
     from gpu_otel_agent.sampling.sampler import DeviceSampler
     from gpu_otel_agent.threads.relay import Relay
+    from gpu_otel_agent.workloads.lifecycle import netlink_events
 
     backend = NvidiaBackend()
     backend.open()
@@ -218,8 +218,7 @@ async def _cycles(node_env: dict[str, str], stage: str, cycles: int, writer: str
     )
     from gpu_otel_agent.plugins.nvidia.backend import NvidiaBackend
     from gpu_otel_agent.runtime.agent import build_resource
-    from gpu_otel_agent.runtime.attribution_setup import attribution_parts, workload_service
-    from gpu_otel_agent.workloads.lifecycle import netlink_events
+    from gpu_otel_agent.runtime.attribution_setup import build_attribution
 
     backend = NvidiaBackend()
     info = backend.open()
@@ -229,13 +228,7 @@ async def _cycles(node_env: dict[str, str], stage: str, cycles: int, writer: str
     # processes group does (not the backend's read of the group, which has none).
     # Its sources running (netlink, inotify), as in the agent: a process's facts are read
     # once and kept, so its series' attributes are the same objects from cycle to cycle.
-    # One store for the samplers and attribution, as the agent has (publishing into it, joining
-    # processes and devices in ``current`` are the sampling's snapshot stage).
-    store = SnapshotStore()
-    attribution_config = AttributionConfig(kubelet=KubeletConfig(socket=None))
-    parts = attribution_parts(attribution_config, store)
-    attribution = parts.attribution
-    service = workload_service(attribution_config, parts.resolver, netlink_events)
+    attribution, service = build_attribution(AttributionConfig(kubelet=KubeletConfig(socket=None)))
     running = asyncio.create_task(service.run())
     await asyncio.sleep(0.2)
 
