@@ -276,6 +276,10 @@ class SnapshotStore:
         # The devices' UUIDs in ``DeviceIdentity.order``, sorted again only when a device comes,
         # goes or changes identity (a snapshot is taken every export, the set rarely changes).
         self._order: tuple[str, ...] | None = None
+        # What a snapshot carries besides the devices (health, node samples, device
+        # attributes), made again only after a change: health changes with a verdict, not
+        # with every snapshot.
+        self._views: _Views | None = None
 
     def put_device_attributes(self, uuid: str, attributes: Attributes) -> None:
         """Replace what ``uuid``'s series carry beyond its identity (empty: nothing)."""
@@ -284,11 +288,13 @@ class SnapshotStore:
                 self._attributes[uuid] = attributes
             else:
                 self._attributes.pop(uuid, None)
+            self._views = None
 
     def put_health(self, uuid: str, health: DeviceHealth) -> None:
         """The device's final health (the health board is the one writer)."""
         with self._lock:
             self._health[uuid] = health
+            self._views = None
 
     def put_processes(self, uuid: str, sample: GroupSample | None) -> None:
         """The device's attributed processes (attribution is the one writer); ``None``
@@ -308,6 +314,7 @@ class SnapshotStore:
         """Replace ``source``'s node-level samples (an empty tuple withdraws them)."""
         with self._lock:
             self._node[source] = samples
+            self._views = None
 
     def put(self, device: DeviceSnapshot) -> None:
         uuid = device.identity.uuid
@@ -326,6 +333,7 @@ class SnapshotStore:
             self._processes.pop(uuid, None)
             self._joined.pop(uuid, None)
             self._attributes.pop(uuid, None)
+            self._views = None
 
     def _sorted_devices(self) -> tuple[DeviceSnapshot, ...]:
         """Each device as its sampler left it, with its processes as attribution left them
@@ -369,10 +377,23 @@ class SnapshotStore:
     def current(self, now_ns: int) -> NodeSnapshot:
         with self._lock:
             devices = self._sorted_devices()
-            health = MappingProxyType(dict(self._health))
-            node = tuple(s for _, samples in sorted(self._node.items()) for s in samples)
-            attributes = MappingProxyType(dict(self._attributes))
+            views = self._views
+            if views is None:
+                views = self._views = _Views(
+                    MappingProxyType(dict(self._health)),
+                    tuple(s for _, samples in sorted(self._node.items()) for s in samples),
+                    MappingProxyType(dict(self._attributes)))
         source = self._agent_source
         agent = source(now_ns) if source is not None else None
-        return NodeSnapshot(devices=devices, taken_ns=now_ns, agent=agent, health=health,
-                            node=node, device_attributes=attributes)
+        return NodeSnapshot(devices=devices, taken_ns=now_ns, agent=agent, health=views.health,
+                            node=views.node, device_attributes=views.attributes)
+
+
+@dataclass(frozen=True)
+class _Views:
+    """A snapshot's health, node samples and device attributes: read-only copies, shared by
+    the snapshots taken until one of them changes."""
+
+    health: Mapping[str, DeviceHealth]
+    node: tuple[AgentSample, ...]
+    attributes: Mapping[str, Attributes]

@@ -1,6 +1,7 @@
 """``SnapshotStore`` keeps its devices' order between snapshots (sorted again only when a device
-comes, goes or changes identity): every snapshot must list the devices as sorting them afresh
-does, each joined with its processes, over puts, removals and identity changes."""
+comes, goes or changes identity) and its health, node samples and device attributes until one
+changes: every snapshot must list the devices as sorting them afresh does, each joined with its
+processes, and carry what was last put, over puts, removals and identity changes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from gpu_otel_agent.model.snapshot import (
+    AgentSample,
+    DeviceHealth,
     DeviceIdentity,
     DevicePartition,
     DeviceSnapshot,
@@ -16,6 +19,7 @@ from gpu_otel_agent.model.snapshot import (
     HealthState,
     Reading,
     SnapshotStore,
+    status_readings,
 )
 
 
@@ -42,6 +46,9 @@ def test_snapshots_list_devices_as_sorting_afresh_does() -> None:
     store = SnapshotStore()
     devices: dict[str, DeviceSnapshot] = {}
     processes: dict[str, GroupSample] = {}
+    health: dict[str, DeviceHealth] = {}
+    node: dict[str, tuple[AgentSample, ...]] = {}
+    attributes: dict[str, tuple[tuple[str, str | int | float | bool], ...]] = {}
     identities = [_identity(i) for i in (3, 0, 7, 1)] + [_identity(0, 1), _identity(3, 2)]
     for step in range(400):
         action = rng.random()
@@ -65,12 +72,31 @@ def test_snapshots_list_devices_as_sorting_afresh_does() -> None:
                 processes.pop(uuid, None)
             else:
                 processes[uuid] = sample_or_none
-        elif action < 0.9:  # a partition destroyed
+        elif action < 0.85:  # a partition destroyed
             store.remove(uuid)
-            devices.pop(uuid, None)
-            processes.pop(uuid, None)
+            for held in (devices, processes, health, attributes):
+                held.pop(uuid, None)
+        elif action < 0.9:  # a verdict
+            state = rng.choice(list(HealthState))
+            health[uuid] = DeviceHealth(state, status_readings(state), f"step {step}")
+            store.put_health(uuid, health[uuid])
+        elif action < 0.95:  # attribution's device attributes (empty: none)
+            claimed = (("k8s.pod.name", f"pod-{step}"),) if rng.random() < 0.7 else ()
+            store.put_device_attributes(uuid, claimed)
+            if claimed:
+                attributes[uuid] = claimed
+            else:
+                attributes.pop(uuid, None)
+        else:  # a node plugin's samples
+            source = rng.choice(["ebpf", "other"])
+            node[source] = (AgentSample((Reading("y", step),), 1, step),) * rng.randrange(3)
+            store.put_node_samples(source, node[source])
         got = store.current(step).devices
         expected = _reference(devices, processes)
         assert [d.identity for d in got] == [d.identity for d in expected]
         assert got == expected
         assert store.devices() == got
+        snapshot = store.current(step)
+        assert dict(snapshot.health) == health
+        assert dict(snapshot.device_attributes) == attributes
+        assert snapshot.node == tuple(s for _, samples in sorted(node.items()) for s in samples)
