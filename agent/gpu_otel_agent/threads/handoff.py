@@ -9,6 +9,10 @@ that outlived its deadline) still goes through ``call_soon_threadsafe``.
 
 Cancelling is the caller's: what ``wrap_future`` did on the waiter's cancellation (cancel the
 job if it has not started) the caller does itself.
+
+The samplers' jobs skip the ``concurrent.futures.Future`` too: a ``LoopJob`` is what the device
+thread settles and what the loop awaits (its ``waiter``), one object and one plain lock per job.
+``on_loop`` stays for jobs that are such futures (``DeviceWorker.submit``).
 """
 
 from __future__ import annotations
