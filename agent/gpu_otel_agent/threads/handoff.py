@@ -88,7 +88,7 @@ class LoopJob(Generic[T]):
         self._lock = threading.Lock()
         self._state = _PENDING
         self._error: BaseException | None = None
-        self._callbacks: list[Callable[[LoopJob[T]], object]] = []
+        self._callbacks: list[Callable[[LoopJob[T]], object]] | None = None  # rarely any
 
     def done(self) -> bool:
         return self._state >= _CANCELLED
@@ -110,8 +110,8 @@ class LoopJob(Generic[T]):
             if self._state != _PENDING:
                 return self._state == _CANCELLED
             self._state = _CANCELLED
-            callbacks, self._callbacks = self._callbacks, []
-        self._hand(_cancel, None)
+            callbacks, self._callbacks = self._callbacks, None
+        self._hand(_cancel, None, None)
         self._call_back(callbacks)
         return True
 
@@ -135,6 +135,8 @@ class LoopJob(Generic[T]):
         """``fn(job)`` once the job is done (at once if it is), on the thread that ended it."""
         with self._lock:
             if self._state < _CANCELLED:
+                if self._callbacks is None:
+                    self._callbacks = []
                 self._callbacks.append(fn)
                 return
         self._call_back([fn])
@@ -145,37 +147,37 @@ class LoopJob(Generic[T]):
                 raise InvalidStateError("the job is done already")
             self._state = _FINISHED
             self._error = error
-            callbacks, self._callbacks = self._callbacks, []
-        self._hand(_set, (result, error))
+            callbacks, self._callbacks = self._callbacks, None
+        self._hand(_set, result, error)
         self._call_back(callbacks)
 
-    def _hand(self, fn: Callable[[asyncio.Future[T], Any], None], outcome: Any) -> None:
+    def _hand(self, fn: Callable[[asyncio.Future[T], Any, BaseException | None], None],
+              result: Any, error: BaseException | None) -> None:
         if threading.get_ident() == self._thread:
-            fn(self.waiter, outcome)
+            fn(self.waiter, result, error)
         elif not self._loop.is_closed():
             # Closed meanwhile (RuntimeError): nobody waits on the loop any more.
             with contextlib.suppress(RuntimeError):
-                self._loop.call_soon_threadsafe(fn, self.waiter, outcome)
+                self._loop.call_soon_threadsafe(fn, self.waiter, result, error)
 
-    def _call_back(self, callbacks: list[Callable[[LoopJob[T]], object]]) -> None:
-        for fn in callbacks:
+    def _call_back(self, callbacks: list[Callable[[LoopJob[T]], object]] | None) -> None:
+        for fn in callbacks or ():
             try:
                 fn(self)
             except Exception:  # as concurrent.futures does: one callback's bug stays its own
                 log.exception("a device job's done callback raised")
 
 
-def _set(waiter: asyncio.Future[Any], outcome: tuple[Any, BaseException | None]) -> None:
+def _set(waiter: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
     if waiter.done():  # given up (deadline, cancellation) before the result came
         return
-    result, error = outcome
     if error is not None:
         waiter.set_exception(error)
     else:
         waiter.set_result(result)
 
 
-def _cancel(waiter: asyncio.Future[Any], _: object) -> None:
+def _cancel(waiter: asyncio.Future[Any], _: object, __: object) -> None:
     if not waiter.done():
         waiter.cancel()
 
