@@ -15,7 +15,6 @@ series goes on (the deltas across it are too small, never negative).
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -30,9 +29,6 @@ from gpu_otel_agent.model.snapshot import Attributes, Reading
 
 CounterKey = tuple[str, Attributes]
 
-
-_METRIC = operator.attrgetter("metric")
-_LAYOUTS_KEPT = 64  # a device's groups' layouts, and room for its process lists' changes
 
 # The catalog's monotonic cumulative sums (what OTLP marks ``is_monotonic``): ``observe`` looks
 # each reading of every group read up here, a set lookup instead of a (cached) call.
@@ -54,25 +50,14 @@ class CounterRestarts:
     _last: dict[CounterKey, tuple[float, int]] = field(default_factory=dict)  # value, time
     _starts: dict[CounterKey, int] = field(default_factory=dict)
     restarts: int = 0  # series restarted so far (self-telemetry, tests)
-    # Where the counters are in a sample, by the sample's metrics in order: a group's readings
-    # come in the same order every read, and a few of them are counters, so each read looks
-    # at those few in Python (the metrics are gathered and the layout hashed in C).
-    _layouts: dict[tuple[str, ...], tuple[int, ...]] = field(default_factory=dict)
 
     def observe(self, readings: Iterable[Reading], time_ns: int) -> bool:
         """Note a sample's counter readings; True when a series restarted (starts changed)."""
-        readings = readings if isinstance(readings, tuple) else tuple(readings)
-        metrics = tuple(map(_METRIC, readings))
-        where = self._layouts.get(metrics)
-        if where is None:
-            if len(self._layouts) >= _LAYOUTS_KEPT:  # process lists come and go
-                self._layouts.clear()
-            where = self._layouts[metrics] = tuple(
-                i for i, metric in enumerate(metrics) if metric in COUNTER_METRICS)
         changed = False
-        last = self._last
-        for i in where:
-            reading = readings[i]
+        counters, last = COUNTER_METRICS, self._last
+        for reading in readings:
+            if reading.metric not in counters:
+                continue
             key = (reading.metric, reading.attributes)
             before = last.get(key)
             if before is not None and reading.value < before[0]:
