@@ -24,7 +24,9 @@ One cycle, per stage:
   sender's instructions count; ``WARM_EXPORTS`` before the cycles open the connection and
   bring its HPACK tables to their steady state.
 - ``loop``: the agent's sampling as it runs, event loop and threads included: a
-  ``DeviceSampler`` per GPU of the node, with their ``Relay`` and attribution, on the loop
+  ``DeviceSampler`` per GPU of the node, with their ``Relay`` and attribution, one
+  ``SnapshotStore`` they (and attribution) publish into and the exporter's ``current`` of it
+  once per fast interval, on the loop
   policy the agent uses (uvloop where installed), the groups at agent-8gpu-1s's ratios to a
   ``--interval`` fast interval (processes 5x, gpm 10x, slow 30x). Started just before a
   multiple of the slow interval on the loop clock, so every run meets the same ticks (the
@@ -132,14 +134,21 @@ async def _loop_cycles(node_env: dict[str, str], cycles: int, interval: float) -
     )
     from gpu_otel_agent.model.snapshot import SnapshotStore
     from gpu_otel_agent.plugins.nvidia.backend import NvidiaBackend
-    from gpu_otel_agent.runtime.attribution_setup import build_attribution
+    from gpu_otel_agent.runtime.attribution_setup import attribution_parts, workload_service
     from gpu_otel_agent.sampling.sampler import DeviceSampler
     from gpu_otel_agent.threads.relay import Relay
+    from gpu_otel_agent.workloads.lifecycle import netlink_events
 
     backend = NvidiaBackend()
     backend.open()
     devices = backend.devices()
-    attribution, service = build_attribution(AttributionConfig(kubelet=KubeletConfig(socket=None)))
+    # One store for the samplers and attribution, as the agent has (publishing into it, joining
+    # processes and devices in ``current`` are the sampling's snapshot stage).
+    store = SnapshotStore()
+    attribution_config = AttributionConfig(kubelet=KubeletConfig(socket=None))
+    parts = attribution_parts(attribution_config, store)
+    attribution = parts.attribution
+    service = workload_service(attribution_config, parts.resolver, netlink_events)
     running = asyncio.create_task(service.run())
     await asyncio.sleep(0.2)
     running.cancel()  # as in the other stages: other people's execs must not count
@@ -154,7 +163,7 @@ async def _loop_cycles(node_env: dict[str, str], cycles: int, interval: float) -
     # Callgrind runs Python 50-100x slower: the agent's 50 ms before a round is released
     # would release nearly every round, and the legs would run at once, as on a hung node.
     relay = Relay(pass_on_after_s=interval / 2)
-    samplers = [DeviceSampler(device, SnapshotStore(), config, attribution=attribution,
+    samplers = [DeviceSampler(device, store, config, attribution=attribution,
                               observer=counted, relay=relay) for device in devices]
     # Start 0.45 of an interval before a tick of the slowest group: every run then meets the
     # same ticks (each group's next read is the first on its grid half an interval after the
@@ -163,6 +172,7 @@ async def _loop_cycles(node_env: dict[str, str], cycles: int, interval: float) -
     slowest = interval * max(LOOP_GROUPS.values())
     await asyncio.sleep((-0.45 * interval - loop.time()) % slowest)
     tasks = [asyncio.create_task(s.run()) for s in samplers]
+    tasks.append(asyncio.create_task(_take_snapshots(store, interval)))
     await counted.done.wait()
     for task in tasks:
         task.cancel()
@@ -175,6 +185,19 @@ async def _loop_cycles(node_env: dict[str, str], cycles: int, interval: float) -
     for sampler in samplers:
         sampler.close()
     backend.close()
+
+
+async def _take_snapshots(store: Any, interval: float) -> None:
+    """The exporter's ``store.current`` once per fast interval, half an interval after each
+    tick (between the reads), as the agent's 1 s export takes it (self-telemetry not set)."""
+    loop = asyncio.get_running_loop()
+    # A moment per interval, from the grid (a timer that fires a little early must not
+    # bring a second snapshot in the same interval).
+    due = loop.time() + (0.5 * interval - loop.time()) % interval
+    while True:
+        await asyncio.sleep(due - loop.time())
+        store.current(time.time_ns())
+        due += interval
 
 
 async def _cycles(node_env: dict[str, str], stage: str, cycles: int, writer: str,

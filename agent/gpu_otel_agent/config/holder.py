@@ -28,7 +28,8 @@ class ConfigHolder:
 
     def replace(self, config: AgentConfig) -> None:
         self._config = config
-        for sleeper in self._sleepers:
+        for sleeper in [*self._sleepers,
+                        *(s for tick in self._ticks.values() for s in tick.sleepers)]:
             if not sleeper.done():
                 sleeper.set_result(True)
 
@@ -58,12 +59,12 @@ class ConfigHolder:
         tick = self._ticks.get(key)
         if tick is None:
             tick = self._ticks[key] = _Tick(loop.call_at(when, self._wake, key))
+        # Found by ``replace`` through its tick (not in ``_sleepers`` as well: a set entry
+        # added and removed per read of every group).
         tick.sleepers[sleeper] = None
-        self._sleepers.add(sleeper)
         try:
             return await sleeper
         finally:
-            self._sleepers.discard(sleeper)
             tick.sleepers.pop(sleeper, None)
             if not tick.sleepers and self._ticks.get(key) is tick:
                 del self._ticks[key]  # the last one left early (reload, cancel): no timer

@@ -15,23 +15,31 @@ series goes on (the deltas across it are too small, never negative).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from gpu_otel_agent.model.metrics import Instrument, spec_for
+from gpu_otel_agent.model.metrics import (
+    AGENT_METRICS,
+    CUDA_METRICS,
+    DEVICE_METRICS,
+    PROCESS_METRICS,
+    Instrument,
+)
 from gpu_otel_agent.model.snapshot import Attributes, Reading
 
 CounterKey = tuple[str, Attributes]
 
 
-@functools.cache
+# The catalog's monotonic cumulative sums (what OTLP marks ``is_monotonic``): ``observe`` looks
+# each reading of every group read up here, a set lookup instead of a (cached) call.
+COUNTER_METRICS = frozenset(
+    spec.name for spec in (*DEVICE_METRICS, *PROCESS_METRICS, *CUDA_METRICS, *AGENT_METRICS)
+    if spec.instrument is Instrument.COUNTER)
+
+
 def is_counter(metric: str) -> bool:
     """A monotonic cumulative sum in the catalog (what OTLP marks ``is_monotonic``)."""
-    try:
-        return spec_for(metric).instrument is Instrument.COUNTER
-    except KeyError:
-        return False
+    return metric in COUNTER_METRICS
 
 
 @dataclass
@@ -46,16 +54,17 @@ class CounterRestarts:
     def observe(self, readings: Iterable[Reading], time_ns: int) -> bool:
         """Note a sample's counter readings; True when a series restarted (starts changed)."""
         changed = False
+        counters, last = COUNTER_METRICS, self._last
         for reading in readings:
-            if not is_counter(reading.metric):
+            if reading.metric not in counters:
                 continue
             key = (reading.metric, reading.attributes)
-            before = self._last.get(key)
+            before = last.get(key)
             if before is not None and reading.value < before[0]:
                 self._starts[key] = before[1] + 1
                 self.restarts += 1
                 changed = True
-            self._last[key] = (reading.value, reading.time_ns or time_ns)
+            last[key] = (reading.value, reading.time_ns or time_ns)
         return changed
 
     def starts(self) -> Mapping[CounterKey, int]:

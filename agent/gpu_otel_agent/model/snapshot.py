@@ -354,6 +354,13 @@ class SnapshotStore:
         self._agent_source: Callable[[int], AgentSample] | None = None
         self._node: dict[str, tuple[AgentSample, ...]] = {}
         self._attributes: dict[str, Attributes] = {}
+        # The devices' UUIDs in ``DeviceIdentity.order``, sorted again only when a device comes,
+        # goes or changes identity (a snapshot is taken every export, the set rarely changes).
+        self._order: tuple[str, ...] | None = None
+        # What a snapshot carries besides the devices (health, node samples, device
+        # attributes), made again only after a change: health changes with a verdict, not
+        # with every snapshot.
+        self._views: _Views | None = None
 
     def put_device_attributes(self, uuid: str, attributes: Attributes) -> None:
         """Replace what ``uuid``'s series carry beyond its identity (empty: nothing)."""
@@ -362,11 +369,13 @@ class SnapshotStore:
                 self._attributes[uuid] = attributes
             else:
                 self._attributes.pop(uuid, None)
+            self._views = None
 
     def put_health(self, uuid: str, health: DeviceHealth) -> None:
         """The device's final health (the health board is the one writer)."""
         with self._lock:
             self._health[uuid] = health
+            self._views = None
 
     def put_processes(self, uuid: str, sample: GroupSample | None) -> None:
         """The device's attributed processes (attribution is the one writer); ``None``
@@ -386,27 +395,39 @@ class SnapshotStore:
         """Replace ``source``'s node-level samples (an empty tuple withdraws them)."""
         with self._lock:
             self._node[source] = samples
+            self._views = None
 
     def put(self, device: DeviceSnapshot) -> None:
+        uuid = device.identity.uuid
         with self._lock:
-            self._devices[device.identity.uuid] = device
+            before = self._devices.get(uuid)
+            if before is None or before.identity is not device.identity:
+                self._order = None
+            self._devices[uuid] = device
 
     def remove(self, uuid: str) -> None:
         """A partition was destroyed (reconfiguration): its series vanish with it."""
         with self._lock:
             self._devices.pop(uuid, None)
+            self._order = None
             self._health.pop(uuid, None)
             self._processes.pop(uuid, None)
             self._joined.pop(uuid, None)
             self._attributes.pop(uuid, None)
+            self._views = None
 
     def _sorted_devices(self) -> tuple[DeviceSnapshot, ...]:
         """Each device as its sampler left it, with its processes as attribution left them
         (under the lock)."""
-        devices = sorted(self._devices.values(), key=lambda d: d.identity.order)
+        by_uuid = self._devices
+        order = self._order
+        if order is None:
+            order = self._order = tuple(
+                sorted(by_uuid, key=lambda uuid: by_uuid[uuid].identity.order))
         if not self._processes:
-            return tuple(devices)
-        return tuple(self._join(d) for d in devices)
+            return tuple(map(by_uuid.__getitem__, order))
+        join = self._join
+        return tuple([join(by_uuid[uuid]) for uuid in order])
 
     def _join(self, device: DeviceSnapshot) -> DeviceSnapshot:
         uuid = device.identity.uuid
@@ -416,8 +437,7 @@ class SnapshotStore:
         kept = self._joined.get(uuid)
         if kept is not None and kept[0] is device and kept[1] is sample:
             return kept[2]
-        joined = replace(device, samples=MappingProxyType({**device.samples,
-                                                           sample.group: sample}))
+        joined = device.with_sample(sample)  # the constructor: half what replace() costs
         self._joined[uuid] = (device, sample, joined)
         return joined
 
@@ -438,10 +458,23 @@ class SnapshotStore:
     def current(self, now_ns: int) -> NodeSnapshot:
         with self._lock:
             devices = self._sorted_devices()
-            health = MappingProxyType(dict(self._health))
-            node = tuple(s for _, samples in sorted(self._node.items()) for s in samples)
-            attributes = MappingProxyType(dict(self._attributes))
+            views = self._views
+            if views is None:
+                views = self._views = _Views(
+                    MappingProxyType(dict(self._health)),
+                    tuple(s for _, samples in sorted(self._node.items()) for s in samples),
+                    MappingProxyType(dict(self._attributes)))
         source = self._agent_source
         agent = source(now_ns) if source is not None else None
-        return NodeSnapshot(devices=devices, taken_ns=now_ns, agent=agent, health=health,
-                            node=node, device_attributes=attributes)
+        return NodeSnapshot(devices=devices, taken_ns=now_ns, agent=agent, health=views.health,
+                            node=views.node, device_attributes=views.attributes)
+
+
+@dataclass(frozen=True)
+class _Views:
+    """A snapshot's health, node samples and device attributes: read-only copies, shared by
+    the snapshots taken until one of them changes."""
+
+    health: Mapping[str, DeviceHealth]
+    node: tuple[AgentSample, ...]
+    attributes: Mapping[str, Attributes]

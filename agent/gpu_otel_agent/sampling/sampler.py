@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import math
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Protocol, TypeVar
@@ -51,7 +51,7 @@ from gpu_otel_agent.sampling.partitions import (
 from gpu_otel_agent.threads.costs import ATTRIBUTION, SNAPSHOT, Stage
 from gpu_otel_agent.threads.deadlines import Deadlines
 from gpu_otel_agent.threads.device_worker import DeviceWorker
-from gpu_otel_agent.threads.handoff import on_loop
+from gpu_otel_agent.threads.handoff import LoopJob
 from gpu_otel_agent.threads.relay import Relay
 from gpu_otel_agent.workloads.attribution import Attribution
 
@@ -144,6 +144,8 @@ class DeviceSampler:
         self._partitions: dict[str, PartitionState] = {}
         self._scan_due = 0.0  # loop time of the next partition scan
         self._running: set[str] = set()
+        # The read job of each (group, read by the device itself) of an unpartitioned device.
+        self._own_jobs: dict[tuple[str, bool], Callable[[], TreeRead[Any]]] = {}
         self._snapshot = DeviceSnapshot(device.identity, HealthState.OK, clock_ns())
         # Outlives health changes: a counter that restarted while the device was down still
         # compares with its last value from before.
@@ -219,15 +221,15 @@ class DeviceSampler:
         loop = self._loop
         assert loop is not None  # set before the first call (_probe_until_available)
         timeout = self._config.current.call_timeout
-        future: Future[T] = self._worker.submit(fn, loop)
+        future = self._worker.run_on_loop(fn, loop)
         call = self._device.current_call
         # One waiter per call and one timer per deadline moment (every device's calls of a
         # tick share it: threads.deadlines), not asyncio.timeout around wrap_future: that
         # added a Timeout (two coroutines, a running-loop lookup that calls getpid() on
         # 3.11), a timer per call and a call_soon_threadsafe per result; the relay now sets
-        # a round's results on the loop in one call and on_loop takes each at once
-        # (threads.handoff).
-        waiter = on_loop(loop, future)
+        # a round's results on the loop in one call and the job sets each on its waiter at
+        # once (threads.handoff.LoopJob, no concurrent.futures.Future per call).
+        waiter = future.waiter
         deadline = loop.time() + timeout
         _DEADLINES.arm(loop, deadline, waiter)
         try:
@@ -248,13 +250,13 @@ class DeviceSampler:
         finally:
             _DEADLINES.disarm(loop, deadline, waiter)
 
-    def _on_call_done(self, future: Future[Any]) -> None:
+    def _on_call_done(self, future: LoopJob[Any]) -> None:
         # Runs on the worker thread once the hung call returns; hop back to the loop.
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._after_hang, future)
 
-    def _after_hang(self, future: Future[Any]) -> None:
+    def _after_hang(self, future: LoopJob[Any]) -> None:
         if not self._hung or future.cancelled():
             return  # a cancelled job never ran: the hung one is still in its call
         self._hung = False
@@ -451,22 +453,38 @@ class DeviceSampler:
             return group in groups
         return serves
 
-    async def _read_tree(self, group: str) -> TreeRead[Any]:
-        """The device's group and its partitions' in one job (one thread, one deadline)."""
-        scan: frozenset[str] | None = None
-        if self._partitioned and asyncio.get_running_loop().time() >= self._scan_due:
-            scan = frozenset(self._partitions)
-        parts = {u: p.device for u, p in self._partitions.items()}
+    def _tree_job(self, group: str) -> Callable[[], TreeRead[Any]]:
+        """The job reading the device's group and its partitions' (one thread, one deadline).
+
+        A device without partitions has the same job on every read of a group between
+        partition scans: made once, not two closures, a lambda and a dict per read."""
         own = group in self._own_groups
+        loop = self._loop
+        assert loop is not None  # set before the first call (_probe_until_available)
+        if self._partitioned and loop.time() >= self._scan_due:
+            scan: frozenset[str] | None = frozenset(self._partitions)
+        elif not self._partitions:
+            job = self._own_jobs.get((group, own))
+            if job is None:
+                job = self._own_jobs[(group, own)] = self._make_job(group, own, {}, None)
+            return job
+        else:
+            scan = None
+        parts = {u: p.device for u, p in self._partitions.items()}
+        return self._make_job(group, own, parts, scan)
+
+    def _make_job(self, group: str, own: bool, parts: dict[str, Device],
+                  scan: frozenset[str] | None) -> Callable[[], TreeRead[Any]]:
+        read: Callable[[Device], Any]
         if group == PROCESS_GROUP:
-            def processes(device: Device) -> Any:
+            def read(device: Device) -> Any:
                 return device.read_processes() if isinstance(device, ProcessReader) else ()
-            return await self._call(lambda: read_tree(
-                self._device, processes, parent_reads=own, partitions=parts,
-                enumerate_known=scan, serves=self._serves(group)))
-        return await self._call(lambda: read_tree(
-            self._device, lambda d: d.read(group), parent_reads=own, partitions=parts,
-            enumerate_known=scan, serves=self._serves(group)))
+        else:
+            def read(device: Device) -> Any:
+                return device.read(group)
+        return functools.partial(read_tree, self._device, read, parent_reads=own,
+                                 partitions=parts, enumerate_known=scan,
+                                 serves=self._serves(group))
 
     def _readings(self, identity_snapshot: DeviceSnapshot, group: str,
                   data: Any) -> tuple[Reading, ...]:
@@ -487,7 +505,7 @@ class DeviceSampler:
     async def _sample(self, group: str) -> None:
         started = time.perf_counter()
         try:
-            tree = await self._read_tree(group)
+            tree = await self._call(self._tree_job(group))
         except CallOverrun:
             return
         except ReadSkipped as exc:

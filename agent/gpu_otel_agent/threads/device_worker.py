@@ -17,14 +17,32 @@ import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 from gpu_otel_agent.threads.costs import SAMPLING, Stage
+from gpu_otel_agent.threads.handoff import LoopJob
 from gpu_otel_agent.threads.relay import Relay, Round, Settle
 from gpu_otel_agent.threads.supervised import SupervisedThread
 
 T = TypeVar("T")
-_Job = tuple[Callable[[], object], "Future[object]"]
+
+
+class _Outcome(Protocol):
+    """What the thread needs of a job's future: ``concurrent.futures.Future`` (``submit``) or
+    a ``threads.handoff.LoopJob`` (``run_on_loop``)."""
+
+    def done(self) -> bool: ...
+
+    def running(self) -> bool: ...
+
+    def set_running_or_notify_cancel(self) -> bool: ...
+
+    def set_result(self, result: Any) -> None: ...
+
+    def set_exception(self, exception: BaseException | None) -> None: ...
+
+
+_Job = tuple[Callable[[], object], _Outcome]
 _Batch = tuple[list[_Job], Round | None]
 
 
@@ -56,12 +74,23 @@ class DeviceWorker:
         the thread once. ``loop``: the caller's running loop, when it has it at hand (looking
         it up calls getpid() on Python 3.11, once per job); None: looked up here."""
         future: Future[T] = Future()
-        job: _Job = (fn, future)  # type: ignore[assignment]
+        self._hand_over((fn, future), loop)
+        return future
+
+    def run_on_loop(self, fn: Callable[[], T], loop: asyncio.AbstractEventLoop) -> LoopJob[T]:
+        """``submit`` for a caller on ``loop`` (its running loop): the outcome goes to the
+        job's ``waiter``, a future of ``loop``, without a ``concurrent.futures.Future`` in
+        between (``threads.handoff.LoopJob`` says what that saves)."""
+        job: LoopJob[T] = LoopJob(loop)
+        self._hand_over((fn, job), loop)
+        return job
+
+    def _hand_over(self, job: _Job, loop: asyncio.AbstractEventLoop | None) -> None:
         with self._lock:
             self._pending += 1
             if self._open is not None:
                 self._open.append(job)
-                return future
+                return
             jobs = self._open = [job]
         if self._relay is not None and loop is None:
             loop = _running_loop()
@@ -69,7 +98,6 @@ class DeviceWorker:
             self._relay.add(lambda baton: self._jobs.put((jobs, baton)), loop)
         else:
             self._jobs.put((jobs, None))
-        return future
 
     def stop(self) -> None:
         self._jobs.put(None)
