@@ -56,6 +56,7 @@ class DeviceWorker:
         self._pending = 0
         self._open: list[_Job] | None = None  # handed over, not yet taken by the thread
         self._current: _Batch | None = None  # the batch the thread is in
+        self._taken = 0  # how many of its jobs the thread has taken (see _loop)
         # Supervised: the loop itself raising (not a job: a job's exception goes to its
         # future) is logged, counted and the loop restarted on the same queue.
         self._thread = SupervisedThread(self._run, name, first_backoff_s=0.01)
@@ -124,8 +125,13 @@ class DeviceWorker:
             with self._lock:
                 if self._open is jobs:
                     self._open = None  # taken: a job submitted from now on is a new batch
-            results = [self._resume(job) for job in jobs]
-            self._current = None
+            # How far into the batch a loop that failed got: the restart goes on from there,
+            # and a job it had taken was counted off ``busy`` then, not again now.
+            results = []
+            for index, job in enumerate(jobs):
+                results.append(self._resume(job, counted=index < self._taken))
+                self._taken = index + 1
+            self._current, self._taken = None, 0
             if baton is None:
                 for result in results:
                     result()
@@ -133,11 +139,15 @@ class DeviceWorker:
                 baton.settle(results)  # the loop gets them when the relay ends
                 baton.next()  # the next device's turn
 
-    def _resume(self, job: _Job) -> Settle:
+    def _resume(self, job: _Job, *, counted: bool) -> Settle:
         """Runs a job not run yet; one the failure interrupted (or ran and did not settle)
-        ends with the error instead of hanging its caller."""
+        ends with the error instead of hanging its caller. ``counted``: the loop that failed
+        had taken it already (and counted it off ``busy``)."""
         future = job[1]
-        if future.done():
+        if future.done():  # cancelled before the thread took it: it never runs
+            if not counted:
+                with self._lock:
+                    self._pending -= 1
             return _nothing
         if future.running():
             return functools.partial(future.set_exception, RuntimeError(

@@ -13,6 +13,7 @@ import pytest
 
 from gpu_otel_agent.threads.device_worker import DeviceWorker
 from gpu_otel_agent.threads.relay import Relay
+from tests.polling import wait_until
 
 
 def test_jobs_submitted_before_the_thread_takes_its_batch_go_with_it() -> None:
@@ -56,6 +57,32 @@ def test_outside_a_loop_a_job_is_handed_over_at_once_and_errors_reach_the_caller
         assert isinstance(error, ValueError)
         assert not worker.busy
     finally:
+        worker.stop()
+
+
+def test_a_job_cancelled_before_the_thread_takes_it_leaves_the_device_idle() -> None:
+    """``busy`` counts the jobs handed over and not finished; one cancelled while queued (its
+    deadline passed behind a hung call, or the agent is shutting down) never runs and is
+    finished too: at exit the agent closes the GPU library only when no device is busy."""
+    worker = DeviceWorker("gpu-test")
+    started, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        started.set()
+        release.wait(30)
+
+    try:
+        first = worker.submit(hold)
+        assert started.wait(30)
+        queued = worker.submit(lambda: 1)  # a batch of its own: the first one is taken
+        assert queued.cancel()
+        assert worker.busy
+        release.set()
+        first.result(timeout=30)
+        wait_until(lambda: not worker.busy,
+                   what="the cancelled job is still counted as pending")
+    finally:
+        release.set()
         worker.stop()
 
 
