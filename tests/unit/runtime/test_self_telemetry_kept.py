@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
 from typing import cast
 
 from gpu_otel_agent.model.snapshot import DeviceIdentity, Reading
@@ -17,35 +16,11 @@ from gpu_otel_agent.runtime.self_telemetry import (
     library_error_readings,
     sampler_readings,
 )
-from gpu_otel_agent.sampling.sampler import DeviceSampler, SamplerStats
+from gpu_otel_agent.sampling.sampler import DeviceSampler
+from tests.unit.runtime.self_telemetry_doubles import FakeDevice, FakeSampler, FakeSnapshot
 
 CALLS = ("nvmlDeviceGetFieldValues", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetClockInfo")
 CODES = ("NVML_ERROR_TIMEOUT", "NVML_ERROR_GPU_IS_LOST")
-
-
-@dataclass
-class _Snapshot:
-    identity: DeviceIdentity
-
-
-@dataclass
-class _Sampler:
-    snapshot: _Snapshot
-    stats: SamplerStats = field(default_factory=SamplerStats)
-
-
-@dataclass
-class _Device:
-    """A device's library call times and errors (what ``CallTimed``/``ErrorCounted`` read)."""
-
-    times: dict[str, tuple[int, float]] = field(default_factory=dict)
-    errors: dict[tuple[str, str], int] = field(default_factory=dict)
-
-    def call_times(self) -> dict[str, tuple[int, float]]:
-        return dict(self.times)
-
-    def error_counts(self) -> dict[tuple[str, str], int]:
-        return dict(self.errors)
 
 
 def _odd(rng: random.Random, value: float) -> float | int:
@@ -62,9 +37,10 @@ def _written(readings: tuple[Reading, ...]) -> list[tuple[str, str, type, object
 
 def test_kept_readings_are_what_fresh_readings_are() -> None:
     rng = random.Random(9)
-    samplers = [_Sampler(_Snapshot(DeviceIdentity(f"GPU-{i}", i, "nvidia", "H100",
-                                                  f"0000:{i:02x}:00.0"))) for i in range(3)]
-    devices = [_Device() for _ in range(3)]
+    samplers = [FakeSampler(FakeSnapshot(DeviceIdentity(f"GPU-{i}", i, "nvidia", "H100",
+                                                        f"0000:{i:02x}:00.0")))
+                for i in range(3)]
+    devices = [FakeDevice() for _ in range(3)]
     telemetry = SelfTelemetry(100)
     telemetry.watch_samplers(cast(list[DeviceSampler], samplers))
     telemetry.watch_devices(devices)

@@ -14,7 +14,6 @@ import copy
 import math
 import pickle
 import random
-from dataclasses import dataclass, field
 from typing import cast
 
 import pytest
@@ -35,37 +34,15 @@ from gpu_otel_agent.runtime.self_telemetry import (
     library_error_readings,
     sampler_readings,
 )
-from gpu_otel_agent.sampling.sampler import DeviceSampler, SamplerStats
+from gpu_otel_agent.sampling.sampler import DeviceSampler
 from tests.unit.export.metrics.reference_exports import check_export
 from tests.unit.export.metrics.series_end_points import Series
+from tests.unit.runtime.self_telemetry_doubles import FakeDevice, FakeSampler, FakeSnapshot
 
 RESOURCE = Resource.create({"service.name": "gpu-otel-agent", "host.name": "node-1"})
 CALLS = ("nvmlDeviceGetFieldValues", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetClockInfo",
          "nvmlDeviceGetProcessUtilization")
 CODES = ("NVML_ERROR_TIMEOUT", "NVML_ERROR_GPU_IS_LOST")
-
-
-@dataclass
-class _Snapshot:
-    identity: DeviceIdentity
-
-
-@dataclass
-class _Sampler:
-    snapshot: _Snapshot
-    stats: SamplerStats = field(default_factory=SamplerStats)
-
-
-@dataclass
-class _Device:
-    times: dict[str, tuple[int, float]] = field(default_factory=dict)
-    errors: dict[tuple[str, str], int] = field(default_factory=dict)
-
-    def call_times(self) -> dict[str, tuple[int, float]]:
-        return dict(self.times)
-
-    def error_counts(self) -> dict[tuple[str, str], int]:
-        return dict(self.errors)
 
 
 def _odd(rng: random.Random, value: float) -> float | int:
@@ -108,7 +85,7 @@ def _of(readings: tuple[Reading, ...]) -> list[tuple[object, ...]]:
     return _written([(r.metric, r.value, r.attributes) for r in readings])
 
 
-def _step(rng: random.Random, samplers: list[_Sampler], devices: list[_Device]) -> None:
+def _step(rng: random.Random, samplers: list[FakeSampler], devices: list[FakeDevice]) -> None:
     for sampler in samplers:
         stats = sampler.stats
         if rng.random() < 0.6:
@@ -137,9 +114,10 @@ def _step(rng: random.Random, samplers: list[_Sampler], devices: list[_Device]) 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_values_and_keys_are_what_fresh_readings_are_and_send_the_same(seed: int) -> None:
     rng = random.Random(seed)
-    samplers = [_Sampler(_Snapshot(DeviceIdentity(f"GPU-{i}", i, "nvidia", "H100",
-                                                  f"0000:{i:02x}:00.0"))) for i in range(4)]
-    devices = [_Device() for _ in range(4)]
+    samplers = [FakeSampler(FakeSnapshot(DeviceIdentity(f"GPU-{i}", i, "nvidia", "H100",
+                                                        f"0000:{i:02x}:00.0")))
+                for i in range(4)]
+    devices = [FakeDevice() for _ in range(4)]
     sources = [_Source(rng), _Source(rng)]
     telemetry = SelfTelemetry(100)
     for source in sources:
@@ -217,7 +195,7 @@ def test_library_call_totals_are_the_old_sums_as_functions_are_called() -> None:
     (the same floats: each sum in device order)."""
     rng = random.Random(5)
     names = [f"nvmlDeviceGet{i:02}" for i in range(24)]
-    devices = [_Device(times={name: (1, rng.uniform(0, 1e-3)) for name in names[:20]})
+    devices = [FakeDevice(times={name: (1, rng.uniform(0, 1e-3)) for name in names[:20]})
                for _ in range(8)]
     telemetry = SelfTelemetry(1)
     telemetry.watch_devices(devices)
