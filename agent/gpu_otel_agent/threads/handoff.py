@@ -2,19 +2,16 @@
 
 ``wrap_future`` hands every result over with ``call_soon_threadsafe``, even when the result is
 set on the loop's own thread (a ``concurrent.futures.Future`` has no loop to compare with), and
-chains cancellation both ways with two more callbacks. The relay sets a round's results on the
-loop in one call (``threads.relay``); ``on_loop`` then moves each one into its waiter at once,
-in that same loop pass. A result set on another thread (a lone job, a released round, a job
-that outlived its deadline) still goes through ``call_soon_threadsafe``.
+chains cancellation both ways with two more callbacks; the future itself makes a
+``threading.Condition`` per job. A ``LoopJob`` is what the device thread settles and what the
+loop awaits (its ``waiter``): one object and one plain lock per job. The relay sets a round's
+results on the loop in one call (``threads.relay``), and each job moves into its waiter at
+once, in that same loop pass; a result set on another thread (a lone job, a released round, a
+job that outlived its deadline) still goes through ``call_soon_threadsafe``.
 
 Cancelling is the caller's: what ``wrap_future`` did on the waiter's cancellation (cancel the
 job if it has not started) the caller does itself.
-
-The samplers' jobs skip the ``concurrent.futures.Future`` too: a ``LoopJob`` is what the device
-thread settles and what the loop awaits (its ``waiter``), one object and one plain lock per job.
-``on_loop`` stays for jobs that are such futures (``DeviceWorker.submit``).
 """
-
 from __future__ import annotations
 
 import asyncio
@@ -22,39 +19,11 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import InvalidStateError
 from typing import Any, Generic, TypeVar
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-def on_loop(loop: asyncio.AbstractEventLoop, job: Future[T]) -> asyncio.Future[T]:
-    """A future of ``loop`` that ends as ``job`` does. Call it on ``loop``'s thread."""
-    waiter: asyncio.Future[T] = loop.create_future()
-    thread = threading.get_ident()
-
-    def settled(done: Future[T]) -> None:  # on whichever thread set the job's result
-        if threading.get_ident() == thread:
-            _copy(done, waiter)
-        elif not loop.is_closed():
-            loop.call_soon_threadsafe(_copy, done, waiter)
-
-    job.add_done_callback(settled)
-    return waiter
-
-
-def _copy(job: Future[T], waiter: asyncio.Future[T]) -> None:
-    if waiter.done():  # given up (deadline, cancellation) before the result came
-        return
-    if job.cancelled():
-        waiter.cancel()
-        return
-    error = job.exception()
-    if error is not None:
-        waiter.set_exception(error)
-    else:
-        waiter.set_result(job.result())
 
 
 _PENDING, _RUNNING, _CANCELLED, _FINISHED = range(4)
@@ -63,10 +32,10 @@ _PENDING, _RUNNING, _CANCELLED, _FINISHED = range(4)
 class LoopJob(Generic[T]):
     """A device job whose outcome goes straight to ``waiter``, a future of the submitting loop.
 
-    What ``concurrent.futures.Future`` + ``on_loop`` did per job (issue 41: the sampler runs
-    one per group read, about 11 a second at 8 GPUs), for less: that Future makes a
+    What ``concurrent.futures.Future`` + ``asyncio.wrap_future`` did per job (issue 41: the
+    sampler runs one per group read, about 11 a second at 8 GPUs), for less: that Future makes a
     ``threading.Condition`` per job and takes it on every call (start, result, callbacks,
-    ``exception()`` and ``result()`` again in the copy), and ``on_loop`` adds a closure and a
+    ``exception()`` and ``result()`` again in the copy), and the wrapping added a closure and a
     done callback. Here a job holds one plain lock, taken where two threads may meet: starting
     (the device thread) against cancelling (the loop, past the deadline), and finishing
     against ``add_done_callback`` (the loop, to hear when a hung call returns). The outcome

@@ -4,6 +4,7 @@ drive ``SelfTelemetry`` and its sources with changing values."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 
 from gpu_otel_agent.model.snapshot import DeviceIdentity
@@ -33,3 +34,20 @@ class FakeDevice:
 
     def error_counts(self) -> dict[tuple[str, str], int]:
         return dict(self.errors)
+
+
+def step_devices(rng: random.Random, devices: list[FakeDevice], calls: tuple[str, ...],
+                 codes: tuple[str, ...], *, forget: float, fail: float) -> None:
+    """One sample's worth of library use: a function's totals dropped now and then
+    (``forget``), some functions called (0-2 calls, time or none), an error now and then
+    (``fail``)."""
+    for device in devices:
+        if rng.random() < forget:
+            device.times.pop(rng.choice(calls), None)
+        for name in rng.sample(calls, rng.randrange(0, len(calls) + 1)):
+            count, seconds = device.times.get(name, (0, 0.0))
+            device.times[name] = (count + rng.randrange(0, 3),
+                                  seconds + rng.choice((0.0, rng.uniform(0, 1e-3))))
+        if rng.random() < fail:
+            key = (rng.choice(calls), rng.choice(codes))
+            device.errors[key] = device.errors.get(key, 0) + 1

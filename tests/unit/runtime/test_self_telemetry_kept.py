@@ -17,7 +17,12 @@ from gpu_otel_agent.runtime.self_telemetry import (
     sampler_readings,
 )
 from gpu_otel_agent.sampling.sampler import DeviceSampler
-from tests.unit.runtime.self_telemetry_doubles import FakeDevice, FakeSampler, FakeSnapshot
+from tests.unit.runtime.self_telemetry_doubles import (
+    FakeDevice,
+    FakeSampler,
+    FakeSnapshot,
+    step_devices,
+)
 
 CALLS = ("nvmlDeviceGetFieldValues", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetClockInfo")
 CODES = ("NVML_ERROR_TIMEOUT", "NVML_ERROR_GPU_IS_LOST")
@@ -58,16 +63,7 @@ def test_kept_readings_are_what_fresh_readings_are() -> None:
             if rng.random() < 0.2:
                 group = rng.choice(("fast", "processes", "gpm", "slow"))
                 stats.last_read_seconds[group] = _odd(rng, rng.uniform(0, 0.01))
-        for device in devices:
-            if rng.random() < 0.05:
-                device.times.pop(rng.choice(CALLS), None)
-            for name in rng.sample(CALLS, rng.randrange(0, len(CALLS) + 1)):
-                calls, seconds = device.times.get(name, (0, 0.0))
-                device.times[name] = (calls + rng.randrange(0, 3),
-                                      seconds + rng.choice((0.0, rng.uniform(0, 1e-3))))
-            if rng.random() < 0.05:
-                key = (rng.choice(CALLS), rng.choice(CODES))
-                device.errors[key] = device.errors.get(key, 0) + 1
+        step_devices(rng, devices, CALLS, CODES, forget=0.05, fail=0.05)
         present = [d for d in devices if rng.random() > 0.1]  # a GPU gone for a sample
         telemetry.watch_devices(present)
         telemetry.watch_samplers(cast(list[DeviceSampler], [

@@ -37,7 +37,12 @@ from gpu_otel_agent.runtime.self_telemetry import (
 from gpu_otel_agent.sampling.sampler import DeviceSampler
 from tests.unit.export.metrics.reference_exports import check_export
 from tests.unit.export.metrics.series_end_points import Series
-from tests.unit.runtime.self_telemetry_doubles import FakeDevice, FakeSampler, FakeSnapshot
+from tests.unit.runtime.self_telemetry_doubles import (
+    FakeDevice,
+    FakeSampler,
+    FakeSnapshot,
+    step_devices,
+)
 
 RESOURCE = Resource.create({"service.name": "gpu-otel-agent", "host.name": "node-1"})
 CALLS = ("nvmlDeviceGetFieldValues", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetClockInfo",
@@ -99,16 +104,7 @@ def _step(rng: random.Random, samplers: list[FakeSampler], devices: list[FakeDev
         if rng.random() < 0.4:
             group = rng.choice(("fast", "processes", "gpm", "slow"))
             stats.last_read_seconds[group] = _odd(rng, rng.uniform(0, 0.01))
-    for device in devices:
-        if rng.random() < 0.03:
-            device.times.pop(rng.choice(CALLS), None)
-        for name in rng.sample(CALLS, rng.randrange(0, len(CALLS) + 1)):
-            calls, seconds = device.times.get(name, (0, 0.0))
-            device.times[name] = (calls + rng.randrange(0, 3),
-                                  seconds + rng.choice((0.0, rng.uniform(0, 1e-3))))
-        if rng.random() < 0.03:
-            key = (rng.choice(CALLS), rng.choice(CODES))
-            device.errors[key] = device.errors.get(key, 0) + 1
+    step_devices(rng, devices, CALLS, CODES, forget=0.03, fail=0.03)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

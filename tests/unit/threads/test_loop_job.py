@@ -1,7 +1,7 @@
-"""``LoopJob``: a device job's outcome reaches its loop future as ``submit`` + ``on_loop``
-brought it, and a job keeps what the sampler relies on of a ``concurrent.futures.Future``:
-not run once cancelled, a done callback when a hung call finally returns, an error for a job
-the device thread failed in."""
+"""``LoopJob``: a device job's outcome reaches its loop future as ``submit`` +
+``asyncio.wrap_future`` bring it, and a job keeps what the sampler relies on of a
+``concurrent.futures.Future``: not run once cancelled, a done callback when a hung call
+finally returns, an error for a job the device thread failed in."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from gpu_otel_agent.threads.device_worker import DeviceWorker
-from gpu_otel_agent.threads.handoff import LoopJob, on_loop
+from gpu_otel_agent.threads.handoff import LoopJob
 from gpu_otel_agent.threads.relay import Relay
 from tests.polling import until
 
@@ -28,9 +28,10 @@ def _outcome(future: asyncio.Future[Any]) -> tuple[str, object]:
 
 
 @pytest.mark.parametrize("relay", [False, True])
-def test_outcomes_equal_those_of_submit_and_on_loop(relay: bool) -> None:
+def test_outcomes_equal_those_of_submit_and_wrap_future(relay: bool) -> None:
     """Over changing jobs (results, errors, a None result), with and without the relay, each
-    job's waiter ends as the reference path's (a concurrent.futures.Future through on_loop)."""
+    job's waiter ends as the stdlib's path's (a concurrent.futures.Future through
+    asyncio.wrap_future)."""
     shared = Relay(pass_on_after_s=60) if relay else None
     workers = [DeviceWorker(f"gpu-{n}", shared) for n in range(3)]
 
@@ -48,7 +49,7 @@ def test_outcomes_equal_those_of_submit_and_on_loop(relay: bool) -> None:
         for n in range(24):
             worker = workers[n % 3]
             fast.append(worker.run_on_loop(lambda n=n: job(n), loop).waiter)  # type: ignore[misc]
-            reference.append(on_loop(loop, worker.submit(lambda n=n: job(n), loop)))  # type: ignore[misc]
+            reference.append(asyncio.wrap_future(worker.submit(lambda n=n: job(n), loop)))  # type: ignore[misc]
             if n % 5 == 4:
                 await asyncio.sleep(0)  # some rounds end between submissions
         await asyncio.wait([*fast, *reference], timeout=30)

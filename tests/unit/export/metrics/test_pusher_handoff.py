@@ -1,4 +1,4 @@
-"""The metric pusher hands each export to its thread and waits for it (``on_loop`` +
+"""The metric pusher hands each export to its thread and waits for it (its ``LoopWorker`` +
 ``settled``, issue 41) as it did with ``run_in_executor`` and ``asyncio.wait``: a result
 is recorded, a wait ends at its timeout without cancelling the export, whose late outcome
 still counts, an interval meeting an export still in flight is skipped, and an exporter
