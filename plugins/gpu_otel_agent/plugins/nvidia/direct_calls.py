@@ -36,6 +36,8 @@ class _Outs:
         self.memory = pynvml.c_nvmlMemory_v2_t()
         self.memory.version = pynvml.nvmlMemory_v2
         self.memory_fresh = bytes(self.memory)
+        # Reset by a slice assignment (not ``ctypes.memmove``, a foreign call of its own).
+        self.memory_bytes = memoryview(self.memory).cast("B")
         self.memory_ref = ctypes.byref(self.memory)
         self.clock = ctypes.c_uint()
         self.clock_ref = ctypes.byref(self.clock)
@@ -68,7 +70,7 @@ def memory_v2(handle: object) -> tuple[int, int, int]:
         memory = pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
         return int(memory.total), int(memory.reserved), int(memory.used)
     outs = _outs()
-    ctypes.memmove(outs.memory_ref, outs.memory_fresh, len(outs.memory_fresh))
+    outs.memory_bytes[:] = outs.memory_fresh
     check(function("nvmlDeviceGetMemoryInfo_v2")(handle, outs.memory_ref))
     total, reserved, used = _MEMORY_V2.unpack_from(outs.memory)
     return total, reserved, used

@@ -48,6 +48,9 @@ class FieldBatch:
             else:
                 record.fieldId = field
         self._fresh = bytes(self._array)
+        # Reset by a slice assignment into the array's own bytes: ``ctypes.memmove`` is a
+        # foreign call (argument conversion, the GIL dropped and taken again) per read.
+        self._bytes = memoryview(self._array).cast("B")
         self._count = ctypes.c_int32(len(ids))
         self._ref = ctypes.byref(self._array)
         self._layout = layout
@@ -63,7 +66,7 @@ class FieldBatch:
 
     def call(self, handle: object) -> None:
         """Ask the library for every field (raises pynvml's error of a failed call)."""
-        ctypes.memmove(self._array, self._fresh, len(self._fresh))
+        self._bytes[:] = self._fresh
         check(function(CALL)(handle, self._count, self._ref))
 
     def answers(self) -> Iterable[Answer]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pynvml
 
@@ -39,13 +39,41 @@ class CallReading:
     key: str | None = None
 
 
+# The last answer of each direct call per device handle, and the readings made of it.
+#
+# A fast read builds 13 ``Reading`` objects (frozen dataclasses: four ``object.__setattr__``
+# each), and the direct calls' answers are often the same as a second ago (memory total and
+# reserve always, memory used and clocks while a job is steady): an answer equal to the last
+# one gets the readings made of it again (the same immutable objects). A reading depends on
+# the answer's integers alone, never on the key: the key (the function and the handle's id)
+# only decides how often an answer is met again, so a stale or reused id costs a miss, never
+# a wrong reading. Each device's calls run on its own thread, so no two threads share a key;
+# each dict operation is atomic, and the dict is emptied past ``KEPT_HELD`` entries (handles
+# found again after driver reloads).
+KEPT_HELD = 1024
+_last: dict[tuple[object, int], tuple[Any, tuple[Reading, ...]]] = {}
+
+
+def _keep(key: tuple[object, int], answer: Any, readings: tuple[Reading, ...]) -> None:
+    if len(_last) >= KEPT_HELD:
+        _last.clear()
+    _last[key] = (answer, readings)
+
+
 def _utilization(handle: Handle) -> tuple[Reading, ...]:
-    gpu, memory = direct_calls.utilization_rates(handle)
-    return (
+    rates = direct_calls.utilization_rates(handle)
+    key = (_utilization, id(handle))
+    held = _last.get(key)
+    if held is not None and held[0] == rates:  # integers: equal is the same reading
+        return held[1]
+    gpu, memory = rates
+    readings = (
         Reading("hw.gpu.utilization", gpu / 100, (("hw.gpu.task", "general"),)),
         # The memory controller's busy time (dcgm MEM_COPY_UTIL), not memory used.
         Reading("gpu.memory.controller.utilization", memory / 100),
     )
+    _keep(key, rates, readings)
+    return readings
 
 
 # hw.gpu.memory.usage is allocated frame buffer, without what the driver/firmware reserves
@@ -54,8 +82,15 @@ def _utilization(handle: Handle) -> tuple[Reading, ...]:
 # and Allocated": that figure is sent (memory in use, as the conventions' "GPU memory used"
 # reads) rather than nothing, and the reserve is absent there.
 def _memory_v2(handle: Handle) -> tuple[Reading, ...]:
-    total, reserved, used = direct_calls.memory_v2(handle)
-    return (*memory_readings(used, total), Reading("gpu.memory.reserved", reserved))
+    answer = direct_calls.memory_v2(handle)
+    key = (_memory_v2, id(handle))
+    held = _last.get(key)
+    if held is not None and held[0] == answer:  # integers (see _last)
+        return held[1]
+    total, reserved, used = answer
+    readings = (*memory_readings(used, total), Reading("gpu.memory.reserved", reserved))
+    _keep(key, answer, readings)
+    return readings
 
 
 def _memory_v1(handle: Handle) -> tuple[Reading, ...]:
@@ -91,7 +126,14 @@ def _clock(domain: str, clock_type: int) -> Callable[[Handle], tuple[Reading, ..
 
     def read(handle: Handle) -> tuple[Reading, ...]:
         mhz = direct_calls.clock_info(handle, kind)
-        return (Reading("gpu.clock.frequency", mhz * 1_000_000, (("gpu.clock.domain", domain),)),)
+        key = (read, id(handle))
+        held = _last.get(key)
+        if held is not None and held[0] == mhz:  # an integer (see _last)
+            return held[1]
+        readings = (Reading("gpu.clock.frequency", mhz * 1_000_000,
+                            (("gpu.clock.domain", domain),)),)
+        _keep(key, mhz, readings)
+        return readings
 
     return read
 
