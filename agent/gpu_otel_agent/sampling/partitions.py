@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from types import MappingProxyType
+from typing import Any, Generic, TypeVar
 
 from gpu_otel_agent.backends.protocol import Device, DeviceLost, Partitioned, PartitionGone
 from gpu_otel_agent.model.snapshot import DeviceSnapshot
@@ -64,6 +65,18 @@ def enumerate_partitions(device: Device, known: frozenset[str]) -> Enumerated:
                 continue  # destroyed between enumeration and probe: the next scan settles it
         found.append(partition)
     return Enumerated(tuple(found), probed)
+
+
+_NO_PARTITIONS: Mapping[str, Any] = MappingProxyType({})  # read only: shared by every own read
+_NONE_GONE: frozenset[str] = frozenset()
+
+
+def read_own(read: Callable[[], T] | None) -> TreeRead[T]:
+    """The job of a device without partitions between scans (every NVIDIA GPU without MIG):
+    ``read_tree`` with no partitions and no enumeration, the device's own read alone (None:
+    it does not read this group). The same result, without ``read_tree``'s keyword call,
+    dicts and sets per read, and one call less (``read`` takes no device)."""
+    return TreeRead(None if read is None else read(), None, _NO_PARTITIONS, _NONE_GONE, 0)
 
 
 def read_tree(

@@ -46,6 +46,7 @@ from gpu_otel_agent.sampling.partitions import (
     PartitionState,
     TreeRead,
     enumerate_partitions,
+    read_own,
     read_tree,
 )
 from gpu_otel_agent.threads.costs import ATTRIBUTION, SNAPSHOT, Stage
@@ -475,6 +476,8 @@ class DeviceSampler:
 
     def _make_job(self, group: str, own: bool, parts: dict[str, Device],
                   scan: frozenset[str] | None) -> Callable[[], TreeRead[Any]]:
+        if not parts and scan is None:
+            return functools.partial(read_own, self._own_read(group) if own else None)
         read: Callable[[Device], Any]
         if group == PROCESS_GROUP:
             def read(device: Device) -> Any:
@@ -485,6 +488,15 @@ class DeviceSampler:
         return functools.partial(read_tree, self._device, read, parent_reads=own,
                                  partitions=parts, enumerate_known=scan,
                                  serves=self._serves(group))
+
+    def _own_read(self, group: str) -> Callable[[], Any]:
+        """The device's own read of ``group`` (``_make_job``'s ``read`` of the device itself)."""
+        device = self._device
+        if group != PROCESS_GROUP:
+            return functools.partial(device.read, group)
+        if isinstance(device, ProcessReader):
+            return device.read_processes
+        return tuple
 
     def _readings(self, identity_snapshot: DeviceSnapshot, group: str,
                   data: Any) -> tuple[Reading, ...]:

@@ -117,7 +117,8 @@ class DeviceWorker:
         while True:
             # A batch the loop was in when it failed is finished after the restart (its
             # baton passed on, so the other devices' relay goes on), not lost.
-            batch = self._current if self._current is not None else self._jobs.get()
+            resumed = self._current is not None
+            batch = self._current if resumed else self._jobs.get()
             self._current = batch
             if batch is None:
                 return
@@ -126,18 +127,23 @@ class DeviceWorker:
                 if self._open is jobs:
                     self._open = None  # taken: a job submitted from now on is a new batch
             # How far into the batch a loop that failed got: the restart goes on from there,
-            # and a job it had taken was counted off ``busy`` then, not again now.
+            # and a job it had taken was counted off ``busy`` then, not again now. A batch
+            # from the queue has no job started or counted yet: each goes straight to
+            # ``_run_one`` (a job cancelled meanwhile never runs: its
+            # ``set_running_or_notify_cancel`` says so, and it is counted off ``busy`` there).
             results = []
             for index, job in enumerate(jobs):
-                results.append(self._resume(job, counted=index < self._taken))
+                results.append(self._resume(job, counted=index < self._taken) if resumed
+                               else self._run_one(job))
                 self._taken = index + 1
             self._current, self._taken = None, 0
             if baton is None:
                 for result in results:
                     result()
             else:
-                baton.settle(results)  # the loop gets them when the relay ends
-                baton.next()  # the next device's turn
+                # Held until the relay ends (the loop gets them together), and the next
+                # device's turn.
+                baton.finish(results)
 
     def _resume(self, job: _Job, *, counted: bool) -> Settle:
         """Runs a job not run yet; one the failure interrupted (or ran and did not settle)

@@ -42,7 +42,7 @@ Settle = Callable[[], None]  # sets a finished job's future (its result or its e
 
 class Round:
     """The legs of devices that got jobs while the round ran. ``join`` runs on the loop;
-    ``settle`` and ``next`` on whichever thread finished a leg."""
+    ``finish`` on whichever thread finished a leg (``next`` starts the round)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, pass_on_after_s: float) -> None:
         self._legs: deque[Leg] = deque()
@@ -61,18 +61,32 @@ class Round:
             self._legs.append(leg)
             return True
 
-    def settle(self, results: list[Settle]) -> None:
-        """A leg's results: held until the round ends, then set together."""
+    def finish(self, results: list[Settle]) -> None:
+        """A leg is done: its results are held until the round ends (then set together), and
+        the next leg is handed over; after the last one, every device's results go to the
+        loop together. One lock round for both (a device thread per leg, every tick)."""
+        late = time.monotonic() > self._deadline
+        leg: Leg | None = None
         with self._lock:
-            if not self.over:
+            over = self.over
+            if not over:
                 self._unsettled += results
-                return
-        for result in results:
-            result()
+                if not late:
+                    leg = self._legs.popleft() if self._legs else None
+                    if leg is None:
+                        results, self._unsettled, self.over = self._unsettled, [], True
+        if over:  # released meanwhile: the results go out now (nothing is left to hand on)
+            _settle(results)
+        elif late:
+            self.release_all()
+        elif leg is not None:
+            leg(self)
+        else:
+            self._hand_to_loop(results)
 
     def next(self) -> None:
-        """Hand the next leg over (its thread calls ``next`` again when done); after the
-        last one, every device's results go to the loop together."""
+        """Hand the next leg over (its thread calls ``finish`` when done); after the last
+        one, every device's results go to the loop together."""
         if time.monotonic() > self._deadline:
             self.release_all()
             return
@@ -84,6 +98,9 @@ class Round:
         if leg is not None:
             leg(self)
             return
+        self._hand_to_loop(results)
+
+    def _hand_to_loop(self, results: list[Settle]) -> None:
         # Every device's results are set on the loop, in one hand-off: set here, each would
         # reach its waiter with a call_soon_threadsafe of its own (threads.handoff).
         try:

@@ -137,3 +137,26 @@ def test_partition_attributes_cannot_shadow_the_device_ones() -> None:
         DevicePartition("GPU-P", "mig", "1g", (("hw.id", "x"),))
     with pytest.raises(ValueError, match="parent"):
         DevicePartition("", "mig", "1g")
+
+
+def test_an_unpartitioned_devices_job_gives_what_read_tree_gives() -> None:
+    """``read_own`` (the job of a device without partitions between scans) equals
+    ``read_tree`` with no partitions and no enumeration: the device's read, or None when the
+    device does not read the group itself; an error of the read propagates as it does there."""
+    from functools import partial
+
+    from gpu_otel_agent.sampling.partitions import read_own, read_tree
+
+    device = Child("GPU-P", 1, 0)
+    for memory in (0, 1, 2**40, 7):
+        device.memory = memory
+        for own in (True, False):
+            tree = read_tree(device, lambda d: d.read("fast"), parent_reads=own, partitions={},
+                             enumerate_known=None, serves=lambda uuid, probed: True)
+            quick = read_own(partial(device.read, "fast") if own else None)
+            assert quick == tree
+            assert dict(quick.partitions) == {} and quick.gone == frozenset()
+            assert quick.parent == ((Reading("hw.gpu.memory.limit", memory),) if own else None)
+    device.destroyed = True
+    with pytest.raises(PartitionGone):
+        read_own(partial(device.read, "fast"))
