@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from typing import Any
 
 import pynvml
 
@@ -41,9 +42,17 @@ class _Outs:
         self.memory_ref = ctypes.byref(self.memory)
         self.clock = ctypes.c_uint()
         self.clock_ref = ctypes.byref(self.clock)
+        # The C functions once found (``library.function``: the lookup raises what pynvml's
+        # does; pynvml never unloads the library, so a function found stays the one to call).
+        self.functions: dict[str, Any] = {}
+
+    def bind(self, name: str) -> Any:
+        fn = self.functions[name] = function(name)
+        return fn
 
 
 _kept = threading.local()
+_SUCCESS = pynvml.NVML_SUCCESS
 
 
 def _outs() -> _Outs:
@@ -59,7 +68,10 @@ def utilization_rates(handle: object) -> tuple[int, int]:
         rates = pynvml.nvmlDeviceGetUtilizationRates(handle)
         return int(rates.gpu), int(rates.memory)
     outs = _outs()
-    check(function("nvmlDeviceGetUtilizationRates")(handle, outs.utilization_ref))
+    name = "nvmlDeviceGetUtilizationRates"
+    code = (outs.functions.get(name) or outs.bind(name))(handle, outs.utilization_ref)
+    if code != _SUCCESS:
+        check(code)  # raises pynvml's error of the code (a call less while all is well)
     gpu, memory = _UTILIZATION.unpack_from(outs.utilization)
     return gpu, memory
 
@@ -71,7 +83,10 @@ def memory_v2(handle: object) -> tuple[int, int, int]:
         return int(memory.total), int(memory.reserved), int(memory.used)
     outs = _outs()
     outs.memory_bytes[:] = outs.memory_fresh
-    check(function("nvmlDeviceGetMemoryInfo_v2")(handle, outs.memory_ref))
+    name = "nvmlDeviceGetMemoryInfo_v2"
+    code = (outs.functions.get(name) or outs.bind(name))(handle, outs.memory_ref)
+    if code != _SUCCESS:
+        check(code)
     total, reserved, used = _MEMORY_V2.unpack_from(outs.memory)
     return total, reserved, used
 
@@ -85,5 +100,8 @@ def clock_type(clock: int) -> ctypes.c_uint:
 def clock_info(handle: object, clock: ctypes.c_uint) -> int:
     """``nvmlDeviceGetClockInfo``: MHz of the clock ``clock`` (from :func:`clock_type`)."""
     outs = _outs()
-    check(function("nvmlDeviceGetClockInfo")(handle, clock, outs.clock_ref))
+    name = "nvmlDeviceGetClockInfo"
+    code = (outs.functions.get(name) or outs.bind(name))(handle, clock, outs.clock_ref)
+    if code != _SUCCESS:
+        check(code)
     return outs.clock.value

@@ -53,6 +53,7 @@ class FieldBatch:
         self._bytes = memoryview(self._array).cast("B")
         self._count = ctypes.c_int32(len(ids))
         self._ref = ctypes.byref(self._array)
+        self._function: Any = None  # the C function, once found
         self._layout = layout
         self._successes = (pynvml.NVML_SUCCESS,) * len(ids)
         self._kinds: tuple[int, ...] = ()  # value types the whole-array struct reads
@@ -67,7 +68,12 @@ class FieldBatch:
     def call(self, handle: object) -> None:
         """Ask the library for every field (raises pynvml's error of a failed call)."""
         self._bytes[:] = self._fresh
-        check(function(CALL)(handle, self._count, self._ref))
+        fn = self._function
+        if fn is None:  # found once (pynvml never unloads the library); raises as pynvml's
+            fn = self._function = function(CALL)
+        code = fn(handle, self._count, self._ref)
+        if code != pynvml.NVML_SUCCESS:
+            check(code)
 
     def answers(self) -> Iterable[Answer]:
         """(code, timestamp µs, number or None) per field, as ``field_results`` reads them."""
