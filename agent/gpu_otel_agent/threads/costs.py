@@ -30,7 +30,9 @@ _local = threading.local()  # the innermost open stage of each thread
 
 class Stage:
     """``with Stage(ENCODING): ...`` charges the stage with the thread CPU of the block, less
-    what stages opened inside it were charged (each second is counted once)."""
+    what stages opened inside it were charged (each second is counted once). A stage may be
+    entered again once it has exited (a device thread keeps one for its jobs), never while
+    it is open."""
 
     __slots__ = ("_inner", "_name", "_outer", "_started")
 
@@ -41,6 +43,7 @@ class Stage:
         self._started = 0.0
 
     def __enter__(self) -> None:
+        self._inner = 0.0
         self._outer = getattr(_local, "top", None)
         _local.top = self
         self._started = time.thread_time()

@@ -57,6 +57,7 @@ class DeviceWorker:
         self._open: list[_Job] | None = None  # handed over, not yet taken by the thread
         self._current: _Batch | None = None  # the batch the thread is in
         self._taken = 0  # how many of its jobs the thread has taken (see _loop)
+        self._sampling = Stage(SAMPLING)  # the thread's, entered once per job (not one each)
         # Supervised: the loop itself raising (not a job: a job's exception goes to its
         # future) is logged, counted and the loop restarted on the same queue.
         self._thread = SupervisedThread(self._run, name, first_backoff_s=0.01)
@@ -167,7 +168,7 @@ class DeviceWorker:
             if not future.set_running_or_notify_cancel():
                 return _nothing
             try:
-                with Stage(SAMPLING):
+                with self._sampling:
                     result = fn()
             except BaseException as exc:  # handed to the awaiting task, not lost
                 return functools.partial(future.set_exception, exc)

@@ -24,6 +24,7 @@ import pynvml
 from gpu_otel_agent.backends.protocol import ReadSkipped
 from gpu_otel_agent.model.process import ProcessUsage
 from gpu_otel_agent.plugins.nvidia.error_policy import Policy, policy
+from gpu_otel_agent.plugins.nvidia.library import function
 from gpu_otel_agent.plugins.nvidia.nvml import Unavailable
 from gpu_otel_agent.plugins.nvidia.process_utilization import ProcessUtilization
 from gpu_otel_agent.plugins.nvidia.records import Records
@@ -41,9 +42,10 @@ NO_INSTANCE = 0xFFFFFFFF  # gpuInstanceId / computeInstanceId of a process on a 
 
 
 # These raise pynvml's own errors: the device's call wrapper (``invoke``) counts and classifies
-# them, like every other NVML error.
-def _function(name: str) -> Any:
-    return pynvml._nvmlGetFunctionPointer(name)
+# them, like every other NVML error. ``library.function`` finds the very function object
+# ``pynvml._nvmlGetFunctionPointer`` does and fails as it does, from pynvml's public library
+# handle, without that lookup's lock and cache.
+_function = function
 
 
 def _handshake(call: Callable[[Any, ctypes.c_uint], int],
