@@ -222,13 +222,13 @@ async def _snapshot_cycles(node_env: dict[str, str], cycles: int) -> None:
     from gpu_otel_agent.config.schema import AgentConfig, AttributionConfig, KubeletConfig
     from gpu_otel_agent.export.metrics.pusher import ExportStats
     from gpu_otel_agent.gpu_health.verdict import HealthBoard
-    from gpu_otel_agent.model.snapshot import GroupSample, Reading, SnapshotStore
+    from gpu_otel_agent.model.snapshot import GroupSample, SnapshotStore
     from gpu_otel_agent.plugins.nvidia.backend import NvidiaBackend
     from gpu_otel_agent.runtime.agent import build_resource
     from gpu_otel_agent.runtime.attribution_setup import build_attribution
     from gpu_otel_agent.runtime.health_pipeline import HealthRuntime
-    from gpu_otel_agent.runtime.reliability import reliability_readings
-    from gpu_otel_agent.runtime.self_telemetry import SelfTelemetry
+    from gpu_otel_agent.runtime.reliability import ReliabilityValues
+    from gpu_otel_agent.runtime.self_telemetry import ExportValues, SelfTelemetry
     from gpu_otel_agent.sampling.partitions import TreeRead
     from gpu_otel_agent.sampling.sampler import DeviceSampler
     from gpu_otel_agent.threads.relay import Relay
@@ -248,8 +248,9 @@ async def _snapshot_cycles(node_env: dict[str, str], cycles: int) -> None:
             device.read("gpm")
         reads.append({g: [tuple(device.read(g)) for _ in range(VARIANTS)]
                       for g in every if g in names})
+        reader: Any = device  # a ProcessReader (NVIDIA)
         processes.append([GroupSample("processes", attribution.readings(
-            device.identity, device.read_processes()), time.time_ns())
+            device.identity, reader.read_processes()), time.time_ns())
             for _ in range(VARIANTS)])
     config = AgentConfig()
     opened = [OpenBackend(backend, info, tuple(devices))]
@@ -265,11 +266,9 @@ async def _snapshot_cycles(node_env: dict[str, str], cycles: int) -> None:
     telemetry = SelfTelemetry(time.time_ns())
     telemetry.watch_samplers(samplers)
     telemetry.watch_devices(devices)
-    telemetry.add(lambda: (Reading("gpu_agent.exports.completed", stats.exports),
-                           Reading("gpu_agent.exports.failed", stats.failures),
-                           Reading("gpu_agent.exports.skipped", stats.skipped)))
-    telemetry.add(reliability_readings)
-    telemetry.add(health.readings)
+    telemetry.add(ExportValues(stats))
+    telemetry.add(ReliabilityValues())
+    telemetry.add(health.values())
     store.set_agent_source(telemetry.sample)
     for cycle in range(cycles):
         for i, sampler in enumerate(samplers):
@@ -404,9 +403,9 @@ class _Telemetry:
         from gpu_otel_agent.config.holder import ConfigHolder
         from gpu_otel_agent.config.schema import AgentConfig
         from gpu_otel_agent.export.metrics.pusher import ExportStats
-        from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
-        from gpu_otel_agent.runtime.reliability import reliability_readings
-        from gpu_otel_agent.runtime.self_telemetry import SelfTelemetry
+        from gpu_otel_agent.model.snapshot import SnapshotStore
+        from gpu_otel_agent.runtime.reliability import ReliabilityValues
+        from gpu_otel_agent.runtime.self_telemetry import ExportValues, SelfTelemetry
         from gpu_otel_agent.sampling.sampler import DeviceSampler
         from gpu_otel_agent.threads.relay import Relay
 
@@ -420,10 +419,8 @@ class _Telemetry:
         self._telemetry = SelfTelemetry(time.time_ns())
         self._telemetry.watch_samplers(self.samplers)
         self._telemetry.watch_devices(devices)
-        self._telemetry.add(lambda: (Reading("gpu_agent.exports.completed", stats.exports),
-                                     Reading("gpu_agent.exports.failed", stats.failures),
-                                     Reading("gpu_agent.exports.skipped", stats.skipped)))
-        self._telemetry.add(reliability_readings)
+        self._telemetry.add(ExportValues(stats))
+        self._telemetry.add(ReliabilityValues())
 
     def step(self, cycle: int) -> None:
         for i, sampler in enumerate(self.samplers):

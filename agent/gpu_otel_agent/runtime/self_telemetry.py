@@ -18,8 +18,9 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from functools import partial, reduce
 from itertools import chain, compress, repeat
 from operator import add, attrgetter, is_not, itemgetter, ne
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
+from gpu_otel_agent.export.metrics.pusher import ExportStats
 from gpu_otel_agent.model.snapshot import AgentSample, Attributes, Reading, ReadingKeys
 from gpu_otel_agent.sampling.sampler import DeviceSampler
 from gpu_otel_agent.threads.costs import SELF_TELEMETRY, Stage
@@ -27,6 +28,20 @@ from gpu_otel_agent.threads.costs import SELF_TELEMETRY, Stage
 
 class StatsSource(Protocol):
     def __call__(self) -> tuple[Reading, ...]: ...
+
+
+@runtime_checkable
+class ValuesSource(Protocol):
+    """A source that hands its values without a ``Reading`` each (the export counters,
+    reliability, the health pipeline: about 20 readings a sample were built to be taken apart
+    again). ``read`` appends its values and returns what decides their series (its layout
+    token, compared by equality); ``keys`` gives the series of a token, in the order of the
+    values. A sample's readings, when looked at, are ``Reading(metric, value, attributes)``
+    of those: what the source's readings function gives."""
+
+    def read(self, values: list[float | int]) -> Hashable: ...
+
+    def keys(self, token: Any) -> Iterable[tuple[str, Attributes]]: ...
 
 
 @runtime_checkable
@@ -52,7 +67,8 @@ class SelfTelemetry:
     def __init__(self, start_time_ns: int) -> None:
         self._start_time_ns = start_time_ns
         self._samplers: list[_SamplerPart] = []
-        self._sources: list[StatsSource | Callable[[], tuple[Reading, ...]]] = []
+        self._sources: list[StatsSource | Callable[[], tuple[Reading, ...]] | ValuesSource] = []
+        self._valued: list[bool] = []  # each source's: a ``ValuesSource``
         self._calls = _CallsPart(())
         self._errors = _ErrorsPart(())
         # The last sample's layout (each part's token) and the keys it gave: the same keys
@@ -72,8 +88,13 @@ class SelfTelemetry:
         self._calls = _CallsPart([d for d in devices if isinstance(d, CallTimed)])
         self._errors = _ErrorsPart([d for d in devices if isinstance(d, ErrorCounted)])
 
-    def add(self, source: StatsSource | Callable[[], tuple[Reading, ...]]) -> None:
+    def add(self, source: StatsSource | Callable[[], tuple[Reading, ...]] | ValuesSource
+            ) -> None:
+        """A source of readings, or of values with their layout (``ValuesSource``); each
+        sample has their series after the counters', in the order they were added."""
         self._sources.append(source)
+        # Told apart once here: a runtime protocol check costs microseconds a call.
+        self._valued.append(isinstance(source, ValuesSource))
 
     def sample(self, now_ns: int) -> AgentSample:
         with Stage(SELF_TELEMETRY):
@@ -87,10 +108,15 @@ class SelfTelemetry:
         values: list[float | int] = []
         parts: list[_Part] = [*self._samplers, self._calls, self._errors]
         layout: list[Hashable] = [part.read(values) for part in parts]
-        counted = len(values)  # the counters' values; the sources' readings follow
-        sourced: list[tuple[Reading, ...]] = []
-        for source in self._sources:
-            readings = source()
+        counted = len(values)  # the counters' values; the sources' follow
+        # Per source: its own readings, or (a values source) where its values end.
+        sourced: list[tuple[Reading, ...] | int] = []
+        for source, valued in zip(self._sources, self._valued, strict=True):
+            if valued:
+                layout.append(cast(ValuesSource, source).read(values))
+                sourced.append(len(values))
+                continue
+            readings = cast(Callable[[], tuple[Reading, ...]], source)()
             sourced.append(readings)
             values.extend(map(_VALUE, readings))
             layout.append((tuple(map(_METRIC, readings)), tuple(map(_OWN, readings))))
@@ -98,8 +124,12 @@ class SelfTelemetry:
         if layout != last:
             pairs = [pair for part, token in zip(parts, layout, strict=False)
                      for pair in part.keys(token)]
-            for readings in sourced:
-                pairs.extend(zip(map(_METRIC, readings), map(_OWN, readings), strict=True))
+            for source, token, own in zip(self._sources, layout[len(parts):], sourced,
+                                          strict=True):
+                if isinstance(own, int):
+                    pairs.extend(cast(ValuesSource, source).keys(token))
+                else:
+                    pairs.extend(zip(map(_METRIC, own), map(_OWN, own), strict=True))
             keys = ReadingKeys(tuple(metric for metric, _ in pairs),
                                tuple(attributes for _, attributes in pairs))
             self._last = (layout, keys)
@@ -107,16 +137,24 @@ class SelfTelemetry:
                                      partial(self._readings, keys, values, counted, sourced))
 
     def _readings(self, keys: ReadingKeys, values: list[float | int], counted: int,
-                  sourced: list[tuple[Reading, ...]]) -> tuple[Reading, ...]:
-        """The readings a sample stands for: the counters' (each the last built one while its
-        value is the same: ``_Kept``), then the sources' own."""
+                  sourced: list[tuple[Reading, ...] | int]) -> tuple[Reading, ...]:
+        """The readings a sample stands for: the counters' and the values sources' (each the
+        last built one while its value is the same: ``_Kept``), the other sources' own."""
         kept = _Kept(self._kept)
         reading = kept.reading
-        readings = list(map(reading, keys.metrics[:counted], values[:counted],
-                            keys.attributes[:counted]))
-        self._kept = kept.now
+        metrics, attributes = keys.metrics, keys.attributes
+        readings = list(map(reading, metrics[:counted], values[:counted],
+                            attributes[:counted]))
+        start = counted
         for own in sourced:
-            readings.extend(own)
+            if isinstance(own, int):
+                readings.extend(map(reading, metrics[start:own], values[start:own],
+                                    attributes[start:own]))
+                start = own
+            else:
+                readings.extend(own)
+                start += len(own)
+        self._kept = kept.now
         return tuple(readings)
 
 
@@ -159,6 +197,39 @@ class _SamplerPart:
         return [*((metric, device) for metric in _SAMPLER_METRICS),
                 *(("gpu_agent.cycle.latency", (*device, ("gpu_agent.group", group)))
                   for group in token[2:])]
+
+
+_EXPORT_KEYS = (("gpu_agent.exports.completed", ()), ("gpu_agent.exports.failed", ()),
+                ("gpu_agent.exports.skipped", ()))
+
+
+class ExportValues:
+    """The export counters (``export_readings``) as a ``ValuesSource``: three values, the
+    same series always."""
+
+    __slots__ = ("_stats",)
+
+    def __init__(self, stats: ExportStats) -> None:
+        self._stats = stats
+
+    def read(self, values: list[float | int]) -> Hashable:
+        values.extend(_EXPORT_COUNTS(self._stats))
+        return None
+
+    def keys(self, token: Any) -> Iterable[tuple[str, Attributes]]:
+        return _EXPORT_KEYS
+
+
+_EXPORT_COUNTS = attrgetter("exports", "failures", "skipped")
+
+
+def export_readings(stats: ExportStats) -> tuple[Reading, ...]:
+    """The export counters as readings (what ``ExportValues`` stands for)."""
+    return (
+        Reading("gpu_agent.exports.completed", stats.exports),
+        Reading("gpu_agent.exports.failed", stats.failures),
+        Reading("gpu_agent.exports.skipped", stats.skipped),
+    )
 
 
 _ABSENT = (0, -0.0)  # what a device without a function adds: nothing (-0.0 + x is x)
