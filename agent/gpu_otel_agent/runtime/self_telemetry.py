@@ -174,23 +174,43 @@ _SAMPLER_STATS = attrgetter("cycles", "missed_cycles", "read_seconds_total",
 
 
 class _SamplerPart:
-    """``sampler_readings``' values; its layout: the device's id and index, and the groups."""
+    """``sampler_readings``' values; its layout: the device's id and index, and the groups.
 
-    __slots__ = ("sampler",)
+    While the device's identity is the same object and it has read the same groups as at the
+    last sample (nearly always), the groups' latencies are read in one C call, nothing is
+    copied or sorted, and the layout is the last one's object (compared by identity)."""
+
+    __slots__ = ("known", "sampler")
 
     def __init__(self, sampler: DeviceSampler) -> None:
         self.sampler = sampler
+        # The last sample's identity, its groups' count, their getter and the layout.
+        self.known: tuple[object, int, Callable[[Mapping[str, float]], tuple[float, ...]],
+                          Hashable] = (None, -1, _getter(()), ())
 
     def read(self, values: list[float | int]) -> Hashable:
         sampler = self.sampler
         identity = sampler.snapshot.identity
         stats = sampler.stats
-        # Copied first: the loop may add a group while an export thread reads this.
-        latest = dict(stats.last_read_seconds)
-        groups = sorted(latest)
+        latest = stats.last_read_seconds
+        known, count, pick, token = self.known
+        try:
+            # The same groups: as many, each of them there. One C call reads them all at
+            # once, so a group the loop adds meanwhile is not half seen (the old code copied
+            # the dict first for that).
+            if identity is not known or len(latest) != count:
+                raise KeyError
+            seconds = pick(latest)
+        except KeyError:
+            latest = dict(latest)  # copied first: the loop may add a group meanwhile
+            groups = tuple(sorted(latest))
+            pick = _getter(groups)
+            seconds = pick(latest)
+            token = (identity.uuid, identity.index, *groups)
+            self.known = (identity, len(groups), pick, token)
         values.extend(_SAMPLER_STATS(stats))
-        values.extend(map(latest.__getitem__, groups))
-        return (identity.uuid, identity.index, *groups)
+        values.extend(seconds)
+        return token
 
     def keys(self, token: Any) -> Iterable[tuple[str, Attributes]]:
         device: Attributes = (("hw.id", token[0]), ("gpu.index", token[1]))
@@ -235,8 +255,7 @@ def export_readings(stats: ExportStats) -> tuple[Reading, ...]:
 _ABSENT = (0, -0.0)  # what a device without a function adds: nothing (-0.0 + x is x)
 
 
-def _getter(names: tuple[str, ...]) -> Callable[[Mapping[str, tuple[int, float]]],
-                                               tuple[tuple[int, float], ...]]:
+def _getter(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
     """The values of ``names`` in a mapping, as a tuple, in one C call (KeyError if one is
     missing)."""
     if len(names) > 1:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Hashable
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -24,7 +25,7 @@ from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
 from gpu_otel_agent.export.metrics.pusher import ExportStats
 from gpu_otel_agent.export.otlp.throttle import ThrottleGate
 from gpu_otel_agent.gpu_health.engine import HealthStats
-from gpu_otel_agent.model.snapshot import NodeSnapshot, Reading
+from gpu_otel_agent.model.snapshot import DeviceIdentity, NodeSnapshot, Reading
 from gpu_otel_agent.runtime import reliability
 from gpu_otel_agent.runtime.health_pipeline import HealthRuntime, HealthValues
 from gpu_otel_agent.runtime.reliability import ReliabilityValues, reliability_readings
@@ -33,9 +34,12 @@ from gpu_otel_agent.runtime.self_telemetry import (
     SelfTelemetry,
     ValuesSource,
     export_readings,
+    sampler_readings,
 )
+from gpu_otel_agent.sampling.sampler import DeviceSampler
 from tests.unit.export.metrics.reference_exports import check_export
 from tests.unit.export.metrics.series_end_points import Series
+from tests.unit.runtime.self_telemetry_doubles import FakeSampler, FakeSnapshot
 
 RESOURCE = Resource.create({"service.name": "gpu-otel-agent", "host.name": "node-1"})
 ENDPOINTS = ("collector-a:4317", "collector-b:4317", "collector-c:4318")
@@ -195,3 +199,41 @@ def test_a_sample_of_values_sources_is_the_sample_of_their_readings(
         assert _of(after.readings) == _of(before.readings) == ours
         assert after == before
     assert handed_on > 60 and ended > 0
+
+
+def test_a_samplers_part_is_sampler_readings_as_groups_come_and_identities_change() -> None:
+    """The samplers' part reads each one's group latencies in one call while its identity
+    and groups are the last sample's: values still change, a group read first, a group
+    dropped (a reload) or a new identity object (a reset device) take the full path."""
+    rng = random.Random(9)
+    identities = [DeviceIdentity(f"GPU-{i}", i, "nvidia", "H100", f"0000:{i:02x}:00.0")
+                  for i in range(3)]
+    samplers = [FakeSampler(FakeSnapshot(identity)) for identity in identities]
+    telemetry = SelfTelemetry(1)
+    telemetry.watch_samplers(cast(list[DeviceSampler], samplers))
+    last_keys: Any = None
+    handed_on = 0
+    for step in range(400):
+        for sampler in samplers:
+            stats = sampler.stats
+            stats.cycles += rng.randrange(0, 2)
+            stats.read_seconds_total += rng.choice((0.0, rng.uniform(0, 1e-2)))
+            for group in ("fast", "processes", "gpm", "slow"):
+                if rng.random() < (0.4 if group in stats.last_read_seconds else 0.01):
+                    stats.last_read_seconds[group] = rng.choice((0.0, -0.0, 1, 2.5e-3))
+            if rng.random() < 0.01:  # a reload: a group no longer read
+                stats.last_read_seconds.pop(rng.choice(("fast", "gpm")), None)
+            if rng.random() < 0.01:  # an equal identity, another object
+                sampler.snapshot = FakeSnapshot(replace(sampler.snapshot.identity))
+            if rng.random() < 0.005:  # another device in its place
+                sampler.snapshot = FakeSnapshot(replace(sampler.snapshot.identity,
+                                                        uuid=f"GPU-{step}", index=step))
+        sample = telemetry.sample(step)
+        assert sample.keys is not None and sample.values is not None
+        ours = _written(list(zip(sample.keys.metrics, sample.values, sample.keys.attributes,
+                                 strict=True)))
+        assert ours == _of(tuple(r for s in samplers
+                                 for r in sampler_readings(cast(DeviceSampler, s))))
+        handed_on += sample.keys is last_keys
+        last_keys = sample.keys
+    assert handed_on > 300
