@@ -550,7 +550,9 @@ class DeviceSampler:
                 log.info("%s: a counter went backwards (driver reload, reset or wrap): its "
                          "series restarts with a new start time", self._name)
             self._publish(snapshot)
-        self._apply_partitions(group, tree, now)
+        # A device without partitions (every GPU without MIG) reads none: nothing to apply.
+        if tree.partitions or tree.enumerated is not None or tree.gone or tree.failed:
+            self._apply_partitions(group, tree, now)
 
     def _apply_partitions(self, group: str, tree: TreeRead[Any], now: int) -> None:
         if tree.enumerated is not None:
