@@ -32,3 +32,18 @@ def test_with_sample_keeps_every_field_as_replace_would() -> None:
         assert got == expected
         assert dict(got.samples) == dict(expected.samples)
         device = got
+
+
+def test_with_sample_copies_a_view_or_a_plain_mapping_and_leaves_it_alone() -> None:
+    """A read-only view's samples are copied through its dict's own copy, any other
+    mapping as ``dict()`` copies it: the same samples, in order, the source untouched."""
+    identity = DeviceIdentity("GPU-1", 3, "nvidia", "H100", "0000:01:00.0")
+    held = {name: GroupSample(name, (Reading("hw.power", float(n)),), n)
+            for n, name in enumerate(("fast", "gpm", "slow"))}
+    for samples in (MappingProxyType(dict(held)), dict(held)):
+        device = DeviceSnapshot(identity, HealthState.OK, 0, samples)
+        for sample in (GroupSample("gpm", (), 20), GroupSample("processes", (), 21)):
+            got = device.with_sample(sample)
+            assert list(got.samples.items()) == list({**held, sample.group: sample}.items())
+            assert type(got.samples) is MappingProxyType
+            assert dict(device.samples) == held  # the source is not written
