@@ -9,8 +9,6 @@ their gauge is 1.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import compress
-from operator import attrgetter
 
 from gpu_otel_agent.model.snapshot import Reading
 
@@ -33,9 +31,6 @@ CONDITIONS = {
     "gpu.memory.row_remap.pending": ("row_remap_pending",
                                      "remapped rows pending (reset the GPU to remap them)"),
 }
-
-_WATCHED = frozenset({"gpu.clock.throttle", "gpu.violation.time", *CONDITIONS})
-_METRIC = attrgetter("metric")
 
 
 @dataclass(frozen=True)
@@ -65,9 +60,7 @@ class PolledWatcher:
         conditions: list[Condition] = []
         reasons: dict[str, bool] = {}
         violation: dict[str, float] = {}
-        # Only the readings of the metrics below, picked in C calls: the slow group's other
-        # hundred-odd readings (links, ECC) went through the comparisons one by one.
-        for reading in compress(readings, map(_WATCHED.__contains__, map(_METRIC, readings))):
+        for reading in readings:  # the whole slow group: build no dict for other metrics
             if reading.metric == "gpu.clock.throttle":
                 reason = str(dict(reading.attributes).get("gpu.clock.throttle.reason", ""))
                 if reason in SLOWDOWN_REASONS:

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from itertools import compress
-from operator import attrgetter
 
 from gpu_otel_agent.gpu_health import siblings
 from gpu_otel_agent.gpu_health.debounce import Debounce, DebounceSettings
 from gpu_otel_agent.gpu_health.gray import CONDITIONS, RATE_METRICS, Reads, Verdict
 from gpu_otel_agent.model.snapshot import Reading
 
-_METRIC = attrgetter("metric")
 _SIBLING_EVALUATORS = {"sibling_sm_clock": siblings.sm_clock, "sibling_power": siblings.power}
 
 
@@ -42,9 +39,7 @@ class GrayWatch:
                ) -> list[Change]:
         reads = Reads(readings, time_s, self._history[0] if self._history else None,
                       instances_load)
-        # The counters rates are taken of, picked in C calls (a slow and a fast read: 130-odd).
-        kept = tuple(compress(readings, map(RATE_METRICS.__contains__, map(_METRIC, readings))))
-        self._history.append(Reads(kept, time_s))
+        self._history.append(Reads(tuple(r for r in readings if r.metric in RATE_METRICS), time_s))
         changes: list[Change] = []
         for spec in CONDITIONS:
             active = self._debounce[spec.name].active

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from itertools import compress
-from operator import attrgetter
 
 from gpu_otel_agent.model.metrics import (
     AGENT_METRICS,
@@ -39,10 +37,6 @@ COUNTER_METRICS = frozenset(
     if spec.instrument is Instrument.COUNTER)
 
 
-_IS_COUNTER = COUNTER_METRICS.__contains__
-_METRIC = attrgetter("metric")
-
-
 def is_counter(metric: str) -> bool:
     """A monotonic cumulative sum in the catalog (what OTLP marks ``is_monotonic``)."""
     return metric in COUNTER_METRICS
@@ -60,11 +54,10 @@ class CounterRestarts:
     def observe(self, readings: Iterable[Reading], time_ns: int) -> bool:
         """Note a sample's counter readings; True when a series restarted (starts changed)."""
         changed = False
-        last = self._last
-        # The counters among them, picked in C calls (a slow read: 72 of 121 readings).
-        readings = tuple(readings)
-        picked = compress(readings, map(_IS_COUNTER, map(_METRIC, readings)))
-        for reading in picked:
+        counters, last = COUNTER_METRICS, self._last
+        for reading in readings:
+            if reading.metric not in counters:
+                continue
             key = (reading.metric, reading.attributes)
             before = last.get(key)
             if before is not None and reading.value < before[0]:
