@@ -150,6 +150,9 @@ class GroupSample:
     time_ns: int
 
 
+_new = object.__new__
+
+
 @dataclass(frozen=True)
 class DeviceSnapshot:
     identity: DeviceIdentity
@@ -171,11 +174,18 @@ class DeviceSnapshot:
         held = self.samples
         samples = held.copy() if type(held) is MappingProxyType else dict(held)
         samples[sample.group] = sample
-        # The constructor, not dataclasses.replace: half the cost, on every read of every
-        # group. Every field is passed on (tests/unit/model/test_snapshot_with_sample.py
-        # fails when a field is added and not here).
-        return DeviceSnapshot(self.identity, self.health, self.start_time_ns,
-                              MappingProxyType(samples), self.reason, self.counter_starts)
+        # Neither dataclasses.replace nor the constructor: the frozen constructor sets each
+        # field through object.__setattr__, a call each; the fields go into the new
+        # snapshot's __dict__ in one (0.5 against 1.2 us, on every read of every group and
+        # every join; no __post_init__ to run). Every field is passed on, in field order
+        # (tests/unit/model/test_snapshot_with_sample.py fails when a field is added and not
+        # here).
+        snapshot = _new(DeviceSnapshot)
+        snapshot.__dict__.update(identity=self.identity, health=self.health,
+                                 start_time_ns=self.start_time_ns,
+                                 samples=MappingProxyType(samples), reason=self.reason,
+                                 counter_starts=self.counter_starts)
+        return snapshot
 
     def without_group(self, group: str) -> DeviceSnapshot:
         samples = {name: s for name, s in self.samples.items() if name != group}

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import fields, replace
 from types import MappingProxyType
+
+import pytest
 
 from gpu_otel_agent.model.snapshot import (
     DeviceIdentity,
@@ -47,3 +50,18 @@ def test_with_sample_copies_a_view_or_a_plain_mapping_and_leaves_it_alone() -> N
             assert list(got.samples.items()) == list({**held, sample.group: sample}.items())
             assert type(got.samples) is MappingProxyType
             assert dict(device.samples) == held  # the source is not written
+
+
+def test_with_sample_is_the_constructors_snapshot() -> None:
+    """Made without the constructor: equal, shown and copied alike, its fields in the same
+    order, still frozen."""
+    identity = DeviceIdentity("GPU-1", 3, "nvidia", "H100", "0000:01:00.0")
+    device = DeviceSnapshot(identity, HealthState.OK, 7)
+    sample = GroupSample("fast", (Reading("hw.power", 2.0),), 9)
+    got = device.with_sample(sample)
+    made = DeviceSnapshot(identity, HealthState.OK, 7, MappingProxyType({"fast": sample}))
+    assert got == made and repr(got) == repr(made)
+    assert list(vars(got)) == [f.name for f in fields(DeviceSnapshot)] == list(vars(made))
+    assert copy.copy(got) == made
+    with pytest.raises(AttributeError):
+        got.reason = "x"  # type: ignore[misc]
