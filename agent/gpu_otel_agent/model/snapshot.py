@@ -141,13 +141,19 @@ def worst(*states: HealthState) -> HealthState:
     return max(states, key=_RANK.__getitem__, default=HealthState.OK)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class GroupSample:
     """The readings of one metric group taken at one moment."""
 
     group: str
     readings: tuple[Reading, ...]
     time_ns: int
+
+    def __init__(self, group: str, readings: tuple[Reading, ...], time_ns: int) -> None:
+        # The frozen dataclass's own __init__ sets each field with a call of
+        # object.__setattr__; one update of the instance's __dict__ is half of that (one
+        # made per read of every group, and per attributed process list).
+        self.__dict__.update(group=group, readings=readings, time_ns=time_ns)
 
 
 _new = object.__new__

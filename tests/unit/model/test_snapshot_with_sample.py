@@ -65,3 +65,20 @@ def test_with_sample_is_the_constructors_snapshot() -> None:
     assert copy.copy(got) == made
     with pytest.raises(AttributeError):
         got.reason = "x"  # type: ignore[misc]
+
+
+def test_a_group_sample_is_the_frozen_dataclass_it_was() -> None:
+    """``GroupSample``'s own __init__ (one __dict__ update): built positionally or by name,
+    equal, hashed, shown, replaced and copied as the generated one's, still frozen."""
+    readings = (Reading("hw.power", 2.0),)
+    sample = GroupSample("fast", readings, 9)
+    assert sample == GroupSample(group="fast", readings=readings, time_ns=9)
+    assert hash(sample) == hash(GroupSample("fast", readings, 9))
+    assert repr(sample) == f"GroupSample(group='fast', readings={readings!r}, time_ns=9)"
+    assert list(vars(sample)) == [f.name for f in fields(GroupSample)]
+    assert replace(sample, time_ns=10) == GroupSample("fast", readings, 10)
+    assert copy.deepcopy(sample) == sample != GroupSample("slow", readings, 9)
+    with pytest.raises(AttributeError):
+        sample.time_ns = 5  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        GroupSample("fast", readings)  # type: ignore[call-arg]
