@@ -295,12 +295,14 @@ class AgentSample:
         for (``Reading(metric, value, attributes)`` each, or an equal one), when asked."""
         if len(values) != len(keys.metrics):
             raise ValueError(f"{len(values)} values for {len(keys.metrics)} series")
-        sample = cls((), start_time_ns, time_ns)
+        sample = _new(cls)  # each field set once (not __init__'s, then these)
         _set = object.__setattr__
         _set(sample, "_readings", None)
         _set(sample, "_build", readings)
         _set(sample, "keys", keys)
         _set(sample, "values", values)
+        _set(sample, "start_time_ns", start_time_ns)
+        _set(sample, "time_ns", time_ns)
         return sample
 
     @property
