@@ -328,24 +328,34 @@ class _CallsPart:
 
 
 class _ErrorsPart:
-    """``library_error_readings``' values (nearly always none); its layout: the (function,
-    code) pairs."""
+    """``library_error_readings``' values; its layout: the (function, code) pairs.
 
-    __slots__ = ("devices",)
+    Errors are rare, but a GPU keeps the ones its probe met (capabilities it lacks) for
+    good: while every device's counts equal the last sample's (compared in C), the totals
+    are the last ones, not summed again in Python. Equal counts give the same totals: they
+    are integers (``ErrorCounted``), summed per key in device order."""
+
+    __slots__ = ("devices", "known")
 
     def __init__(self, devices: Sequence[ErrorCounted]) -> None:
         self.devices = devices
+        # The last sample's counts of each device, the totals and the layout they gave.
+        self.known: tuple[list[Mapping[tuple[str, str], int]] | None, list[int],
+                          tuple[tuple[str, str], ...]] = (None, [], ())
 
     def read(self, values: list[float | int]) -> Hashable:
-        totals: dict[tuple[str, str], int] = {}
-        for device in self.devices:
-            counts = device.error_counts()
-            if counts:
+        counted = [device.error_counts() for device in self.devices]
+        last, sums, pairs = self.known
+        if counted != last:
+            totals: dict[tuple[str, str], int] = {}
+            for counts in counted:
                 for key, count in counts.items():
                     totals[key] = totals.get(key, 0) + count
-        pairs = sorted(totals)
-        values.extend(map(totals.__getitem__, pairs))
-        return tuple(pairs)
+            pairs = tuple(sorted(totals))
+            sums = list(map(totals.__getitem__, pairs))
+            self.known = (counted, sums, pairs)
+        values.extend(sums)
+        return pairs
 
     def keys(self, token: Any) -> Iterable[tuple[str, Attributes]]:
         return [("gpu_agent.library.errors", (("gpu_agent.call", call), ("error.type", code)))

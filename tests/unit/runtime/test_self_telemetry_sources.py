@@ -34,12 +34,13 @@ from gpu_otel_agent.runtime.self_telemetry import (
     SelfTelemetry,
     ValuesSource,
     export_readings,
+    library_error_readings,
     sampler_readings,
 )
 from gpu_otel_agent.sampling.sampler import DeviceSampler
 from tests.unit.export.metrics.reference_exports import check_export
 from tests.unit.export.metrics.series_end_points import Series
-from tests.unit.runtime.self_telemetry_doubles import FakeSampler, FakeSnapshot
+from tests.unit.runtime.self_telemetry_doubles import FakeDevice, FakeSampler, FakeSnapshot
 
 RESOURCE = Resource.create({"service.name": "gpu-otel-agent", "host.name": "node-1"})
 ENDPOINTS = ("collector-a:4317", "collector-b:4317", "collector-c:4318")
@@ -237,3 +238,34 @@ def test_a_samplers_part_is_sampler_readings_as_groups_come_and_identities_chang
         handed_on += sample.keys is last_keys
         last_keys = sample.keys
     assert handed_on > 300
+
+
+def test_library_error_totals_are_the_old_sums_as_errors_come() -> None:
+    """The errors part sums again only when a device's counts changed: its totals are
+    ``library_error_readings``' at every sample, as errors first occur, recur, and GPUs
+    are watched or no longer; an unchanged sample hands on the last layout object."""
+    rng = random.Random(12)
+    calls = ("nvmlDeviceGetClockInfo", "nvmlDeviceGetFanSpeed", "nvmlDeviceGetPowerUsage")
+    codes = ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_TIMEOUT")
+    devices = [FakeDevice() for _ in range(4)]
+    telemetry = SelfTelemetry(1)
+    present = devices
+    telemetry.watch_devices(present)
+    kept = 0
+    last_keys: Any = None
+    for step in range(300):
+        if rng.random() < 0.1:
+            device = rng.choice(devices)
+            key = (rng.choice(calls), rng.choice(codes))
+            device.errors[key] = device.errors.get(key, 0) + 1
+        if rng.random() < 0.03:
+            present = [d for d in devices if rng.random() > 0.3]
+            telemetry.watch_devices(present)
+        sample = telemetry.sample(step)
+        assert sample.keys is not None and sample.values is not None
+        ours = _written(list(zip(sample.keys.metrics, sample.values, sample.keys.attributes,
+                                 strict=True)))
+        assert ours == _of(library_error_readings(present))
+        kept += sample.keys is last_keys
+        last_keys = sample.keys
+    assert kept > 150 and ours
