@@ -189,8 +189,11 @@ class HealthValues:
                        engine.duplicates, spool.dropped + pusher.dropped, spool.spooled,
                        spool.bytes, spool.records, spool.errors))
         quarantined = sorted(runtime.pusher.dead_letters.stats.quarantined.items())
-        values.extend(count for _, count in quarantined)
-        return tuple(code for code, _ in quarantined)
+        if not quarantined:  # nearly always: no generator made for nothing
+            return ()
+        codes, counts = zip(*quarantined, strict=True)
+        values.extend(counts)
+        return codes
 
     def keys(self, token: Any) -> Iterable[tuple[str, Attributes]]:
         return (*_HEALTH_KEYS, *(("gpu_agent.events.quarantined", (("error.type", code),))

@@ -39,14 +39,20 @@ class ReliabilityValues:
         endpoints = []
         for endpoint, gate in sorted(gates().items()):
             throttled = sorted(gate.stats.throttled.items())
-            values.extend(count for _, count in throttled)
+            codes: tuple[str, ...] = ()
+            if throttled:  # rarely: no generator made for nothing
+                codes, counts = zip(*throttled, strict=True)
+                values.extend(counts)
             values.append(gate.stats.held)
             values.append(gate.remaining_s())
-            endpoints.append((endpoint, tuple(code for code, _ in throttled)))
+            endpoints.append((endpoint, codes))
         values.append(dropped_readings())
         named = sorted(restarts().items())
-        values.extend(count for _, count in named)
-        return tuple(endpoints), tuple(name for name, _ in named)
+        if not named:
+            return tuple(endpoints), ()
+        names, counts = zip(*named, strict=True)
+        values.extend(counts)
+        return tuple(endpoints), names
 
     def keys(self, token: Any) -> Iterable[tuple[str, Attributes]]:
         endpoints, names = token
