@@ -9,6 +9,7 @@ does, with the same keys object handed on while nothing changes shape.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Hashable
 from dataclasses import replace
@@ -34,6 +35,7 @@ from gpu_otel_agent.runtime.self_telemetry import (
     SelfTelemetry,
     ValuesSource,
     export_readings,
+    library_call_readings,
     library_error_readings,
     sampler_readings,
 )
@@ -269,3 +271,36 @@ def test_library_error_totals_are_the_old_sums_as_errors_come() -> None:
         kept += sample.keys is last_keys
         last_keys = sample.keys
     assert kept > 150 and ours
+
+
+def test_library_call_totals_when_the_gpus_call_the_same_functions() -> None:
+    """The node's GPUs read the same groups, so they call the same functions between two
+    samples: only the first GPU's pairs are looked through, the others' are compared whole
+    outside what it called. Now and then a GPU calls one more function, or hands an equal
+    pair anew (or a NaN time): the totals stay ``library_call_readings``', value and type."""
+    rng = random.Random(13)
+    names = [f"nvmlDeviceGet{i:02}" for i in range(24)]
+    devices = [FakeDevice(times={name: (1, rng.uniform(0, 1e-3)) for name in names})
+               for _ in range(8)]
+    telemetry = SelfTelemetry(1)
+    telemetry.watch_devices(devices)
+    for step in range(400):
+        grid = rng.sample(names, rng.choice((0, 3, 5, 5, 5, 13)))
+        for device in devices:
+            called = list(grid)
+            if rng.random() < 0.1:  # one more, this GPU only
+                called.append(rng.choice(names))
+            for name in called:
+                count, seconds = device.times[name]
+                device.times[name] = (count + 1, seconds + rng.choice((0.0, 1e-4, 3e-5)))
+            if rng.random() < 0.05:  # an equal pair, another object
+                name = rng.choice(names)
+                count, seconds = device.times[name]
+                device.times[name] = (int(str(count)), float(str(seconds)))
+            if rng.random() < 0.01:
+                device.times[rng.choice(names)] = (7, math.nan)
+        sample = telemetry.sample(step)
+        assert sample.keys is not None and sample.values is not None
+        ours = _written(list(zip(sample.keys.metrics, sample.values, sample.keys.attributes,
+                                 strict=True)))
+        assert ours == _of(library_call_readings(devices))
