@@ -385,11 +385,15 @@ class HealthEngine:
         fast: dict[str, tuple[Reading, ...]] = {}
         partitioned = False
         instance_loads: list[float] = []
+        gpus, uuid = self._gpus, gpu.identity.uuid
         for device in self._store.devices():
-            if device.identity.partition is None and device.identity.uuid in self._gpus:
-                sample = device.samples.get("fast")
-                fast[device.identity.uuid] = sample.readings if sample else ()
-            if device.identity.parent_uuid == gpu.identity.uuid:
+            identity = device.identity
+            partition = identity.partition
+            if partition is None:  # a GPU: no one's partition
+                if identity.uuid in gpus:
+                    sample = device.samples.get("fast")
+                    fast[identity.uuid] = sample.readings if sample else ()
+            elif partition.parent_uuid == uuid:
                 partitioned = True
                 instance_loads.extend(_instance_load(device.samples.values()))
         if partitioned:
