@@ -17,6 +17,17 @@ One cycle, per stage:
   ``SnapshotStore.current`` takes it: ``SelfTelemetry.sample`` over a ``DeviceSampler`` per GPU
   (not run; its counters moved each cycle as a cycle moves them), the devices' library call
   times and errors, export and reliability counters; the sampling counted with the encoding;
+- ``snapshot``: the event loop's "snapshot" and "self-telemetry" stages as the agent runs
+  them, without the loop or the devices' threads: each GPU's reads published through
+  ``DeviceSampler._sampled`` (values as read before the cycles; fast every cycle, gpm every
+  10th, slow every 30th), the health engine as its observer and the health board as its
+  health report, each GPU's attributed processes put into the store every 5th cycle; then
+  the exporter's ``SnapshotStore.current`` with the agent's self-telemetry as its agent
+  source (the samplers, the devices' library call times and errors, export counters,
+  reliability, the health pipeline's counters; ``Agent._build_telemetry`` with health on,
+  /metrics off, as the agent's defaults); nothing encoded. The setup is frozen out of the
+  collector's sight first (``gc.freeze``), as the agent's start-up is. Use a multiple of 30
+  cycles.
 - ``scrape``: one ``/metrics`` page (otel scheme, text 0.0.4) of that snapshot;
 - ``send``: one OTLP/gRPC export of that snapshot (encoded once, before the cycles) through the
   agent's own sender (``GrpcTransport`` on its ``GrpcClient``, as ``OtlpSnapshotExporter``
@@ -54,6 +65,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import re
 import subprocess
@@ -65,7 +77,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-STAGES = ("sample", "processes", "export", "telemetry", "scrape", "send", "loop")
+STAGES = ("sample", "processes", "export", "telemetry", "snapshot", "scrape", "send", "loop")
 # agent-8gpu-1s's intervals as multiples of its fast interval (1 s; the others' defaults).
 LOOP_GROUPS = {"fast": 1, "processes": 5, "gpm": 10, "slow": 30}
 PROCESS_EVERY = 5
@@ -77,6 +89,9 @@ def _child(node_env: dict[str, str], stage: str, cycles: int, writer: str = "cur
            *, pause: float = 0.0, sink: str = "", interval: float = 1.0) -> None:
     if stage == "loop":
         _run_loop(_loop_cycles(node_env, cycles, interval))
+        return
+    if stage == "snapshot":
+        asyncio.run(_snapshot_cycles(node_env, cycles))
         return
     asyncio.run(_cycles(node_env, stage, cycles, writer, pause=pause, sink=sink))
 
@@ -200,6 +215,85 @@ async def _take_snapshots(store: Any, interval: float) -> None:
         due += interval
 
 
+async def _snapshot_cycles(node_env: dict[str, str], cycles: int) -> None:
+    from gpu_otel_agent.simulation.node import attach_in_process
+
+    attach_in_process(node_env)
+
+    from gpu_otel_agent.backends.discovery import OpenBackend
+    from gpu_otel_agent.config.holder import ConfigHolder
+    from gpu_otel_agent.config.schema import AgentConfig, AttributionConfig, KubeletConfig
+    from gpu_otel_agent.export.metrics.pusher import ExportStats
+    from gpu_otel_agent.gpu_health.verdict import HealthBoard
+    from gpu_otel_agent.model.snapshot import GroupSample, SnapshotStore
+    from gpu_otel_agent.plugins.nvidia.backend import NvidiaBackend
+    from gpu_otel_agent.runtime.agent import build_resource
+    from gpu_otel_agent.runtime.attribution_setup import build_attribution
+    from gpu_otel_agent.runtime.health_pipeline import HealthRuntime
+    from gpu_otel_agent.runtime.reliability import ReliabilityValues
+    from gpu_otel_agent.runtime.self_telemetry import ExportValues, SelfTelemetry
+    from gpu_otel_agent.sampling.partitions import TreeRead
+    from gpu_otel_agent.sampling.sampler import DeviceSampler
+    from gpu_otel_agent.threads.relay import Relay
+
+    backend = NvidiaBackend()
+    info = backend.open()
+    devices = backend.devices()
+    # Attribution's sources not run: the processes are read once, before the cycles, and
+    # what other people's execs bring would only blur the count.
+    attribution, _ = build_attribution(AttributionConfig(kubelet=KubeletConfig(socket=None)))
+    every = {"fast": 1, "gpm": 10, "slow": 30}
+    reads: list[dict[str, list[Any]]] = []
+    processes: list[list[Any]] = []
+    for device in devices:
+        names = device.probe()
+        if "gpm" in names:
+            device.read("gpm")
+        reads.append({g: [tuple(device.read(g)) for _ in range(VARIANTS)]
+                      for g in every if g in names})
+        reader: Any = device  # a ProcessReader (NVIDIA)
+        processes.append([GroupSample("processes", attribution.readings(
+            device.identity, reader.read_processes()), time.time_ns())
+            for _ in range(VARIANTS)])
+    config = AgentConfig()
+    opened = [OpenBackend(backend, info, tuple(devices))]
+    store = SnapshotStore()
+    board = HealthBoard(store)
+    health = HealthRuntime(config, build_resource(config, opened), opened, store,
+                           attribution, board=board)
+    holder = ConfigHolder(config)
+    samplers = [DeviceSampler(device, store, holder, attribution=attribution,
+                              observer=health.engine, relay=Relay(), health=board)
+                for device in devices]
+    stats = ExportStats()
+    telemetry = SelfTelemetry(time.time_ns())
+    telemetry.watch_samplers(samplers)
+    telemetry.watch_devices(devices)
+    telemetry.add(ExportValues(stats))
+    telemetry.add(ReliabilityValues())
+    telemetry.add(health.values())
+    store.set_agent_source(telemetry.sample)
+    # What start-up made is out of the collector's sight, as the agent does once started
+    # (Agent.run): a full collection then walks what the cycles allocate, not the setup's
+    # process readings (which made the count move in steps with the heap).
+    gc.freeze()
+    for cycle in range(cycles):
+        for i, sampler in enumerate(samplers):
+            for group, k in every.items():
+                if cycle % k == 0 and group in reads[i]:
+                    tree = TreeRead(reads[i][group][(cycle // k) % VARIANTS])
+                    sampler._sampled(group, tree, time.perf_counter())
+            if cycle % PROCESS_EVERY == 0:
+                store.put_processes(sampler.snapshot.identity.uuid,
+                                    processes[i][(cycle // PROCESS_EVERY) % VARIANTS])
+        store.current(time.time_ns())
+        stats.exports += 1
+    for sampler in samplers:
+        sampler.close()
+    health.engine.close()
+    backend.close()
+
+
 async def _cycles(node_env: dict[str, str], stage: str, cycles: int, writer: str,
                   *, pause: float = 0.0, sink: str = "") -> None:
     from gpu_otel_agent.simulation.node import attach_in_process
@@ -316,9 +410,9 @@ class _Telemetry:
         from gpu_otel_agent.config.holder import ConfigHolder
         from gpu_otel_agent.config.schema import AgentConfig
         from gpu_otel_agent.export.metrics.pusher import ExportStats
-        from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
-        from gpu_otel_agent.runtime.reliability import reliability_readings
-        from gpu_otel_agent.runtime.self_telemetry import SelfTelemetry
+        from gpu_otel_agent.model.snapshot import SnapshotStore
+        from gpu_otel_agent.runtime.reliability import ReliabilityValues
+        from gpu_otel_agent.runtime.self_telemetry import ExportValues, SelfTelemetry
         from gpu_otel_agent.sampling.sampler import DeviceSampler
         from gpu_otel_agent.threads.relay import Relay
 
@@ -332,10 +426,8 @@ class _Telemetry:
         self._telemetry = SelfTelemetry(time.time_ns())
         self._telemetry.watch_samplers(self.samplers)
         self._telemetry.watch_devices(devices)
-        self._telemetry.add(lambda: (Reading("gpu_agent.exports.completed", stats.exports),
-                                     Reading("gpu_agent.exports.failed", stats.failures),
-                                     Reading("gpu_agent.exports.skipped", stats.skipped)))
-        self._telemetry.add(reliability_readings)
+        self._telemetry.add(ExportValues(stats))
+        self._telemetry.add(ReliabilityValues())
 
     def step(self, cycle: int) -> None:
         for i, sampler in enumerate(self.samplers):

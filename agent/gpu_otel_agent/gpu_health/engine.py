@@ -138,6 +138,8 @@ class HealthEngine:
         self._gpus = {d.uuid: _Gpu(d, HealthMachine(), PolledWatcher(), {},
                                    GrayWatch(settings.debounce)) for d in devices}
         self._store = store
+        # Each GPU's last fast read and the peer made of it (``_peer``).
+        self._peers: dict[str, tuple[tuple[Reading, ...], Peer]] = {}
         self._settings = settings
         self._clock = clock
         self._wall_ns = wall_ns
@@ -383,11 +385,15 @@ class HealthEngine:
         fast: dict[str, tuple[Reading, ...]] = {}
         partitioned = False
         instance_loads: list[float] = []
+        gpus, uuid = self._gpus, gpu.identity.uuid
         for device in self._store.devices():
-            if device.identity.partition is None and device.identity.uuid in self._gpus:
-                sample = device.samples.get("fast")
-                fast[device.identity.uuid] = sample.readings if sample else ()
-            if device.identity.parent_uuid == gpu.identity.uuid:
+            identity = device.identity
+            partition = identity.partition
+            if partition is None:  # a GPU: no one's partition
+                if identity.uuid in gpus:
+                    sample = device.samples.get("fast")
+                    fast[identity.uuid] = sample.readings if sample else ()
+            elif partition.parent_uuid == uuid:
                 partitioned = True
                 instance_loads.extend(_instance_load(device.samples.values()))
         if partitioned:
@@ -395,9 +401,10 @@ class HealthEngine:
             # disabled there: DcgmHealthWatch, "Bug 200682374"): not a link failure.
             slow = tuple(r for r in slow if r.metric != "gpu.nvlink.link.state")
         mine = fast.get(gpu.identity.uuid, ())
-        others = [_peer(self._gpus[uuid].identity.model, readings)
-                  for uuid, readings in fast.items() if uuid != gpu.identity.uuid]
-        me = _peer(gpu.identity.model, mine) if mine else None
+        peer = self._peer
+        others = [peer(uuid, readings) for uuid, readings in fast.items()
+                  if uuid != gpu.identity.uuid]
+        me = peer(gpu.identity.uuid, mine) if mine else None
         # A MIG-enabled GPU has no utilization of its own: under load when an instance is.
         load = max(instance_loads) if instance_loads else None
         for change in gpu.gray.update((*slow, *mine), self._clock(), me, others, load):
@@ -408,6 +415,17 @@ class HealthEngine:
                 transition = gpu.machine.clear(cause, f"no longer: {change.reason}")
             self._gray_event(gpu, change, now)
             self._transition(gpu, transition, now)
+
+    def _peer(self, uuid: str, fast: tuple[Reading, ...]) -> Peer:
+        """``_peer`` of a GPU's fast read, kept while that read is the GPU's latest: each of a
+        node's slow reads compares with every other GPU's, and between two fast reads the
+        same (immutable) readings give the same peer."""
+        kept = self._peers.get(uuid)
+        if kept is not None and kept[0] is fast:
+            return kept[1]
+        found = _peer(self._gpus[uuid].identity.model, fast)
+        self._peers[uuid] = (fast, found)
+        return found
 
     def _gray_event(self, gpu: _Gpu, change: Change, now: int) -> None:
         self._publish(gpu)

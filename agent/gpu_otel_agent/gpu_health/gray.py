@@ -40,6 +40,11 @@ RATE_METRICS = frozenset({"gpu.pcie.replay", "gpu.nvlink.errors", "gpu.nvlink.li
                           "hw.errors"})
 
 
+# The metrics the conditions below read with ``Reads.each``.
+EACH_METRICS = frozenset({"gpu.clock.throttle", "gpu.nvlink.link.state",
+                          "gpu.nvlink.link.errors", "gpu.fabric.status", "gpu.fabric.fault"})
+
+
 class Reads:
     """One GPU's readings at one evaluation: this slow read, the latest fast read, and an
     earlier read to take counter rates against (the oldest of the debounce window, so a burst
@@ -56,13 +61,27 @@ class Reads:
         self.time_s = time_s
         self.previous = previous
         self.instances_load = instances_load
+        # ``each``'s answers for the metrics the conditions ask it for (``EACH_METRICS``),
+        # made at its first call in one pass: scanning a slow and a fast read's every value
+        # for each of half a dozen calls was a fifth of a slow read's health evaluation
+        # (issue 41). Another metric is scanned for as before.
+        self._each: dict[str, list[tuple[Attributes, float]]] | None = None
 
     def get(self, metric: str, *attributes: tuple[str, str | int | float | bool]) -> float | None:
         value = self._values.get((metric, attributes))
         return value if value is not None and math.isfinite(value) else None
 
     def each(self, metric: str) -> list[tuple[Attributes, float]]:
-        return [(attrs, v) for (name, attrs), v in self._values.items() if name == metric]
+        """The values of ``metric`` with their attributes, in the order the readings came."""
+        if metric not in EACH_METRICS:
+            return [(attrs, v) for (name, attrs), v in self._values.items() if name == metric]
+        index = self._each
+        if index is None:
+            index = self._each = {name: [] for name in EACH_METRICS}
+            for (name, attrs), value in self._values.items():
+                if name in EACH_METRICS:
+                    index[name].append((attrs, value))
+        return list(index[metric])
 
     def rate(self, metric: str, *attributes: tuple[str, str | int | float | bool]
              ) -> float | None:

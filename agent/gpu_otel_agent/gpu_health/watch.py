@@ -39,7 +39,8 @@ class GrayWatch:
                ) -> list[Change]:
         reads = Reads(readings, time_s, self._history[0] if self._history else None,
                       instances_load)
-        self._history.append(Reads(tuple(r for r in readings if r.metric in RATE_METRICS), time_s))
+        self._history.append(Reads(tuple([r for r in readings if r.metric in RATE_METRICS]),
+                                   time_s))
         changes: list[Change] = []
         for spec in CONDITIONS:
             active = self._debounce[spec.name].active

@@ -47,7 +47,10 @@ class CounterRestarts:
     """The last value and the start time of each counter series of one device."""
 
     default_start_ns: int
-    _last: dict[CounterKey, tuple[float, int]] = field(default_factory=dict)  # value, time
+    # Each series' last value and time, in a list written in place: a series seen before
+    # (nearly every one) costs one look-up of its key, not a look-up and a store, and no
+    # new pair (a slow read has 72 counters; the key, two tuples deep, is hashed each time).
+    _last: dict[CounterKey, list[float | int]] = field(default_factory=dict)  # value, time
     _starts: dict[CounterKey, int] = field(default_factory=dict)
     restarts: int = 0  # series restarted so far (self-telemetry, tests)
 
@@ -60,11 +63,15 @@ class CounterRestarts:
                 continue
             key = (reading.metric, reading.attributes)
             before = last.get(key)
-            if before is not None and reading.value < before[0]:
-                self._starts[key] = before[1] + 1
+            if before is None:
+                last[key] = [reading.value, reading.time_ns or time_ns]
+                continue
+            if reading.value < before[0]:
+                self._starts[key] = int(before[1]) + 1
                 self.restarts += 1
                 changed = True
-            last[key] = (reading.value, reading.time_ns or time_ns)
+            before[0] = reading.value
+            before[1] = reading.time_ns or time_ns
         return changed
 
     def starts(self) -> Mapping[CounterKey, int]:

@@ -41,7 +41,7 @@ from gpu_otel_agent.local.endpoint import (
 from gpu_otel_agent.local.routes import Sources, build_routes
 from gpu_otel_agent.model.resource import ResourceView
 from gpu_otel_agent.model.semconv import agent_resource
-from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
+from gpu_otel_agent.model.snapshot import SnapshotStore
 from gpu_otel_agent.model.workload import WorkloadLookup
 from gpu_otel_agent.runtime.attribution_setup import attribution_parts, workload_service
 from gpu_otel_agent.runtime.config_watch import watch_config_file
@@ -51,9 +51,9 @@ from gpu_otel_agent.runtime.node_plugins import (
     open_node_plugins,
     process_events,
 )
-from gpu_otel_agent.runtime.reliability import reliability_readings
+from gpu_otel_agent.runtime.reliability import ReliabilityValues
 from gpu_otel_agent.runtime.sampler_directory import SamplerDirectory
-from gpu_otel_agent.runtime.self_telemetry import SelfTelemetry
+from gpu_otel_agent.runtime.self_telemetry import ExportValues, SelfTelemetry
 from gpu_otel_agent.sampling.sampler import DeviceSampler
 from gpu_otel_agent.threads import costs
 from gpu_otel_agent.threads.relay import Relay
@@ -281,10 +281,10 @@ class Agent:
         telemetry = SelfTelemetry(time.time_ns())
         telemetry.watch_samplers(self.samplers)
         telemetry.watch_devices(device for backend in opened for device in backend.devices)
-        telemetry.add(lambda: _export_readings(pusher))
-        telemetry.add(reliability_readings)
+        telemetry.add(ExportValues(pusher.stats))
+        telemetry.add(ReliabilityValues())
         if self.health is not None:
-            telemetry.add(self.health.readings)
+            telemetry.add(self.health.values())
         for node_plugin in self.node_plugins:
             telemetry.add(node_plugin.readings)
         self.store.set_agent_source(telemetry.sample)
@@ -437,15 +437,6 @@ async def _take_over(local: LocalEndpoint) -> None:
             return
         log.info("local endpoint: took over %s (the agent that served it is gone)", local.path)
         return
-
-
-def _export_readings(pusher: MetricPusher) -> tuple[Reading, ...]:
-    stats = pusher.stats
-    return (
-        Reading("gpu_agent.exports.completed", stats.exports),
-        Reading("gpu_agent.exports.failed", stats.failures),
-        Reading("gpu_agent.exports.skipped", stats.skipped),
-    )
 
 
 def _log_costs() -> None:

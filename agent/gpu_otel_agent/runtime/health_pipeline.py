@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from gpu_otel_agent.backends.discovery import OpenBackend
 from gpu_otel_agent.backends.protocol import (
@@ -33,7 +34,7 @@ from gpu_otel_agent.gpu_health.telemetry import HealthTelemetry
 from gpu_otel_agent.gpu_health.verdict import HealthBoard
 from gpu_otel_agent.local.recent_events import EventRing
 from gpu_otel_agent.model.resource import ResourceView
-from gpu_otel_agent.model.snapshot import Reading, SnapshotStore
+from gpu_otel_agent.model.snapshot import Attributes, Reading, SnapshotStore
 from gpu_otel_agent.model.workload import GpuProcess, WorkloadLookup
 
 log = logging.getLogger(__name__)
@@ -147,6 +148,11 @@ class HealthRuntime:
               for code, count in sorted(self.pusher.dead_letters.stats.quarantined.items())),
         )
 
+    def values(self) -> HealthValues:
+        """``readings`` as a self-telemetry ``ValuesSource``: no ``HealthTelemetry`` and
+        nine ``Reading``s built every sample to be taken apart again."""
+        return HealthValues(self)
+
     def telemetry(self) -> HealthTelemetry:
         engine, pusher, spool = self.engine.stats, self.pusher.stats, self.spool.stats
         return HealthTelemetry(
@@ -157,3 +163,38 @@ class HealthRuntime:
             spool_errors=spool.errors, spool_records=spool.records, spool_bytes=spool.bytes,
             spool_writes=spool.writes, spool_write_seconds=spool.write_ns / 1e9,
         )
+
+
+_HEALTH_KEYS = tuple((metric, ()) for metric in (
+    "gpu_agent.events.produced", "gpu_agent.events.sent", "gpu_agent.events.suppressed",
+    "gpu_agent.events.duplicates", "gpu_agent.events.dropped", "gpu_agent.events.spooled",
+    "gpu_agent.events.spool.size", "gpu_agent.events.spool.pending",
+    "gpu_agent.events.spool.errors"))
+
+
+class HealthValues:
+    """The values of ``HealthRuntime.readings``, in its order, read from the counters
+    ``HealthRuntime.telemetry`` reads (tests/unit/runtime/test_self_telemetry_sources.py);
+    its layout: the quarantine's refusal codes."""
+
+    __slots__ = ("_runtime",)
+
+    def __init__(self, runtime: HealthRuntime) -> None:
+        self._runtime = runtime
+
+    def read(self, values: list[float | int]) -> Hashable:
+        runtime = self._runtime
+        engine, pusher, spool = runtime.engine.stats, runtime.pusher.stats, runtime.spool.stats
+        values.extend((runtime.engine.delivered, pusher.sent, engine.suppressed,
+                       engine.duplicates, spool.dropped + pusher.dropped, spool.spooled,
+                       spool.bytes, spool.records, spool.errors))
+        quarantined = sorted(runtime.pusher.dead_letters.stats.quarantined.items())
+        if not quarantined:  # nearly always: no generator made for nothing
+            return ()
+        codes, counts = zip(*quarantined, strict=True)
+        values.extend(counts)
+        return codes
+
+    def keys(self, token: Any) -> Iterable[tuple[str, Attributes]]:
+        return (*_HEALTH_KEYS, *(("gpu_agent.events.quarantined", (("error.type", code),))
+                                 for code in token))

@@ -18,8 +18,9 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from functools import partial, reduce
 from itertools import chain, compress, repeat
 from operator import add, attrgetter, is_not, itemgetter, ne
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
+from gpu_otel_agent.export.metrics.pusher import ExportStats
 from gpu_otel_agent.model.snapshot import AgentSample, Attributes, Reading, ReadingKeys
 from gpu_otel_agent.sampling.sampler import DeviceSampler
 from gpu_otel_agent.threads.costs import SELF_TELEMETRY, Stage
@@ -27,6 +28,20 @@ from gpu_otel_agent.threads.costs import SELF_TELEMETRY, Stage
 
 class StatsSource(Protocol):
     def __call__(self) -> tuple[Reading, ...]: ...
+
+
+@runtime_checkable
+class ValuesSource(Protocol):
+    """A source that hands its values without a ``Reading`` each (the export counters,
+    reliability, the health pipeline: about 20 readings a sample were built to be taken apart
+    again). ``read`` appends its values and returns what decides their series (its layout
+    token, compared by equality); ``keys`` gives the series of a token, in the order of the
+    values. A sample's readings, when looked at, are ``Reading(metric, value, attributes)``
+    of those: what the source's readings function gives."""
+
+    def read(self, values: list[float | int]) -> Hashable: ...
+
+    def keys(self, token: Any) -> Iterable[tuple[str, Attributes]]: ...
 
 
 @runtime_checkable
@@ -52,7 +67,8 @@ class SelfTelemetry:
     def __init__(self, start_time_ns: int) -> None:
         self._start_time_ns = start_time_ns
         self._samplers: list[_SamplerPart] = []
-        self._sources: list[StatsSource | Callable[[], tuple[Reading, ...]]] = []
+        self._sources: list[StatsSource | Callable[[], tuple[Reading, ...]] | ValuesSource] = []
+        self._valued: list[bool] = []  # each source's: a ``ValuesSource``
         self._calls = _CallsPart(())
         self._errors = _ErrorsPart(())
         # The last sample's layout (each part's token) and the keys it gave: the same keys
@@ -72,8 +88,13 @@ class SelfTelemetry:
         self._calls = _CallsPart([d for d in devices if isinstance(d, CallTimed)])
         self._errors = _ErrorsPart([d for d in devices if isinstance(d, ErrorCounted)])
 
-    def add(self, source: StatsSource | Callable[[], tuple[Reading, ...]]) -> None:
+    def add(self, source: StatsSource | Callable[[], tuple[Reading, ...]] | ValuesSource
+            ) -> None:
+        """A source of readings, or of values with their layout (``ValuesSource``); each
+        sample has their series after the counters', in the order they were added."""
         self._sources.append(source)
+        # Told apart once here: a runtime protocol check costs microseconds a call.
+        self._valued.append(isinstance(source, ValuesSource))
 
     def sample(self, now_ns: int) -> AgentSample:
         with Stage(SELF_TELEMETRY):
@@ -87,10 +108,15 @@ class SelfTelemetry:
         values: list[float | int] = []
         parts: list[_Part] = [*self._samplers, self._calls, self._errors]
         layout: list[Hashable] = [part.read(values) for part in parts]
-        counted = len(values)  # the counters' values; the sources' readings follow
-        sourced: list[tuple[Reading, ...]] = []
-        for source in self._sources:
-            readings = source()
+        counted = len(values)  # the counters' values; the sources' follow
+        # Per source: its own readings, or (a values source) where its values end.
+        sourced: list[tuple[Reading, ...] | int] = []
+        for source, valued in zip(self._sources, self._valued, strict=True):
+            if valued:
+                layout.append(cast(ValuesSource, source).read(values))
+                sourced.append(len(values))
+                continue
+            readings = cast(Callable[[], tuple[Reading, ...]], source)()
             sourced.append(readings)
             values.extend(map(_VALUE, readings))
             layout.append((tuple(map(_METRIC, readings)), tuple(map(_OWN, readings))))
@@ -98,8 +124,12 @@ class SelfTelemetry:
         if layout != last:
             pairs = [pair for part, token in zip(parts, layout, strict=False)
                      for pair in part.keys(token)]
-            for readings in sourced:
-                pairs.extend(zip(map(_METRIC, readings), map(_OWN, readings), strict=True))
+            for source, token, own in zip(self._sources, layout[len(parts):], sourced,
+                                          strict=True):
+                if isinstance(own, int):
+                    pairs.extend(cast(ValuesSource, source).keys(token))
+                else:
+                    pairs.extend(zip(map(_METRIC, own), map(_OWN, own), strict=True))
             keys = ReadingKeys(tuple(metric for metric, _ in pairs),
                                tuple(attributes for _, attributes in pairs))
             self._last = (layout, keys)
@@ -107,16 +137,24 @@ class SelfTelemetry:
                                      partial(self._readings, keys, values, counted, sourced))
 
     def _readings(self, keys: ReadingKeys, values: list[float | int], counted: int,
-                  sourced: list[tuple[Reading, ...]]) -> tuple[Reading, ...]:
-        """The readings a sample stands for: the counters' (each the last built one while its
-        value is the same: ``_Kept``), then the sources' own."""
+                  sourced: list[tuple[Reading, ...] | int]) -> tuple[Reading, ...]:
+        """The readings a sample stands for: the counters' and the values sources' (each the
+        last built one while its value is the same: ``_Kept``), the other sources' own."""
         kept = _Kept(self._kept)
         reading = kept.reading
-        readings = list(map(reading, keys.metrics[:counted], values[:counted],
-                            keys.attributes[:counted]))
-        self._kept = kept.now
+        metrics, attributes = keys.metrics, keys.attributes
+        readings = list(map(reading, metrics[:counted], values[:counted],
+                            attributes[:counted]))
+        start = counted
         for own in sourced:
-            readings.extend(own)
+            if isinstance(own, int):
+                readings.extend(map(reading, metrics[start:own], values[start:own],
+                                    attributes[start:own]))
+                start = own
+            else:
+                readings.extend(own)
+                start += len(own)
+        self._kept = kept.now
         return tuple(readings)
 
 
@@ -136,23 +174,43 @@ _SAMPLER_STATS = attrgetter("cycles", "missed_cycles", "read_seconds_total",
 
 
 class _SamplerPart:
-    """``sampler_readings``' values; its layout: the device's id and index, and the groups."""
+    """``sampler_readings``' values; its layout: the device's id and index, and the groups.
 
-    __slots__ = ("sampler",)
+    While the device's identity is the same object and it has read the same groups as at the
+    last sample (nearly always), the groups' latencies are read in one C call, nothing is
+    copied or sorted, and the layout is the last one's object (compared by identity)."""
+
+    __slots__ = ("known", "sampler")
 
     def __init__(self, sampler: DeviceSampler) -> None:
         self.sampler = sampler
+        # The last sample's identity, its groups' count, their getter and the layout.
+        self.known: tuple[object, int, Callable[[Mapping[str, float]], tuple[float, ...]],
+                          Hashable] = (None, -1, _getter(()), ())
 
     def read(self, values: list[float | int]) -> Hashable:
         sampler = self.sampler
         identity = sampler.snapshot.identity
         stats = sampler.stats
-        # Copied first: the loop may add a group while an export thread reads this.
-        latest = dict(stats.last_read_seconds)
-        groups = sorted(latest)
+        latest = stats.last_read_seconds
+        known, count, pick, token = self.known
+        try:
+            # The same groups: as many, each of them there. One C call reads them all at
+            # once, so a group the loop adds meanwhile is not half seen (the old code copied
+            # the dict first for that).
+            if identity is not known or len(latest) != count:
+                raise KeyError
+            seconds = pick(latest)
+        except KeyError:
+            latest = dict(latest)  # copied first: the loop may add a group meanwhile
+            groups = tuple(sorted(latest))
+            pick = _getter(groups)
+            seconds = pick(latest)
+            token = (identity.uuid, identity.index, *groups)
+            self.known = (identity, len(groups), pick, token)
         values.extend(_SAMPLER_STATS(stats))
-        values.extend(map(latest.__getitem__, groups))
-        return (identity.uuid, identity.index, *groups)
+        values.extend(seconds)
+        return token
 
     def keys(self, token: Any) -> Iterable[tuple[str, Attributes]]:
         device: Attributes = (("hw.id", token[0]), ("gpu.index", token[1]))
@@ -161,11 +219,43 @@ class _SamplerPart:
                   for group in token[2:])]
 
 
+_EXPORT_KEYS = (("gpu_agent.exports.completed", ()), ("gpu_agent.exports.failed", ()),
+                ("gpu_agent.exports.skipped", ()))
+
+
+class ExportValues:
+    """The export counters (``export_readings``) as a ``ValuesSource``: three values, the
+    same series always."""
+
+    __slots__ = ("_stats",)
+
+    def __init__(self, stats: ExportStats) -> None:
+        self._stats = stats
+
+    def read(self, values: list[float | int]) -> Hashable:
+        values.extend(_EXPORT_COUNTS(self._stats))
+        return None
+
+    def keys(self, token: Any) -> Iterable[tuple[str, Attributes]]:
+        return _EXPORT_KEYS
+
+
+_EXPORT_COUNTS = attrgetter("exports", "failures", "skipped")
+
+
+def export_readings(stats: ExportStats) -> tuple[Reading, ...]:
+    """The export counters as readings (what ``ExportValues`` stands for)."""
+    return (
+        Reading("gpu_agent.exports.completed", stats.exports),
+        Reading("gpu_agent.exports.failed", stats.failures),
+        Reading("gpu_agent.exports.skipped", stats.skipped),
+    )
+
+
 _ABSENT = (0, -0.0)  # what a device without a function adds: nothing (-0.0 + x is x)
 
 
-def _getter(names: tuple[str, ...]) -> Callable[[Mapping[str, tuple[int, float]]],
-                                               tuple[tuple[int, float], ...]]:
+def _getter(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
     """The values of ``names`` in a mapping, as a tuple, in one C call (KeyError if one is
     missing)."""
     if len(names) > 1:
@@ -177,6 +267,16 @@ def _getter(names: tuple[str, ...]) -> Callable[[Mapping[str, tuple[int, float]]
 
 
 _Row = tuple[tuple[int, float], ...]  # a device's (calls, seconds) per function
+
+
+def _picker(positions: tuple[int, ...]) -> Callable[[_Row], tuple[Any, ...]]:
+    """The items of a row at ``positions``, as a tuple, in one C call."""
+    if len(positions) > 1:
+        return itemgetter(*positions)
+    if positions:
+        position = positions[0]
+        return lambda row: (row[position],)
+    return lambda row: ()
 
 
 class _CallsPart:
@@ -214,8 +314,19 @@ class _CallsPart:
                     for device_times in times]
         called: set[int] = set()
         if last is not None:
+            # A device's pairs are looked through one by one (a C call each) only when its
+            # pairs outside the functions already found called differ from the last ones (one
+            # C comparison): a node's GPUs read the same groups on the same grid, so they
+            # call the same functions, and only the first device is looked through. Equal
+            # there means the same object or an equal pair, which sums to the same number:
+            # calls are integers, seconds floats summed from +0.0 (where a zero's sign
+            # cannot show), and NaN is never equal.
+            rest: Callable[[_Row], tuple[Any, ...]] | None = None
             for row, before in zip(rows, last, strict=True):
+                if rest is not None and rest(row) == rest(before):
+                    continue
                 called.update(compress(range(len(names)), map(is_not, row, before)))
+                rest = _picker(tuple(i for i in range(len(names)) if i not in called))
         if last is None or len(called) * 2 > len(names):  # all anew: fewer C calls
             # A device without a function adds 0 and -0.0 (the additive identities: every
             # sum stays what the devices that have it make it).
@@ -238,24 +349,34 @@ class _CallsPart:
 
 
 class _ErrorsPart:
-    """``library_error_readings``' values (nearly always none); its layout: the (function,
-    code) pairs."""
+    """``library_error_readings``' values; its layout: the (function, code) pairs.
 
-    __slots__ = ("devices",)
+    Errors are rare, but a GPU keeps the ones its probe met (capabilities it lacks) for
+    good: while every device's counts equal the last sample's (compared in C), the totals
+    are the last ones, not summed again in Python. Equal counts give the same totals: they
+    are integers (``ErrorCounted``), summed per key in device order."""
+
+    __slots__ = ("devices", "known")
 
     def __init__(self, devices: Sequence[ErrorCounted]) -> None:
         self.devices = devices
+        # The last sample's counts of each device, the totals and the layout they gave.
+        self.known: tuple[list[Mapping[tuple[str, str], int]] | None, list[int],
+                          tuple[tuple[str, str], ...]] = (None, [], ())
 
     def read(self, values: list[float | int]) -> Hashable:
-        totals: dict[tuple[str, str], int] = {}
-        for device in self.devices:
-            counts = device.error_counts()
-            if counts:
+        counted = [device.error_counts() for device in self.devices]
+        last, sums, pairs = self.known
+        if counted != last:
+            totals: dict[tuple[str, str], int] = {}
+            for counts in counted:
                 for key, count in counts.items():
                     totals[key] = totals.get(key, 0) + count
-        pairs = sorted(totals)
-        values.extend(map(totals.__getitem__, pairs))
-        return tuple(pairs)
+            pairs = tuple(sorted(totals))
+            sums = list(map(totals.__getitem__, pairs))
+            self.known = (counted, sums, pairs)
+        values.extend(sums)
+        return pairs
 
     def keys(self, token: Any) -> Iterable[tuple[str, Attributes]]:
         return [("gpu_agent.library.errors", (("gpu_agent.call", call), ("error.type", code)))

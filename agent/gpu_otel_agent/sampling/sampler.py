@@ -535,9 +535,14 @@ class DeviceSampler:
 
     def _sampled(self, group: str, tree: TreeRead[Any], started: float) -> None:
         """What a read brought: readings (attributed, for processes), published."""
+        parent = tree.parent
         try:
-            readings = (self._readings(self._snapshot, group, tree.parent)
-                        if tree.parent is not None else None)
+            if parent is None:
+                readings = None
+            elif group != PROCESS_GROUP:  # what _readings gives, without the call
+                readings = tuple(parent)
+            else:
+                readings = self._readings(self._snapshot, group, parent)
         except Exception as exc:
             self._failed(f"reading group {group}", exc)
             return
@@ -562,7 +567,9 @@ class DeviceSampler:
                 log.info("%s: a counter went backwards (driver reload, reset or wrap): its "
                          "series restarts with a new start time", self._name)
             self._publish(snapshot)
-        self._apply_partitions(group, tree, now)
+        # A device without partitions (every GPU without MIG) reads none: nothing to apply.
+        if tree.partitions or tree.enumerated is not None or tree.gone or tree.failed:
+            self._apply_partitions(group, tree, now)
 
     def _apply_partitions(self, group: str, tree: TreeRead[Any], now: int) -> None:
         if tree.enumerated is not None:
