@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import operator
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import chain, compress, count
 from typing import TYPE_CHECKING, Any
@@ -40,6 +40,7 @@ from gpu_otel_agent.export.metrics.series import (
     Points,
     Run,
     RunShape,
+    SampleRuns,
     SeriesLayout,
     ShapedRun,
     run_shapes,
@@ -270,6 +271,39 @@ class _MetricTemplate:
         pieces[stride - 1::stride] = chain.from_iterable(map(_VALUES, runs))
         self.packer.pack_into(request, offset, *pieces)
 
+    def fill_picked(self, request: bytearray, offset: int, times: Sequence[int],
+                    values: Sequence[float | int]) -> None:
+        """``fill_into`` with the runs' times and values, in order, already picked."""
+        pieces, stride = self.pieces, self.stride
+        pieces[stride - 3::stride] = times
+        pieces[stride - 1::stride] = values
+        self.packer.pack_into(request, offset, *pieces)
+
+
+def _items(indices: Sequence[int]) -> Callable[[Sequence[Any]], Sequence[Any]]:
+    """The items at ``indices``, as a sequence, in one C call (``itemgetter`` of one index
+    returns the item itself)."""
+    if len(indices) == 1:
+        return operator.itemgetter(slice(indices[0], indices[0] + 1))
+    return operator.itemgetter(*indices)
+
+
+@dataclass(frozen=True, slots=True)
+class _Direct:
+    """What ``ProtoEncoder._refill`` writes when the same samples as last time are new
+    (``changed``, by their place; the fast group's and the health readings' every export,
+    the processes' with them every fifth): the layout's metrics those samples have runs of.
+
+    ``fills``: the metrics of a template whose every run is of a sample with a shape
+    (``SampleRuns.shape``): filled from the samples' values and times in reading order,
+    joined (``sources`` picks those samples), each metric's picked by one ``itemgetter`` of
+    its places in them; no run is built. ``others``: the rest (a run of a self-telemetry or
+    node sample, or a metric written from chunks), each with the samples it has runs from."""
+
+    sources: Callable[[Sequence[SampleRuns]], Sequence[SampleRuns]] | None
+    fills: tuple[tuple[_MetricTemplate, int, Callable[[Sequence[Any]], Sequence[Any]]], ...]
+    others: tuple[tuple[int, tuple[int, ...]], ...]
+
 
 # Plain tuples, not NamedTuples: one or two per metric per export, and a NamedTuple's
 # constructor is a Python call (about 3 % of the 8 x 64 telemetry stage's instructions).
@@ -363,7 +397,10 @@ class ProtoEncoder:
         # the same layout only fills the metrics whose runs are new (``_refill``).
         self._last_layout: SeriesLayout | None = None
         self._plan: list[tuple[_MetricTemplate | None, int, int]] = []
-        self._slots: list[dict[str, Run]] = []  # the samples' runs of the last export
+        self._slots: list[SampleRuns] = []  # the samples' runs of the last export
+        # What ``_refill`` writes for each set of new samples (by their places), under
+        # ``_last_layout``: emptied with it.
+        self._direct: dict[tuple[int, ...], _Direct] = {}
         # ScopeMetrics' field 1, scope: it comes first
         self._scope = _length_delimited(b"\x0a", wire_values.scope(SCOPE.name,
                                                                    SCOPE.version or ""))
@@ -465,6 +502,7 @@ class ProtoEncoder:
                 # The last layout's samples let go of now, not after this export (at a reload
                 # at 8 x 2,048 their runs are MiBs that ``metrics`` below lets go of as it goes).
                 self._last_layout, self._plan, self._slots = None, [], []
+                self._direct = {}
                 grouped = layout.grouped(slots)
                 ended = self._ends.ended(grouped)
             else:
@@ -590,30 +628,39 @@ class ProtoEncoder:
             self._last_layout, self._plan, self._slots = layout, plan, slots
         return request
 
-    def _refill(self, request: bytearray, slots: list[dict[str, Run]],
+    def _refill(self, request: bytearray, slots: list[SampleRuns],
                 layout: SeriesLayout) -> None:
         """The last request made this export's by writing the metrics of the samples whose
-        runs are new (a sample that is the same has the same runs dict).
+        runs are new (a sample that is the same has the same ``SampleRuns``).
 
         Called with the last export's layout (``series.SeriesLayout``), which ended no series:
         every metric has runs of the same shapes, or the same lists, as then, so the same
         template or chunks, size and offset (``_plan``, in the layout's order), and none ends.
         This skips the per-metric planning and shape comparisons, and every metric of
         unchanged samples (slow, gpm, processes between theirs): a steady export's encoding
-        is its new samples' fills."""
-        new: set[int] = set()
-        metrics_of = layout.metrics_of
-        for at in compress(count(), map(operator.is_not, slots, self._slots)):
-            new.update(metrics_of[at])
-        every = list(chain.from_iterable(map(dict.values, slots)))
+        is its new samples' fills. What to write for a set of new samples is worked out once
+        per layout (``_Direct``); a metric of device samples' values is filled straight
+        from them, with no ``ShapedRun`` made."""
+        changed = tuple(compress(count(), map(operator.is_not, slots, self._slots)))
+        direct = self._direct.get(changed)
+        if direct is None:
+            direct = self._direct[changed] = self._direct_plan(changed, slots, layout)
+        if direct.sources is not None:
+            chosen = direct.sources(slots)
+            # The same samples (by place) in the same shapes as when the plan was made, so
+            # each one's values and times are as long as then: every metric's places hold.
+            times = list(chain.from_iterable(map(_TIMES, chosen)))
+            values = list(chain.from_iterable(map(_VALUES, chosen)))
+            for template, at, pick in direct.fills:
+                template.fill_picked(request, at, pick(times), pick(values))
         metrics = self._metrics
         templates = self._templates
         plan = self._plan
         pickers = layout.pickers
-        for at in new:
-            name, pick = pickers[at]
+        for at, sources in direct.others:
+            name = pickers[at][0]
             whole, size, offset = plan[at]
-            runs = pick(every)
+            runs = [slots[source].runs[name] for source in sources]
             if whole is not None:
                 whole.fill_into(request, offset, runs)
                 metrics[name] = (runs, None, size, offset)
@@ -630,6 +677,43 @@ class ProtoEncoder:
             _write(request, offset, chunks, size)
             metrics[name] = (runs, chunks, size, offset)
         self._slots = slots
+
+    def _direct_plan(self, changed: tuple[int, ...], slots: list[SampleRuns],
+                     layout: SeriesLayout) -> _Direct:
+        """What ``_refill`` writes for the samples at ``changed`` (``_Direct``)."""
+        new: set[int] = set()
+        metrics_of = layout.metrics_of
+        for at in changed:
+            new.update(metrics_of[at])
+        sources_of: dict[int, list[int]] = {}  # metric -> the samples with a run of it
+        for at, indices in enumerate(metrics_of):
+            for metric in indices:
+                if metric in new:
+                    sources_of.setdefault(metric, []).append(at)
+        direct: list[tuple[_MetricTemplate, int, str, list[int]]] = []
+        others: list[tuple[int, tuple[int, ...]]] = []
+        for metric, sources in sources_of.items():
+            whole, _, offset = self._plan[metric]
+            if whole is not None and all(slots[at].shape is not None for at in sources):
+                direct.append((whole, offset, layout.pickers[metric][0], sources))
+            else:
+                others.append((metric, tuple(sources)))
+        if not direct:
+            return _Direct(None, (), tuple(others))
+        chosen = sorted({at for *_, sources in direct for at in sources})
+        base: dict[int, int] = {}
+        joined = 0
+        for at in chosen:
+            base[at] = joined
+            joined += len(slots[at].values)
+        fills = []
+        for whole, offset, name, sources in direct:
+            places = [base[at] + index for at in sources for index in slots[at].indices(name)]
+            fills.append((whole, offset, _items(places)))
+            # Filled without runs from now on: the general path finds no runs of the last
+            # export to compare and writes the metric anew (as it would: its runs are new).
+            self._metrics.pop(name, None)
+        return _Direct(_items(chosen), tuple(fills), tuple(others))
 
     def _ends_of(self, series: list[tuple[Attributes, int]], time_ns: int,
                  gauge: bool) -> list[bytes]:

@@ -28,7 +28,7 @@ import pytest
 from opentelemetry.sdk.resources import Resource
 
 from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
-from gpu_otel_agent.export.metrics.series import Run, SeriesLayout
+from gpu_otel_agent.export.metrics.series import SampleRuns, SeriesLayout
 from gpu_otel_agent.model.snapshot import (
     AgentSample,
     Attributes,
@@ -151,7 +151,7 @@ def test_exports_of_the_same_layout_send_what_a_fresh_encoding_sends(seed: int) 
     refills: list[bool] = []  # per refill of ``kept``: a metric in it has no template
     refill = ProtoEncoder._refill
 
-    def counted(encoder: ProtoEncoder, request: bytearray, slots: list[dict[str, Run]],
+    def counted(encoder: ProtoEncoder, request: bytearray, slots: list[SampleRuns],
                 layout: SeriesLayout) -> None:
         if encoder is kept:
             refills.append(any(whole is None for whole, _, _ in encoder._plan))
