@@ -660,7 +660,7 @@ class ProtoEncoder:
         for at, sources in direct.others:
             name = pickers[at][0]
             whole, size, offset = plan[at]
-            runs = [slots[source].runs[name] for source in sources]
+            runs = [slots[source].run(name) for source in sources]
             if whole is not None:
                 whole.fill_into(request, offset, runs)
                 metrics[name] = (runs, None, size, offset)

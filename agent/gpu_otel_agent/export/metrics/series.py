@@ -133,6 +133,20 @@ class SampleRuns:
                                  for metric, run, pick in shape.runs}
         return runs
 
+    def run(self, metric: str) -> Run:
+        """``runs[metric]``, without building the others' where they are not built yet (an
+        encoder's metric written from chunks, beside a sample's metrics of templates): a
+        ``ShapedRun`` of its own then, equal to the one ``runs`` would hold."""
+        runs = self._runs
+        if runs is not None:
+            return runs[metric]
+        shape = self.shape
+        assert shape is not None  # made with a shape where not given runs
+        for name, run, pick in shape.runs:
+            if name == metric:
+                return ShapedRun(run, pick(self.values), pick(self.times))
+        raise KeyError(metric)
+
     def indices(self, metric: str) -> list[int]:
         """Where ``metric``'s values are in ``values``, in the order of its run's points."""
         assert self.shape is not None
