@@ -557,6 +557,30 @@ def _new_layout(keys: list[object], slots: list[SampleRuns]) -> SeriesLayout:
                         tuple(tuple(index[metric] for metric in runs) for runs in samples))
 
 
+class _Device(NamedTuple):
+    """A device's samples at the last ``series_slots`` call, with their entries and what
+    ``_sample_runs`` checks of the device (identity, counter starts, start time, workload
+    attributes). A group sample that is the same object at the same place, of a device
+    that is the same, takes its entry with no look-up or call (the slow, gpm and processes
+    groups between their samples: three of a GPU's five samples at most exports); a health
+    that is the same object has the same readings, and only their time is new. Only the
+    last call's are held; the entries are ``_latest``'s (never changed once made)."""
+
+    identity: DeviceIdentity
+    counter_starts: Mapping[tuple[str, Attributes], int]
+    start_time_ns: int
+    extra: Attributes
+    groups: tuple[object, ...]
+    entries: list[_Kept]
+    health: object  # the DeviceHealth
+    health_slot: SampleRuns
+    health_key: object
+    redated: bool  # its runs are a shape's, none with a time of its own: ``_redated`` holds
+
+
+_devices: dict[str, _Device] = {}
+_SLOT = attrgetter("slot")
+_KEY = attrgetter("key")
 _END = object()
 # The last layout made (one slot), shared as ``_latest`` is (a lost race makes a new one:
 # the next export then takes the encoder's general path once).
@@ -573,20 +597,46 @@ def series_slots(snapshot: NodeSnapshot) -> tuple[list[SampleRuns], SeriesLayout
     slots: list[SampleRuns] = []
     keys: list[object] = []
     for device in snapshot.devices:
+        identity = device.identity
+        uuid = identity.uuid
         # Attributes a workload source gives the device (a DRA claim's driver/pool/device).
-        extra = snapshot.device_attributes.get(device.identity.uuid, ())
-        health = snapshot.health_of(device.identity.uuid)
-        now = (*health.status, *health.readings)
-        for group in device.samples.values():
-            kept = _sample_runs(device, group.group, group, group.readings, group.time_ns,
-                                extra=extra)
-            slots.append(kept.slot)
-            keys.append(kept.key)
+        extra = snapshot.device_attributes.get(uuid, ())
+        health = snapshot.health_of(uuid)
+        last = _devices.get(uuid)
+        if last is None or last.identity is not identity \
+                or last.counter_starts is not device.counter_starts \
+                or last.start_time_ns != device.start_time_ns or last.extra != extra:
+            last = None
+        groups = tuple(device.samples.values())
+        entries: list[_Kept] = []
+        for at, group in enumerate(groups):
+            if last is not None and at < len(last.groups) and last.groups[at] is group:
+                kept = last.entries[at]  # the same sample of the same device: its entry
+            else:
+                kept = _sample_runs(device, group.group, group, group.readings, group.time_ns,
+                                    extra=extra)
+            entries.append(kept)
+        slots += map(_SLOT, entries)
+        keys += map(_KEY, entries)
         # The health readings are the export's own (dated by the snapshot), but of the
-        # same shape export after export.
-        kept = _sample_runs(device, "", now, now, snapshot.taken_ns, extra=extra)
-        slots.append(kept.slot)
-        keys.append(kept.key)
+        # same shape export after export: while the health is the same object, the last
+        # entry's values dated anew (``_redated``, as ``_sample_runs`` would find them).
+        if last is not None and health is last.health and last.redated:
+            health_slot, health_key = _redated(last.health_slot, snapshot.taken_ns), last.health_key
+        else:
+            now = (*health.status, *health.readings)
+            kept = _sample_runs(device, "", now, now, snapshot.taken_ns, extra=extra)
+            health_slot, health_key = kept.slot, kept.key
+            last = None
+        slots.append(health_slot)
+        keys.append(health_key)
+        if len(_devices) >= MAX_KEPT and uuid not in _devices:
+            _devices.clear()
+        _devices[uuid] = _Device(
+            identity, device.counter_starts, device.start_time_ns, extra, groups, entries,
+            health, health_slot, health_key,
+            last.redated if last is not None
+            else health_key is kept.shape is not None and all(kept.shape.untimed))
     # Self-telemetry and node-level samples: their readings carry their own attributes.
     samples = (snapshot.agent, *snapshot.node) if snapshot.agent else snapshot.node
     for slot, sample in enumerate(samples):
