@@ -288,6 +288,9 @@ def _items(indices: Sequence[int]) -> Callable[[Sequence[Any]], Sequence[Any]]:
     return operator.itemgetter(*indices)
 
 
+_WHOLE = operator.itemgetter(slice(None))
+
+
 @dataclass(frozen=True, slots=True)
 class _Direct:
     """What ``ProtoEncoder._refill`` writes when the same samples as last time are new
@@ -301,6 +304,9 @@ class _Direct:
     node sample, or a metric written from chunks), each with the samples it has runs from."""
 
     sources: Callable[[Sequence[SampleRuns]], Sequence[SampleRuns]] | None
+    # Per source, what of its values and times is taken: all of a new sample's, the
+    # metrics' of an unchanged one (the same shape, so the same places, new or not).
+    parts: tuple[Callable[[Sequence[Any]], Sequence[Any]], ...]
     fills: tuple[tuple[_MetricTemplate, int, Callable[[Sequence[Any]], Sequence[Any]]], ...]
     others: tuple[tuple[int, tuple[int, ...]], ...]
 
@@ -649,8 +655,10 @@ class ProtoEncoder:
             chosen = direct.sources(slots)
             # The same samples (by place) in the same shapes as when the plan was made, so
             # each one's values and times are as long as then: every metric's places hold.
-            times = list(chain.from_iterable(map(_TIMES, chosen)))
-            values = list(chain.from_iterable(map(_VALUES, chosen)))
+            parts = direct.parts
+            times = list(chain.from_iterable(map(operator.call, parts, map(_TIMES, chosen))))
+            values = list(chain.from_iterable(map(operator.call, parts,
+                                                  map(_VALUES, chosen))))
             for template, at, pick in direct.fills:
                 template.fill_picked(request, at, pick(times), pick(values))
         metrics = self._metrics
@@ -699,21 +707,32 @@ class ProtoEncoder:
             else:
                 others.append((metric, tuple(sources)))
         if not direct:
-            return _Direct(None, (), tuple(others))
-        chosen = sorted({at for *_, sources in direct for at in sources})
-        base: dict[int, int] = {}
+            return _Direct(None, (), (), tuple(others))
+        # Each sample's values (and times) that these metrics take, joined: a new sample's
+        # whole list (most of it is taken), an unchanged one's only those taken (the slow
+        # group's 121 readings at 8 x 64 give hw.temperature one).
+        taken: dict[int, list[int]] = {}
+        for _, _, name, sources in direct:
+            for at in sources:
+                taken.setdefault(at, []).extend(slots[at].indices(name))
+        chosen = sorted(taken)
+        parts = []
+        place: dict[tuple[int, int], int] = {}  # (sample, index in its values) -> joined
         joined = 0
         for at in chosen:
-            base[at] = joined
-            joined += len(slots[at].values)
+            picked = range(len(slots[at].values)) if at in changed else sorted(taken[at])
+            parts.append(_WHOLE if at in changed else _items(picked))
+            for index in picked:
+                place[at, index] = joined
+                joined += 1
         fills = []
         for whole, offset, name, sources in direct:
-            places = [base[at] + index for at in sources for index in slots[at].indices(name)]
+            places = [place[at, index] for at in sources for index in slots[at].indices(name)]
             fills.append((whole, offset, _items(places)))
             # Filled without runs from now on: the general path finds no runs of the last
             # export to compare and writes the metric anew (as it would: its runs are new).
             self._metrics.pop(name, None)
-        return _Direct(_items(chosen), tuple(fills), tuple(others))
+        return _Direct(_items(chosen), tuple(parts), tuple(fills), tuple(others))
 
     def _ends_of(self, series: list[tuple[Attributes, int]], time_ns: int,
                  gauge: bool) -> list[bytes]:
