@@ -222,6 +222,7 @@ class _SampleShape:
     untimed: list[bool]  # the readings that came without the device's time
     timed_starts: list[int]  # the counter starts of the others, 0 for those
     latest_start: int  # the latest of timed_starts
+    untimed_only: bool  # no reading came with a time of its own (the processes group's)
     runs: tuple[tuple[str, RunShape, Callable[[Sequence[Any]], tuple[Any, ...]]], ...]
     ints: Callable[[Sequence[Any]], tuple[Any, ...]] | None  # the int values
     floats: Callable[[Sequence[Any]], tuple[Any, ...]] | None  # the float values
@@ -253,7 +254,7 @@ def _shape_of(readings: Sequence[Reading], runs: dict[str, Points]) -> _SampleSh
     timed_starts = [0 if no_time else start for no_time, start in zip(untimed, starts,
                                                                       strict=True)]
     return _SampleShape(metrics, list(map(_OWN, readings)), types, starts, untimed,
-                        timed_starts, max(timed_starts, default=0),
+                        timed_starts, max(timed_starts, default=0), all(untimed),
                         tuple(shapes), _picker(ints) if ints else None,
                         _picker(floats) if floats else None)
 
@@ -291,6 +292,10 @@ def _shaped_runs(shape: _SampleShape, readings: Sequence[Reading], time_ns: int,
     values = list(map(_VALUE, readings))
     if not checked and not _fits(shape, readings, values):
         return None
+    if shape.untimed_only and not any(map(_TIME, readings)):
+        # Still none with a time of its own: every point dated by the sample, as below
+        # (one pass over the readings instead of four).
+        return SampleRuns(None, shape, values, [time_ns] * len(values))
     times = list(map(_TIME, readings))
     # As _device_points dates a point: the device's time (never before the series' start)
     # where it gave one, else the sample's. Where the readings without a time are the
