@@ -289,6 +289,7 @@ def _items(indices: Sequence[int]) -> Callable[[Sequence[Any]], Sequence[Any]]:
 
 
 _WHOLE = operator.itemgetter(slice(None))
+_JOINED_POINTS = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +309,11 @@ class _Direct:
     # metrics' of an unchanged one (the same shape, so the same places, new or not).
     parts: tuple[Callable[[Sequence[Any]], Sequence[Any]], ...]
     fills: tuple[tuple[_MetricTemplate, int, Callable[[Sequence[Any]], Sequence[Any]]], ...]
+    # Metrics of more than ``_JOINED_POINTS`` points: the samples with a run of each, and
+    # their pickers of its values (and times).
+    large: tuple[tuple[_MetricTemplate, int, Callable[[Sequence[SampleRuns]],
+                                                       Sequence[SampleRuns]],
+                       tuple[Callable[[Sequence[Any]], Sequence[Any]], ...]], ...]
     others: tuple[tuple[int, tuple[int, ...]], ...]
 
 
@@ -661,6 +667,12 @@ class ProtoEncoder:
                                                   map(_VALUES, chosen))))
             for template, at, pick in direct.fills:
                 template.fill_picked(request, at, pick(times), pick(values))
+        for template, place, samples_of, picks in direct.large:
+            samples = samples_of(slots)
+            template.fill_picked(
+                request, place, list(chain.from_iterable(map(operator.call, picks,
+                                                             map(_TIMES, samples)))),
+                list(chain.from_iterable(map(operator.call, picks, map(_VALUES, samples)))))
         metrics = self._metrics
         templates = self._templates
         plan = self._plan
@@ -706,8 +718,20 @@ class ProtoEncoder:
                 direct.append((whole, offset, layout.pickers[metric][0], sources))
             else:
                 others.append((metric, tuple(sources)))
+        # A metric of many points (a processes metric at 8 x 2,048: 16,000) is filled from
+        # its samples' own pickers of it (``SampleRuns.picker``, the shapes'), one call per
+        # sample: its places in the joined values would be an int object per point, held
+        # with the plan (1.8 MiB at 8 x 2,048).
+        large = tuple((whole, offset, _items(sources),
+                       tuple(slots[at].picker(name) for at in sources))
+                      for whole, offset, name, sources in direct
+                      if sum(len(slots[at].indices(name)) for at in sources) > _JOINED_POINTS)
+        direct = [fill for fill in direct
+                  if sum(len(slots[at].indices(fill[2])) for at in fill[3]) <= _JOINED_POINTS]
+        for *_, name, _ in direct:
+            self._metrics.pop(name, None)  # (as below)
         if not direct:
-            return _Direct(None, (), (), tuple(others))
+            return _Direct(None, (), (), large, tuple(others))
         # Each sample's values (and times) that these metrics take, joined: a new sample's
         # whole list (most of it is taken), an unchanged one's only those taken (the slow
         # group's 121 readings at 8 x 64 give hw.temperature one).
@@ -732,7 +756,7 @@ class ProtoEncoder:
             # Filled without runs from now on: the general path finds no runs of the last
             # export to compare and writes the metric anew (as it would: its runs are new).
             self._metrics.pop(name, None)
-        return _Direct(_items(chosen), tuple(parts), tuple(fills), tuple(others))
+        return _Direct(_items(chosen), tuple(parts), tuple(fills), large, tuple(others))
 
     def _ends_of(self, series: list[tuple[Attributes, int]], time_ns: int,
                  gauge: bool) -> list[bytes]:

@@ -147,6 +147,11 @@ class SampleRuns:
                 return ShapedRun(run, pick(self.values), pick(self.times))
         raise KeyError(metric)
 
+    def picker(self, metric: str) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+        """Picks ``metric``'s values (or times) from ``values`` (``times``), in order."""
+        assert self.shape is not None
+        return next(pick for name, _, pick in self.shape.runs if name == metric)
+
     def indices(self, metric: str) -> list[int]:
         """Where ``metric``'s values are in ``values``, in the order of its run's points."""
         assert self.shape is not None

@@ -27,6 +27,7 @@ from unittest.mock import patch
 import pytest
 from opentelemetry.sdk.resources import Resource
 
+from gpu_otel_agent.export.metrics import otlp_proto
 from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder, _MetricTemplate
 from gpu_otel_agent.export.metrics.series import SampleRuns, SeriesLayout
 from gpu_otel_agent.model.snapshot import (
@@ -143,8 +144,12 @@ def _snapshots(seed: int, exports: int) -> Iterator[NodeSnapshot]:
                            agent=agent, node=node)
 
 
+@pytest.mark.parametrize("joined_points", [otlp_proto._JOINED_POINTS, 0])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_exports_of_the_same_layout_send_what_a_fresh_encoding_sends(seed: int) -> None:
+def test_exports_of_the_same_layout_send_what_a_fresh_encoding_sends(
+        seed: int, joined_points: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 0: every metric filled as one of many points is (from each sample's own picker).
+    monkeypatch.setattr(otlp_proto, "_JOINED_POINTS", joined_points)
     kept = ProtoEncoder(RESOURCE)
     # A second destination's encoder: the layout is shared, each encoder keeps its own.
     other = ProtoEncoder(RESOURCE)
