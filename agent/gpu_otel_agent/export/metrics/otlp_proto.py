@@ -733,8 +733,9 @@ class ProtoEncoder:
         if not direct:
             return _Direct(None, (), (), large, tuple(others))
         # Each sample's values (and times) that these metrics take, joined: a new sample's
-        # whole list (most of it is taken), an unchanged one's only those taken (the slow
-        # group's 121 readings at 8 x 64 give hw.temperature one).
+        # whole list where most of it is taken (one copy in C), else only those taken (an
+        # unchanged slow sample's 121 readings at 8 x 64 give hw.temperature one; a
+        # processes sample whose large metrics go apart gives its one overflow reading).
         taken: dict[int, list[int]] = {}
         for _, _, name, sources in direct:
             for at in sources:
@@ -744,8 +745,10 @@ class ProtoEncoder:
         place: dict[tuple[int, int], int] = {}  # (sample, index in its values) -> joined
         joined = 0
         for at in chosen:
-            picked = range(len(slots[at].values)) if at in changed else sorted(taken[at])
-            parts.append(_WHOLE if at in changed else _items(picked))
+            size = len(slots[at].values)
+            whole_list = at in changed and len(taken[at]) * 2 > size
+            picked = range(size) if whole_list else sorted(taken[at])
+            parts.append(_WHOLE if whole_list else _items(picked))
             for index in picked:
                 place[at, index] = joined
                 joined += 1
