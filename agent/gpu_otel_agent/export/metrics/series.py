@@ -152,10 +152,13 @@ class SampleRuns:
         assert self.shape is not None
         return next(pick for name, _, pick in self.shape.runs if name == metric)
 
-    def indices(self, metric: str) -> list[int]:
-        """Where ``metric``'s values are in ``values``, in the order of its run's points."""
+    def places(self) -> dict[str, list[int]]:
+        """Where each metric's values are in ``values``, in the order of its run's points."""
         assert self.shape is not None
-        return [at for at, name in enumerate(self.shape.metrics) if name == metric]
+        found: dict[str, list[int]] = {}
+        for at, name in enumerate(self.shape.metrics):
+            found.setdefault(name, []).append(at)
+        return found
 
 
 _RUNS = attrgetter("runs")
