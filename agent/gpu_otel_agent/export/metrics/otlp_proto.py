@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import operator
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import chain, compress, count
 from typing import TYPE_CHECKING, Any
@@ -40,6 +40,7 @@ from gpu_otel_agent.export.metrics.series import (
     Points,
     Run,
     RunShape,
+    SampleRuns,
     SeriesLayout,
     ShapedRun,
     run_shapes,
@@ -270,6 +271,51 @@ class _MetricTemplate:
         pieces[stride - 1::stride] = chain.from_iterable(map(_VALUES, runs))
         self.packer.pack_into(request, offset, *pieces)
 
+    def fill_picked(self, request: bytearray, offset: int, times: Sequence[int],
+                    values: Sequence[float | int]) -> None:
+        """``fill_into`` with the runs' times and values, in order, already picked."""
+        pieces, stride = self.pieces, self.stride
+        pieces[stride - 3::stride] = times
+        pieces[stride - 1::stride] = values
+        self.packer.pack_into(request, offset, *pieces)
+
+
+def _items(indices: Sequence[int]) -> Callable[[Sequence[Any]], Sequence[Any]]:
+    """The items at ``indices``, as a sequence, in one C call (``itemgetter`` of one index
+    returns the item itself)."""
+    if len(indices) == 1:
+        return operator.itemgetter(slice(indices[0], indices[0] + 1))
+    return operator.itemgetter(*indices)
+
+
+_WHOLE = operator.itemgetter(slice(None))
+_JOINED_POINTS = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class _Direct:
+    """What ``ProtoEncoder._refill`` writes when the same samples as last time are new
+    (``changed``, by their place; the fast group's and the health readings' every export,
+    the processes' with them every fifth): the layout's metrics those samples have runs of.
+
+    ``fills``: the metrics of a template whose every run is of a sample with a shape
+    (``SampleRuns.shape``): filled from the samples' values and times in reading order,
+    joined (``sources`` picks those samples), each metric's picked by one ``itemgetter`` of
+    its places in them; no run is built. ``others``: the rest (a run of a self-telemetry or
+    node sample, or a metric written from chunks), each with the samples it has runs from."""
+
+    sources: Callable[[Sequence[SampleRuns]], Sequence[SampleRuns]] | None
+    # Per source, what of its values and times is taken: all of a new sample's, the
+    # metrics' of an unchanged one (the same shape, so the same places, new or not).
+    parts: tuple[Callable[[Sequence[Any]], Sequence[Any]], ...]
+    fills: tuple[tuple[_MetricTemplate, int, Callable[[Sequence[Any]], Sequence[Any]]], ...]
+    # Metrics of more than ``_JOINED_POINTS`` points: the samples with a run of each, and
+    # their pickers of its values (and times).
+    large: tuple[tuple[_MetricTemplate, int, Callable[[Sequence[SampleRuns]],
+                                                       Sequence[SampleRuns]],
+                       tuple[Callable[[Sequence[Any]], Sequence[Any]], ...]], ...]
+    others: tuple[tuple[int, tuple[int, ...]], ...]
+
 
 # Plain tuples, not NamedTuples: one or two per metric per export, and a NamedTuple's
 # constructor is a Python call (about 3 % of the 8 x 64 telemetry stage's instructions).
@@ -363,7 +409,10 @@ class ProtoEncoder:
         # the same layout only fills the metrics whose runs are new (``_refill``).
         self._last_layout: SeriesLayout | None = None
         self._plan: list[tuple[_MetricTemplate | None, int, int]] = []
-        self._slots: list[dict[str, Run]] = []  # the samples' runs of the last export
+        self._slots: list[SampleRuns] = []  # the samples' runs of the last export
+        # What ``_refill`` writes for each set of new samples (by their places), under
+        # ``_last_layout``: emptied with it.
+        self._direct: dict[tuple[int, ...], _Direct] = {}
         # ScopeMetrics' field 1, scope: it comes first
         self._scope = _length_delimited(b"\x0a", wire_values.scope(SCOPE.name,
                                                                    SCOPE.version or ""))
@@ -465,6 +514,7 @@ class ProtoEncoder:
                 # The last layout's samples let go of now, not after this export (at a reload
                 # at 8 x 2,048 their runs are MiBs that ``metrics`` below lets go of as it goes).
                 self._last_layout, self._plan, self._slots = None, [], []
+                self._direct = {}
                 grouped = layout.grouped(slots)
                 ended = self._ends.ended(grouped)
             else:
@@ -590,30 +640,47 @@ class ProtoEncoder:
             self._last_layout, self._plan, self._slots = layout, plan, slots
         return request
 
-    def _refill(self, request: bytearray, slots: list[dict[str, Run]],
+    def _refill(self, request: bytearray, slots: list[SampleRuns],
                 layout: SeriesLayout) -> None:
         """The last request made this export's by writing the metrics of the samples whose
-        runs are new (a sample that is the same has the same runs dict).
+        runs are new (a sample that is the same has the same ``SampleRuns``).
 
         Called with the last export's layout (``series.SeriesLayout``), which ended no series:
         every metric has runs of the same shapes, or the same lists, as then, so the same
         template or chunks, size and offset (``_plan``, in the layout's order), and none ends.
         This skips the per-metric planning and shape comparisons, and every metric of
         unchanged samples (slow, gpm, processes between theirs): a steady export's encoding
-        is its new samples' fills."""
-        new: set[int] = set()
-        metrics_of = layout.metrics_of
-        for at in compress(count(), map(operator.is_not, slots, self._slots)):
-            new.update(metrics_of[at])
-        every = list(chain.from_iterable(map(dict.values, slots)))
+        is its new samples' fills. What to write for a set of new samples is worked out once
+        per layout (``_Direct``); a metric of device samples' values is filled straight
+        from them, with no ``ShapedRun`` made."""
+        changed = tuple(compress(count(), map(operator.is_not, slots, self._slots)))
+        direct = self._direct.get(changed)
+        if direct is None:
+            direct = self._direct[changed] = self._direct_plan(changed, slots, layout)
+        if direct.sources is not None:
+            chosen = direct.sources(slots)
+            # The same samples (by place) in the same shapes as when the plan was made, so
+            # each one's values and times are as long as then: every metric's places hold.
+            parts = direct.parts
+            times = list(chain.from_iterable(map(operator.call, parts, map(_TIMES, chosen))))
+            values = list(chain.from_iterable(map(operator.call, parts,
+                                                  map(_VALUES, chosen))))
+            for template, at, pick in direct.fills:
+                template.fill_picked(request, at, pick(times), pick(values))
+        for template, place, samples_of, picks in direct.large:
+            samples = samples_of(slots)
+            template.fill_picked(
+                request, place, list(chain.from_iterable(map(operator.call, picks,
+                                                             map(_TIMES, samples)))),
+                list(chain.from_iterable(map(operator.call, picks, map(_VALUES, samples)))))
         metrics = self._metrics
         templates = self._templates
         plan = self._plan
         pickers = layout.pickers
-        for at in new:
-            name, pick = pickers[at]
+        for at, sources in direct.others:
+            name = pickers[at][0]
             whole, size, offset = plan[at]
-            runs = pick(every)
+            runs = [slots[source].run(name) for source in sources]
             if whole is not None:
                 whole.fill_into(request, offset, runs)
                 metrics[name] = (runs, None, size, offset)
@@ -630,6 +697,77 @@ class ProtoEncoder:
             _write(request, offset, chunks, size)
             metrics[name] = (runs, chunks, size, offset)
         self._slots = slots
+
+    def _direct_plan(self, changed: tuple[int, ...], slots: list[SampleRuns],
+                     layout: SeriesLayout) -> _Direct:
+        """What ``_refill`` writes for the samples at ``changed`` (``_Direct``)."""
+        new: set[int] = set()
+        metrics_of = layout.metrics_of
+        for at in changed:
+            new.update(metrics_of[at])
+        sources_of: dict[int, list[int]] = {}  # metric -> the samples with a run of it
+        for at, indices in enumerate(metrics_of):
+            for metric in indices:
+                if metric in new:
+                    sources_of.setdefault(metric, []).append(at)
+        direct: list[tuple[_MetricTemplate, int, str, list[int]]] = []
+        others: list[tuple[int, tuple[int, ...]]] = []
+        for metric, sources in sources_of.items():
+            whole, _, offset = self._plan[metric]
+            if whole is not None and all(slots[at].shape is not None for at in sources):
+                direct.append((whole, offset, layout.pickers[metric][0], sources))
+            else:
+                others.append((metric, tuple(sources)))
+        # A metric of many points (a processes metric at 8 x 2,048: 16,000) is filled from
+        # its samples' own pickers of it (``SampleRuns.picker``, the shapes'), one call per
+        # sample: its places in the joined values would be an int object per point, held
+        # with the plan (1.8 MiB at 8 x 2,048).
+        # Each source's places of each metric, found in one pass per source (a processes
+        # sample at 16 x 256 has 768 readings).
+        where: dict[int, dict[str, list[int]]] = {}
+        for *_, sources in direct:
+            for at in sources:
+                if at not in where:
+                    where[at] = slots[at].places()
+        sizes = [sum(len(where[at][name]) for at in sources) for _, _, name, sources in direct]
+        large = tuple((whole, offset, _items(sources),
+                       tuple(slots[at].picker(name) for at in sources))
+                      for (whole, offset, name, sources), size in zip(direct, sizes, strict=True)
+                      if size > _JOINED_POINTS)
+        direct = [fill for fill, size in zip(direct, sizes, strict=True)
+                  if size <= _JOINED_POINTS]
+        for *_, name, _ in direct:
+            self._metrics.pop(name, None)  # (as below)
+        if not direct:
+            return _Direct(None, (), (), large, tuple(others))
+        # Each sample's values (and times) that these metrics take, joined: a new sample's
+        # whole list where most of it is taken (one copy in C), else only those taken (an
+        # unchanged slow sample's 121 readings at 8 x 64 give hw.temperature one; a
+        # processes sample whose large metrics go apart gives its one overflow reading).
+        taken: dict[int, list[int]] = {}
+        for _, _, name, sources in direct:
+            for at in sources:
+                taken.setdefault(at, []).extend(where[at][name])
+        chosen = sorted(taken)
+        parts = []
+        place: dict[tuple[int, int], int] = {}  # (sample, index in its values) -> joined
+        joined = 0
+        for at in chosen:
+            size = len(slots[at].values)
+            whole_list = at in changed and len(taken[at]) * 2 > size
+            picked = range(size) if whole_list else sorted(taken[at])
+            parts.append(_WHOLE if whole_list else _items(picked))
+            for index in picked:
+                place[at, index] = joined
+                joined += 1
+        fills = []
+        for whole, offset, name, sources in direct:
+            places = [place[at, index] for at in sources for index in where[at][name]]
+            fills.append((whole, offset, _items(places)))
+            # Filled without runs from now on: the general path finds no runs of the last
+            # export to compare and writes the metric anew (as it would: its runs are new).
+            self._metrics.pop(name, None)
+        return _Direct(_items(chosen), tuple(parts), tuple(fills), large, tuple(others))
 
     def _ends_of(self, series: list[tuple[Attributes, int]], time_ns: int,
                  gauge: bool) -> list[bytes]:

@@ -105,6 +105,65 @@ Run = Points | ShapedRun  # one metric's points from one sample
 _SHAPE = attrgetter("shape")
 
 
+class SampleRuns:
+    """One sample's runs by metric. For a sample of a known shape (``shape``) also its
+    values and times in reading order, from which the runs (a ``ShapedRun`` per metric) are
+    picked only when first asked for: an encoder that keeps the sample's metric templates
+    fills them from ``values`` and ``times`` directly (``ProtoEncoder._refill``), so a steady
+    export builds no ``ShapedRun`` and picks no tuple per (device, metric) (11 per GPU's
+    fast sample, every export). Never changed once made but for the runs, built at the
+    first ask and kept (two threads asking at once build them twice: another dict, equal)."""
+
+    __slots__ = ("_runs", "shape", "times", "values")
+
+    def __init__(self, runs: dict[str, Run] | None, shape: _SampleShape | None = None,
+                 values: Sequence[Any] = (), times: Sequence[int] = ()) -> None:
+        self._runs = runs
+        self.shape = shape  # None: ``runs`` are all there is (given, not picked)
+        self.values = values
+        self.times = times
+
+    @property
+    def runs(self) -> dict[str, Run]:
+        runs = self._runs
+        if runs is None:
+            shape, values, times = self.shape, self.values, self.times
+            assert shape is not None  # made with a shape where not given runs
+            runs = self._runs = {metric: ShapedRun(run, pick(values), pick(times))
+                                 for metric, run, pick in shape.runs}
+        return runs
+
+    def run(self, metric: str) -> Run:
+        """``runs[metric]``, without building the others' where they are not built yet (an
+        encoder's metric written from chunks, beside a sample's metrics of templates): a
+        ``ShapedRun`` of its own then, equal to the one ``runs`` would hold."""
+        runs = self._runs
+        if runs is not None:
+            return runs[metric]
+        shape = self.shape
+        assert shape is not None  # made with a shape where not given runs
+        for name, run, pick in shape.runs:
+            if name == metric:
+                return ShapedRun(run, pick(self.values), pick(self.times))
+        raise KeyError(metric)
+
+    def picker(self, metric: str) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+        """Picks ``metric``'s values (or times) from ``values`` (``times``), in order."""
+        assert self.shape is not None
+        return next(pick for name, _, pick in self.shape.runs if name == metric)
+
+    def places(self) -> dict[str, list[int]]:
+        """Where each metric's values are in ``values``, in the order of its run's points."""
+        assert self.shape is not None
+        found: dict[str, list[int]] = {}
+        for at, name in enumerate(self.shape.metrics):
+            found.setdefault(name, []).append(at)
+        return found
+
+
+_RUNS = attrgetter("runs")
+
+
 def run_shapes(runs: list[Run]) -> list[RunShape] | None:
     """Each run's shape, in a C call; None when a run is of no known shape (a list). In a
     steady state every run is shaped: the fast group's, and the other groups' from their
@@ -128,9 +187,9 @@ class _Kept(NamedTuple):
     counter_starts: Mapping[tuple[str, Attributes], int]
     start_time_ns: int
     extra: Attributes
-    runs: dict[str, Run]
+    slot: SampleRuns
     shape: _SampleShape | None
-    # What ``runs`` are made of, for ``series_slots``: the shape when they are its
+    # What ``slot``'s runs are made of, for ``series_slots``: the shape when they are its
     # ``ShapedRun``s (a new sample of it has the same metrics and ``RunShape``s), else the
     # runs dict itself (the same object only while the sample is).
     key: object
@@ -171,6 +230,7 @@ class _SampleShape:
     untimed: list[bool]  # the readings that came without the device's time
     timed_starts: list[int]  # the counter starts of the others, 0 for those
     latest_start: int  # the latest of timed_starts
+    untimed_only: bool  # no reading came with a time of its own (the processes group's)
     runs: tuple[tuple[str, RunShape, Callable[[Sequence[Any]], tuple[Any, ...]]], ...]
     ints: Callable[[Sequence[Any]], tuple[Any, ...]] | None  # the int values
     floats: Callable[[Sequence[Any]], tuple[Any, ...]] | None  # the float values
@@ -202,7 +262,7 @@ def _shape_of(readings: Sequence[Reading], runs: dict[str, Points]) -> _SampleSh
     timed_starts = [0 if no_time else start for no_time, start in zip(untimed, starts,
                                                                       strict=True)]
     return _SampleShape(metrics, list(map(_OWN, readings)), types, starts, untimed,
-                        timed_starts, max(timed_starts, default=0),
+                        timed_starts, max(timed_starts, default=0), all(untimed),
                         tuple(shapes), _picker(ints) if ints else None,
                         _picker(floats) if floats else None)
 
@@ -232,13 +292,18 @@ def _carries(shape: _SampleShape, values: list[Any]) -> bool:
 
 
 def _shaped_runs(shape: _SampleShape, readings: Sequence[Reading], time_ns: int, *,
-                 checked: bool = False) -> dict[str, Run] | None:
-    """The runs of a sample of ``shape``; None when it is of another (``_fits``).
+                 checked: bool = False) -> SampleRuns | None:
+    """The runs of a sample of ``shape`` (its values and times, the runs picked from them
+    when asked for); None when it is of another (``_fits``).
     ``checked``: the readings are the very ones the shape was last found in (the health
     readings, the same objects while the health holds), only their time is new."""
     values = list(map(_VALUE, readings))
     if not checked and not _fits(shape, readings, values):
         return None
+    if shape.untimed_only and not any(map(_TIME, readings)):
+        # Still none with a time of its own: every point dated by the sample, as below
+        # (one pass over the readings instead of four).
+        return SampleRuns(None, shape, values, [time_ns] * len(values))
     times = list(map(_TIME, readings))
     # As _device_points dates a point: the device's time (never before the series' start)
     # where it gave one, else the sample's. Where the readings without a time are the
@@ -255,18 +320,16 @@ def _shaped_runs(shape: _SampleShape, readings: Sequence[Reading], time_ns: int,
     else:
         times = [max(at, start) if at else time_ns
                  for at, start in zip(times, shape.starts, strict=True)]
-    return {metric: ShapedRun(run, pick(values), pick(times))
-            for metric, run, pick in shape.runs}
+    return SampleRuns(None, shape, values, times)
 
 
-def _redated(runs: dict[str, Run], time_ns: int) -> dict[str, Run]:
-    """The runs of a sample whose readings are the very ones ``runs`` were made of, and
+def _redated(slot: SampleRuns, time_ns: int) -> SampleRuns:
+    """The runs of a sample whose readings are the very ones ``slot`` was made of, and
     carry no time of their own (the health readings while the health holds: only the export's
-    time is new): the same shapes and values, every point dated ``time_ns``, as
-    ``_shaped_runs`` would date them (no value picked, no time computed per reading).
-    ``runs`` are the shape's ``ShapedRun``s (``_Kept.key``)."""
-    return {metric: ShapedRun(run.shape, run.values, (time_ns,) * len(run.values))
-            for metric, run in runs.items() if isinstance(run, ShapedRun)}
+    time is new): the same shape and values, every point dated ``time_ns``, as
+    ``_shaped_runs`` would date them (no value read, no time computed per reading).
+    ``slot`` is of the shape (``_Kept.key``)."""
+    return SampleRuns(None, slot.shape, slot.values, [time_ns] * len(slot.values))
 
 
 _latest: dict[tuple[str, str], _Kept] = {}
@@ -361,34 +424,36 @@ def _sample_runs(device: DeviceSnapshot, group: str, sample: object,
                    and kept.start_time_ns == device.start_time_ns and kept.extra == extra)
     if same_device and kept is not None and kept.sample is sample:
         return kept
-    runs: dict[str, Run] | None = None
+    made: SampleRuns | None = None
     shape = kept.shape if same_device and kept is not None else None
     if shape is not None and kept is not None:
         checked = len(kept.readings) == len(readings) \
             and all(map(operator.is_, kept.readings, readings))
         if checked and kept.key is shape and all(shape.untimed):
-            runs = _redated(kept.runs, time_ns)
+            made = _redated(kept.slot, time_ns)
         else:
-            runs = _shaped_runs(shape, readings, time_ns, checked=checked)
+            made = _shaped_runs(shape, readings, time_ns, checked=checked)
     key: object = shape
-    if runs is None:
+    if made is None:
         points = _runs(_device_points(device, readings, time_ns, extra, group))
         shape = _shape_of(readings, points)
         # A sample of a new shape is handed out shaped too (its points were built to learn
         # the shape): a group whose sample stays for many exports (slow, gpm) is then of a
         # shape from the start, and so is every run of most metrics.
-        runs = _shaped_runs(shape, readings, time_ns) if shape is not None else None
+        made = _shaped_runs(shape, readings, time_ns) if shape is not None else None
         key = shape
-        if runs is None:
+        if made is None:
             general: dict[str, Run] = dict(points)
-            runs = key = general
-        for metric, run in runs.items():
-            if isinstance(run, ShapedRun):
-                run.seed(points[metric])
+            made = SampleRuns(general)
+            key = general
+        else:
+            for metric, run in made.runs.items():  # built now, with the points just made
+                if isinstance(run, ShapedRun):
+                    run.seed(points[metric])
     if len(_latest) >= MAX_KEPT and slot not in _latest:
         _latest.clear()
     kept = _latest[slot] = _Kept(sample, readings, device.identity, device.counter_starts,
-                                 device.start_time_ns, extra, runs, shape, key)
+                                 device.start_time_ns, extra, made, shape, key)
     return kept
 
 
@@ -397,6 +462,7 @@ class _KeptOwn(NamedTuple):
     runs: dict[str, Run]
     shape: _SampleShape | None
     keys: ReadingKeys | None  # the sample's, where it came as keys and values
+    slot: SampleRuns  # ``runs``, as ``series_slots`` hands them out (the same object)
 
 
 # Self-telemetry and node-level samples, by their place in the snapshot (the agent's first):
@@ -456,8 +522,15 @@ def _own_runs(slot: int, sample: AgentSample) -> dict[str, Run]:
                 runs[metric] = shaped
     if len(_own_latest) >= MAX_KEPT and slot not in _own_latest:
         _own_latest.clear()
-    _own_latest[slot] = _KeptOwn(sample, runs, shape, sample.keys)
+    _own_latest[slot] = _KeptOwn(sample, runs, shape, sample.keys, SampleRuns(runs))
     return runs
+
+
+def _own_slot(slot: int, sample: AgentSample) -> SampleRuns:
+    """``_own_runs`` as ``series_slots`` hands them out: the same object while they are."""
+    runs = _own_runs(slot, sample)
+    kept = _own_latest.get(slot)  # gone only if another thread cleared the table just now
+    return kept.slot if kept is not None and kept.runs is runs else SampleRuns(runs)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -473,63 +546,116 @@ class SeriesLayout:
     keys: list[object]
     # Each metric, names sorted, and the picker of its runs from all samples' runs in order.
     pickers: tuple[tuple[str, Callable[[Sequence[Any]], Any]], ...]
-    # Per sample (the runs dicts ``series_slots`` hands out, in order): the indices in
+    # Per sample (the ``SampleRuns`` ``series_slots`` hands out, in order): the indices in
     # ``pickers`` of the metrics it has runs of.
     metrics_of: tuple[tuple[int, ...], ...]
 
-    def grouped(self, slots: list[dict[str, Run]]) -> dict[str, list[Run]]:
+    def grouped(self, slots: list[SampleRuns]) -> dict[str, list[Run]]:
         """``series_runs``' answer from the samples' runs: one C call per metric."""
-        every = list(chain.from_iterable(map(dict.values, slots)))
+        every = list(chain.from_iterable(map(dict.values, map(_RUNS, slots))))
         return {metric: list(pick(every)) for metric, pick in self.pickers}
 
 
-def _new_layout(keys: list[object], slots: list[dict[str, Run]]) -> SeriesLayout:
+def _new_layout(keys: list[object], slots: list[SampleRuns]) -> SeriesLayout:
     indices: dict[str, list[int]] = {}
     at = 0
-    for runs in slots:
+    samples = [slot.runs for slot in slots]
+    for runs in samples:
         for metric in runs:
             indices.setdefault(metric, []).append(at)
             at += 1
     names = sorted(indices)
     index = {metric: i for i, metric in enumerate(names)}
     return SeriesLayout(keys, tuple((metric, _picker(indices[metric])) for metric in names),
-                        tuple(tuple(index[metric] for metric in runs) for runs in slots))
+                        tuple(tuple(index[metric] for metric in runs) for runs in samples))
 
 
+class _Device(NamedTuple):
+    """A device's samples at the last ``series_slots`` call, with their entries and what
+    ``_sample_runs`` checks of the device (identity, counter starts, start time, workload
+    attributes). A group sample that is the same object at the same place, of a device
+    that is the same, takes its entry with no look-up or call (the slow, gpm and processes
+    groups between their samples: three of a GPU's five samples at most exports); a health
+    that is the same object has the same readings, and only their time is new. Only the
+    last call's are held; the entries are ``_latest``'s (never changed once made)."""
+
+    identity: DeviceIdentity
+    counter_starts: Mapping[tuple[str, Attributes], int]
+    start_time_ns: int
+    extra: Attributes
+    groups: tuple[object, ...]
+    entries: list[_Kept]
+    health: object  # the DeviceHealth
+    health_slot: SampleRuns
+    health_key: object
+    redated: bool  # its runs are a shape's, none with a time of its own: ``_redated`` holds
+
+
+_devices: dict[str, _Device] = {}
+_SLOT = attrgetter("slot")
+_KEY = attrgetter("key")
 _END = object()
 # The last layout made (one slot), shared as ``_latest`` is (a lost race makes a new one:
 # the next export then takes the encoder's general path once).
 _layout: list[SeriesLayout | None] = [None]
 
 
-def series_slots(snapshot: NodeSnapshot) -> tuple[list[dict[str, Run]], SeriesLayout]:
-    """Every sample's runs by metric, in order (each device's groups and health, then the
-    self-telemetry and node samples), and their layout: the same ``SeriesLayout`` object as
-    the last call's when every sample's runs have the same structure as then (the steady
-    state: new fast-group, health and self-telemetry samples of the last ones' shapes, the
-    others the same samples, whose runs dicts are the same objects)."""
-    slots: list[dict[str, Run]] = []
+def series_slots(snapshot: NodeSnapshot) -> tuple[list[SampleRuns], SeriesLayout]:
+    """Every sample's runs by metric (``SampleRuns``), in order (each device's groups and
+    health, then the self-telemetry and node samples), and their layout: the same
+    ``SeriesLayout`` object as the last call's when every sample's runs have the same
+    structure as then (the steady state: new fast-group, health and self-telemetry samples
+    of the last ones' shapes, the others the same samples, whose ``SampleRuns`` are the same
+    objects)."""
+    slots: list[SampleRuns] = []
     keys: list[object] = []
     for device in snapshot.devices:
+        identity = device.identity
+        uuid = identity.uuid
         # Attributes a workload source gives the device (a DRA claim's driver/pool/device).
-        extra = snapshot.device_attributes.get(device.identity.uuid, ())
-        health = snapshot.health_of(device.identity.uuid)
-        now = (*health.status, *health.readings)
-        for group in device.samples.values():
-            kept = _sample_runs(device, group.group, group, group.readings, group.time_ns,
-                                extra=extra)
-            slots.append(kept.runs)
-            keys.append(kept.key)
+        extra = snapshot.device_attributes.get(uuid, ())
+        health = snapshot.health_of(uuid)
+        last = _devices.get(uuid)
+        if last is None or last.identity is not identity \
+                or last.counter_starts is not device.counter_starts \
+                or last.start_time_ns != device.start_time_ns or last.extra != extra:
+            last = None
+        groups = tuple(device.samples.values())
+        entries: list[_Kept] = []
+        for at, group in enumerate(groups):
+            if last is not None and at < len(last.groups) and last.groups[at] is group:
+                kept = last.entries[at]  # the same sample of the same device: its entry
+            else:
+                kept = _sample_runs(device, group.group, group, group.readings, group.time_ns,
+                                    extra=extra)
+            entries.append(kept)
+        slots += map(_SLOT, entries)
+        keys += map(_KEY, entries)
         # The health readings are the export's own (dated by the snapshot), but of the
-        # same shape export after export.
-        kept = _sample_runs(device, "", now, now, snapshot.taken_ns, extra=extra)
-        slots.append(kept.runs)
-        keys.append(kept.key)
+        # same shape export after export: while the health is the same object, the last
+        # entry's values dated anew (``_redated``, as ``_sample_runs`` would find them).
+        if last is not None and health is last.health and last.redated:
+            health_slot, health_key = _redated(last.health_slot, snapshot.taken_ns), last.health_key
+        else:
+            now = (*health.status, *health.readings)
+            kept = _sample_runs(device, "", now, now, snapshot.taken_ns, extra=extra)
+            health_slot, health_key = kept.slot, kept.key
+            last = None
+        slots.append(health_slot)
+        keys.append(health_key)
+        if len(_devices) >= MAX_KEPT and uuid not in _devices:
+            _devices.clear()
+        _devices[uuid] = _Device(
+            identity, device.counter_starts, device.start_time_ns, extra, groups, entries,
+            health, health_slot, health_key,
+            last.redated if last is not None
+            else health_key is kept.shape is not None and all(kept.shape.untimed))
     # Self-telemetry and node-level samples: their readings carry their own attributes.
     samples = (snapshot.agent, *snapshot.node) if snapshot.agent else snapshot.node
     for slot, sample in enumerate(samples):
-        runs = _own_runs(slot, sample)
-        slots.append(runs)
+        own = _own_slot(slot, sample)
+        slots.append(own)
+        runs = own.runs
         # Their ShapedRuns' RunShapes (each made for one metric of one sample shape, so
         # they stand for the names too), else the runs dict (kept only with its sample).
         shapes = run_shapes(list(runs.values()))

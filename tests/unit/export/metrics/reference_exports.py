@@ -28,6 +28,7 @@ def general_path() -> Iterator[None]:
     with patch.dict(series_module._latest, clear=True), \
             patch.dict(series_module._attributes, clear=True), \
             patch.dict(series_module._own_latest, clear=True), \
+            patch.dict(series_module._devices, clear=True), \
             patch.object(series_module, "_layout", [None]), \
             patch.object(series_module, "_shape_of", lambda readings, runs: None):
         yield

@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from types import MappingProxyType
 from unittest.mock import patch
 
 import pytest
 from opentelemetry.sdk.resources import Resource
 
-from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder
-from gpu_otel_agent.export.metrics.series import Run, SeriesLayout
+from gpu_otel_agent.export.metrics import otlp_proto
+from gpu_otel_agent.export.metrics.otlp_proto import ProtoEncoder, _MetricTemplate
+from gpu_otel_agent.export.metrics.series import SampleRuns, SeriesLayout
 from gpu_otel_agent.model.snapshot import (
     AgentSample,
     Attributes,
@@ -143,23 +144,43 @@ def _snapshots(seed: int, exports: int) -> Iterator[NodeSnapshot]:
                            agent=agent, node=node)
 
 
+@pytest.mark.parametrize("joined_points", [otlp_proto._JOINED_POINTS, 0])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_exports_of_the_same_layout_send_what_a_fresh_encoding_sends(seed: int) -> None:
+def test_exports_of_the_same_layout_send_what_a_fresh_encoding_sends(
+        seed: int, joined_points: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 0: every metric filled as one of many points is (from each sample's own picker).
+    monkeypatch.setattr(otlp_proto, "_JOINED_POINTS", joined_points)
     kept = ProtoEncoder(RESOURCE)
     # A second destination's encoder: the layout is shared, each encoder keeps its own.
     other = ProtoEncoder(RESOURCE)
     refills: list[bool] = []  # per refill of ``kept``: a metric in it has no template
+    # Per refill of ``kept``: its metrics filled straight from the samples' values, and
+    # whether the new device samples' runs were left unbuilt (no ShapedRun made for them).
+    direct: list[tuple[int, bool]] = []
     refill = ProtoEncoder._refill
+    fill_picked = _MetricTemplate.fill_picked
+    picked: list[int] = []
 
-    def counted(encoder: ProtoEncoder, request: bytearray, slots: list[dict[str, Run]],
+    def counted(encoder: ProtoEncoder, request: bytearray, slots: list[SampleRuns],
                 layout: SeriesLayout) -> None:
         if encoder is kept:
             refills.append(any(whole is None for whole, _, _ in encoder._plan))
+            new = [slot for slot, last in zip(slots, encoder._slots, strict=True)
+                   if slot is not last and slot.shape is not None]
+            picked.clear()
         refill(encoder, request, slots, layout)
+        if encoder is kept:
+            direct.append((len(picked), all(slot._runs is None for slot in new)))
+
+    def counted_picked(template: _MetricTemplate, request: bytearray, offset: int,
+                       times: Sequence[int], values: Sequence[float | int]) -> None:
+        picked.append(len(values))
+        fill_picked(template, request, offset, times, values)
 
     previous: set[Series] = set()
     ended = exports = 0
-    with patch.object(ProtoEncoder, "_refill", counted):
+    with patch.object(ProtoEncoder, "_refill", counted), \
+            patch.object(_MetricTemplate, "fill_picked", counted_picked):
         for snapshot in _snapshots(seed, 300):
             count, previous = check_export(kept, snapshot, previous, RESOURCE)
             assert kept._request is not None  # the request it just returned
@@ -169,5 +190,9 @@ def test_exports_of_the_same_layout_send_what_a_fresh_encoding_sends(seed: int) 
     # The kept path was taken for most exports, some with a metric written from chunks,
     # and series did end.
     assert len(refills) * 2 > exports
+    # Most refills filled metrics from the samples' values directly, and none built the new
+    # device samples' runs (the SDK path builds them later, when it asks).
+    assert sum(1 for count, _ in direct if count) * 2 > len(direct)
+    assert all(unbuilt for _, unbuilt in direct)
     assert True in refills and False in refills
     assert ended > 0

@@ -12,7 +12,7 @@ series ends at once).
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -141,6 +141,15 @@ def test_a_metric_unchanged_in_place_is_not_written_again(monkeypatch: pytest.Mo
         real(self, request, offset, runs)
 
     monkeypatch.setattr(otlp_proto._MetricTemplate, "fill_into", counted)
+    # A metric of the devices' samples alone is filled from their values, no runs made.
+    picked = otlp_proto._MetricTemplate.fill_picked
+
+    def counted_picked(self: otlp_proto._MetricTemplate, request: bytearray, offset: int,
+                       times: Sequence[int], values: Sequence[float | int]) -> None:
+        filled.append(len(values))
+        picked(self, request, offset, times, values)
+
+    monkeypatch.setattr(otlp_proto._MetricTemplate, "fill_picked", counted_picked)
     third = snapshot(2)
     request = encoder.encode_request(third)
     # The fast metrics' point and hw.status's (the export's own), not the 40 processes'.
