@@ -535,14 +535,9 @@ class DeviceSampler:
 
     def _sampled(self, group: str, tree: TreeRead[Any], started: float) -> None:
         """What a read brought: readings (attributed, for processes), published."""
-        parent = tree.parent
         try:
-            if parent is None:
-                readings = None
-            elif group != PROCESS_GROUP:  # what _readings gives, without the call
-                readings = tuple(parent)
-            else:
-                readings = self._readings(self._snapshot, group, parent)
+            readings = (self._readings(self._snapshot, group, tree.parent)
+                        if tree.parent is not None else None)
         except Exception as exc:
             self._failed(f"reading group {group}", exc)
             return

@@ -34,7 +34,7 @@ from typing import Final
 # than the default call deadline (2 s): a hung device delays the others by this much at most.
 PASS_ON_AFTER_S: Final = 0.05
 
-# Puts a device's jobs into its thread's queue; the thread calls the round's ``next`` after
+# Puts a device's jobs into its thread's queue; the thread calls the round's ``finish`` after
 # them (None: released by the timeout, no baton to pass).
 Leg = Callable[["Round | None"], None]
 Settle = Callable[[], None]  # sets a finished job's future (its result or its exception)
@@ -85,20 +85,8 @@ class Round:
             self._hand_to_loop(results)
 
     def next(self) -> None:
-        """Hand the next leg over (its thread calls ``finish`` when done); after the last
-        one, every device's results go to the loop together."""
-        if time.monotonic() > self._deadline:
-            self.release_all()
-            return
-        with self._lock:
-            leg = self._legs.popleft() if self._legs else None
-            results: list[Settle] = []
-            if leg is None:
-                results, self._unsettled, self.over = self._unsettled, [], True
-        if leg is not None:
-            leg(self)
-            return
-        self._hand_to_loop(results)
+        """Start the round: hand the first leg over (``finish`` with no results yet)."""
+        self.finish([])
 
     def _hand_to_loop(self, results: list[Settle]) -> None:
         # Every device's results are set on the loop, in one hand-off: set here, each would

@@ -736,8 +736,6 @@ class ProtoEncoder:
                       if size > _JOINED_POINTS)
         direct = [fill for fill, size in zip(direct, sizes, strict=True)
                   if size <= _JOINED_POINTS]
-        for *_, name, _ in direct:
-            self._metrics.pop(name, None)  # (as below)
         if not direct:
             return _Direct(None, (), (), large, tuple(others))
         # Each sample's values (and times) that these metrics take, joined: a new sample's
