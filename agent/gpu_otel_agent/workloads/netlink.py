@@ -97,12 +97,14 @@ class ProcConnector:
             return False
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER)
-            sock.bind((0, CN_IDX_PROC))
-            # The filter goes on before the subscription, so that no event of another
-            # process slips in between the two (CI saw one do so on a loaded host).
+            # The filter goes on before the bind, which joins the multicast group: while
+            # any other listener on the host has the connector sending, events flow from the
+            # bind on, and one of another process slipped in before the filter (CI saw it on a
+            # loaded host, first between subscription and filter, then between bind and filter).
             self._sock = sock
             if self._watched is not None:
                 self._apply(self._watched)
+            sock.bind((0, CN_IDX_PROC))
             sock.send(self._control(PROC_CN_MCAST_LISTEN))
         except OSError as error:
             self._sock = None
