@@ -1,0 +1,72 @@
+"""The thread that carries a relay's rounds: one thread wakes per round, not one per device.
+
+A round handed from device thread to device thread woke each of them in turn: at eight GPUs
+eight wake-ups a tick (a futex wake, a context switch, the GIL taken back, a cold cache), about
+41 µs a device per cycle on top of the reads. The courier runs the legs back to back on one
+thread instead (``Round.drive``), each device's jobs through that device's worker, so it is
+woken once per round and stays warm between legs.
+
+A courier is never waited for: when its round is released while it is inside a leg (the
+device hung, or the leg is slow) the courier is *retired*: it finishes that leg whenever the
+call returns, sets its results, and ends; the relay makes a new courier for the next round. So
+a device hung forever costs one thread, the courier stuck in its call, never more: the device
+stays ``busy`` (its job pending), no later leg of it goes to a courier while a batch of it is
+running anywhere (``DeviceWorker``), and its own thread waits behind the stuck call.
+
+A courier whose own loop raises (a bug in the round's bookkeeping, not a job: a job's error goes
+to its waiter) is restarted by ``SupervisedThread`` and picks up its round where it failed:
+first the leg it was inside, finished as a device thread finishes a batch it failed in (the job
+it was running ends with an error, the jobs after it run), then the round's other legs.
+"""
+
+from __future__ import annotations
+
+import queue
+from typing import Protocol
+
+from gpu_otel_agent.threads.supervised import SupervisedThread
+
+# The device threads' family in the agent's CPU figures (``threads.costs``): what the courier
+# spends is the devices' hand-off and sampling, as it was on their own threads.
+FAMILY = "gpu"
+
+
+class Drive(Protocol):
+    """A round as its courier sees it (``threads.relay.Round``)."""
+
+    def drive(self) -> bool:
+        """Runs the round's legs; False when the courier was retired meanwhile."""
+        ...
+
+
+class Courier:
+    """One thread running the rounds it is handed, one after another."""
+
+    def __init__(self, name: str) -> None:
+        self._rounds: queue.SimpleQueue[Drive | None] = queue.SimpleQueue()
+        self._round: Drive | None = None  # the round it is in (picked up again after a restart)
+        # Set by a round released while this courier was inside one of its legs (on the thread
+        # that released it, under the round's lock); read by the relay before it hands over
+        # another round.
+        self.retired = False
+        self._thread = SupervisedThread(self._loop, name, first_backoff_s=0.01)
+        self._thread.family = FAMILY
+        self._thread.start()
+
+    def take(self, round_: Drive) -> None:
+        """Run ``round_`` after the ones handed over before it (wakes the thread if idle)."""
+        self._rounds.put(round_)
+
+    def stop(self) -> None:
+        """End the thread once the rounds handed over are run."""
+        self._rounds.put(None)
+
+    def _loop(self) -> None:
+        while True:
+            if self._round is None:
+                self._round = self._rounds.get()
+                if self._round is None:
+                    return
+            if not self._round.drive():
+                return  # retired: stuck in a leg when the round was released, now out of it
+            self._round = None
