@@ -7,11 +7,13 @@ thread instead (``Round.drive``), each device's jobs through that device's worke
 woken once per round and stays warm between legs.
 
 A courier is never waited for: when its round is released while it is inside a leg (the
-device hung, or the leg is slow) the courier is *retired*: it finishes that leg whenever the
-call returns, sets its results, and ends; the relay makes a new courier for the next round. So
-a device hung forever costs one thread, the courier stuck in its call, never more: the device
-stays ``busy`` (its job pending), no later leg of it goes to a courier while a batch of it is
-running anywhere (``DeviceWorker``), and its own thread waits behind the stuck call.
+device hung, or the leg is slow) the courier is *stranded*. If it is still inside that leg when
+the next round starts, the relay makes a new courier for it, and the stranded one ends when
+its call returns (after setting that leg's results); out of it before (a slow leg, not a hung
+one), it carries on with the next rounds, so a loaded node does not make a thread per round.
+So a device hung forever costs one thread, the courier stuck in its call, never more: the
+device stays ``busy`` (its job pending), no later leg of it goes to a courier while a batch of
+it is running anywhere (``DeviceWorker``), and its own thread waits behind the stuck call.
 
 A courier whose own loop raises (a bug in the round's bookkeeping, not a job: a job's error goes
 to its waiter) is restarted by ``SupervisedThread`` and picks up its round where it failed:
@@ -22,6 +24,7 @@ it was running ends with an error, the jobs after it run), then the round's othe
 from __future__ import annotations
 
 import queue
+import threading
 from typing import Protocol
 
 from gpu_otel_agent.threads.supervised import SupervisedThread
@@ -35,7 +38,8 @@ class Drive(Protocol):
     """A round as its courier sees it (``threads.relay.Round``)."""
 
     def drive(self) -> bool:
-        """Runs the round's legs; False when the courier was retired meanwhile."""
+        """Runs the round's legs; False when the round was released while the courier was
+        inside one."""
         ...
 
 
@@ -45,10 +49,9 @@ class Courier:
     def __init__(self, name: str) -> None:
         self._rounds: queue.SimpleQueue[Drive | None] = queue.SimpleQueue()
         self._round: Drive | None = None  # the round it is in (picked up again after a restart)
-        # Set by a round released while this courier was inside one of its legs (on the thread
-        # that released it, under the round's lock); read by the relay before it hands over
-        # another round.
-        self.retired = False
+        self._lock = threading.Lock()
+        self._stranded = False  # its round was released while it was inside a leg
+        self._replaced = False  # stranded when the next round started: it ends after the leg
         self._thread = SupervisedThread(self._loop, name, first_backoff_s=0.01)
         self._thread.family = FAMILY
         self._thread.start()
@@ -61,12 +64,27 @@ class Courier:
         """End the thread once the rounds handed over are run."""
         self._rounds.put(None)
 
+    def strand(self) -> None:
+        """Its round was released while it was inside a leg (the round's ``release_all``)."""
+        with self._lock:
+            self._stranded = True
+
+    def replaced(self) -> bool:
+        """Before a round is handed over (on the loop): True if the courier is still stuck in
+        the leg of a released round, and is replaced (it ends when out of that leg)."""
+        with self._lock:
+            self._replaced = self._stranded
+            return self._replaced
+
     def _loop(self) -> None:
         while True:
             if self._round is None:
                 self._round = self._rounds.get()
                 if self._round is None:
                     return
-            if not self._round.drive():
-                return  # retired: stuck in a leg when the round was released, now out of it
+            if not self._round.drive():  # released while it was inside a leg, out of it now
+                with self._lock:
+                    self._stranded = False
+                    if self._replaced:
+                        return
             self._round = None

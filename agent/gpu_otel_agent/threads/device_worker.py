@@ -150,8 +150,8 @@ class DeviceWorker:
     def _run_leg(self, batch: _Batch) -> list[Settle] | None:
         """A relay leg on the calling thread (the courier), unless the device's thread has
         a batch queued or running, or another thread is inside a batch of the device (a
-        retired courier, stuck in a hung call): then the leg goes behind them, to the
-        device's thread (None). Never blocks."""
+        courier stuck in a hung call): then the leg goes behind them, to the device's thread
+        (None). Never blocks."""
         with self._lock:
             here = self._queued == 0 and self._running.acquire(blocking=False)
             if here:

@@ -25,9 +25,9 @@ Isolation stays, a hung GPU stalls only itself: a round that takes longer than
 ``PASS_ON_AFTER_S`` (a device hung in its leg, or slow legs: the GIL held by a busy thread
 during an XID storm, a loaded node) is released: the results so far go out and every
 remaining leg goes at once to its own device's thread, from the loop's timer or from the
-courier if it notices first. A courier released while inside a leg is retired (it ends when
-that leg's call returns) and the next round gets a new one. Each job's deadline still runs
-from its submission.
+courier if it notices first. A courier still inside a released round's leg (a hung call) when
+the next round starts is replaced: that round gets a new courier (``threads.courier``). Each
+job's deadline still runs from its submission.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ class Round:
         """On the courier: the legs one after another, their results held until the last is
         done, then every device's results go to the loop together. A courier restarted after
         its loop failed finishes the leg it was in first. False: the round was released while
-        the courier was inside a leg (its results are set now; the courier is retired)."""
+        the courier was inside a leg (its results are set now)."""
         leg = self._in_leg
         resumed = leg is not None
         while True:
@@ -148,13 +148,13 @@ class Round:
     def release_all(self) -> None:
         """Past the deadline (the loop's timer, or the courier between legs): the results so
         far go out and every remaining leg goes at once to its device's thread, each setting
-        its own. A courier inside a leg now is retired: the round no longer waits for it, and
-        the next round must not either."""
+        its own. A courier inside a leg now is stranded: the round no longer waits for it,
+        and the next round will not either if it is still there."""
         with self._lock:
             legs, self._legs = list(self._legs), deque()
             results, self._unsettled, self.over = self._unsettled, [], True
             if self._in_leg is not None:
-                self._courier.retired = True
+                self._courier.strand()
         _settle(results)
         for leg in legs:
             leg.send()
@@ -174,7 +174,7 @@ class Relay:
         self._pass_on_after_s = pass_on_after_s
         self._round: Round | None = None
         self._lock = threading.Lock()  # the courier and the enlisted count
-        self._courier: Courier | None = None  # made at the first round, again once retired
+        self._courier: Courier | None = None  # made at the first round, again if replaced
         self._couriers = 0  # how many were made: each one's name has its number
         self._enlisted = 0
 
@@ -185,7 +185,7 @@ class Relay:
             return
         with self._lock:
             courier = self._courier
-            if courier is None or courier.retired:
+            if courier is None or courier.replaced():
                 self._couriers += 1
                 courier = self._courier = Courier(f"{FAMILY}-courier-{self._couriers}")
         self._round = Round(asyncio.get_running_loop() if loop is None else loop,
@@ -199,7 +199,7 @@ class Relay:
 
     def leave(self) -> None:
         """A device worker stopped; after the last one the courier ends (once its rounds
-        are run: a retired one ends with its leg), and a later round makes a new one."""
+        are run: a stranded one once out of its leg), and a later round makes a new one."""
         with self._lock:
             self._enlisted -= 1
             courier = self._courier if self._enlisted <= 0 else None

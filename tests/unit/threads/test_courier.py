@@ -128,6 +128,36 @@ def test_a_hung_leg_is_released_and_the_next_rounds_run_on_a_new_courier(
     wait_until(lambda: not new_threads(), what="a device thread or courier outlived stop()")
 
 
+def test_a_courier_out_of_a_slow_leg_before_the_next_round_carries_on(
+        new_threads: Callable[[], set[threading.Thread]]) -> None:
+    """A leg slow enough for its round to be released, over before the next round starts:
+    no new thread, the same courier runs the next round."""
+    workers = _workers(3, pass_on_after_s=0.05)
+    slow = threading.Event()
+    ran_on: list[int] = []
+
+    def slow_leg() -> None:
+        ran_on.append(threading.get_ident())
+        slow.wait(DEADLINE_S * 2)
+
+    async def main() -> None:
+        first = workers[0].submit(slow_leg)
+        others = [w.submit(threading.get_ident) for w in workers[1:]]
+        await _results(others)  # released: they ran on their own threads
+        slow.set()
+        await _results([first])
+        for _ in range(3):
+            assert await _results([w.submit(threading.get_ident) for w in workers]) == ran_on * 3
+        assert len(new_threads()) == 3 + 1
+
+    try:
+        asyncio.run(main())
+    finally:
+        slow.set()
+        for worker in workers:
+            worker.stop()
+
+
 def test_a_device_busy_on_its_own_thread_is_not_run_by_the_courier_meanwhile() -> None:
     workers = _workers(3, pass_on_after_s=60)
     own = _own_threads(workers)
