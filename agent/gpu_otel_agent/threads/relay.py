@@ -95,42 +95,33 @@ class Round:
         """On the courier: the legs one after another, their results held until the last is
         done, then every device's results go to the loop together. A courier restarted after
         its loop failed finishes the leg it was in first. False: the round was released while
-        the courier was inside a leg (its results are set now)."""
+        the courier was inside a leg (its results are set now). One lock round per leg: the
+        results of one and the next one's start."""
         leg = self._in_leg
-        resumed = leg is not None
+        results = leg.resume_here() if leg is not None else None
         while True:
-            if leg is None:
-                leg = self._next_leg()
-                if leg is None:
-                    return True
-            results = leg.resume_here() if resumed else leg.run_here()
-            resumed = False
+            late = time.monotonic() > self._deadline
             with self._lock:
-                self._in_leg = leg = None
-                over = self.over
-                if not over and results is not None:
-                    self._unsettled += results
-            if over:  # released meanwhile: nothing is left to run, the results go out now
+                released = self.over  # by the loop's timer, during a leg or before the first
+                stranded = self._in_leg is not None
+                self._in_leg = None
+                if not released:
+                    if results:
+                        self._unsettled += results
+                    leg = None if late or not self._legs else self._legs.popleft()
+                    self._in_leg = leg
+                    if leg is None and not late:
+                        results, self._unsettled, self.over = self._unsettled, [], True
+            if released:  # nothing is left to run, the leg's results go out now
                 _settle(results or [])
-                return False
-
-    def _next_leg(self) -> Leg | None:
-        """The next leg to run, marked as the courier's (None: the round is over, its
-        results handed on). One lock round per leg."""
-        late = time.monotonic() > self._deadline
-        leg: Leg | None = None
-        with self._lock:
-            if self.over:  # released by the loop's timer between two legs
-                return None
-            if not late:
-                leg = self._in_leg = self._legs.popleft() if self._legs else None
-                if leg is None:
-                    results, self._unsettled, self.over = self._unsettled, [], True
-        if late:
-            self.release_all()
-        elif leg is None:
-            self._hand_to_loop(results)
-        return leg
+                return not stranded
+            if late:
+                self.release_all()
+                return True
+            if leg is None:
+                self._hand_to_loop(results or [])
+                return True
+            results = leg.run_here()
 
     def _hand_to_loop(self, results: list[Settle]) -> None:
         # Every device's results are set on the loop, in one hand-off: set here, each would
