@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gpu_otel_agent.threads import supervised
+from gpu_otel_agent.threads import costs, supervised
 from gpu_otel_agent.threads.device_worker import DeviceWorker
 from gpu_otel_agent.threads.handoff import LoopJob
 from gpu_otel_agent.threads.relay import Relay
@@ -333,3 +333,22 @@ def test_a_courier_whose_loop_fails_is_restarted_and_every_job_is_settled(
     finally:
         for worker_ in workers:
             worker_.stop()
+
+
+def test_the_couriers_cpu_is_counted_with_the_device_threads() -> None:
+    """The agent's CPU figures (``threads.costs``) count the courier as a device thread,
+    whatever its name (its own between rounds, a device's during that device's leg)."""
+    workers = _workers(2, pass_on_after_s=60)
+
+    async def main() -> None:
+        await _results([w.submit(lambda: None) for w in workers])
+
+    try:
+        asyncio.run(main())
+        courier = [t for t in threading.enumerate() if t.name.startswith("gpu-courier-")]
+        assert courier and all(getattr(t, "family", None) == "gpu" for t in courier)
+        assert not [name for name in costs.threads() if "courier" in name]
+        assert "gpu" in costs.threads()
+    finally:
+        for worker in workers:
+            worker.stop()
