@@ -57,10 +57,11 @@ class _Batch:
     for the device's own thread. Knows how far the thread running it got, so a thread whose
     loop failed in it finishes it after the restart."""
 
-    __slots__ = ("_worker", "claimed", "jobs", "started", "taken")
+    __slots__ = ("_worker", "claimed", "jobs", "name", "started", "taken")
 
     def __init__(self, worker: DeviceWorker, jobs: list[_Job]) -> None:
         self._worker = worker
+        self.name = worker.name
         self.jobs = jobs
         self.claimed = False  # a courier holds the device's ``_running`` lock for it
         self.started = False  # a thread began its jobs (a second start is a resumption)
@@ -80,7 +81,7 @@ class DeviceWorker:
     def __init__(self, name: str, relay: Relay | None = None) -> None:
         """``relay``: shared by the devices of one node, so those with jobs at the same moment
         run in turn (``threads.relay``); without it a device's jobs go to its thread at once."""
-        self._name = name
+        self.name = name  # its thread's, and the courier's while it runs the device's jobs
         self._relay = relay
         self._jobs: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -176,13 +177,7 @@ class DeviceWorker:
         """Runs a leg whose ``_running`` lock the calling thread holds; releases it once the
         leg is done. Not on a failure: the courier restarted finishes the leg first, and the
         device's thread waits until then (a later batch must not run before it)."""
-        thread = threading.current_thread()
-        # Under the device's name, as on its thread: log records of its calls name it.
-        own, thread.name = thread.name, self._name
-        try:
-            results = self._work(batch)
-        finally:
-            thread.name = own
+        results = self._work(batch)
         batch.claimed = False
         self._running.release()
         return results

@@ -51,6 +51,8 @@ Settle = Callable[[], None]  # sets a finished job's future (its result or its e
 class Leg(Protocol):
     """A device's jobs in a round (``threads.device_worker``)."""
 
+    name: str  # the device's thread's: the courier's name while it runs the leg
+
     def run_here(self) -> list[Settle] | None:
         """On the courier: runs the jobs on the calling thread, returns what sets their
         futures. None when the device's own thread has work of the device: the leg went there,
@@ -95,9 +97,23 @@ class Round:
         """On the courier: the legs one after another, their results held until the last is
         done, then every device's results go to the loop together. A courier restarted after
         its loop failed finishes the leg it was in first. False: the round was released while
-        the courier was inside a leg (its results are set now). One lock round per leg: the
-        results of one and the next one's start."""
+        the courier was inside a leg (its results are set now).
+
+        Each leg runs under its device's thread name (``threading.Thread.name``, not the
+        kernel's): whatever names the thread of a device's job names the device, as on its
+        own thread. Set per leg, given back once per round (a property call each)."""
+        thread = threading.current_thread()
+        own = thread.name
+        try:
+            return self._drive(thread)
+        finally:
+            thread.name = own
+
+    def _drive(self, thread: threading.Thread) -> bool:
+        # One lock round per leg: the results of one and the next one's start.
         leg = self._in_leg
+        if leg is not None:
+            thread.name = leg.name
         results = leg.resume_here() if leg is not None else None
         while True:
             late = time.monotonic() > self._deadline
@@ -121,6 +137,7 @@ class Round:
             if leg is None:
                 self._hand_to_loop(results or [])
                 return True
+            thread.name = leg.name
             results = leg.run_here()
 
     def _hand_to_loop(self, results: list[Settle]) -> None:
