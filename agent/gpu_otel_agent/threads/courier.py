@@ -4,7 +4,9 @@ A round handed from device thread to device thread woke each of them in turn: at
 eight wake-ups a tick (a futex wake, a context switch, the GIL taken back, a cold cache), about
 41 µs a device per cycle on top of the reads. The courier runs the legs back to back on one
 thread instead (``Round.drive``), each device's jobs through that device's worker, so it is
-woken once per round and stays warm between legs.
+woken once per round and stays warm between legs. It is ``gpu-courier-N`` (in the kernel
+too); while it runs a device's leg its Python name is that device's thread's (``gpu-3``), and
+the agent's CPU figures count it with the device threads (its ``family``).
 
 A courier is never waited for: when its round is released while it is inside a leg (the
 device hung, or the leg is slow) the courier is *stranded*. If it is still inside that leg when
