@@ -3,16 +3,26 @@
 The exporter blocks (network I/O, retries), so it runs on a thread of its own; the event loop
 only encodes the snapshot and waits. An export that fails is logged and the next interval
 carries the then-current values; the final export on shutdown is bounded in time.
+
+Exports fall due on the interval's grid of the loop clock, the grid the devices' reads fall
+due on, and each waits for the reads due with it to be published (``ReadRounds``): an export
+carries the readings of that very tick, and it runs in the loop wake-up that published them,
+while what it touches is still in the caches, instead of at a phase of its own (measured at 8
+GPUs, 1 s: the loop thread's snapshot and self-telemetry stages 270 -> 200 and 205 -> 145 µs a
+cycle, and one loop wake-up a cycle fewer; issue 41).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
-from gpu_otel_agent.config.holder import ConfigHolder
+from gpu_otel_agent.config.holder import ConfigHolder, grid_after
 from gpu_otel_agent.export.metrics.snapshot_exporters import SnapshotExporter
 from gpu_otel_agent.model.snapshot import SnapshotStore
 from gpu_otel_agent.threads.costs import SNAPSHOT, Stage
@@ -21,6 +31,14 @@ from gpu_otel_agent.threads.loop_worker import LoopWorker
 
 log = logging.getLogger(__name__)
 FIRST_EXPORT_POLL_SECONDS = 0.05
+
+
+class ReadRounds(Protocol):
+    """The devices' reads due together (``threads.relay.Relay``)."""
+
+    def after_round(self, callback: Callable[[], None]) -> None:
+        """On the loop: call ``callback`` there once the running round's readings are
+        published (soon, if none runs), within a bounded delay."""
 
 
 @dataclass
@@ -38,11 +56,14 @@ class MetricPusher:
         store: SnapshotStore,
         config: ConfigHolder,
         device_count: int,
+        rounds: ReadRounds | None = None,
     ) -> None:
+        """``rounds``: what an export due on a tick waits for (None: it exports at once)."""
         self._exporter = exporter
         self._store = store
         self._config = config
         self._device_count = device_count
+        self._rounds = rounds
         # The name a one-thread pool gave it (the stage clocks' "otlp-export").
         self._thread = LoopWorker("otlp-export_0")
         self.stats = ExportStats()
@@ -54,11 +75,25 @@ class MetricPusher:
         next_due = await self._first_export()
         while True:
             interval = self._config.current.export_interval
-            next_due = max(next_due + interval, loop.time())
-            if await self._config.sleep(next_due - loop.time()):
+            # Behind (an export that took its whole interval): once at once, then on the grid.
+            next_due = max(grid_after(next_due + interval / 2, interval), loop.time())
+            if await self._config.sleep_until(loop, next_due):
                 next_due = loop.time()  # new interval takes effect now
                 continue
+            await self._after_reads(loop)
             await self.export_once(timeout=max(interval, 1.0))
+
+    async def _after_reads(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Wait for the reads due on this tick to be published (the relay's bound: a hung
+        device delays the export by its pass-on deadline at most)."""
+        if self._rounds is None:
+            return
+        # The devices' tasks woken by the same tick are queued ahead: they submit their reads
+        # (and join the round) before this looks for it.
+        await asyncio.sleep(0)
+        published: asyncio.Future[None] = loop.create_future()
+        self._rounds.after_round(functools.partial(_resolve, published))
+        await published
 
     async def _first_export(self) -> float:
         """Export as soon as every device has been read once, not a whole interval later."""
@@ -137,3 +172,8 @@ class MetricPusher:
             except TimeoutError:
                 log.warning("exporter did not shut down within %.1fs", remaining)
             self._thread.shutdown()
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():  # cancelled meanwhile (shutdown)
+        waiter.set_result(None)
