@@ -19,6 +19,10 @@ leg, or slow legs: the GIL held by a busy thread during an XID storm, a loaded n
 released: the results so far go out and every remaining leg goes at once, as before the
 relay, from the loop's timer or from whichever device thread notices first. Each job's
 deadline still runs from its submission.
+
+What reads the devices' published readings as a whole (the metric export) can ask to run
+right after a round (``Relay.after_round``): in the loop wake-up that set the round's results,
+behind the devices' tasks that publish them, instead of on a timer of its own.
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ class Round:
         self._timer = loop.call_later(pass_on_after_s, self.release_all)
         self._unsettled: list[Settle] = []  # finished legs' results, held for the round's end
         self.over = False  # ended or released: a device with new jobs starts another round
+        # Run on the loop once the round's results are set (None: they are; see ``after``).
+        self._after: list[Callable[[], None]] | None = []
 
     def join(self, leg: Leg) -> bool:
         """Queue ``leg`` behind the running one; False once the round is over."""
@@ -84,6 +90,20 @@ class Round:
         else:
             self._hand_to_loop(results)
 
+    def after(self, callback: Callable[[], None]) -> None:
+        """On the loop: run ``callback`` there after the round's results are set and the
+        tasks they wake have run (at once, through ``call_soon``, if they are already)."""
+        with self._lock:
+            if self._after is not None:
+                self._after.append(callback)
+                return
+        self._loop.call_soon(callback)
+
+    def _take_after(self) -> list[Callable[[], None]]:
+        with self._lock:
+            after, self._after = self._after or [], None
+        return after
+
     def next(self) -> None:
         """Start the round: hand the first leg over (``finish`` with no results yet)."""
         self.finish([])
@@ -100,6 +120,10 @@ class Round:
         """On the loop: the round is over, its results go to their waiters."""
         self._timer.cancel()
         _settle(results)
+        # Set on this thread, the results' waiters have their tasks' steps queued already:
+        # the callbacks run after them, so they see what those tasks publish.
+        for callback in self._take_after():
+            self._loop.call_soon(callback)
 
     def release_all(self) -> None:
         """Past the deadline (the loop's timer, or a device thread that noticed): the
@@ -110,6 +134,11 @@ class Round:
         _settle(results)
         for leg in legs:
             leg(None)
+        # Perhaps off the loop: a result set from another thread reaches its waiter through
+        # the loop's queue, and the waiter's task is queued only then; one more hop queues
+        # each callback behind that task.
+        for callback in self._take_after():
+            self._loop.call_soon_threadsafe(self._loop.call_soon, callback)
 
 
 def _settle(results: list[Settle]) -> None:
@@ -133,3 +162,13 @@ class Relay:
                             self._pass_on_after_s)
         self._round.join(leg)
         self._round.next()
+
+    def after_round(self, callback: Callable[[], None]) -> None:
+        """On the loop: run ``callback`` there once the running round's results are set and
+        the tasks they wake have published them; soon (``call_soon``) if no round runs.
+        A round released at its pass-on deadline counts as ended: a hung device delays
+        ``callback`` by ``PASS_ON_AFTER_S`` at most."""
+        if self._round is None:
+            asyncio.get_running_loop().call_soon(callback)
+        else:
+            self._round.after(callback)
