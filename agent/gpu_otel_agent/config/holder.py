@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import math
 
 from gpu_otel_agent.config.schema import AgentConfig
+
+
+def grid_after(time_s: float, interval: float) -> float:
+    """The first multiple of ``interval`` after ``time_s`` on the loop clock: the ticks every
+    device's group loops and the metric export fall due on, so those due together share one
+    timer (``ConfigHolder.sleep_until``) and one loop wake-up. A loop's first read is at once,
+    the following ones land on the grid, half an interval to an interval and a half after the
+    read before (never two reads in a row)."""
+    return (math.floor(time_s / interval + 1e-9) + 1) * interval
 
 
 class ConfigHolder:

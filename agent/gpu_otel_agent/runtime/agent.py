@@ -242,13 +242,14 @@ class Agent:
         # samplers in the next phase, before anything runs.
         directory = SamplerDirectory()
         self.health = self._build_health(opened, resource, directory)
-        self.samplers = self._build_samplers(opened)
+        relay = Relay()  # the node's devices due together read in turn (threads.relay)
+        self.samplers = self._build_samplers(opened, relay)
         directory.add(self.samplers)
         tracer = build_tracer(config, resource)
         exporter = build_snapshot_exporter(config, resource)
         self.pusher = MetricPusher(
             TracedExporter(exporter, tracer) if config.tracing.enabled else exporter,
-            self.store, self._holder, device_count=len(self.samplers),
+            self.store, self._holder, device_count=len(self.samplers), rounds=relay,
         )
         telemetry = self._build_telemetry(opened)
         return _Parts(opened, resource, tracer, telemetry, workloads)
@@ -266,9 +267,8 @@ class Agent:
                              self._workloads or attribution, board=self.board,
                              sampling=directory)
 
-    def _build_samplers(self, opened: list[OpenBackend]) -> list[DeviceSampler]:
+    def _build_samplers(self, opened: list[OpenBackend], relay: Relay) -> list[DeviceSampler]:
         observer = self.health.engine if self.health is not None else None
-        relay = Relay()  # the node's devices due together read in turn (threads.relay)
         return [
             DeviceSampler(device, self.store, self._holder, attribution=self.attribution,
                           observer=observer, relay=relay, health=self.board)

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -32,7 +31,7 @@ from gpu_otel_agent.backends.protocol import (
     ProcessReader,
     ReadSkipped,
 )
-from gpu_otel_agent.config.holder import ConfigHolder
+from gpu_otel_agent.config.holder import ConfigHolder, grid_after
 from gpu_otel_agent.model.counters import CounterRestarts
 from gpu_otel_agent.model.snapshot import (
     DeviceSnapshot,
@@ -102,13 +101,6 @@ class DeviceObserver(Protocol):
     def available(self, uuid: str) -> None: ...
 
     def sampled(self, uuid: str, group: str, readings: tuple[Reading, ...]) -> None: ...
-
-
-def _grid_after(time_s: float, interval: float) -> float:
-    """The first multiple of ``interval`` after ``time_s``. A loop's first read is at once,
-    the following ones land on the grid, half an interval to an interval and a half after the
-    read before (never two reads in a row)."""
-    return (math.floor(time_s / interval + 1e-9) + 1) * interval
 
 
 class CallOverrun(Exception):
@@ -428,11 +420,11 @@ class DeviceSampler:
             # device: all GPUs' timers fire in one loop wake-up and their jobs run back to
             # back (warm caches, batched hand-offs) instead of eight times a second apart.
             # Each still runs on its own thread under its own deadline.
-            next_due = _grid_after(next_due + settings.interval / 2, settings.interval)
+            next_due = grid_after(next_due + settings.interval / 2, settings.interval)
             now = loop.time()
             if next_due < now:  # fell behind (a slow call): skip, don't burst to catch up
                 self.stats.missed_cycles += int((now - next_due) // settings.interval) + 1
-                next_due = _grid_after(now + settings.interval / 2, settings.interval)
+                next_due = grid_after(now + settings.interval / 2, settings.interval)
             if self._hung:
                 # Queueing behind a hung call would only pile up stale work.
                 self.stats.missed_cycles += 1

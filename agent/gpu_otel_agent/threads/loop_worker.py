@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import queue
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -25,7 +26,9 @@ from typing import Any, TypeVar
 from gpu_otel_agent.threads.named import NamedThread
 
 T = TypeVar("T")
-_Job = tuple[asyncio.AbstractEventLoop, Callable[[], Any], "asyncio.Future[Any]"]
+log = logging.getLogger(__name__)
+# A posted job has neither loop nor future: nothing is handed back.
+_Job = tuple[asyncio.AbstractEventLoop | None, Callable[[], Any], "asyncio.Future[Any] | None"]
 
 
 class LoopWorker:
@@ -51,17 +54,34 @@ class LoopWorker:
         self._jobs.put((loop, job, future))
         return future
 
+    def post(self, job: Callable[[], None]) -> None:
+        """Run ``job`` on the thread, after the jobs before it; nothing comes back to the
+        loop (``job`` reports its own outcome). Dropped if the worker shuts down first."""
+        if self._closed:
+            raise RuntimeError("the worker was shut down")
+        if self._thread.ident is None:
+            self._thread.start()
+        self._jobs.put((None, job, None))
+
     def shutdown(self) -> None:
         """No new jobs; those not started are cancelled (call on their loop's thread)."""
         self._closed = True
         with contextlib.suppress(queue.Empty):
             while (job := self._jobs.get_nowait()) is not None:
-                job[2].cancel()
+                if job[2] is not None:
+                    job[2].cancel()
         self._jobs.put(None)
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
             loop, work, future = job
+            if loop is None or future is None:  # posted: it reports its own outcome
+                try:
+                    work()
+                except Exception:  # a bug in one job must not end the thread for the rest
+                    log.exception("a job on %s raised", self.name)
+                del job, work
+                continue
             try:
                 result = work()
             except BaseException as error:  # as ThreadPoolExecutor: the caller sees it

@@ -28,6 +28,10 @@ remaining leg goes at once to its own device's thread, from the loop's timer or 
 courier if it notices first. A courier still inside a released round's leg (a hung call) when
 the next round starts is replaced: that round gets a new courier (``threads.courier``). Each
 job's deadline still runs from its submission.
+
+What reads the devices' published readings as a whole (the metric export) can ask to run
+right after a round (``Relay.after_round``): in the loop wake-up that set the round's results,
+behind the devices' tasks that publish them, instead of on a timer of its own.
 """
 
 from __future__ import annotations
@@ -84,6 +88,8 @@ class Round:
         self._unsettled: list[Settle] = []  # finished legs' results, held for the round's end
         self._in_leg: Leg | None = None  # the leg the courier is running
         self.over = False  # ended or released: a device with new jobs starts another round
+        # Run on the loop once the round's results are set (None: they are; see ``after``).
+        self._after: list[Callable[[], None]] | None = []
 
     def join(self, leg: Leg) -> bool:
         """Queue ``leg`` behind the running one; False once the round is over."""
@@ -92,6 +98,20 @@ class Round:
                 return False
             self._legs.append(leg)
             return True
+
+    def after(self, callback: Callable[[], None]) -> None:
+        """On the loop: run ``callback`` there after the round's results are set and the
+        tasks they wake have run (at once, through ``call_soon``, if they are already)."""
+        with self._lock:
+            if self._after is not None:
+                self._after.append(callback)
+                return
+        self._loop.call_soon(callback)
+
+    def _take_after(self) -> list[Callable[[], None]]:
+        with self._lock:
+            after, self._after = self._after or [], None
+        return after
 
     def drive(self) -> bool:
         """On the courier: the legs one after another, their results held until the last is
@@ -152,6 +172,10 @@ class Round:
         """On the loop: the round is over, its results go to their waiters."""
         self._timer.cancel()
         _settle(results)
+        # Set on this thread, the results' waiters have their tasks' steps queued already:
+        # the callbacks run after them, so they see what those tasks publish.
+        for callback in self._take_after():
+            self._loop.call_soon(callback)
 
     def release_all(self) -> None:
         """Past the deadline (the loop's timer, or the courier between legs): the results so
@@ -166,6 +190,11 @@ class Round:
         _settle(results)
         for leg in legs:
             leg.send()
+        # Perhaps off the loop: a result set from another thread reaches its waiter through
+        # the loop's queue, and the waiter's task is queued only then; one more hop queues
+        # each callback behind that task.
+        for callback in self._take_after():
+            self._loop.call_soon_threadsafe(self._loop.call_soon, callback)
 
 
 def _settle(results: list[Settle]) -> None:
@@ -215,3 +244,13 @@ class Relay:
                 self._courier = None
         if courier is not None:
             courier.stop()
+
+    def after_round(self, callback: Callable[[], None]) -> None:
+        """On the loop: run ``callback`` there once the running round's results are set and
+        the tasks they wake have published them; soon (``call_soon``) if no round runs.
+        A round released at its pass-on deadline counts as ended: a hung device delays
+        ``callback`` by ``PASS_ON_AFTER_S`` at most."""
+        if self._round is None:
+            asyncio.get_running_loop().call_soon(callback)
+        else:
+            self._round.after(callback)

@@ -62,3 +62,29 @@ def test_shutdown_cancels_jobs_not_started_and_the_running_one_finishes() -> Non
         assert not thread.is_alive()  # it ends after the job it was running
 
     asyncio.run(main())
+
+
+def test_posted_jobs_run_in_turn_with_submitted_ones_and_one_that_raises_stops_nothing(
+        caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        worker = LoopWorker("otlp-export_0")
+        ran: list[str] = []
+
+        def posted(name: str) -> None:
+            ran.append(name)
+            if name == "bad":
+                raise RuntimeError("a posted job's bug")
+
+        worker.post(functools.partial(posted, "first"))
+        worker.post(functools.partial(posted, "bad"))
+        marker = worker.submit(loop, lambda: ran.append("submitted"))
+        worker.post(functools.partial(posted, "after"))
+        await marker
+        last = worker.submit(loop, threading.current_thread)
+        assert (await last).name == "otlp-export_0"
+        assert ran == ["first", "bad", "submitted", "after"]
+        worker.shutdown()
+
+    asyncio.run(main())
+    assert "a posted job's bug" in caplog.text

@@ -2,15 +2,17 @@
 ``settled``, issue 41) as it did with ``run_in_executor`` and ``asyncio.wait``: a result
 is recorded, a wait ends at its timeout without cancelling the export, whose late outcome
 still counts, an interval meeting an export still in flight is skipped, and an exporter
-that raises costs one export."""
+that raises costs one export; the outcome of an export on the interval is recorded on the
+export thread, without waking the loop."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 from gpu_otel_agent.config.holder import ConfigHolder
-from gpu_otel_agent.config.load import load
+from gpu_otel_agent.config.load import Overrides, load
 from gpu_otel_agent.export.metrics.pusher import MetricPusher
 from gpu_otel_agent.model.snapshot import (
     DeviceIdentity,
@@ -45,11 +47,12 @@ class _Exporter:
         self.release.set()
 
 
-def _pusher(exporter: _Exporter) -> MetricPusher:
+def _pusher(exporter: _Exporter, export_interval: float | None = None) -> MetricPusher:
     store = SnapshotStore()
     store.put(DeviceSnapshot(DeviceIdentity("GPU-0", 0, "nvidia", "GPU", "bus"),
                              HealthState.OK, 1))
-    return MetricPusher(exporter, store, ConfigHolder(load(None, environ={})), 1)
+    config = load(None, Overrides(export_interval=export_interval), environ={})
+    return MetricPusher(exporter, store, ConfigHolder(config), 1)
 
 
 def test_exports_run_on_the_export_thread_and_their_outcomes_are_recorded() -> None:
@@ -81,3 +84,38 @@ def test_a_wait_ends_at_its_timeout_and_the_late_outcome_still_counts() -> None:
         await pusher.close(5.0)
 
     asyncio.run(main())
+
+
+class _HandBacksCounted(asyncio.SelectorEventLoop):
+    """A loop that notes which thread hands it each callback from outside."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handed_by: list[str] = []
+
+    def call_soon_threadsafe(self, *args: Any, **kwargs: Any) -> asyncio.Handle:
+        self.handed_by.append(threading.current_thread().name)
+        return super().call_soon_threadsafe(*args, **kwargs)
+
+
+def test_the_loop_is_not_woken_to_learn_each_export_outcome() -> None:
+    """The export thread records an export's outcome itself: on the interval, the loop only
+    hands the snapshot over (a loop woken once more per export to learn an outcome it does
+    not need was a wake-up a cycle, issue 41)."""
+    exporter = _Exporter(*([True] * 6))
+    pusher = _pusher(exporter, export_interval=0.1)
+
+    async def main() -> None:
+        task = asyncio.create_task(pusher.run())
+        await until(lambda: pusher.stats.exports >= 5, what="exports on the interval")
+        task.cancel()
+
+    loop = _HandBacksCounted()
+    try:
+        loop.run_until_complete(main())
+        # The first export is awaited (the agent logs when it is done); none after it.
+        assert loop.handed_by.count("otlp-export_0") <= 1, loop.handed_by
+        assert pusher.stats.failures == 0 and len(exporter.threads) >= 5
+        loop.run_until_complete(pusher.close(5.0))
+    finally:
+        loop.close()
