@@ -72,7 +72,8 @@ def process() -> float:
 
 def threads() -> dict[str, float]:
     """CPU seconds of each Python thread, summed by name with its number dropped
-    (``gpu-3`` -> ``gpu``, ``otlp-export_0`` -> ``otlp-export``)."""
+    (``gpu-3`` -> ``gpu``, ``otlp-export_0`` -> ``otlp-export``) or by the family a
+    ``NamedThread`` names (``gpu-courier-1`` -> ``gpu``)."""
     totals: dict[str, float] = {}
     for thread in threading.enumerate():
         try:  # the scheduler's run time of that thread, in ns (first field)
@@ -80,6 +81,8 @@ def threads() -> dict[str, float]:
                 seconds = int(file.read().split()[0]) / 1e9
         except (OSError, ValueError, IndexError):
             continue  # ended meanwhile, or no schedstat on this kernel
-        name = re.sub(r"[-_]\d+$", "", thread.name)
+        # A thread that says its family is counted with it (the relay's courier with the
+        # device threads whose legs it runs), whatever its name is at the moment.
+        name = getattr(thread, "family", None) or re.sub(r"[-_]\d+$", "", thread.name)
         totals[name] = totals.get(name, 0.0) + seconds
     return totals

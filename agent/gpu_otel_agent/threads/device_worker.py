@@ -7,6 +7,13 @@ Jobs submitted before the thread has taken the ones handed over earlier go with 
 that fall due at the same moment (at the defaults the fast and processes groups every 5 s, gpm
 every 10 s, slow every 30 s, all on one grid) wake the thread once, not once per group. A
 thread wake-up costs more than most reads it serves (a cold cache and a contended GIL).
+
+Under a relay the device's jobs usually run on the relay's courier (``threads.relay``) through
+this worker, as they would on its thread: the same ``busy`` count, the same ``sampling`` stage.
+The thread is the fallback (a released round's leg, a leg behind work of the device's own) and
+the path without a relay. Whichever thread runs a batch of the device holds its ``_running``
+lock, and a courier takes a leg only when no batch of the device is queued on or running on
+its thread: the device's jobs run in the order they were submitted, one at a time.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 from gpu_otel_agent.threads.costs import SAMPLING, Stage
 from gpu_otel_agent.threads.handoff import LoopJob
-from gpu_otel_agent.threads.relay import Relay, Round, Settle
+from gpu_otel_agent.threads.relay import Relay, Settle
 from gpu_otel_agent.threads.supervised import SupervisedThread
 
 T = TypeVar("T")
@@ -43,21 +50,49 @@ class _Outcome(Protocol):
 
 
 _Job = tuple[Callable[[], object], _Outcome]
-_Batch = tuple[list[_Job], Round | None]
+
+
+class _Batch:
+    """Jobs handed over together: a leg of a relay round (``threads.relay.Leg``) or a batch
+    for the device's own thread. Knows how far the thread running it got, so a thread whose
+    loop failed in it finishes it after the restart."""
+
+    __slots__ = ("_worker", "claimed", "jobs", "name", "started", "taken")
+
+    def __init__(self, worker: DeviceWorker, jobs: list[_Job]) -> None:
+        self._worker = worker
+        self.name = worker.name
+        self.jobs = jobs
+        self.claimed = False  # a courier holds the device's ``_running`` lock for it
+        self.started = False  # a thread began its jobs (a second start is a resumption)
+        self.taken = 0  # how many of its jobs were taken (see DeviceWorker._work)
+
+    def run_here(self) -> list[Settle] | None:
+        return self._worker._run_leg(self)
+
+    def resume_here(self) -> list[Settle]:
+        return self._worker._resume_leg(self)
+
+    def send(self) -> None:
+        self._worker._send(self)
 
 
 class DeviceWorker:
     def __init__(self, name: str, relay: Relay | None = None) -> None:
         """``relay``: shared by the devices of one node, so those with jobs at the same moment
         run in turn (``threads.relay``); without it a device's jobs go to its thread at once."""
+        self.name = name  # its thread's, and the courier's while it runs the device's jobs
         self._relay = relay
         self._jobs: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._pending = 0
-        self._open: list[_Job] | None = None  # handed over, not yet taken by the thread
-        self._current: _Batch | None = None  # the batch the thread is in
-        self._taken = 0  # how many of its jobs the thread has taken (see _loop)
-        self._sampling = Stage(SAMPLING)  # the thread's, entered once per job (not one each)
+        self._open: list[_Job] | None = None  # handed over, not yet taken by a thread
+        self._current: _Batch | None = None  # the batch the device's thread is in
+        self._queued = 0  # batches put to the thread and not finished: no courier leg meanwhile
+        self._running = threading.Lock()  # held by the thread running a batch of the device
+        self._sampling = Stage(SAMPLING)  # the device's, entered once per job (not one each)
+        if relay is not None:
+            relay.enlist()
         # Supervised: the loop itself raising (not a job: a job's exception goes to its
         # future) is logged, counted and the loop restarted on the same queue.
         self._thread = SupervisedThread(self._run, name, first_backoff_s=0.01)
@@ -71,10 +106,11 @@ class DeviceWorker:
 
     def submit(self, fn: Callable[[], T],
                loop: asyncio.AbstractEventLoop | None = None) -> Future[T]:
-        """Run ``fn`` on the device thread. A job submitted while the jobs handed over before
-        it are not yet taken by the thread goes with them: groups due at the same moment wake
-        the thread once. ``loop``: the caller's running loop, when it has it at hand (looking
-        it up calls getpid() on Python 3.11, once per job); None: looked up here."""
+        """Run ``fn`` on the device's thread (or the relay's courier, under the device's name).
+        A job submitted while the jobs handed over before it are not yet taken goes with
+        them: groups due at the same moment wake the thread once. ``loop``: the caller's
+        running loop, when it has it at hand (looking it up calls getpid() on Python 3.11,
+        once per job); None: looked up here."""
         future: Future[T] = Future()
         self._hand_over((fn, future), loop)
         return future
@@ -97,12 +133,58 @@ class DeviceWorker:
         if self._relay is not None and loop is None:
             loop = _running_loop()
         if self._relay is not None and loop is not None:
-            self._relay.add(lambda baton: self._jobs.put((jobs, baton)), loop)
+            self._relay.add(_Batch(self, jobs), loop)
         else:
-            self._jobs.put((jobs, None))
+            self._send(_Batch(self, jobs))
 
     def stop(self) -> None:
         self._jobs.put(None)
+        if self._relay is not None:
+            self._relay.leave()
+
+    def _send(self, batch: _Batch) -> None:
+        """To the device's thread (which sets the jobs' futures itself)."""
+        with self._lock:
+            self._queued += 1
+        self._jobs.put(batch)
+
+    def _run_leg(self, batch: _Batch) -> list[Settle] | None:
+        """A relay leg on the calling thread (the courier), unless the device's thread has
+        a batch queued or running, or another thread is inside a batch of the device (a
+        courier stuck in a hung call): then the leg goes behind them, to the device's thread
+        (None). Never blocks."""
+        with self._lock:
+            here = self._queued == 0 and self._running.acquire(blocking=False)
+            if here:
+                batch.claimed = True
+                if self._open is batch.jobs:
+                    self._open = None  # taken: a job submitted from now on is a new batch
+            else:
+                self._queued += 1
+        if not here:
+            self._jobs.put(batch)
+            return None
+        # _claimed_leg, inline (a call less per leg): on a failure the lock stays held.
+        results = self._work(batch)
+        batch.claimed = False
+        self._running.release()
+        return results
+
+    def _resume_leg(self, batch: _Batch) -> list[Settle]:
+        """The leg a courier's loop failed in, on the restarted courier: finished from where
+        it was, or run if it was not begun (its results go with the round's)."""
+        if batch.claimed:
+            return self._claimed_leg(batch)
+        return self._run_leg(batch) or []
+
+    def _claimed_leg(self, batch: _Batch) -> list[Settle]:
+        """Runs a leg whose ``_running`` lock the calling thread holds; releases it once the
+        leg is done. Not on a failure: the courier restarted finishes the leg first, and the
+        device's thread waits until then (a later batch must not run before it)."""
+        results = self._work(batch)
+        batch.claimed = False
+        self._running.release()
+        return results
 
     def _run(self) -> None:
         try:
@@ -116,35 +198,39 @@ class DeviceWorker:
 
     def _loop(self) -> None:
         while True:
-            # A batch the loop was in when it failed is finished after the restart (its
-            # baton passed on, so the other devices' relay goes on), not lost.
-            resumed = self._current is not None
-            batch = self._current if resumed else self._jobs.get()
+            # A batch the loop was in when it failed is finished after the restart, not lost.
+            batch = self._current if self._current is not None else self._jobs.get()
             self._current = batch
             if batch is None:
                 return
-            jobs, baton = batch
+            if not batch.started:
+                with self._lock:
+                    if self._open is batch.jobs:
+                        self._open = None  # taken: a job submitted from now on is a new batch
+            # Behind a leg of the device that a courier runs (one released while inside it,
+            # or stuck in a hung call): the device's jobs never run on two threads at once.
+            with self._running:
+                results = self._work(batch)
             with self._lock:
-                if self._open is jobs:
-                    self._open = None  # taken: a job submitted from now on is a new batch
-            # How far into the batch a loop that failed got: the restart goes on from there,
-            # and a job it had taken was counted off ``busy`` then, not again now. A batch
-            # from the queue has no job started or counted yet: each goes straight to
-            # ``_run_one`` (a job cancelled meanwhile never runs: its
-            # ``set_running_or_notify_cancel`` says so, and it is counted off ``busy`` there).
-            results = []
-            for index, job in enumerate(jobs):
-                results.append(self._resume(job, counted=index < self._taken) if resumed
-                               else self._run_one(job))
-                self._taken = index + 1
-            self._current, self._taken = None, 0
-            if baton is None:
-                for result in results:
-                    result()
-            else:
-                # Held until the relay ends (the loop gets them together), and the next
-                # device's turn.
-                baton.finish(results)
+                self._current = None
+                self._queued -= 1
+            for result in results:
+                result()
+
+    def _work(self, batch: _Batch) -> list[Settle]:
+        """Runs the batch's jobs, returns what sets their futures (the caller chooses when).
+        How far into the batch a loop that failed got: the restart goes on from there, and a
+        job it had taken was counted off ``busy`` then, not again now. A batch begun now has
+        no job started or counted yet: each goes straight to ``_run_one`` (a job cancelled
+        meanwhile never runs: its ``set_running_or_notify_cancel`` says so, and it is counted
+        off ``busy`` there)."""
+        resumed, batch.started = batch.started, True
+        results = []
+        for index, job in enumerate(batch.jobs):
+            results.append(self._resume(job, counted=index < batch.taken) if resumed
+                           else self._run_one(job))
+            batch.taken = index + 1
+        return results
 
     def _resume(self, job: _Job, *, counted: bool) -> Settle:
         """Runs a job not run yet; one the failure interrupted (or ran and did not settle)
@@ -158,7 +244,8 @@ class DeviceWorker:
             return _nothing
         if future.running():
             return functools.partial(future.set_exception, RuntimeError(
-                "the device thread failed while running this job (it was restarted)"))
+                "the thread running the device's jobs failed while running this one (it was "
+                "restarted)"))
         return self._run_one(job)
 
     def _run_one(self, job: _Job) -> Settle:

@@ -28,6 +28,10 @@ def name_os_thread(name: str) -> None:
 class NamedThread(threading.Thread):
     """A ``threading.Thread`` whose kernel name is its Python name."""
 
+    # Which threads the agent's CPU figures count it with (``threads.costs.threads``); None:
+    # those of its name less a trailing number (``gpu-3`` -> ``gpu``).
+    family: str | None = None
+
     def run(self) -> None:
         name_os_thread(self.name)
         super().run()
