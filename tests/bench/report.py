@@ -26,11 +26,13 @@ NOTES = (
     "pays when nobody tunes anything; its per-cycle figures are per 5 s fast cycle). "
     "agent-8gpu-10s samples the fast group every 10 s and exports every 10 s, to set beside "
     "nvitop-exporter scraped every 10 s.",
-    "Devices due at the same moment read in turn (`threads.relay`): the loop hands the first "
-    "device thread its jobs, each thread hands the next its own when done, and the results "
-    "reach the loop together. All at once, eight or sixteen threads fought for the GIL on "
-    "every NVML call (ctypes drops it): about six context switches per job, more CPU than "
-    "the reads. A device stuck in its turn holds the others back 50 ms at most.",
+    "Devices due at the same moment read in turn on one thread (`threads.relay`, "
+    "`threads.courier`): the loop hands the round to the relay's courier, which runs each "
+    "device's jobs after the other's, and the results reach the loop together; the export "
+    "due on that tick goes right after them. All at once, eight or sixteen threads fought "
+    "for the GIL on every NVML call (ctypes drops it): about six context switches per job, "
+    "more CPU than the reads; handed from device thread to device thread, each woke once a "
+    "round. A device stuck in its turn holds the others back 50 ms at most.",
     "The agent lists GPU processes in its own `processes` group (default every 5 s, whatever "
     "the fast interval), while nvitop-exporter and gpustat list every GPU process (64 here) "
     "on every update: their calls and CPU include that work at the faster rate.",
