@@ -7,8 +7,10 @@ event, so the order is the test's to decide."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import threading
+from collections.abc import AsyncIterator
 
 from gpu_otel_agent.config.holder import ConfigHolder, grid_after
 from gpu_otel_agent.config.load import Overrides, load
@@ -70,66 +72,63 @@ class _Device:
             self.published = answered
 
 
-def _parts(pass_on_after_s: float) -> tuple[SnapshotStore, ConfigHolder, Relay]:
+@contextlib.asynccontextmanager
+async def _running(pass_on_after_s: float) -> AsyncIterator[tuple[_Device, _Exporter]]:
+    """A device whose first read is held, then the pusher started beside it; both stopped
+    on the way out."""
     store = SnapshotStore()
     store.put(DeviceSnapshot(IDENTITY, HealthState.OK, 0))  # marker 0: before any read
     holder = ConfigHolder(load(None, Overrides(export_interval=INTERVAL_S), environ={}))
-    return store, holder, Relay(pass_on_after_s)
+    relay = Relay(pass_on_after_s)
+    device = _Device(store, holder, relay)
+    exporter = _Exporter()
+    pusher = MetricPusher(exporter, store, holder, device_count=1, rounds=relay)
+    device_task = asyncio.create_task(device.run())
+    await until(lambda: device.submitted == 1, what="the first read submitted (and held)")
+    export_task = asyncio.create_task(pusher.run())
+    try:
+        yield device, exporter
+    finally:
+        for task in (device_task, export_task):
+            task.cancel()
+        device.go.set()
+        device.worker.stop()
+        await pusher.close(5.0)
 
 
 def test_an_export_due_with_a_read_waits_for_it_and_carries_what_it_published() -> None:
     async def main() -> None:
-        store, holder, relay = _parts(pass_on_after_s=60.0)  # never released: held on purpose
-        device = _Device(store, holder, relay)
-        exporter = _Exporter()
-        pusher = MetricPusher(exporter, store, holder, device_count=1, rounds=relay)
-        device_task = asyncio.create_task(device.run())
-        # The device reads at once and is held there; the first export (every device read
-        # once, or an interval) goes with marker 0.
-        await until(lambda: device.submitted == 1, what="the first read submitted")
-        export_task = asyncio.create_task(pusher.run())
-        await until(lambda: len(exporter.carried) == 1, what="the first export")
-        assert exporter.carried == [0]
-        device.go.set()  # from now on every read answers at once
-        await until(lambda: len(exporter.carried) >= 4, what="exports on the grid")
-        assert exporter.carried == sorted(exporter.carried)
-        device.go.clear()  # the next read is held: the export due with it must wait
-        held = device.submitted + 1
-        await until(lambda: device.submitted == held, what="a read held on its tick")
-        await asyncio.sleep(4 * INTERVAL_S)  # ticks pass: an export not waiting would go
-        device.go.set()
-        await until(lambda: held in exporter.carried, what="the export after the held read")
-        # The read before the hold went out on its own tick (and perhaps once more, an export
-        # running late catching up); an export not waiting for the held read would have sent
-        # it again on each of the four ticks the hold lasted.
-        assert exporter.carried.count(held - 1) <= 2, exporter.carried
-        assert device.published >= held
-        for task in (device_task, export_task):
-            task.cancel()
-        device.worker.stop()
-        await pusher.close(5.0)
+        # Never released by the relay: the reads are held on purpose.
+        async with _running(pass_on_after_s=60.0) as (device, exporter):
+            # The first export (every device read once, or an interval) goes with marker 0.
+            await until(lambda: len(exporter.carried) == 1, what="the first export")
+            assert exporter.carried == [0]
+            device.go.set()  # from now on every read answers at once
+            await until(lambda: len(exporter.carried) >= 4, what="exports on the grid")
+            assert exporter.carried == sorted(exporter.carried)
+            device.go.clear()  # the next read is held: the export due with it must wait
+            held = device.submitted + 1
+            await until(lambda: device.submitted == held, what="a read held on its tick")
+            await asyncio.sleep(4 * INTERVAL_S)  # ticks pass: an export not waiting would go
+            device.go.set()
+            await until(lambda: held in exporter.carried, what="the export after the read")
+            # The read before the hold went out on its own tick (and perhaps once more, an
+            # export running late catching up); an export not waiting for the held read
+            # would have sent it again on each of the four ticks the hold lasted.
+            assert exporter.carried.count(held - 1) <= 2, exporter.carried
+            assert device.published >= held
 
     asyncio.run(main())
 
 
 def test_a_device_hung_in_its_read_holds_the_export_back_only_until_the_pass_on() -> None:
     async def main() -> None:
-        store, holder, relay = _parts(pass_on_after_s=INTERVAL_S)
-        device = _Device(store, holder, relay)
-        exporter = _Exporter()
-        pusher = MetricPusher(exporter, store, holder, device_count=1, rounds=relay)
-        device_task = asyncio.create_task(device.run())
-        await until(lambda: device.submitted == 1, what="the read submitted (and hung)")
-        export_task = asyncio.create_task(pusher.run())
-        # Exports keep going, with what was published before the hang, while the read hangs.
-        await until(lambda: len(exporter.carried) >= 3, what="exports past a hung read")
-        assert device.published == 0 and set(exporter.carried) == {0}
-        device.go.set()
-        await until(lambda: device.published >= 1, what="the hung read answered at last")
-        await until(lambda: exporter.carried[-1] >= 1, what="an export with its answer")
-        for task in (device_task, export_task):
-            task.cancel()
-        device.worker.stop()
-        await pusher.close(5.0)
+        async with _running(pass_on_after_s=INTERVAL_S) as (device, exporter):
+            # Exports keep going, with what was published before the hang, while it hangs.
+            await until(lambda: len(exporter.carried) >= 3, what="exports past a hung read")
+            assert device.published == 0 and set(exporter.carried) == {0}
+            device.go.set()
+            await until(lambda: device.published >= 1, what="the hung read answered at last")
+            await until(lambda: exporter.carried[-1] >= 1, what="an export with its answer")
 
     asyncio.run(main())
