@@ -164,11 +164,7 @@ class DeviceWorker:
         if not here:
             self._jobs.put(batch)
             return None
-        # _claimed_leg, inline (a call less per leg): on a failure the lock stays held.
-        results = self._work(batch)
-        batch.claimed = False
-        self._running.release()
-        return results
+        return self._claimed_leg(batch)
 
     def _resume_leg(self, batch: _Batch) -> list[Settle]:
         """The leg a courier's loop failed in, on the restarted courier: finished from where
